@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+# A real single-node Slurm on this machine, for the test suite and CI.
+#
+#   bash tests/slurm/cluster.sh start    configure and start munged, slurmctld, slurmd;
+#                                        wait until the node is idle (idempotent)
+#   bash tests/slurm/cluster.sh stop     stop the three daemons
+#   bash tests/slurm/cluster.sh status   print sinfo/squeue; non-zero if not up
+#
+# Needs root and Debian's packages slurm-wlm and munge. Settings:
+#   HPLT_SHARD_SLURM_STATE    state, spool, pid and log dir (default /var/lib/hplt-shard-slurm)
+#   HPLT_SHARD_SLURM_TIMEOUT  seconds `start` waits for an idle node (default 60)
+#   HPLT_SHARD_SLURM_FORCE=1  overwrite an /etc/slurm/slurm.conf this script did not write
+set -euo pipefail
+
+STATE_DIR=${HPLT_SHARD_SLURM_STATE:-/var/lib/hplt-shard-slurm}
+TIMEOUT=${HPLT_SHARD_SLURM_TIMEOUT:-60}
+# Debian's Slurm 22.05 is built with sysconfdir /etc/slurm: its tools read this exact file.
+SLURM_CONF=/etc/slurm/slurm.conf
+MARKER="# Written by hplt-shard tests/slurm/cluster.sh"
+MUNGE_KEY=/etc/munge/munge.key
+MUNGE_PIDFILE=/run/munge/munged.pid
+MUNGE_LOG=/var/log/munge/munged.log
+CTLD_PIDFILE=$STATE_DIR/slurmctld.pid
+SLURMD_PIDFILE=$STATE_DIR/slurmd.pid
+CTLD_LOG=$STATE_DIR/log/slurmctld.log
+SLURMD_LOG=$STATE_DIR/log/slurmd.log
+NODE=  # set once the packages are checked
+
+say() { printf 'cluster.sh: %s\n' "$*"; }
+die() { printf 'cluster.sh: error: %s\n' "$*" >&2; exit 1; }
+
+require_packages() {
+    local bin
+    for bin in munged munge unmunge slurmctld slurmd sinfo squeue scontrol sbatch; do
+        if ! command -v "$bin" >/dev/null 2>&1; then
+            echo "cluster.sh: '$bin' not found." >&2
+            echo "Debian packages slurm-wlm and munge are required: apt-get install slurm-wlm munge" >&2
+            exit 2
+        fi
+    done
+}
+
+# The daemons live in /usr/sbin, which a non-login root shell may lack on PATH.
+PATH="$PATH:/usr/sbin:/sbin"
+
+# True if the process exists and is not a zombie: a killed daemon can linger as a zombie
+# (still in /proc, same name) until it is reaped, and must count as gone.
+alive() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }   # fields after "(comm) "; the first is the state letter
+    [[ ${stat:0:1} != Z && ${stat:0:1} != X ]]
+}
+
+# pid from a pid file if that process is alive and has the expected name, else empty.
+# Name check: a stale pid file must never make us signal an unrelated process.
+live_pid() {
+    local pidfile=$1 name=$2 pid
+    [[ -r $pidfile ]] || return 0
+    pid=$(tr -dc '0-9' <"$pidfile")
+    [[ -n $pid ]] && alive "$pid" || return 0
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$name" ]] && echo "$pid"
+    return 0
+}
+
+munged_pid() { live_pid "$MUNGE_PIDFILE" munged; }
+ctld_pid() { live_pid "$CTLD_PIDFILE" slurmctld; }
+slurmd_pid() { live_pid "$SLURMD_PIDFILE" slurmd; }
+
+# Value of KEY in the installed slurm.conf (read as text, never sourced), empty if absent.
+conf_value() {
+    [[ -r $SLURM_CONF ]] || return 0
+    awk -F= -v key="$1" '$1 == key {print substr($0, length(key) + 2); exit}' "$SLURM_CONF"
+}
+
+# State of our node as sinfo sees it ("idle", "down*", "drained", ...), empty if no answer.
+node_state() {
+    timeout 10 sinfo -h -n "$NODE" -o '%T' 2>/dev/null | head -n 1 || true
+}
+
+show_logs() {
+    local f
+    for f in "$CTLD_LOG" "$SLURMD_LOG" "$MUNGE_LOG"; do
+        [[ -r $f ]] || continue
+        echo "----- last lines of $f -----" >&2
+        tail -n 25 "$f" >&2
+    done
+}
+
+# The slurm.conf we want, on stdout. RealMemory stays below the machine's: slurmd drains a
+# node whose configured memory exceeds what it finds.
+render_conf() {
+    local mem_kib mem_mib real_mem cpus
+    mem_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
+    mem_mib=$((mem_kib / 1024))
+    real_mem=$((mem_mib - mem_mib / 20))   # 95%
+    cpus=$(nproc)
+    cat <<EOF
+$MARKER -- do not edit, rerun it instead.
+ClusterName=hplt-shard-test
+# Addresses pinned to loopback so no DNS lookup of the host name is needed.
+SlurmctldHost=$NODE(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CryptoType=crypto/munge
+MpiDefault=none
+# No mail on this machine; the default /bin/mail is absent and slurmctld logs an error.
+MailProg=/bin/true
+SwitchType=switch/none
+# No cgroups: linuxproc tracks processes through /proc, and task/none binds nothing.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+# No slurmdbd: sacct does not work here, read job states from squeue/scontrol.
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+# Without a default, a job with no --mem takes the whole node's memory (one job at a time).
+DefMemPerCPU=1000
+MaxArraySize=10001
+# LUMI's value: finished jobs stay visible (squeue, scontrol, --dependency) for 5 minutes.
+MinJobAge=300
+# A node that was DOWN comes back by itself once slurmd registers with a valid config.
+ReturnToService=2
+StateSaveLocation=$STATE_DIR/ctld
+SlurmdSpoolDir=$STATE_DIR/slurmd
+SlurmctldPidFile=$CTLD_PIDFILE
+SlurmdPidFile=$SLURMD_PIDFILE
+SlurmctldLogFile=$CTLD_LOG
+SlurmdLogFile=$SLURMD_LOG
+SlurmctldDebug=info
+SlurmdDebug=info
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$real_mem State=UNKNOWN
+PartitionName=small Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+EOF
+}
+
+# Installs the slurm.conf we want. If it differs from the installed one, slurm daemons running
+# with the old one are stopped first (found through the old file's pid files, which differ
+# when HPLT_SHARD_SLURM_STATE changed): they read slurm.conf only at start and would hold
+# the ports the new ones need.
+install_conf() {
+    local want
+    want=$(render_conf)
+    if [[ -f $SLURM_CONF ]]; then
+        [[ $(cat "$SLURM_CONF") == "$want" ]] && return 0
+        # Never clobber a slurm.conf someone else wrote (a real cluster's) without being told.
+        if ! head -n 1 "$SLURM_CONF" | grep -qF "$MARKER" && [[ ${HPLT_SHARD_SLURM_FORCE:-} != 1 ]]; then
+            die "$SLURM_CONF exists and was not written by this script; set HPLT_SHARD_SLURM_FORCE=1 to overwrite it"
+        fi
+        say "slurm.conf changes; stopping daemons started with the old one"
+        stop_daemon slurmd "$(conf_value SlurmdPidFile)"
+        stop_daemon slurmctld "$(conf_value SlurmctldPidFile)"
+    fi
+    stop_daemon slurmd "$SLURMD_PIDFILE"
+    stop_daemon slurmctld "$CTLD_PIDFILE"
+    mkdir -p "$(dirname "$SLURM_CONF")"
+    printf '%s\n' "$want" >"$SLURM_CONF.tmp"
+    mv "$SLURM_CONF.tmp" "$SLURM_CONF"
+    CONF_CHANGED=1
+}
+CONF_CHANGED=0
+
+start_munge() {
+    if [[ -n $(munged_pid) ]]; then
+        return 0
+    fi
+    if [[ ! -s $MUNGE_KEY ]]; then
+        say "creating munge key $MUNGE_KEY"
+        if command -v mungekey >/dev/null 2>&1; then
+            mungekey -c -k "$MUNGE_KEY"
+        else
+            create-munge-key
+        fi
+        chown munge:munge "$MUNGE_KEY"
+        chmod 0400 "$MUNGE_KEY"
+    fi
+    # munged refuses to start unless its directories belong to it (no systemd to make them).
+    install -d -o munge -g munge -m 0755 /run/munge
+    install -d -o munge -g munge -m 0700 /var/log/munge
+    install -d -o munge -g munge -m 0711 /var/lib/munge
+    say "starting munged"
+    runuser -u munge -- munged
+}
+
+# Epoch second at which we last started slurmd (0: it was already running).
+SLURMD_STARTED=0
+
+start_slurm() {
+    mkdir -p "$STATE_DIR/ctld" "$STATE_DIR/slurmd" "$STATE_DIR/log"
+    if [[ -z $(ctld_pid) ]]; then
+        say "starting slurmctld"
+        slurmctld
+    fi
+    if [[ -z $(slurmd_pid) ]]; then
+        say "starting slurmd"
+        SLURMD_STARTED=$(date +%s)
+        slurmd
+    fi
+}
+
+# True once the controller has heard from the slurmd we started. A restarted slurmctld
+# reports the node state it saved ("idle") before slurmd has registered again.
+slurmd_registered() {
+    local started
+    ((SLURMD_STARTED)) || return 0
+    started=$(timeout 10 scontrol show node -o "$NODE" 2>/dev/null | grep -o "SlurmdStartTime=[^ ]*" | cut -d= -f2 || true)
+    [[ -n $started && $started != None ]] || return 1
+    (($(date -d "$started" +%s) >= SLURMD_STARTED - 1))
+}
+
+# Sends SIGTERM to a daemon by its pid file and waits for it to go; SIGKILL after 30 s.
+stop_daemon() {
+    local name=$1 pidfile=$2 pid i
+    [[ -n $pidfile ]] || return 0
+    pid=$(live_pid "$pidfile" "$name")
+    [[ -n $pid ]] || return 0
+    say "stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 300; i++)); do
+        alive "$pid" || return 0
+        sleep 0.1
+    done
+    say "$name did not exit in 30 s, killing it"
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+cmd_stop() {
+    stop_daemon slurmd "$SLURMD_PIDFILE"
+    stop_daemon slurmctld "$CTLD_PIDFILE"
+    stop_daemon munged "$MUNGE_PIDFILE"
+    say "stopped"
+}
+
+# Waits until sinfo shows the node usable; resumes a node left DOWN or DRAINED.
+wait_idle() {
+    local deadline state resumed=0
+    deadline=$((SECONDS + TIMEOUT))
+    while ((SECONDS < deadline)); do
+        state=$(node_state)
+        case $state in
+            idle | mixed | allocated | completing)
+                slurmd_registered && return 0 ;;
+            down* | drain* | fail*)
+                # Left down by a crash or a stop with running jobs; the '*' suffix means
+                # slurmd has not registered yet, so a resume would not stick.
+                if [[ $state != *'*' ]] && ((resumed < 3)); then
+                    say "node $NODE is $state, resuming it"
+                    scontrol update nodename="$NODE" state=resume || true
+                    resumed=$((resumed + 1))
+                fi ;;
+        esac
+        sleep 0.5
+    done
+    echo "cluster.sh: error: node $NODE not idle after ${TIMEOUT}s (sinfo says: '${state:-no answer}')" >&2
+    timeout 10 scontrol show node "$NODE" >&2 2>/dev/null || true
+    show_logs
+    exit 1
+}
+
+cmd_start() {
+    local t0=$SECONDS was_up=0
+    [[ $EUID -eq 0 ]] || die "must run as root (slurmd and munged need it)"
+    if [[ -n $(munged_pid) && -n $(ctld_pid) && -n $(slurmd_pid) ]]; then
+        was_up=1
+    fi
+    install_conf
+    if ((CONF_CHANGED)); then was_up=0; fi
+    start_munge
+    if ! munge -n | unmunge >/dev/null 2>&1; then
+        show_logs
+        die "munge does not work (munge -n | unmunge failed)"
+    fi
+    start_slurm
+    wait_idle
+    if ((was_up)); then
+        say "already running: node $NODE is $(node_state)"
+    else
+        say "up in $((SECONDS - t0)) s: node $NODE is $(node_state), partition small"
+    fi
+}
+
+cmd_status() {
+    local ok=0 name pid
+    for name in munged slurmctld slurmd; do
+        case $name in
+            munged) pid=$(munged_pid) ;;
+            slurmctld) pid=$(ctld_pid) ;;
+            slurmd) pid=$(slurmd_pid) ;;
+        esac
+        if [[ -n $pid ]]; then
+            echo "$name: running (pid $pid)"
+        else
+            echo "$name: not running"
+            ok=1
+        fi
+    done
+    if ! timeout 10 sinfo; then
+        ok=1
+    else
+        timeout 10 squeue || true
+    fi
+    case $(node_state) in
+        idle | mixed | allocated | completing) ;;
+        *) ok=1 ;;
+    esac
+    return $ok
+}
+
+case ${1:-} in
+    start | stop | status) ;;
+    *) echo "usage: $0 start|stop|status" >&2; exit 64 ;;
+esac
+require_packages
+NODE=$(hostname -s)
+case $1 in
+    start) cmd_start ;;
+    stop) cmd_stop ;;
+    status) cmd_status ;;
+esac
