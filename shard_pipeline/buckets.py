@@ -1,0 +1,104 @@
+"""Range buckets of the id space: the global order's coarse grain, fixed before partitioning.
+
+Bucket b holds the ids in [boundaries[b-1], boundaries[b]) (UTF-8 byte order), so buckets in
+order, each sorted, are the global order, and equal ids always meet in one bucket. Boundaries
+only steer balance: any boundaries give the same output bytes.
+"""
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from typing import Sequence
+
+_HEX32 = re.compile(r"[0-9a-f]{32}\Z")
+HEX_PREFIX_DIGITS = 8
+
+
+def is_uniform_hex(sample: Sequence[str]) -> bool:
+    """HPLT ids are 32 lowercase hex digits of a hash: uniform, so no sample is needed."""
+    return bool(sample) and all(_HEX32.match(i) for i in sample)
+
+
+def hex_boundaries(buckets: int) -> list[str]:
+    """Equal slices of the hex id space, as 8-digit prefixes."""
+    space = 16**HEX_PREFIX_DIGITS
+    return [format(j * space // buckets, f"0{HEX_PREFIX_DIGITS}x") for j in range(1, buckets)]
+
+
+def sample_boundaries(sample: Sequence[str], buckets: int) -> list[str]:
+    """Quantiles of a sample of ids; duplicates collapse, so there may be fewer buckets."""
+    ids = sorted(set(sample), key=lambda s: s.encode("utf-8"))
+    if len(ids) < 2 or buckets < 2:
+        return []
+    cuts = []
+    for j in range(1, buckets):
+        b = ids[j * len(ids) // buckets]
+        if not cuts or b.encode() > cuts[-1].encode():
+            cuts.append(b)
+    return [c for c in cuts if c.encode() > ids[0].encode()] if cuts else []
+
+
+def choose_boundaries(sample: Sequence[str], buckets: int) -> tuple[str, list[str]]:
+    """(method, boundaries) for `buckets` buckets from a sample of ids."""
+    if buckets < 2:
+        return "single", []
+    if is_uniform_hex(sample):
+        return "hex-uniform", hex_boundaries(buckets)
+    return "sample-quantiles", sample_boundaries(sample, buckets)
+
+
+def boundary_keys(boundaries: Sequence[str]) -> list[bytes]:
+    return [b.encode("utf-8") for b in boundaries]
+
+
+def bucket_of(id_utf8: bytes, keys: Sequence[bytes]) -> int:
+    return bisect_right(keys, id_utf8)
+
+
+def bucket_cuts(sorted_ids_utf8: Sequence[bytes], keys: Sequence[bytes]) -> list[int]:
+    """Positions in a sorted id list where each bucket starts (len(keys) + 2 entries, first 0)."""
+    from bisect import bisect_left
+
+    cuts = [0]
+    lo = 0
+    for k in keys:
+        lo = bisect_left(sorted_ids_utf8, k, lo)
+        cuts.append(lo)
+    cuts.append(len(sorted_ids_utf8))
+    return cuts
+
+
+def sample_ids(shards, *, corpus: str, per_shard: int = 2000, total: int = 100_000) -> list[str]:
+    """Ids from the head of every input shard: cheap (a few MB each), enough for quantiles.
+
+    Bad records and corrupt streams are skipped here on purpose: the partition stage reads
+    every byte and reports them; a sample only steers balance, never the output.
+    """
+    from .reader import BadRecord, CorruptShard, ReadStats, iter_records
+
+    per = max(10, min(per_shard, total // max(1, len(shards))))
+    out: list[str] = []
+    for shard in shards:
+        it = iter_records(shard, corpus=corpus, bad_records="quarantine", quarantine=_NullQuarantine(), stats=ReadStats())
+        try:
+            for k, rec in enumerate(it):
+                if k >= per:
+                    break
+                out.append(rec.id)
+        except (BadRecord, CorruptShard, OSError):
+            pass
+        finally:
+            close = getattr(it, "close", None)
+            if close:
+                close()
+    return out
+
+
+class _NullQuarantine:
+    """Discards bad records during sampling (partition quarantines or fails on them for real)."""
+
+    def add(self, *args, **kwargs) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,336 @@
+"""The submitter: `./hplt-shard LANG ...` finds the input, lays out the jobs, and runs or submits them."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import layout as layout_mod
+from .rundir import RunDir, write_json_atomic
+from .runconfig import Content, Execution, InputRef, RunConfig
+from .claim import OutHeld, claim, release
+from .shard import DEFAULT_ROW_GROUP_BYTES, check_replaceable
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SHARD_ROWS = 1_000_000
+
+
+class UsageError(Exception):
+    """A problem with the command line, the conf or the input selection: nothing was written."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hplt-shard",
+        description="Turn one language of a sharded HPLT corpus into deterministic Parquet training shards.",
+        epilog="Examples:\n"
+        "  ./hplt-shard eng_Latn --corpus v4 --dry-run\n"
+        "  ./hplt-shard fin_Latn --corpus v4 --wds 9-10 --out /scratch/p/fin-shards\n"
+        "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --out out/example --executor local\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("lang", nargs="?", help="HPLT language code, e.g. eng_Latn, fin_Latn")
+    p.add_argument("--corpus", choices=("v3", "v4"), default="v4", help="HPLT release layout (default v4)")
+    p.add_argument("--local-root", type=Path, help="folder holding LANG/ (v4 clean|noisy root, v3 sorted); default from the preset")
+    p.add_argument("--wds", help="WDS scores to include: 9-10, 8,9,10, 10 (default: all shards)")
+    p.add_argument("--sources", help="v4 English source tags to include: cc,ia,ab (default: all)")
+    p.add_argument("--out", type=Path, help="output folder (replaced atomically when the run finishes)")
+    p.add_argument("--run-dir", type=Path, help="run directory (default runs/<corpus>-<subset>-<LANG>-<wds>)")
+    p.add_argument("--executor", choices=("slurm", "local"), help="default: slurm when sbatch is on PATH, else local")
+    p.add_argument("--shard-rows", type=int, default=DEFAULT_SHARD_ROWS, help=f"rows per output shard (default {DEFAULT_SHARD_ROWS:,})")
+    p.add_argument("--val-permille", type=int, default=5, help="validation share in thousandths (default 5)")
+    p.add_argument("--row-group-bytes", type=int, default=DEFAULT_ROW_GROUP_BYTES, help="text bytes per row group (default 64 MiB)")
+    p.add_argument("--license", help="SPDX license of the packaging (conf LICENSE; HPLT presets: CC0-1.0)")
+    p.add_argument("--dataset", help="dataset name in the manifest (default hplt-<corpus>-<subset>-<LANG>)")
+    p.add_argument("--dataset-version", default="1", help="dataset version in the manifest (default 1)")
+    p.add_argument("--bad-records", choices=("fail", "quarantine"), default="fail",
+                   help="fail at the first bad record (default), or count and keep it in the run's quarantine/")
+    p.add_argument("--conf", type=Path, help="conf file (default ./hplt-shard.conf if present)")
+    p.add_argument("--preset", help="preset name under presets/ (conf PRESET)")
+    p.add_argument("--account", help="Slurm account (conf ACCOUNT)")
+    p.add_argument("--partition", dest="worker_partition", help="Slurm partition (conf WORKER_PARTITION)")
+    p.add_argument("--counts-index", help="shared counts index directory (conf COUNTS_INDEX)")
+    p.add_argument("--max-tasks", type=int, help="array tasks this run may queue (conf MAX_TASKS)")
+    p.add_argument("--mem", help="memory per partition task, e.g. 4G (default conf WORKER_MEM)")
+    p.add_argument("--time", help="wall time per task (default estimated from bytes)")
+    p.add_argument("--partition-tasks", type=int, help="override the number of partition tasks")
+    p.add_argument("--write-tasks", type=int, help="override the number of write tasks")
+    p.add_argument("--buckets", type=int, help="advanced: id buckets (default from the estimated documents)")
+    p.add_argument("--spill-bytes", type=int, help="advanced: text bytes a partition task buffers before it spills a sorted run (default mem/8)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="local executor: tasks at once (default: cores)")
+    p.add_argument("--dry-run", action="store_true", help="show the scope and job layout; write and submit nothing")
+    return p
+
+
+def resolve_settings(args: argparse.Namespace):
+    from .config import load_settings
+
+    cli = {
+        "ACCOUNT": args.account,
+        "WORKER_PARTITION": args.worker_partition,
+        "COUNTS_INDEX": args.counts_index,
+        "MAX_TASKS": str(args.max_tasks) if args.max_tasks else None,
+        "LICENSE": args.license,
+        "PRESET": args.preset,
+        "WORKER_MEM": args.mem,
+        "TIME_LIMIT": args.time,
+    }
+    return load_settings(cli=cli, conf_path=args.conf, repo_root=REPO_ROOT)
+
+
+def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
+    from .corpus import find_shards
+
+    root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
+    base_url = None
+    if root is None:
+        if args.corpus == "v4":
+            raise UsageError("v4 needs --local-root (or V4_ROOT in the conf/preset): HPLT v4 has no public shard map")
+        base_url = settings.v3_base_url
+        subset = "sorted"
+    else:
+        root = Path(root)
+        subset = root.name
+    shards = find_shards(args.lang, corpus=args.corpus, local_root=root, base_url=base_url, wds=args.wds, sources=args.sources)
+    return subset, shards
+
+
+def default_run_dir(args: argparse.Namespace, subset: str) -> Path:
+    wds = (args.wds or "all").replace(",", "_")
+    src = f"-{args.sources.replace(',', '_')}" if args.sources else ""
+    return REPO_ROOT / "runs" / f"{args.corpus}-{subset}-{args.lang}-{wds}{src}"
+
+
+def choose_executor(args: argparse.Namespace) -> str:
+    return args.executor or ("slurm" if shutil.which("sbatch") else "local")
+
+
+def task_budget(args: argparse.Namespace, settings, executor: str) -> int:
+    """MAX_TASKS, and under Slurm also what the user's submit limit leaves (queued jobs counted)."""
+    budget = settings.max_tasks
+    if executor == "slurm" and settings.submit_limit:
+        from .executors.slurm import queued_jobs
+
+        room = settings.submit_limit - queued_jobs()
+        if room < 4:
+            raise UsageError(f"only {room} of SUBMIT_LIMIT={settings.submit_limit} queue slots are free; a run needs at least 4")
+        budget = min(budget, room)
+    return budget
+
+
+def known_counts(settings, corpus: str, subset: str, lang: str, shards: Sequence) -> dict[int, int]:
+    from .counts_index import lookup
+
+    if not settings.counts_index:
+        return {}
+    by_name = lookup(Path(settings.counts_index), corpus, subset, lang, shards)
+    return {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
+
+
+def make_layout(args, settings, shards, known, executor) -> layout_mod.Layout:
+    for name in ("shard_rows", "row_group_bytes"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if not 0 <= args.val_permille <= 1000:
+        raise UsageError("--val-permille must be in [0, 1000]")
+    budget = task_budget(args, settings, executor) if executor == "slurm" else max(settings.max_tasks, 4)
+    return layout_mod.plan_layout(
+        [s.size for s in shards],
+        known,
+        shard_rows=args.shard_rows,
+        task_budget=budget,
+        partition_mem=settings.worker_mem,
+        job_mem=settings.worker_mem,
+        time_limit=settings.time_limit,
+        partition_tasks=args.partition_tasks,
+        write_tasks=args.write_tasks,
+        buckets=args.buckets,
+        spill_bytes=args.spill_bytes,
+    )
+
+
+def human_bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+def describe(args, subset, shards, lay: layout_mod.Layout, executor: str, settings) -> str:
+    lines = [
+        f"hplt-shard {args.lang}  corpus {args.corpus}/{subset}  wds {args.wds or 'all'}"
+        + (f"  sources {args.sources}" if args.sources else ""),
+        f"input shards     {len(shards):,}  ({human_bytes(lay.compressed_bytes)} compressed, ~{human_bytes(lay.est_json_bytes)} JSON)",
+        f"documents        ~{lay.est_docs:,}  ({lay.docs_known:,} known from the counts index; "
+        f"{lay.inputs_unknown} of {len(shards)} shards unknown, estimated from bytes)",
+        f"output shards    ~{lay.est_shards:,} of {args.shard_rows:,} rows (val {args.val_permille}/1000)",
+        f"executor         {executor}",
+        "job layout:",
+        f"  partition  {lay.partition_tasks:>6} tasks  mem {lay.partition_mem:>5}  time {lay.partition_time}",
+        f"  plan       {1:>6} task   mem {lay.job_mem:>5}  time {lay.job_time}",
+        f"  write      {lay.write_tasks:>6} tasks  mem {lay.write_mem:>5}  time {lay.write_time}",
+        f"  finalize   {1:>6} task   mem {lay.job_mem:>5}  time {lay.job_time}",
+        f"  queued at once: {lay.partition_tasks + lay.write_tasks + 2} (MAX_TASKS {settings.max_tasks}); array throttle %{lay.throttle}",
+        f"id buckets       {lay.buckets:,}",
+        f"read volume      {human_bytes(lay.compressed_bytes)} input + ~{human_bytes(lay.est_json_bytes // 2)} intermediate",
+        f"write volume     ~{human_bytes(lay.est_json_bytes // 2)} intermediate + ~{human_bytes(lay.est_json_bytes // 6)} Parquet",
+    ]
+    return "\n".join(lines)
+
+
+def git_state() -> dict[str, Any]:
+    try:
+        commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = bool(subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain"], capture_output=True, text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": None, "dirty": None}
+    return {"commit": commit or None, "dirty": dirty}
+
+
+def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, boundaries: dict, argv: Sequence[str],
+                  settings, executor: str) -> None:
+    run.create()
+    write_json_atomic(run.config_json, cfg.to_json())
+    write_json_atomic(run.buckets_json, boundaries)
+    run.shard_list.write_text("".join(s.location + "\n" for s in shards))
+    run.inventory.write_text("path\tsize\tmtime\n" + "".join(f"{s.location}\t{s.size}\t{s.mtime}\n" for s in shards))
+    for t, pack in enumerate(lay.packing):
+        write_json_atomic(run.task_file("partition", t), {"task": t, "inputs": list(pack)})
+    write_json_atomic(run.run_json, {
+        "argv": list(argv),
+        "config_sha256": cfg.content.sha256(),
+        "code": git_state(),
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "cluster": os.environ.get("SLURM_CLUSTER_NAME") or platform.node(),
+        "executor": executor,
+        "layout": {k: v for k, v in asdict(lay).items() if k != "packing"},
+        "settings": {k: str(v) for k, v in asdict(settings).items()},
+        "submissions": [],
+    })
+
+
+def stage_tasks(lay: layout_mod.Layout) -> dict[str, list[int]]:
+    return {"partition": list(range(lay.partition_tasks)), "plan": [0], "write": list(range(lay.write_tasks)), "finalize": [0]}
+
+
+def run_local(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, jobs: int, out: Path) -> int:
+    from .executors.local import StageFailed, run_all
+
+    try:
+        run_all(cfg.execution.python, run.root, stage_tasks(lay), jobs)
+    except StageFailed as exc:
+        release(out, run.root)
+        print(f"hplt-shard: {exc}", file=sys.stderr)
+        print(f"hplt-shard: run directory {run.root}; the previous {out} is untouched", file=sys.stderr)
+        return 1
+    manifest = json.loads((out / "_MANIFEST.json").read_text())
+    print(f"done: {manifest['rows']:,} documents in {len(manifest['shards'])} shards "
+          f"(train {manifest['splits']['train']:,}, val {manifest['splits']['val']:,})")
+    print(f"output:  {out}  (manifest {out / '_MANIFEST.json'})")
+    print(f"run dir: {run.root}  (validation.json, logs/)")
+    return 0
+
+
+def submit_slurm(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, settings, lang: str) -> int:
+    from .executors.slurm import SlurmSettings, StageJobs, max_array_size, submit_chain
+    from .rundir import read_json
+
+    s = SlurmSettings(settings.worker_partition, settings.account, cfg.execution.python, settings.module_loads, f"hs-{lang}")
+    t = stage_tasks(lay)
+    stages = [
+        StageJobs("partition", tuple(t["partition"]), lay.partition_mem, lay.partition_time, lay.throttle),
+        StageJobs("plan", (0,), lay.job_mem, lay.job_time),
+        StageJobs("write", tuple(t["write"]), lay.write_mem, lay.write_time, lay.throttle),
+        StageJobs("finalize", (0,), lay.job_mem, lay.job_time),
+    ]
+    sub = submit_chain(s, run.root, stages, max_size=max_array_size())
+    record = read_json(run.run_json)
+    record["submissions"].append({"kind": "submit", "jobs": sub.jobs})
+    write_json_atomic(run.run_json, record)
+    for j in sub.jobs:
+        print(f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}")
+    print(f"run dir: {run.root}")
+    print(f"watch:   squeue --me -n hs-{lang}-partition,hs-{lang}-plan,hs-{lang}-write,hs-{lang}-finalize")
+    print(f"done when {run.done_marker} exists; output appears at {cfg.execution.out}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        return run_command(args, argv)
+    except (UsageError, FileExistsError, ValueError, OutHeld) as exc:
+        print(f"hplt-shard: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # input and conf errors from the library name file, line and reason
+        name = type(exc).__name__
+        if name in ("ConfError", "InputError", "SubmitError"):
+            print(f"hplt-shard: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    if not args.lang:
+        raise UsageError("LANG is required (e.g. eng_Latn)")
+    settings = resolve_settings(args)
+    if not settings.license:
+        raise UsageError("no license: give --license SPDX or LICENSE in the conf (HPLT presets use CC0-1.0)")
+    subset, shards = find_inputs(args, settings)
+    executor = choose_executor(args)
+    known = known_counts(settings, args.corpus, subset, args.lang, shards)
+    lay = make_layout(args, settings, shards, known, executor)
+    if args.dry_run:
+        print(describe(args, subset, shards, lay, executor, settings))
+        print("dry run: nothing written, nothing submitted")
+        return 0
+    if args.out is None:
+        raise UsageError("--out is required (the output folder)")
+    out = args.out.resolve()
+    check_replaceable(out)
+    run = RunDir((args.run_dir or default_run_dir(args, subset)).resolve())
+    if run.root.exists():
+        raise UsageError(f"run directory {run.root} exists; use --resume {run.root} or move it away")
+    if run.root == out or out in run.root.parents or run.root in out.parents:
+        raise UsageError("--out and --run-dir must not contain each other")
+    content = Content(
+        corpus=args.corpus, subset=subset, lang=args.lang,
+        dataset=args.dataset or f"hplt-{args.corpus}-{subset}-{args.lang}", version=args.dataset_version,
+        license_spdx=settings.license, shard_rows=args.shard_rows, val_permille=args.val_permille,
+        row_group_bytes=args.row_group_bytes, bad_records=args.bad_records,
+        inputs=tuple(InputRef(s.name, s.location, s.size, s.mtime, s.source_id) for s in shards),
+    )
+    python = settings.python if executor == "slurm" else sys.executable
+    execution = Execution(
+        executor=executor, out=str(out), partition_tasks=lay.partition_tasks, write_tasks=lay.write_tasks,
+        buckets=lay.buckets, spill_bytes=lay.spill_bytes, python=python,
+        mem={"partition": lay.partition_mem, "write": lay.write_mem, "job": lay.job_mem},
+        time={"partition": lay.partition_time, "write": lay.write_time, "job": lay.job_time},
+        counts_index=str(settings.counts_index) if settings.counts_index else None,
+    )
+    from .buckets import choose_boundaries, sample_ids
+
+    method, boundaries = choose_boundaries(sample_ids(shards, corpus=args.corpus), lay.buckets)
+    execution = Execution(**{**asdict(execution), "buckets": len(boundaries) + 1})
+    cfg = RunConfig(content, execution)
+    claim(out, run.root)
+    write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv], settings, executor)
+    print(f"config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
+          f"{lay.write_tasks} write tasks; {len(boundaries) + 1} buckets ({method})", file=sys.stderr)
+    if executor == "local":
+        return run_local(run, cfg, lay, args.jobs, out)
+    return submit_slurm(run, cfg, lay, settings, args.lang)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

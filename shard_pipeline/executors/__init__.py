@@ -1,0 +1,20 @@
+"""Executors run the same stage commands: locally in a process pool, or as chained Slurm arrays."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..rundir import STAGES
+
+STAGES_DIR = Path(__file__).resolve().parent.parent.parent / "stages"
+
+
+def stage_script(stage: str) -> Path:
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}")
+    return STAGES_DIR / f"{stage}.py"
+
+
+def task_argv(python: str, stage: str, rundir: Path, task: int) -> list[str]:
+    """The argv that runs one task; the same line an operator types to rerun it by hand."""
+    return [python or sys.executable, str(stage_script(stage)), str(rundir), "--task", str(task)]

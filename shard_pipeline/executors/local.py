@@ -1,0 +1,62 @@
+"""Local executor: the stages in order, each stage's tasks in a bounded process pool, blocking."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from . import task_argv
+
+
+class StageFailed(Exception):
+    """One or more tasks of a stage exited non-zero; the message names each log and its last error."""
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    stage: str
+    task: int
+    returncode: int
+    log: Path
+
+
+def last_error_line(log: Path) -> str:
+    try:
+        lines = [l for l in log.read_text(errors="replace").splitlines() if l.strip()]
+    except FileNotFoundError:
+        return "(no log)"
+    errors = [l for l in lines if l.startswith("ERROR") or "Error" in l]
+    return (errors or lines or ["(empty log)"])[-1]
+
+
+def run_task(python: str, stage: str, rundir: Path, task: int) -> TaskResult:
+    log = rundir / "logs" / stage / f"local_{task}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as f:
+        rc = subprocess.run(task_argv(python, stage, rundir, task), stdout=f, stderr=subprocess.STDOUT).returncode
+    return TaskResult(stage, task, rc, log)
+
+
+def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs: int,
+              progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> None:
+    done = 0
+    failed: list[TaskResult] = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for r in pool.map(lambda t: run_task(python, stage, rundir, t), tasks):
+            done += 1
+            if r.returncode != 0:
+                failed.append(r)
+            progress(f"\r{stage:<9} {done}/{len(tasks)} tasks" + (f", {len(failed)} failed" if failed else ""))
+    progress("\n")
+    if failed:
+        lines = [f"  task {r.task}: {last_error_line(r.log)}  (log: {r.log})" for r in failed]
+        raise StageFailed(f"{stage}: {len(failed)} of {len(tasks)} tasks failed\n" + "\n".join(lines))
+
+
+def run_all(python: str, rundir: Path, layout: dict[str, Sequence[int]], jobs: int) -> None:
+    """Run partition -> plan -> write -> finalize; a failed stage stops the chain (like afterok)."""
+    for stage in ("partition", "plan", "write", "finalize"):
+        run_stage(python, stage, rundir, layout[stage], jobs)

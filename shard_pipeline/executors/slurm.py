@@ -1,0 +1,145 @@
+"""Slurm executor: every stage submitted at once with plain sbatch, chained by afterok.
+
+No orchestrator job and nothing polling: a failed stage cancels the ones after it through
+--kill-on-invalid-dep=yes. Every value reaches sbatch as an argv element; the batch script is
+the fixed stages/slurm_job.sh, which gets its values as positional arguments.
+"""
+from __future__ import annotations
+
+import getpass
+import re
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from . import STAGES_DIR, stage_script
+
+JOB_SCRIPT = STAGES_DIR / "slurm_job.sh"
+DEFAULT_MAX_ARRAY_SIZE = 1001
+
+
+class SubmitError(Exception):
+    """sbatch refused a submission; the jobs already queued for the run were cancelled."""
+
+
+@dataclass(frozen=True)
+class StageJobs:
+    """The sbatch options of one stage; tasks are array indices 0..tasks-1 (or a sparse list)."""
+
+    stage: str
+    tasks: tuple[int, ...]
+    mem: str
+    time: str
+    throttle: int | None = None
+
+
+@dataclass
+class Submission:
+    """What was queued: one entry per array chunk, in submission order."""
+
+    jobs: list[dict] = field(default_factory=list)
+
+    def ids(self, stage: str) -> list[str]:
+        return [j["job_id"] for j in self.jobs if j["stage"] == stage]
+
+
+def max_array_size(run=subprocess.run) -> int:
+    """The cluster's MaxArraySize (array indices must stay below it)."""
+    try:
+        out = run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return DEFAULT_MAX_ARRAY_SIZE
+    m = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
+    return int(m.group(1)) if m else DEFAULT_MAX_ARRAY_SIZE
+
+
+def queued_jobs(user: str | None = None, run=subprocess.run) -> int:
+    """Jobs the user has queued (pending + running, each array task counted): what submit caps count."""
+    user = user or getpass.getuser()
+    out = run(["squeue", "-h", "-r", "-u", user, "-o", "%i"], capture_output=True, text=True, timeout=60).stdout
+    return len([l for l in out.splitlines() if l.strip()])
+
+
+def array_chunks(tasks: Sequence[int], max_size: int) -> list[tuple[int, list[int]]]:
+    """Split task indices into (offset, local indices) chunks whose indices stay below MaxArraySize."""
+    chunks: dict[int, list[int]] = {}
+    for t in sorted(tasks):
+        offset = (t // max_size) * max_size
+        chunks.setdefault(offset, []).append(t - offset)
+    return sorted(chunks.items())
+
+
+def array_spec(local: Sequence[int], throttle: int | None) -> str:
+    """Compact '0-9,12,15-17' with an optional '%N' throttle."""
+    parts, i = [], 0
+    local = sorted(local)
+    while i < len(local):
+        j = i
+        while j + 1 < len(local) and local[j + 1] == local[j] + 1:
+            j += 1
+        parts.append(str(local[i]) if i == j else f"{local[i]}-{local[j]}")
+        i = j + 1
+    spec = ",".join(parts)
+    return f"{spec}%{throttle}" if throttle else spec
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    partition: str
+    account: str | None
+    python: str
+    module_loads: tuple[str, ...]
+    job_prefix: str  # e.g. "hs-fin_Latn"
+
+
+def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, local: Sequence[int],
+                depends_on: Sequence[str]) -> list[str]:
+    argv = ["sbatch", "--parsable", "--partition", s.partition]
+    if s.account:
+        argv += ["--account", s.account]
+    argv += [
+        "--job-name", f"{s.job_prefix}-{stage.stage}",
+        "--array", array_spec(local, stage.throttle),
+        "--output", str(rundir / "logs" / stage.stage / "%A_%a.log"),
+        "--ntasks", "1",
+        "--cpus-per-task", "1",
+        "--mem", stage.mem,
+        "--time", stage.time,
+    ]
+    if depends_on:
+        argv += ["--dependency", "afterok:" + ":".join(depends_on), "--kill-on-invalid-dep=yes"]
+    argv += [str(JOB_SCRIPT), s.python, str(stage_script(stage.stage)), str(rundir), str(offset), *s.module_loads]
+    return argv
+
+
+def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *, max_size: int,
+                 run=subprocess.run) -> Submission:
+    """Submit every stage now; each waits (afterok) on every array chunk of the stage before it."""
+    sub = Submission()
+    previous: list[str] = []
+    try:
+        for stage in stages:
+            current = []
+            for offset, local in array_chunks(stage.tasks, max_size):
+                argv = sbatch_argv(s, stage, rundir, offset, local, previous)
+                p = run(argv, capture_output=True, text=True, timeout=120)
+                if p.returncode != 0:
+                    raise SubmitError(f"sbatch for {stage.stage} failed ({p.returncode}): {p.stderr.strip()}")
+                job_id = p.stdout.strip().split(";")[0]
+                if not job_id.isdigit():
+                    raise SubmitError(f"sbatch for {stage.stage} answered {p.stdout!r}, not a job id")
+                current.append(job_id)
+                sub.jobs.append({"stage": stage.stage, "job_id": job_id, "offset": offset,
+                                 "array": array_spec(local, stage.throttle), "tasks": len(local), "argv": argv})
+            previous = current
+    except BaseException:
+        ids = [j["job_id"] for j in sub.jobs]
+        if ids:
+            run(["scancel", *ids], capture_output=True, text=True, timeout=120)
+        raise
+    return sub
+
+
+__all__ = ["SlurmSettings", "StageJobs", "Submission", "submit_chain", "max_array_size", "queued_jobs",
+           "array_chunks", "array_spec", "sbatch_argv", "SubmitError", "asdict"]

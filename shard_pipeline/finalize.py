@@ -1,0 +1,122 @@
+"""Finalize: check every receipt against the plan and the disk, write the manifest, swap OUT.
+
+Nothing reaches OUT unless every shard the plan promised exists in OUT.tmp with the rows and
+the hash its writer recorded, and OUT.tmp holds nothing else.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any
+
+from .claim import release
+from .counts_index import CountRow, record
+from .rundir import RunDir, read_json, write_json_atomic
+from .runconfig import RunConfig
+from .shard import ShardFile, build_manifest, file_sha256, shard_name, swap_into_place, write_manifest
+
+
+class FinalizeError(Exception):
+    """A receipt disagrees with the plan or with the file on disk: OUT is left as it was."""
+
+
+def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[ShardFile]:
+    """Shard entries in order, each checked against the plan and re-hashed from disk."""
+    n = plan["shards"]
+    by_index: dict[int, dict[str, Any]] = {}
+    for wt in plan["write_tasks"]:
+        path = run.write_receipt(wt["task"])
+        if not path.exists():
+            raise FinalizeError(f"write task {wt['task']} left no receipt ({path})")
+        for s in read_json(path)["shards"]:
+            by_index[s["index"]] = s
+    tmp = Path(plan["tmp_dir"])
+    problems, shards = [], []
+    for i in range(n):
+        s = by_index.get(i)
+        name = shard_name(i, n)
+        start, stop = plan["shard_bounds"][i]
+        if s is None:
+            problems.append(f"{name}: no receipt")
+            continue
+        if s["name"] != name or s["rows"] != stop - start:
+            problems.append(f"{name}: receipt says {s['name']} with {s['rows']} rows, the plan {stop - start}")
+        path = tmp / name
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+            continue
+        if path.stat().st_size != s["bytes"] or file_sha256(path) != s["sha256"]:
+            problems.append(f"{path}: bytes or sha256 differ from its receipt")
+        shards.append(ShardFile(s["name"], s["rows"], s["bytes"], s["sha256"], s["text_bytes"], s["train"], s["val"]))
+    expected = {shard_name(i, n) for i in range(n)}
+    stray = sorted(p.name for p in tmp.iterdir() if p.name not in expected)
+    if stray:
+        problems.append(f"{tmp}: unexpected files {', '.join(stray)}")
+    if problems:
+        raise FinalizeError("; ".join(problems))
+    return shards
+
+
+def update_counts_index(cfg: RunConfig, run: RunDir) -> int:
+    """Record every input's exact document count (a full read) in the shared counts index."""
+    root = cfg.execution.counts_index
+    if not root:
+        return 0
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    rows = []
+    for t in range(cfg.execution.partition_tasks):
+        for inp in read_json(run.partition_receipt(t))["inputs"]:
+            ref = cfg.content.inputs[inp["index"]]
+            if ref.size is None or ref.mtime is None:
+                continue
+            rows.append(CountRow(Path(ref.location).name, ref.size, ref.mtime, inp["read"], "hplt-shard-read", now))
+    c = cfg.content
+    record(Path(root), c.corpus, c.subset, c.lang, rows)
+    return len(rows)
+
+
+def run_finalize(run: RunDir) -> dict[str, Any]:
+    cfg = RunConfig.from_json(read_json(run.config_json))
+    plan = read_json(run.plan_json)
+    c = cfg.content
+    if plan["config_sha256"] != c.sha256():
+        raise FinalizeError("plan.json was made for another configuration")
+    shards = collect_shards(run, cfg, plan)
+    if sum(s.rows for s in shards) != plan["rows"]:
+        raise FinalizeError(f"shards hold {sum(s.rows for s in shards)} rows, the plan {plan['rows']}")
+    manifest = build_manifest(
+        dataset=c.dataset,
+        version=c.version,
+        config_sha256=c.sha256(),
+        shard_rows=c.shard_rows,
+        val_permille=c.val_permille,
+        row_group_bytes=c.row_group_bytes,
+        shards=shards,
+        filters=plan["filters"],
+        dedup=None,
+        pii=plan["pii"],
+        ledger_ref="corpus/LEDGER.jsonl",
+    )
+    tmp, out = Path(plan["tmp_dir"]), Path(cfg.execution.out)
+    write_manifest(tmp, manifest)
+    swap_into_place(tmp, out)
+    counted = update_counts_index(cfg, run)
+    validation = {
+        "config_sha256": c.sha256(),
+        "out": str(out),
+        "conservation": plan["conservation"],
+        "inputs": [
+            inp
+            for t in range(cfg.execution.partition_tasks)
+            for inp in read_json(run.partition_receipt(t))["inputs"]
+        ],
+        "shards": len(shards),
+        "rows": manifest["rows"],
+        "splits": manifest["splits"],
+        "receipts_match_disk": True,
+        "counts_index_rows": counted,
+    }
+    write_json_atomic(run.validation_json, validation)
+    run.done_marker.write_text("ok\n")
+    release(out, run.root)
+    return manifest

@@ -1,0 +1,124 @@
+"""Job layout: how many tasks per stage, which inputs each partition task reads, memory and time.
+
+Pure functions of the input list and the limits, so `--dry-run` shows exactly what a real
+submission would queue.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+# HPLT v4 clean English: 18.15 TB compressed / 7.86 B documents.
+COMPRESSED_BYTES_PER_DOC = 2309
+JSON_PER_COMPRESSED = 5.5  # zstd level 3 on HPLT JSONL, measured on synthetic HPLT-shaped records
+BUCKET_ROWS = 4_000_000  # a writer orders one bucket at a time: ~60 B/row of order arrays (docs/DESIGN.md)
+MAX_BUCKETS = 200_000
+PARTITION_MB_S = 25.0  # compressed MB/s one partition task sustains, conservative (see bench/RESULTS.md)
+WRITE_MB_S = 40.0  # JSON-equivalent MB/s one writer sustains
+MIN_MINUTES = 10
+
+
+@dataclass(frozen=True)
+class Layout:
+    partition_tasks: int
+    write_tasks: int
+    buckets: int
+    packing: tuple[tuple[int, ...], ...]  # input indices per partition task
+    est_docs: int
+    docs_known: int
+    inputs_unknown: int
+    est_shards: int
+    compressed_bytes: int
+    est_json_bytes: int
+    partition_mem: str
+    write_mem: str
+    job_mem: str
+    partition_time: str
+    write_time: str
+    job_time: str
+    spill_bytes: int
+    throttle: int
+
+
+def parse_mem(mem: str) -> int:
+    m = re.fullmatch(r"(\d+)([KMGT]?)B?", mem.strip().upper())
+    if not m:
+        raise ValueError(f"memory {mem!r}: expected e.g. 500M, 4G")
+    return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " ")
+
+
+def minutes_to_slurm(minutes: float) -> str:
+    m = max(MIN_MINUTES, int(math.ceil(minutes)))
+    return f"{m // 60:02d}:{m % 60:02d}:00"
+
+
+def pack_by_bytes(sizes: Sequence[int], tasks: int) -> list[list[int]]:
+    """Longest-processing-time packing: biggest input first onto the least-loaded task."""
+    tasks = max(1, min(tasks, len(sizes))) if sizes else 1
+    loads = [(0, t) for t in range(tasks)]
+    packs: list[list[int]] = [[] for _ in range(tasks)]
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        load, t = min(loads)
+        loads[t] = (load + sizes[i], t)
+        packs[t].append(i)
+    return [sorted(p) for p in packs]
+
+
+def estimate_docs(sizes: Sequence[int | None], known: dict[int, int]) -> int:
+    return sum(known[i] if i in known else int((s or 0) / COMPRESSED_BYTES_PER_DOC) for i, s in enumerate(sizes))
+
+
+def plan_layout(
+    sizes: Sequence[int | None],
+    known_docs: dict[int, int],
+    *,
+    shard_rows: int,
+    task_budget: int,
+    partition_mem: str,
+    job_mem: str,
+    write_mem: str | None = None,
+    time_limit: str | None = None,
+    partition_tasks: int | None = None,
+    write_tasks: int | None = None,
+    buckets: int | None = None,
+    spill_bytes: int | None = None,
+) -> Layout:
+    """Fit partition + plan + write + finalize into `task_budget` queued tasks."""
+    n = len(sizes)
+    sizes_ = [s or 0 for s in sizes]
+    est_docs = estimate_docs(sizes, known_docs)
+    est_shards = max(1, math.ceil(est_docs / shard_rows))
+    room = max(4, task_budget) - 2  # plan and finalize are one task each
+    p = partition_tasks or max(1, min(n, room // 2))
+    w = write_tasks or max(1, min(est_shards, room - p))
+    buckets = buckets or min(MAX_BUCKETS, max(w, math.ceil(est_docs / BUCKET_ROWS)))
+    packing = pack_by_bytes(sizes_, p) if n else [[]]
+    p = len(packing)
+    compressed = sum(sizes_)
+    json_bytes = int(compressed * JSON_PER_COMPRESSED)
+    biggest = max((sum(sizes_[i] for i in pk) for pk in packing), default=0)
+    part_min = biggest / 1e6 / PARTITION_MB_S / 60 * 1.5
+    write_min = json_bytes / max(1, w) / 1e6 / WRITE_MB_S / 60 * 1.5
+    spill = spill_bytes or max(8 << 20, parse_mem(partition_mem) // 8)
+    return Layout(
+        partition_tasks=p,
+        write_tasks=w,
+        buckets=buckets,
+        packing=tuple(tuple(pk) for pk in packing),
+        est_docs=est_docs,
+        docs_known=sum(known_docs.values()),
+        inputs_unknown=n - len(known_docs),
+        est_shards=est_shards,
+        compressed_bytes=compressed,
+        est_json_bytes=json_bytes,
+        partition_mem=partition_mem,
+        write_mem=write_mem or job_mem,
+        job_mem=job_mem,
+        partition_time=time_limit or minutes_to_slurm(part_min),
+        write_time=time_limit or minutes_to_slurm(write_min),
+        job_time=time_limit or minutes_to_slurm(30),
+        spill_bytes=spill,
+        throttle=min(p + w, task_budget),
+    )

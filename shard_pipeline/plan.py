@@ -1,0 +1,151 @@
+"""Plan: fix the global order and the exact row range of every output shard, without reading an id.
+
+Buckets are ordered id ranges and partition counted every (task, run, bucket) section exactly,
+so bucket b starts at the sum of the rows of the buckets before it; shard i is global rows
+[i*R, (i+1)*R), which maps to exact (bucket, offset) ranges. The plan also proves
+read = kept + quarantined for every input shard before anything is written.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .rundir import RunDir, read_json, write_json_atomic
+from .runconfig import RunConfig
+from .shard import fresh_tmp_dir, shard_bounds, shard_count
+from .spill import INDEX_SCHEMA, read_arrow, write_arrow
+
+
+class PlanError(Exception):
+    """The partition receipts do not add up: nothing is written."""
+
+
+@dataclass(frozen=True)
+class BucketPlan:
+    rows: int
+    text_bytes: int
+    start: int  # global rank of the bucket's first row
+    sections: tuple[int, int]  # row range of its sections in sections.arrow
+
+
+@dataclass(frozen=True)
+class WriteTask:
+    task: int
+    shards: tuple[int, int]  # shard indices [a, b)
+    rows: tuple[int, int]  # global rows [A, B)
+
+
+def assign_write_tasks(bounds: list[tuple[int, int]], tasks: int) -> list[WriteTask]:
+    """Contiguous runs of shards, as even as whole shards allow; extra tasks get none and exit 0."""
+    n = len(bounds)
+    out = []
+    for t in range(tasks):
+        a, b = t * n // tasks, (t + 1) * n // tasks
+        rows = (bounds[a][0], bounds[b - 1][1]) if b > a else (0, 0)
+        out.append(WriteTask(t, (a, b), rows))
+    return out
+
+
+def bucket_plans(sections: pa.Table, buckets: int) -> list[BucketPlan]:
+    """Per-bucket rows, bytes, global start and section range; `sections` sorted by bucket."""
+    b_col = sections.column("bucket").to_pylist()
+    rows = sections.column("rows").to_pylist()
+    tbytes = sections.column("text_bytes").to_pylist()
+    plans, i, start = [], 0, 0
+    for b in range(buckets):
+        j = i
+        r = t = 0
+        while j < len(b_col) and b_col[j] == b:
+            r += rows[j]
+            t += tbytes[j]
+            j += 1
+        plans.append(BucketPlan(r, t, start, (i, j)))
+        start += r
+        i = j
+    if i != len(b_col):
+        raise PlanError(f"sections name bucket {b_col[i]} but the run has {buckets} buckets")
+    return plans
+
+
+def check_conservation(cfg: RunConfig, receipts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every input read by exactly one task, and read = kept + quarantined for each."""
+    seen: dict[int, dict[str, Any]] = {}
+    problems = []
+    for rc in receipts:
+        for inp in rc["inputs"]:
+            if inp["index"] in seen:
+                problems.append(f"input {inp['source_id']} read by two tasks")
+            seen[inp["index"]] = inp
+            q = sum(inp["quarantined"].values())
+            if inp["read"] != inp["kept"] + q:
+                problems.append(f"{inp['source_id']}: read {inp['read']} != kept {inp['kept']} + quarantined {q}")
+        kept = sum(i["kept"] for i in rc["inputs"])
+        if kept != rc["rows"]:
+            problems.append(f"partition task {rc['task']}: kept {kept} but spilled {rc['rows']} rows")
+    missing = [cfg.content.inputs[i].source_id for i in range(len(cfg.content.inputs)) if i not in seen]
+    if missing:
+        problems.append(f"inputs never read: {', '.join(missing)}")
+    if problems:
+        raise PlanError("; ".join(problems))
+    quarantined: dict[str, int] = {}
+    for inp in seen.values():
+        for k, v in inp["quarantined"].items():
+            quarantined[k] = quarantined.get(k, 0) + v
+    return {
+        "read": sum(i["read"] for i in seen.values()),
+        "kept": sum(i["kept"] for i in seen.values()),
+        "quarantined": dict(sorted(quarantined.items())),
+        "ok": True,
+    }
+
+
+def filters_of(quarantined: dict[str, int]) -> dict[str, int]:
+    """The manifest's filter counts: documents quarantined as bad records, by reason."""
+    return {f"bad_record:{k}": v for k, v in sorted(quarantined.items()) if v}
+
+
+def run_plan(run: RunDir) -> dict[str, Any]:
+    cfg = RunConfig.from_json(read_json(run.config_json))
+    ex = cfg.execution
+    receipts, indexes = [], []
+    for t in range(ex.partition_tasks):
+        path = run.partition_receipt(t)
+        if not path.exists():
+            raise PlanError(f"partition task {t} left no receipt ({path})")
+        rc = read_json(path)
+        index = read_arrow(run.spill_index(t))
+        if sum(index.column("rows").to_pylist()) != rc["rows"]:
+            raise PlanError(f"partition task {t}: index rows differ from its receipt")
+        receipts.append(rc)
+        indexes.append(index)
+    conservation = check_conservation(cfg, receipts)
+    sections = pa.concat_tables(indexes) if indexes else INDEX_SCHEMA.empty_table()
+    sections = sections.take(pc.sort_indices(sections, [("bucket", "ascending"), ("task", "ascending"), ("run", "ascending")]))
+    buckets = bucket_plans(sections, ex.buckets)
+    total = sum(b.rows for b in buckets)
+    if total != conservation["kept"]:
+        raise PlanError(f"sections hold {total} rows but the inputs kept {conservation['kept']}")
+    bounds = shard_bounds(total, cfg.content.shard_rows)
+    writes = assign_write_tasks(bounds, ex.write_tasks)
+    pii = sum(rc["pii_spans"] for rc in receipts)
+    write_arrow(run.sections, sections)
+    tmp = fresh_tmp_dir(Path(ex.out))
+    plan = {
+        "config_sha256": cfg.content.sha256(),
+        "rows": total,
+        "text_bytes": sum(b.text_bytes for b in buckets),
+        "shards": shard_count(total, cfg.content.shard_rows),
+        "shard_bounds": bounds,
+        "buckets": [asdict(b) for b in buckets],
+        "write_tasks": [asdict(w) for w in writes],
+        "conservation": conservation,
+        "filters": filters_of(conservation["quarantined"]),
+        "pii": {"spans": pii} if pii else {},
+        "tmp_dir": str(tmp),
+    }
+    write_json_atomic(run.plan_json, plan)
+    return plan

@@ -1,0 +1,91 @@
+"""What a run is: the content it decides (hashed into the manifest) and how it executes (not hashed).
+
+Same input + same content config = same manifest bytes, on any cluster or laptop, with any
+task count: so executor, paths, memory and task counts live in `Execution`, never in `Content`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .shard import MANIFEST_FORMAT
+
+
+@dataclass(frozen=True)
+class InputRef:
+    """One input shard as the run saw it at submit time."""
+
+    name: str
+    location: str
+    size: int | None
+    mtime: int | None
+    source_id: str
+
+
+@dataclass(frozen=True)
+class Content:
+    """Everything that decides the output bytes."""
+
+    corpus: str
+    subset: str
+    lang: str
+    dataset: str
+    version: str
+    license_spdx: str
+    shard_rows: int
+    val_permille: int
+    row_group_bytes: int
+    bad_records: str
+    inputs: tuple[InputRef, ...]
+
+    def sha256(self) -> str:
+        """Hash of the content config: input names and sizes, never their paths or mtimes."""
+        doc = {
+            "format": MANIFEST_FORMAT,
+            "corpus": self.corpus,
+            "subset": self.subset,
+            "lang": self.lang,
+            "dataset": self.dataset,
+            "version": self.version,
+            "license_spdx": self.license_spdx,
+            "shard_rows": self.shard_rows,
+            "val_permille": self.val_permille,
+            "row_group_bytes": self.row_group_bytes,
+            "bad_records": self.bad_records,
+            "inputs": [[i.source_id, i.size] for i in self.inputs],
+        }
+        return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the run executes; free to differ between runs of the same content."""
+
+    executor: str
+    out: str
+    partition_tasks: int
+    write_tasks: int
+    buckets: int
+    spill_bytes: int
+    python: str
+    mem: dict[str, str] = field(default_factory=dict)
+    time: dict[str, str] = field(default_factory=dict)
+    intermediate_compression: str = "lz4"
+    counts_index: str | None = None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    content: Content
+    execution: Execution
+
+    def to_json(self) -> dict[str, Any]:
+        return {"config_sha256": self.content.sha256(), "content": asdict(self.content), "execution": asdict(self.execution)}
+
+    @staticmethod
+    def from_json(doc: dict[str, Any]) -> "RunConfig":
+        c = dict(doc["content"])
+        c["inputs"] = tuple(InputRef(**i) for i in c["inputs"])
+        return RunConfig(Content(**c), Execution(**doc["execution"]))

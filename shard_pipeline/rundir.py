@@ -1,0 +1,108 @@
+"""The run directory: where every stage finds its inputs and leaves its receipts.
+
+One layout for all executors, so a task can be rerun by hand from the command in its log and
+`--resume` / `--status` can work from the directory alone.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STAGES = ("partition", "plan", "write", "finalize")
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write JSON via a temp file + fsync + rename: a reader never sees half a receipt."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1, ensure_ascii=False, sort_keys=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+@dataclass(frozen=True)
+class RunDir:
+    root: Path
+
+    # written by the submitter
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def config_json(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def shard_list(self) -> Path:
+        return self.root / "shard_list.txt"
+
+    @property
+    def inventory(self) -> Path:
+        return self.root / "shard_inventory.tsv"
+
+    @property
+    def buckets_json(self) -> Path:
+        return self.root / "buckets.json"
+
+    def task_file(self, stage: str, task: int) -> Path:
+        return self.root / "tasks" / f"{stage}-{task:05d}.json"
+
+    def log_dir(self, stage: str) -> Path:
+        return self.root / "logs" / stage
+
+    # written by partition
+    def spill_file(self, task: int) -> Path:
+        return self.root / "partition" / f"task-{task:05d}.spill"
+
+    def spill_index(self, task: int) -> Path:
+        return self.root / "partition" / f"task-{task:05d}.index.arrow"
+
+    def partition_receipt(self, task: int) -> Path:
+        return self.root / "partition" / f"task-{task:05d}.receipt.json"
+
+    def quarantine_file(self, task: int) -> Path:
+        return self.root / "quarantine" / f"task-{task:05d}.jsonl"
+
+    # written by plan
+    @property
+    def plan_json(self) -> Path:
+        return self.root / "plan.json"
+
+    @property
+    def sections(self) -> Path:
+        return self.root / "sections.arrow"
+
+    # written by write and finalize
+    def write_receipt(self, task: int) -> Path:
+        return self.root / "write" / f"task-{task:05d}.receipt.json"
+
+    @property
+    def validation_json(self) -> Path:
+        return self.root / "validation.json"
+
+    @property
+    def done_marker(self) -> Path:
+        return self.root / "DONE"
+
+    def config(self) -> dict[str, Any]:
+        return read_json(self.config_json)
+
+    def create(self) -> None:
+        """Make a new run directory; an existing one is refused (use --resume or move it)."""
+        if self.root.exists():
+            raise FileExistsError(f"run directory {self.root} exists; use --resume {self.root} or move it away")
+        self.root.mkdir(parents=True)
+        for sub in ("tasks", "partition", "write", "quarantine", *(f"logs/{s}" for s in STAGES)):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)

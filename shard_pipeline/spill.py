@@ -1,0 +1,169 @@
+"""The intermediate format between partition and write: one data file and one index per task.
+
+A partition task appends sorted runs to its single `.spill` file; each run is cut by bucket
+into sections, and each section is an Arrow IPC file blob (compressed buffers, fixed-size
+record batches). The `.index.arrow` lists every section: (run, bucket, offset, length, rows,
+text_bytes). Files on scratch therefore grow with tasks, not tasks x buckets, and every text
+byte is written once and read back once (by the one writer whose rows it is).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+SPILL_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("text_bytes", pa.int32(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("source", pa.int32(), nullable=False),
+        pa.field("line", pa.int64(), nullable=False),
+        pa.field("url", pa.string(), nullable=False),
+        pa.field("lang", pa.string(), nullable=False),
+        pa.field("n_chars", pa.int32(), nullable=False),
+        pa.field("sha256", pa.binary(32), nullable=False),
+        pa.field("pii_redactions", pa.int32(), nullable=False),
+        pa.field("val", pa.bool_(), nullable=False),
+    ]
+)
+ORDER_FIELDS = [0, 1]  # id and text_bytes: all a writer needs to order a bucket and cut row groups
+BATCH_ROWS = 32  # small: a writer keeps one decoded batch per section of its bucket
+
+INDEX_SCHEMA = pa.schema(
+    [
+        ("task", pa.int32()),
+        ("run", pa.int32()),
+        ("bucket", pa.int32()),
+        ("offset", pa.int64()),
+        ("length", pa.int64()),
+        ("rows", pa.int64()),
+        ("text_bytes", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Section:
+    task: int
+    run: int
+    bucket: int
+    offset: int
+    length: int
+    rows: int
+    text_bytes: int
+
+
+def section_blob(table: pa.Table, compression: str) -> bytes:
+    sink = pa.BufferOutputStream()
+    opts = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_file(sink, SPILL_SCHEMA, options=opts) as w:
+        for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+            w.write_batch(batch)
+    return sink.getvalue()
+
+
+class SpillWriter:
+    """Appends bucket sections of sorted runs to one file; `close()` writes the index."""
+
+    def __init__(self, task: int, data_path: Path, index_path: Path, compression: str = "lz4"):
+        self.task = task
+        self.data_path = data_path
+        self.index_path = index_path
+        self.compression = compression
+        self.sections: list[Section] = []
+        self.runs = 0
+        self._f = open(data_path, "wb")
+        self._offset = 0
+        self.sha256 = hashlib.sha256()
+
+    def write_run(self, table: pa.Table, cuts: list[int]) -> None:
+        """`table` sorted by id; `cuts[b]:cuts[b+1]` are the rows of bucket b."""
+        text_bytes = table.column("text_bytes")
+        for b in range(len(cuts) - 1):
+            lo, hi = cuts[b], cuts[b + 1]
+            if hi == lo:
+                continue
+            part = table.slice(lo, hi - lo)
+            blob = section_blob(part, self.compression)
+            self._f.write(blob)
+            self.sha256.update(blob)
+            tb = int(pa.compute.sum(text_bytes.slice(lo, hi - lo)).as_py())
+            self.sections.append(Section(self.task, self.runs, b, self._offset, blob.size, hi - lo, tb))
+            self._offset += blob.size
+        self.runs += 1
+
+    def close(self) -> None:
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+        cols = {name: [getattr(s, name) for s in self.sections] for name in INDEX_SCHEMA.names}
+        write_arrow(self.index_path, pa.Table.from_pydict(cols, schema=INDEX_SCHEMA))
+
+
+def write_arrow(path: Path, table: pa.Table) -> None:
+    """An Arrow IPC file, written atomically (temp + fsync + rename)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with pa.OSFile(str(tmp), "wb") as f:
+        with pa.ipc.new_file(f, table.schema) as w:
+            w.write_table(table)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def read_arrow(path: Path) -> pa.Table:
+    with pa.memory_map(str(path)) as f:
+        return pa.ipc.open_file(f).read_all()
+
+
+class SpillReader:
+    """Random access to the sections of one task's spill file (memory-mapped, zero-copy)."""
+
+    def __init__(self, data_path: Path):
+        self._mm = pa.memory_map(str(data_path))
+
+    def _reader(self, s: Section) -> pa.ipc.RecordBatchFileReader:
+        return pa.ipc.open_file(self._mm.read_at(s.length, s.offset))
+
+    def order_columns(self, s: Section) -> pa.Table:
+        """Only id and text_bytes: the bucket's order is fixed before any text is decompressed."""
+        opts = pa.ipc.IpcReadOptions(included_fields=ORDER_FIELDS)
+        return pa.ipc.open_file(self._mm.read_at(s.length, s.offset), options=opts).read_all()
+
+    def rows(self, s: Section, lo: int, hi: int) -> pa.Table:
+        """Rows [lo, hi) of a section, decompressing only the batches that hold them."""
+        return SectionCursor(self, s).rows(lo, hi)
+
+    def close(self) -> None:
+        self._mm.close()
+
+
+class SectionCursor:
+    """Reads one section front to back, keeping its last decoded batch.
+
+    A writer consumes every section of a bucket in order, a few rows per row group; keeping
+    the one batch that straddles two row groups means each batch is decompressed once.
+    """
+
+    def __init__(self, spill: SpillReader, s: Section):
+        self._reader = spill._reader(s)
+        self._index = -1
+        self._batch: pa.RecordBatch | None = None
+
+    def _get(self, i: int) -> pa.RecordBatch:
+        if i != self._index:
+            self._batch, self._index = self._reader.get_batch(i), i
+        return self._batch
+
+    def rows(self, lo: int, hi: int) -> pa.Table:
+        first, last = lo // BATCH_ROWS, (hi - 1) // BATCH_ROWS
+        batches = [self._get(i) for i in range(first, last + 1)]
+        table = pa.Table.from_batches(batches, schema=SPILL_SCHEMA)
+        return table.slice(lo - first * BATCH_ROWS, hi - lo)

@@ -1,0 +1,203 @@
+"""Write: turn one task's exact row range into contract shards in OUT.tmp, with a receipt.
+
+A bucket's order is fixed from its ids alone (id + text_bytes columns, a few percent of the
+data); texts are then decompressed row group by row group, so a writer's memory is one bucket's
+order plus a row group, whatever the bucket's size. Equal ids meet here, and are an error before
+any byte of the bucket is written.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .rundir import RunDir, read_json, write_json_atomic
+from .runconfig import RunConfig
+from .shard import COLUMNS, SCHEMA, ShardFile, row_group_bounds, shard_name, write_shard_file
+from .spill import Section, SectionCursor, SpillReader, read_arrow
+
+
+class RepeatedId(Exception):
+    """Two documents share an id: the order would not be a function of the documents."""
+
+
+class Readers:
+    """One memory-mapped reader per partition task's spill file, opened on first use."""
+
+    def __init__(self, run: RunDir):
+        self.run = run
+        self._open: dict[int, SpillReader] = {}
+
+    def __getitem__(self, task: int) -> SpillReader:
+        if task not in self._open:
+            self._open[task] = SpillReader(self.run.spill_file(task))
+        return self._open[task]
+
+    def close(self) -> None:
+        for r in self._open.values():
+            r.close()
+
+
+def sections_of(table: pa.Table, lo: int, hi: int) -> list[Section]:
+    part = table.slice(lo, hi - lo).to_pydict()
+    return [Section(*(part[k][i] for k in ("task", "run", "bucket", "offset", "length", "rows", "text_bytes"))) for i in range(hi - lo)]
+
+
+class BucketOrder:
+    """The sorted order of one bucket: for each rank in it, (section, row) and text bytes."""
+
+    def __init__(self, bucket: int, sections: list[Section], readers: Readers, cfg: RunConfig):
+        self.bucket = bucket
+        self.sections = sections
+        parts = [readers[s.task].order_columns(s) for s in sections]
+        if parts:
+            ids = pa.chunked_array([p.column("id") for p in parts], type=pa.string()).combine_chunks()
+            tbytes = np.concatenate([p.column("text_bytes").to_numpy() for p in parts])
+        else:
+            ids, tbytes = pa.array([], pa.string()), np.zeros(0, np.int32)
+        perm = pc.sort_indices(ids).to_numpy()
+        offsets = np.cumsum([0] + [s.rows for s in sections])
+        self.section = np.searchsorted(offsets, perm, side="right") - 1
+        self.row = perm - offsets[self.section]
+        self.text_bytes = tbytes[perm]
+        self._check_unique(ids.take(pa.array(perm)), readers, cfg)
+
+    def _check_unique(self, sorted_ids: pa.Array, readers: Readers, cfg: RunConfig) -> None:
+        if len(sorted_ids) < 2:
+            return
+        same = pc.equal(sorted_ids.slice(1), sorted_ids.slice(0, len(sorted_ids) - 1))
+        if not pc.any(same).as_py():
+            return
+        k = pc.index(same, True).as_py()
+        where = [self._origin(readers, cfg, k), self._origin(readers, cfg, k + 1)]
+        raise RepeatedId(f"repeated document id {sorted_ids[k].as_py()!r}: {where[0]} and {where[1]}")
+
+    def _origin(self, readers: Readers, cfg: RunConfig, rank: int) -> str:
+        s = self.sections[self.section[rank]]
+        r = int(self.row[rank])
+        row = readers[s.task].rows(s, r, r + 1)
+        src = cfg.content.inputs[row.column("source")[0].as_py()]
+        return f"{src.location}:{row.column('line')[0].as_py()}"
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+
+class ShardAssembler:
+    """Builds contract tables for ranges of global ranks, bucket by bucket."""
+
+    def __init__(self, run: RunDir, cfg: RunConfig, plan: dict[str, Any]):
+        self.run = run
+        self.cfg = cfg
+        self.buckets = plan["buckets"]
+        self.starts = np.array([b["start"] for b in self.buckets], dtype=np.int64)
+        self.sections = read_arrow(run.sections)
+        self.readers = Readers(run)
+        self.source_ids = pa.array([i.source_id for i in cfg.content.inputs], pa.string())
+        self._order: BucketOrder | None = None
+        self._cursors: dict[int, SectionCursor] = {}
+
+    def order(self, b: int) -> BucketOrder:
+        if self._order is None or self._order.bucket != b:
+            self._order, self._cursors = None, {}  # free the previous bucket before loading the next
+            lo, hi = self.buckets[b]["sections"]
+            self._order = BucketOrder(b, sections_of(self.sections, lo, hi), self.readers, self.cfg)
+        return self._order
+
+    def cursor(self, o: BucketOrder, k: int) -> SectionCursor:
+        if k not in self._cursors:
+            s = o.sections[k]
+            self._cursors[k] = SectionCursor(self.readers[s.task], s)
+        return self._cursors[k]
+
+    def pieces(self, start: int, stop: int) -> Iterator[tuple[BucketOrder, int, int]]:
+        """(bucket order, local lo, local hi) covering global ranks [start, stop)."""
+        if stop <= start:
+            return
+        b = int(np.searchsorted(self.starts, start, side="right")) - 1
+        while start < stop:
+            while self.buckets[b]["rows"] == 0 or start >= self.buckets[b]["start"] + self.buckets[b]["rows"]:
+                b += 1
+            first = self.buckets[b]["start"]
+            hi = min(stop, first + self.buckets[b]["rows"])
+            yield self.order(b), start - first, hi - first
+            start = hi
+
+    def text_bytes(self, start: int, stop: int) -> list[int]:
+        return [int(x) for o, lo, hi in self.pieces(start, stop) for x in o.text_bytes[lo:hi]]
+
+    def table(self, start: int, stop: int) -> pa.Table:
+        """The contract rows for global ranks [start, stop)."""
+        parts = [self._piece_table(o, lo, hi) for o, lo, hi in self.pieces(start, stop)]
+        t = pa.concat_tables(parts)
+        n = t.num_rows
+        c = self.cfg.content
+        return pa.Table.from_arrays(
+            [
+                t.column("id"),
+                t.column("text"),
+                pc.take(self.source_ids, t.column("source")),
+                t.column("url"),
+                pa.array([c.license_spdx] * n, pa.string()),
+                t.column("lang"),
+                t.column("n_chars"),
+                t.column("sha256"),
+                pa.array(np.arange(start, stop, dtype=np.int64)),
+                t.column("pii_redactions"),
+                pc.if_else(t.column("val"), "val", "train"),
+            ],
+            schema=SCHEMA,
+        )
+
+    def _piece_table(self, o: BucketOrder, lo: int, hi: int) -> pa.Table:
+        """Rows of one bucket's ranks [lo, hi): each section contributes a contiguous row range."""
+        sec, row = o.section[lo:hi], o.row[lo:hi]
+        parts, base, index = [], 0, np.empty(hi - lo, dtype=np.int64)
+        for k in np.unique(sec):
+            mask = sec == k
+            rows = row[mask]
+            r0, r1 = int(rows.min()), int(rows.max()) + 1
+            parts.append(self.cursor(o, int(k)).rows(r0, r1))
+            index[mask] = base + (rows - r0)
+            base += r1 - r0
+        return pa.concat_tables(parts).take(pa.array(index))
+
+    def close(self) -> None:
+        self.readers.close()
+
+
+def write_one_shard(asm: ShardAssembler, out_tmp: Path, i: int, n: int, start: int, stop: int, budget: int) -> ShardFile:
+    final = out_tmp / shard_name(i, n)
+    partial = out_tmp / f".{final.name}.partial"
+    groups = row_group_bounds(asm.text_bytes(start, stop), budget)
+    shard = write_shard_file(partial, (asm.table(start + a, start + b) for a, b in groups))
+    os.replace(partial, final)
+    return ShardFile(final.name, shard.rows, shard.bytes, shard.sha256, shard.text_bytes, shard.train, shard.val)
+
+
+def run_write(run: RunDir, task: int) -> dict[str, Any]:
+    cfg = RunConfig.from_json(read_json(run.config_json))
+    plan = read_json(run.plan_json)
+    wt = plan["write_tasks"][task]
+    a, b = wt["shards"]
+    out_tmp = Path(plan["tmp_dir"])
+    asm = ShardAssembler(run, cfg, plan)
+    try:
+        shards = []
+        for i in range(a, b):
+            start, stop = plan["shard_bounds"][i]
+            sf = write_one_shard(asm, out_tmp, i, plan["shards"], start, stop, cfg.content.row_group_bytes)
+            shards.append({"index": i, **asdict(sf)})
+    finally:
+        asm.close()
+    receipt = {"task": task, "shards": shards}
+    write_json_atomic(run.write_receipt(task), receipt)
+    return receipt
+
+
+__all__ = ["run_write", "RepeatedId", "COLUMNS"]

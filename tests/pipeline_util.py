@@ -1,0 +1,71 @@
+"""Helpers for end-to-end pipeline tests: make a corpus, run the CLI, compute the expected output.
+
+The expected output is always `write_shards` (the in-memory contract writer) over the same
+documents with the run's config hash: the pipeline must match it byte for byte.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Sequence
+
+import orjson
+
+from shard_pipeline import cli
+from shard_pipeline.corpus import find_shards
+from shard_pipeline.reader import ReadStats, iter_records, to_doc
+from shard_pipeline.shard import MANIFEST_NAME, write_shards
+from shard_pipeline.synth import generate_corpus, make_record, write_jsonl_zst
+
+LANG = "eng_Latn"
+LICENSE = "CC0-1.0"
+
+
+def make_corpus(root: Path, *, n_docs: int = 240, names: Sequence[str] = ("10_1.cc", "9_1.ia", "9_2.cc", "8_1.ab"),
+                id_style: str = "hex", seed: int = 1, text_bytes: int = 600, frames: int = 1) -> Path:
+    """A v4 `clean`-shaped corpus root holding LANG/."""
+    clean = root / "clean"
+    generate_corpus(clean, LANG, corpus="v4", n_docs=n_docs, shard_names=list(names), seed=seed,
+                    text_bytes=text_bytes, id_style=id_style, frames=frames)
+    return clean
+
+
+def write_records(path: Path, records: Sequence[dict | bytes], frames: int = 1) -> None:
+    write_jsonl_zst(path, [r if isinstance(r, bytes) else orjson.dumps(r) for r in records], frames=frames)
+
+
+def records(n: int, seed: int = 0, **kw) -> list[dict]:
+    rng = random.Random(seed)
+    return [make_record(i, rng, **kw) for i in range(n)]
+
+
+def run_cli(root: Path, out: Path, run_dir: Path, *extra: str, corpus: str = "v4") -> int:
+    argv = [LANG, "--corpus", corpus, "--local-root", str(root), "--out", str(out), "--run-dir", str(run_dir),
+            "--executor", "local", "--license", LICENSE, "--jobs", "2", *extra]
+    return cli.main(argv)
+
+
+def expected_output(root: Path, out: Path, *, config_sha256: str, shard_rows: int, val_permille: int = 5,
+                    row_group_bytes: int = 64 << 20, corpus: str = "v4", dataset: str | None = None,
+                    filters: dict | None = None) -> dict:
+    shards = find_shards(LANG, corpus=corpus, local_root=root)
+    docs = []
+    for shard in shards:
+        for rec in iter_records(shard, corpus=corpus, stats=ReadStats()):
+            docs.append(to_doc(rec, shard, LICENSE))
+    return write_shards(docs, out, dataset=dataset or f"hplt-{corpus}-{root.name}-{LANG}", version="1",
+                        shard_rows=shard_rows, val_permille=val_permille, row_group_bytes=row_group_bytes,
+                        config_sha256=config_sha256, filters=filters)
+
+
+def tree_bytes(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def config_sha(run_dir: Path) -> str:
+    return json.loads((run_dir / "config.json").read_text())["config_sha256"]
+
+
+def manifest(out: Path) -> dict:
+    return json.loads((out / MANIFEST_NAME).read_text())

@@ -1,0 +1,81 @@
+"""End to end on the real single-node Slurm: every stage queued at once, chained by afterok."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from shard_pipeline import cli
+from tests.pipeline_util import LANG, LICENSE, config_sha, expected_output, make_corpus, records, tree_bytes, write_records
+from tests.slurm_util import job_records, squeue_reasons, wait_for_jobs
+
+TIMEOUT = 240
+
+
+def slurm_conf(tmp_path: Path) -> Path:
+    conf = tmp_path / "test.conf"
+    conf.write_text(
+        "# the project's own test cluster, with this interpreter on the (single) compute node\n"
+        "PRESET=local\n"
+        f"PYTHON={sys.executable}\n"
+        "WORKER_MEM=400M\n"
+        f"COUNTS_INDEX={tmp_path / 'counts-index'}\n"
+    )
+    return conf
+
+
+def submit(root: Path, out: Path, run_dir: Path, conf: Path, *extra: str) -> list[dict]:
+    argv = [LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(out), "--run-dir", str(run_dir),
+            "--executor", "slurm", "--conf", str(conf), "--license", LICENSE, "--time", "00:10:00", *extra]
+    assert cli.main(argv) == 0
+    return json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
+
+
+def test_chain_is_queued_at_once_and_matches_local_and_write_shards(slurm_cluster, tmp_path):
+    root = make_corpus(tmp_path, n_docs=200)
+    out, run_dir = tmp_path / "out-slurm", tmp_path / "run-slurm"
+    jobs = submit(root, out, run_dir, slurm_conf(tmp_path), "--shard-rows", "30", "--partition-tasks", "3",
+                  "--write-tasks", "3", "--buckets", "5", "--spill-bytes", "20000")
+    assert [j["stage"] for j in jobs] == ["partition", "plan", "write", "finalize"]
+    # everything after partition waits on a dependency, submitted before partition could finish
+    reasons = squeue_reasons([j["job_id"] for j in jobs[1:]])
+    assert reasons and all(r in ("Dependency", "None") for r in reasons.values())
+    assert any(r == "Dependency" for r in reasons.values())
+    deps = {j["stage"]: job_records(j["job_id"])[0]["Dependency"] for j in jobs[1:]}
+    assert jobs[0]["job_id"] in deps["plan"] and jobs[1]["job_id"] in deps["write"]
+    wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT)
+    assert (run_dir / "DONE").exists(), sorted(p.name for p in (run_dir / "logs" / "partition").iterdir())
+    # logs are named by job and task id, one per task
+    assert {p.name for p in (run_dir / "logs" / "write").iterdir()} == {f"{jobs[2]['job_id']}_{t}.log" for t in range(3)}
+    # same bytes as write_shards with the run's config hash, and as the local executor
+    expected = tmp_path / "expected"
+    expected_output(root, expected, config_sha256=config_sha(run_dir), shard_rows=30)
+    assert tree_bytes(out) == tree_bytes(expected)
+    local_out = tmp_path / "out-local"
+    assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(local_out), "--run-dir",
+                     str(tmp_path / "run-local"), "--executor", "local", "--license", LICENSE, "--shard-rows", "30"]) == 0
+    assert tree_bytes(local_out) == tree_bytes(out)
+    # the counts index learned every shard's exact count from the full read
+    index = (tmp_path / "counts-index" / "v4" / "clean" / f"{LANG}.tsv").read_text().splitlines()
+    assert len(index) == 1 + 4 and sum(int(l.split("\t")[3]) for l in index[1:]) == 200
+
+
+def test_failing_partition_cancels_the_chain_and_keeps_old_out(slurm_cluster, tmp_path):
+    root = make_corpus(tmp_path, n_docs=40)
+    conf = slurm_conf(tmp_path)
+    out = tmp_path / "out"
+    jobs = submit(root, out, tmp_path / "run1", conf, "--shard-rows", "10")
+    wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT)
+    before = tree_bytes(out)
+    write_records(root / LANG / "9_1.ia.jsonl.zst", records(3) + [b"[1, 2]"])
+    jobs = submit(root, out, tmp_path / "run2", conf, "--shard-rows", "10", "--partition-tasks", "2")
+    wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT)
+    states = {j["stage"]: {r["JobState"] for r in job_records(j["job_id"])} for j in jobs}
+    assert "FAILED" in states["partition"]
+    for stage in ("plan", "write", "finalize"):
+        assert states[stage] <= {"CANCELLED"}, states
+    assert tree_bytes(out) == before
+    logs = "".join(p.read_text() for p in (tmp_path / "run2" / "logs" / "partition").iterdir())
+    assert "9_1.ia.jsonl.zst:4" in logs and "not_object" in logs
