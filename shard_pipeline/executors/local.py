@@ -49,8 +49,7 @@ def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs:
             done += 1
             if r.returncode != 0:
                 failed.append(r)
-            progress(f"\r{stage:<9} {done}/{len(tasks)} tasks" + (f", {len(failed)} failed" if failed else ""))
-    progress("\n")
+            progress(f"{stage:<9} {done}/{len(tasks)} tasks" + (f", {len(failed)} failed" if failed else ""))
     if failed:
         lines = [f"  task {r.task}: {last_error_line(r.log)}  (log: {r.log})" for r in failed]
         raise StageFailed(f"{stage}: {len(failed)} of {len(tasks)} tasks failed\n" + "\n".join(lines))
