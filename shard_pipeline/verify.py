@@ -1,0 +1,655 @@
+"""Verify a hplt-shard output folder from its files alone: `./hplt-shard --verify OUT`.
+
+Independent of any run directory, and trusting nothing the writer recorded: every number in
+`_MANIFEST.json` is recomputed from the shards, every file is re-hashed, every row re-derived.
+The rules are docs/formats/corpus-shard.md; docs/verify.md lists what is checked.
+
+    python -m shard_pipeline.verify OUT [--shallow]
+
+Memory stays bounded: files are hashed in blocks and shards are read one row group at a time.
+The only state that grows with the corpus is the set of rows that are *not* their own cluster
+root (`minhash_cluster != row index`), which is small for HPLT outputs.
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import hashlib
+import json
+import os
+import re
+import sys
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .shard import (
+    DICTIONARY_COLUMNS,
+    MANIFEST_FORMAT,
+    MANIFEST_NAME,
+    SCHEMA,
+    SPLITS,
+    ShardFile,
+    build_manifest,
+    shard_name,
+    split_of,
+)
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "docs" / "formats" / "corpus-manifest.schema.json"
+ROW_PROBLEM_CAP = 20  # row-level problems reported per kind; the rest are counted
+_HASH_BLOCK = 1 << 20
+_PLAIN_COLUMNS = frozenset(c for c in SCHEMA.names if c not in DICTIONARY_COLUMNS)
+
+# A date with a time of day, ISO 8601 or RFC 2822 style, anywhere in a string value.
+_TIMESTAMP_VALUE = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T _]\d{2}:\d{2}"
+    r"|\b\d{1,2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* \d{4} \d{2}:\d{2}",
+)
+# Keys that name a moment in time (matched on words split at _ - . and camelCase).
+_TIMESTAMP_KEY_WORDS = {"time", "timestamp", "date", "datetime", "created", "modified", "mtime",
+                        "ctime", "atime", "updated", "generated", "written", "started", "finished", "at"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str  # path relative to OUT (or "_MANIFEST.json")
+    what: str  # one line: what is wrong
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.what}"
+
+
+class _Report:
+    """Collects problems; row-level ones are capped per kind."""
+
+    def __init__(self, cap: int = ROW_PROBLEM_CAP):
+        self.problems: list[Problem] = []
+        self._cap = cap
+        self._seen: Counter[str] = Counter()
+        self._first_dropped: dict[str, str] = {}
+
+    def add(self, file: str, what: str) -> None:
+        self.problems.append(Problem(file, _one_line(what)))
+
+    def capped(self, kind: str, file: str, what: str) -> None:
+        self._seen[kind] += 1
+        if self._seen[kind] <= self._cap:
+            self.add(file, what)
+        else:
+            self._first_dropped.setdefault(kind, file)
+
+    def finish(self) -> list[Problem]:
+        for kind, file in self._first_dropped.items():
+            more = self._seen[kind] - self._cap
+            self.add(file, f"... and {more} more {kind} problems (from this file on)")
+        self._first_dropped.clear()
+        return self.problems
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(s: Any, limit: int = 60) -> str:
+    r = repr(s)
+    return r if len(r) <= limit else r[: limit - 4] + "...'"
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _stream_sha256(path: Path) -> tuple[int, str]:
+    """(size, hex sha256) of the bytes actually read, block by block."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(_HASH_BLOCK)
+            if not block:
+                return size, h.hexdigest()
+            h.update(block)
+            size += len(block)
+
+
+# ---------------------------------------------------------------- 1. the manifest
+
+
+def _expected_key_orders() -> dict[str, list[str]]:
+    """The documented key orders, taken from build_manifest itself."""
+    entry = ShardFile(shard_name(0, 1), 0, 1, "0" * 64, 0, 0, 0)
+    m = build_manifest(dataset="", version="", config_sha256="0" * 64, shard_rows=1, val_permille=0,
+                       row_group_bytes=1, shards=[entry], filters=None, dedup=None, pii={}, ledger_ref="")
+    return {
+        "": list(m),
+        "splits": list(m["splits"]),
+        "params": list(m["params"]),
+        "shards[]": list(m["shards"][0]),
+        "counts": list(m["counts"]),
+        "counts.dedup": list(m["counts"]["dedup"]),  # defaults first; caller keys may follow
+    }
+
+
+def _schema_problems(manifest: Any) -> list[str] | None:
+    """Violations of corpus-manifest.schema.json; None when the check cannot run."""
+    if not SCHEMA_PATH.is_file():
+        return None
+    try:
+        import jsonschema
+    except ImportError:
+        return None
+    try:
+        schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+    except Exception as exc:  # the repository's schema file is broken, not the output
+        warnings.warn(f"{SCHEMA_PATH}: unusable schema, manifest not schema-checked ({exc})")
+        return None
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    errors = sorted(validator.iter_errors(manifest), key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors]
+
+
+def _structure_problems(m: dict[str, Any]) -> list[str]:
+    """What the rest of the verifier needs from the manifest (a subset of the JSON schema)."""
+    bad: list[str] = []
+
+    def count(path: str, v: Any, minimum: int = 0, maximum: int | None = None) -> None:
+        if not _is_int(v) or v < minimum or (maximum is not None and v > maximum):
+            rng = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+            bad.append(f"{path} must be an int {rng}, got {_short(v)}")
+
+    def text(path: str, v: Any) -> None:
+        if not isinstance(v, str) or not v:
+            bad.append(f"{path} must be a non-empty string, got {_short(v)}")
+
+    count("rows", m.get("rows"))
+    count("text_bytes", m.get("text_bytes"))
+    splits = m.get("splits")
+    if not isinstance(splits, dict):
+        bad.append(f"splits must be an object, got {_short(splits)}")
+    else:
+        for k in SPLITS:
+            count(f"splits.{k}", splits.get(k))
+    params = m.get("params")
+    if not isinstance(params, dict):
+        bad.append(f"params must be an object, got {_short(params)}")
+    else:
+        count("params.shard_rows", params.get("shard_rows"), 1)
+        count("params.val_permille", params.get("val_permille"), 0, 1000)
+        count("params.row_group_bytes", params.get("row_group_bytes"), 1)
+    shards = m.get("shards")
+    if not isinstance(shards, list) or not shards:
+        bad.append(f"shards must be a non-empty list, got {_short(shards)}")
+    else:
+        for i, e in enumerate(shards):
+            if not isinstance(e, dict):
+                bad.append(f"shards[{i}] must be an object")
+                continue
+            text(f"shards[{i}].name", e.get("name"))
+            text(f"shards[{i}].sha256", e.get("sha256"))
+            for k in ("rows", "bytes", "text_bytes"):
+                count(f"shards[{i}].{k}", e.get(k))
+    files = m.get("files")
+    if not isinstance(files, list):
+        bad.append(f"files must be a list, got {_short(files)}")
+    else:
+        for i, e in enumerate(files):
+            if not isinstance(e, dict):
+                bad.append(f"files[{i}] must be an object")
+                continue
+            text(f"files[{i}].name", e.get("name"))
+            text(f"files[{i}].sha256", e.get("sha256"))
+            count(f"files[{i}].bytes", e.get("bytes"))
+    return bad
+
+
+def _key_order_problems(m: dict[str, Any]) -> list[str]:
+    orders = _expected_key_orders()
+    bad = []
+
+    def same(path: str, obj: Any, expected: list[str], prefix_only: bool = False) -> None:
+        if not isinstance(obj, dict):
+            return
+        keys = list(obj)
+        if prefix_only:
+            if set(expected) <= set(keys) and keys[: len(expected)] != expected:
+                bad.append(f"keys of {path} are not in the documented order: {keys}, expected {expected} first")
+        elif set(keys) == set(expected) and keys != expected:
+            bad.append(f"keys of {path or 'the manifest'} are not in the documented order: {keys}, expected {expected}")
+
+    same("", m, orders[""])
+    same("splits", m.get("splits"), orders["splits"])
+    same("params", m.get("params"), orders["params"])
+    for i, e in enumerate(m.get("shards") or []):
+        same(f"shards[{i}]", e, orders["shards[]"])
+    counts = m.get("counts")
+    same("counts", counts, orders["counts"])
+    if isinstance(counts, dict):
+        same("counts.dedup", counts.get("dedup"), orders["counts.dedup"], prefix_only=True)
+    pii = m.get("pii")
+    if isinstance(pii, dict) and list(pii) != sorted(pii):
+        bad.append("keys of pii are not sorted")
+    return bad
+
+
+def _timestamp_problems(obj: Any, path: str = "") -> list[str]:
+    """Values or keys that look like a moment in time (the manifest must not vary between runs)."""
+    bad = []
+    caller_named = path in ("counts.filters", "counts.dedup", "pii")  # keys are the caller's names
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            sub = f"{path}.{k}" if path else str(k)
+            if not caller_named and _TIMESTAMP_KEY_WORDS & _key_words(str(k)):
+                bad.append(f"{sub}: key looks like a timestamp ({_short(v)})")
+            else:
+                bad.extend(_timestamp_problems(v, sub))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            bad.extend(_timestamp_problems(v, f"{path}[{i}]"))
+    elif isinstance(obj, str) and _TIMESTAMP_VALUE.search(obj):
+        bad.append(f"{path}: value looks like a timestamp ({_short(obj)})")
+    return bad
+
+
+def _key_words(key: str) -> set[str]:
+    key = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key)
+    return {w.lower() for w in re.split(r"[_\-. ]+", key) if w}
+
+
+def _check_manifest(out: Path, rep: _Report) -> dict[str, Any] | None:
+    """Check check 1; return the manifest when the other checks can use it."""
+    path = out / MANIFEST_NAME
+    if path.is_symlink():
+        rep.add(MANIFEST_NAME, "is a symlink, not a regular file")
+    if not path.exists():
+        rep.add(MANIFEST_NAME, "missing: OUT holds no manifest, so it is not a verifiable hplt-shard output")
+        return None
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        rep.add(MANIFEST_NAME, f"cannot be read: {exc}")
+        return None
+    try:
+        m = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        rep.add(MANIFEST_NAME, f"not UTF-8: {exc}")
+        return None
+    except json.JSONDecodeError as exc:
+        rep.add(MANIFEST_NAME, f"not valid JSON: {exc}")
+        return None
+    if not isinstance(m, dict):
+        rep.add(MANIFEST_NAME, f"not a JSON object but a {type(m).__name__}")
+        return None
+    if m.get("format") != MANIFEST_FORMAT:
+        rep.add(MANIFEST_NAME, f"format is {_short(m.get('format'))}, expected {MANIFEST_FORMAT!r}; nothing else checked")
+        return None
+    schema_errors = _schema_problems(m)
+    for err in schema_errors or ():
+        rep.add(MANIFEST_NAME, f"does not match corpus-manifest.schema.json: {err}")
+    expected = (json.dumps(m, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    if raw != expected:
+        at = next((i for i, (a, b) in enumerate(zip(raw, expected)) if a != b), min(len(raw), len(expected)))
+        rep.add(MANIFEST_NAME, "not serialized as json.dumps(m, indent=2, ensure_ascii=False) + '\\n' "
+                f"(first difference at byte {at})")
+    for err in _key_order_problems(m):
+        rep.add(MANIFEST_NAME, err)
+    for err in _timestamp_problems(m):
+        rep.add(MANIFEST_NAME, err)
+    structure = _structure_problems(m)
+    if structure:
+        if not schema_errors:  # the schema, when it ran, has said it already
+            for err in structure:
+                rep.add(MANIFEST_NAME, err)
+        rep.add(MANIFEST_NAME, "too malformed to check the shards against")
+        return None
+    return m
+
+
+# ---------------------------------------------------------------- 2. the files
+
+
+def _safe_relative(name: str) -> bool:
+    p = PurePosixPath(name)
+    return (not p.is_absolute() and "\\" not in name and str(p) == name
+            and all(part not in ("", ".", "..") for part in p.parts))
+
+
+def _check_files(out: Path, m: dict[str, Any], rep: _Report) -> None:
+    shards, files = m["shards"], m["files"]
+    n = len(shards)
+    listed: dict[str, dict[str, Any]] = {}
+    for i, e in enumerate(shards):
+        name = e["name"]
+        expected = shard_name(i, n)
+        if name != expected:
+            rep.add(name, f"listed as shards[{i}] of {n}; that shard must be named {expected!r}")
+        if name in listed:
+            rep.add(name, "listed twice in the manifest")
+        listed[name] = e
+    for i, e in enumerate(files):
+        name = e["name"]
+        if not _safe_relative(name) or name == MANIFEST_NAME:
+            rep.add(MANIFEST_NAME, f"files[{i}] has an unusable name {name!r} (must be a plain relative path inside OUT)")
+            continue
+        if name in listed:
+            rep.add(name, "listed twice in the manifest")
+        listed[name] = e
+
+    # Everything on disk must be listed.
+    for root, dirs, names in os.walk(out):
+        rel_root = Path(root).relative_to(out)
+        for d in sorted(dirs):
+            p = Path(root) / d
+            rel = (rel_root / d).as_posix()
+            if p.is_symlink():
+                rep.add(rel, "a symlink in OUT; an output holds only regular files")
+            elif not any(p.iterdir()):
+                rep.add(rel, "an empty directory not listed in the manifest")
+        for f in sorted(names):
+            rel = (rel_root / f).as_posix()
+            if rel == MANIFEST_NAME:
+                continue
+            if rel not in listed:
+                rep.add(rel, "stray file: not listed in the manifest")
+            elif (Path(root) / f).is_symlink():
+                rep.add(rel, "a symlink; an output holds only regular files")
+
+    # Everything listed must be on disk, with its size and hash.
+    for name, e in listed.items():
+        path = out / name
+        if not os.path.lexists(path):
+            rep.add(name, "missing: listed in the manifest but not in OUT")
+            continue
+        if not path.is_file():
+            rep.add(name, "not a regular file")
+            continue
+        try:
+            size, digest = _stream_sha256(path)
+        except OSError as exc:
+            rep.add(name, f"cannot be read: {exc}")
+            continue
+        if size != e["bytes"]:
+            rep.add(name, f"{size} bytes, the manifest says {e['bytes']}")
+        if digest != e["sha256"]:
+            rep.add(name, f"sha256 {digest} differs from the manifest's {e['sha256']}")
+
+
+# ---------------------------------------------------------------- 3 and 4. shards and rows
+
+
+@dataclass
+class _GroupCutChecker:
+    """Check, one row group at a time, that a shard's groups equal row_group_bounds(sizes, budget).
+
+    Equivalent to comparing with row_group_bounds: the greedy rule makes a group of 2+ rows
+    fit the budget, and closes every group (but a shard's last) only when the next row would
+    not fit. Only the previous group's total is kept.
+    """
+
+    budget: int
+    prev_total: int | None = None
+    prev_index: int = -1
+
+    def group(self, index: int, sizes: Sequence[int]) -> list[str]:
+        bad = []
+        total = sum(sizes)
+        if self.prev_total is not None and sizes and self.prev_total + sizes[0] <= self.budget:
+            bad.append(f"row group {self.prev_index} was cut early: its {self.prev_total} text bytes and the "
+                       f"next row's {sizes[0]} fit in row_group_bytes {self.budget}")
+        if not sizes:
+            bad.append(f"row group {index} is empty")
+        elif len(sizes) > 1 and total > self.budget:
+            bad.append(f"row group {index} holds {len(sizes)} rows with {total} text bytes, over row_group_bytes "
+                       f"{self.budget} (only a single row may exceed it)")
+        self.prev_total, self.prev_index = (total, index) if sizes else (None, -1)
+        return bad
+
+    def reset(self) -> None:
+        self.prev_total, self.prev_index = None, -1
+
+
+class _RowState:
+    """What the row checks carry across row groups and shards."""
+
+    def __init__(self) -> None:
+        self.prev_id: bytes | None = None
+        self.prev_id_str: str = ""
+        self.non_roots: set[int] = set()  # rows whose minhash_cluster is not their own index
+        self.unseen: list[tuple[int, int]] = []  # global row ranges that could not be read
+        self.train = self.val = 0
+
+    def mark_unseen(self, start: int, stop: int) -> None:
+        if stop > start:
+            self.unseen.append((start, stop))
+
+    def is_unseen(self, index: int) -> bool:
+        k = bisect.bisect_right(self.unseen, (index, float("inf"))) - 1
+        return k >= 0 and self.unseen[k][0] <= index < self.unseen[k][1]
+
+
+def _check_rows(table: pa.Table, first: int, name: str, val_permille: int, st: _RowState, rep: _Report) -> None:
+    cols = {c: table.column(c).to_pylist() for c in SCHEMA.names}
+    for k in range(table.num_rows):
+        idx = first + k
+        id_ = cols["id"][k]
+        where = f"row {idx} (id {_short(id_)})"
+        idb = id_.encode("utf-8")
+        if not id_:
+            rep.capped("empty value", name, f"{where}: id is empty")
+        if st.prev_id is not None and idb <= st.prev_id:
+            how = "repeats" if idb == st.prev_id else "sorts before"
+            rep.capped("order", name, f"{where}: id {how} the previous row's {_short(st.prev_id_str)} "
+                       "(ids must strictly increase in UTF-8 byte order)")
+        st.prev_id, st.prev_id_str = idb, id_
+
+        text = cols["text"][k]
+        digest = hashlib.sha256(text.encode("utf-8")).digest()
+        if cols["sha256"][k] != digest:
+            rep.capped("sha256", name, f"{where}: sha256 column is not the SHA-256 of the text")
+        want = split_of(digest, val_permille)
+        got = cols["split"][k]
+        if got != want:
+            rep.capped("split", name, f"{where}: split is {_short(got)}, the text's hash at val_permille "
+                       f"{val_permille} gives {want!r}")
+        if got == "train":
+            st.train += 1
+        elif got == "val":
+            st.val += 1
+        if cols["n_chars"][k] != len(text):
+            rep.capped("n_chars", name, f"{where}: n_chars is {cols['n_chars'][k]}, the text has {len(text)} code points")
+
+        v = cols["minhash_cluster"][k]
+        if v != idx:
+            st.non_roots.add(idx)
+        if not 0 <= v <= idx:
+            rep.capped("minhash_cluster", name, f"{where}: minhash_cluster {v} is not a row index in 0..{idx}")
+        elif v < idx and not st.is_unseen(v) and v in st.non_roots:
+            rep.capped("minhash_cluster", name, f"{where}: minhash_cluster {v} names row {v}, whose own "
+                       f"minhash_cluster is not {v} (a cluster's value is its smallest row index)")
+
+        for col in ("lang", "url", "license_spdx"):
+            if not cols[col][k]:
+                rep.capped("empty value", name, f"{where}: {col} is empty")
+        if cols["pii_redactions"][k] < 0:
+            rep.capped("pii_redactions", name, f"{where}: pii_redactions is negative ({cols['pii_redactions'][k]})")
+
+
+def _schema_diff(got: pa.Schema) -> str:
+    for i, want in enumerate(SCHEMA):
+        if i >= len(got):
+            return f"column {i} {want.name!r} is missing"
+        have = got.field(i)
+        if not have.equals(want):
+            null = lambda f: "" if f.nullable else " not null"  # noqa: E731
+            return f"column {i} is {have.name!r} {have.type}{null(have)}, expected {want.name!r} {want.type}{null(want)}"
+    if len(got) > len(SCHEMA):
+        return f"extra columns {got.names[len(SCHEMA):]}"
+    return "schema metadata differs"
+
+
+def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, n: int, params: dict[str, Any],
+                 st: _RowState, rep: _Report, deep: bool) -> tuple[int, int]:
+    """Checks 3 (and 4 when deep) on one open shard; returns its rows and text bytes (the manifest's
+    text bytes when not all of it could be read)."""
+    name = e["name"]
+    shard_rows, val_permille, budget = params["shard_rows"], params["val_permille"], params["row_group_bytes"]
+    md = pf.metadata
+    rows = md.num_rows
+    if rows != e["rows"]:
+        rep.add(name, f"{rows} rows, the manifest says {e['rows']}")
+    if not last and rows != shard_rows:
+        rep.add(name, f"{rows} rows; every shard but the last holds exactly shard_rows = {shard_rows}")
+    elif last and not (1 <= rows <= shard_rows or (rows == 0 and n == 1)):
+        allowed = f"0..{shard_rows}" if n == 1 else f"1..{shard_rows}"
+        rep.add(name, f"{rows} rows; the last shard holds {allowed}")
+
+    schema_ok = pf.schema_arrow.equals(SCHEMA)
+    if not schema_ok:
+        rep.add(name, f"Arrow schema differs from the contract's: {_schema_diff(pf.schema_arrow)}")
+
+    not_zstd, dict_plain, chunks = [], [], 0
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        for c in range(rg.num_columns):
+            col = rg.column(c)
+            chunks += 1
+            if col.compression != "ZSTD":
+                not_zstd.append(f"row group {g} column {col.path_in_schema}: {col.compression}")
+            if col.path_in_schema in _PLAIN_COLUMNS and col.has_dictionary_page:
+                dict_plain.append(f"row group {g} column {col.path_in_schema}")
+    if not_zstd:
+        rep.add(name, f"{len(not_zstd)} of {chunks} column chunks are not ZSTD-compressed (first: {not_zstd[0]})")
+    if dict_plain:
+        rep.add(name, f"{len(dict_plain)} column chunks of columns the contract keeps plain are dictionary-encoded "
+                f"(first: {dict_plain[0]})")
+
+    if not schema_ok:  # the columns cannot be trusted to mean what the contract says
+        st.mark_unseen(first, first + rows)
+        return rows, e["text_bytes"]
+
+    cuts = _GroupCutChecker(budget)
+    shard_text, text_complete = 0, True
+    row = first
+    for g in range(md.num_row_groups):
+        g_rows = md.row_group(g).num_rows
+        try:
+            table = pf.read_row_group(g, columns=None if deep else ["text"])
+            sizes = pc.binary_length(table.column("text")).to_pylist()
+        except Exception as exc:
+            rep.add(name, f"row group {g} (rows {row}..{row + g_rows - 1}) cannot be read: {exc}")
+            st.mark_unseen(row, row + g_rows)
+            text_complete = False
+            cuts.reset()
+            row += g_rows
+            continue
+        for what in cuts.group(g, sizes):
+            rep.capped("row group", name, what)
+        shard_text += sum(sizes)
+        if deep:
+            try:
+                _check_rows(table, row, name, val_permille, st, rep)
+            except Exception as exc:  # e.g. text that is not valid UTF-8
+                rep.add(name, f"row group {g} (rows {row}..{row + g_rows - 1}): rows cannot be checked: {exc}")
+                st.mark_unseen(row, row + g_rows)
+        row += g_rows
+    if text_complete and shard_text != e["text_bytes"]:
+        rep.add(name, f"{shard_text} text bytes, the manifest says {e['text_bytes']}")
+    return rows, shard_text if text_complete else e["text_bytes"]
+
+
+def _check_shards(out: Path, m: dict[str, Any], rep: _Report, deep: bool) -> None:
+    entries = m["shards"]
+    st = _RowState()
+    first = 0  # global index of the shard's first row
+    total_rows = total_text = 0
+    for i, e in enumerate(entries):
+        name = e["name"]
+        try:
+            pf = pq.ParquetFile(out / name)
+        except FileNotFoundError:  # reported by the file check
+            pf = None
+        except Exception as exc:
+            rep.add(name, f"not a readable Parquet file: {exc}")
+            pf = None
+        if pf is None:
+            st.mark_unseen(first, first + e["rows"])
+            rows, text = e["rows"], e["text_bytes"]
+        else:
+            try:
+                rows, text = _check_shard(pf, e, first, i == len(entries) - 1, len(entries), m["params"], st, rep, deep)
+            finally:
+                pf.close()
+        first += rows
+        total_rows += rows
+        total_text += text
+
+    if m["rows"] != total_rows:
+        rep.add(MANIFEST_NAME, f"rows is {m['rows']}, the shards hold {total_rows}")
+    if m["text_bytes"] != total_text:
+        rep.add(MANIFEST_NAME, f"text_bytes is {m['text_bytes']}, the shards hold {total_text}")
+    splits = m["splits"]
+    if deep and not st.unseen:
+        for k, actual in (("train", st.train), ("val", st.val)):
+            if splits[k] != actual:
+                rep.add(MANIFEST_NAME, f"splits.{k} is {splits[k]}, the shards hold {actual} {k} rows")
+    elif splits["train"] + splits["val"] != total_rows:  # the rows themselves were not (all) read
+        rep.add(MANIFEST_NAME, f"splits add up to {splits['train'] + splits['val']}, the shards hold {total_rows} rows")
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def verify_output(out: Path, *, deep: bool = True) -> list[Problem]:
+    """Every way the folder `out` breaks the corpus-shard contract; [] when it verifies.
+
+    deep=False skips the per-row checks (ids, hashes, splits, n_chars, clusters, empty values,
+    split totals) but still hashes every file and reads the text column for the row-group and
+    text-byte checks.
+    """
+    out = Path(out)
+    rep = _Report()
+    if not out.is_dir():
+        rep.add(".", f"{out} is not a directory" if out.exists() else f"{out} does not exist")
+        return rep.finish()
+    manifest = _check_manifest(out, rep)
+    if manifest is not None:
+        _check_files(out, manifest, rep)
+        _check_shards(out, manifest, rep, deep)
+    return rep.finish()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m shard_pipeline.verify",
+        description="Verify a hplt-shard output folder against docs/formats/corpus-shard.md. "
+        "Exit 0: verified; 1: problems found (one line each); 2: bad usage.",
+    )
+    parser.add_argument("out", metavar="OUT", help="the output folder (holds _MANIFEST.json)")
+    parser.add_argument("--shallow", action="store_true",
+                        help="skip the per-row checks (files, hashes, schema and row groups are still checked)")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help is 0, bad usage 2
+        return exc.code if isinstance(exc.code, int) else 2
+    out = Path(args.out)
+    problems = verify_output(out, deep=not args.shallow)
+    if problems:
+        for p in problems:
+            print(f"{p.file}: {p.what}")
+        return 1
+    manifest = json.loads((out / MANIFEST_NAME).read_text(encoding="utf-8"))
+    suffix = " (shallow: rows not checked)" if args.shallow else ""
+    print(f"OK: {manifest['rows']} rows in {len(manifest['shards'])} shards verified{suffix}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
