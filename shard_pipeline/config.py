@@ -1,0 +1,324 @@
+"""Configuration: ``hplt-shard.conf`` and presets, parsed by Python, never sourced.
+
+The HPLT sampler's users know ``KEY=VALUE`` confs with presets; we keep that
+format but never hand a value to a shell: a conf is data, so ``$(...)``,
+backticks and ``;`` are either kept literally (ACCOUNT is an argv element
+for sbatch) or rejected where a value must have a shape (MODULE_LOAD_CMD,
+PYTHON, sizes, times). Precedence: command line > conf > preset > default.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+KEYS: dict[str, str] = {
+    "ACCOUNT": "Slurm project account for the jobs (sbatch --account); optional where the cluster has a default",
+    "WORKER_PARTITION": "Slurm partition for every stage, e.g. LUMI 'small'",
+    "PYTHON": "interpreter on the compute nodes that has hplt-shard installed (a path or a command name)",
+    "MODULE_LOAD_CMD": "modules each job loads before Python: exactly 'module load NAME [NAME...]'",
+    "WORKER_MEM": "memory per task for stages whose need does not grow with data, e.g. 4G or 500M",
+    "MAX_TASKS": "array tasks one run may queue at once (also the array throttle)",
+    "SUBMIT_LIMIT": "the partition's cap on submitted jobs per user (LUMI small: 220); the submitter fits under it",
+    "COUNTS_INDEX": "shared counts index directory (relative paths: relative to the repository root)",
+    "LICENSE": "SPDX id written to every row's license_spdx, e.g. CC0-1.0 for HPLT",
+    "PRESET": "name of a preset in presets/ whose values this conf overrides, e.g. lumi",
+    "V3_BASE_URL": "HPLT v3 download base holding <lang>.map, e.g. https://data.hplt-project.org/three/sorted",
+    "V3_ROOT": "local HPLT v3 root holding <lang>/ (e.g. .../hplt/3.0/sorted); used instead of HTTP when set",
+    "V4_ROOT": "local HPLT v4 root holding <lang>/ (e.g. .../hplt/4.0/clean)",
+    "TIME_LIMIT": "wall time per task when not estimated: minutes or [D-]HH:MM:SS, as Slurm takes it",
+}
+
+DEFAULT_V3_BASE_URL = "https://data.hplt-project.org/three/sorted"
+CONF_NAME = "hplt-shard.conf"
+PRESET_DIR = "presets"
+
+_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_MODULE_RE = re.compile(r"^[A-Za-z0-9._+/@][A-Za-z0-9._+/@-]*$")  # no leading '-': never an option
+_PYTHON_RE = re.compile(r"^[A-Za-z0-9._+/][A-Za-z0-9._+/@-]*$")
+_PARTITION_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(,[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
+_MEM_RE = re.compile(r"^[1-9][0-9]*[KMGT]?$")
+_INT_RE = re.compile(r"^[1-9][0-9]*$")
+_SPDX_RE = re.compile(r"^(LicenseRef-)?[A-Za-z0-9][A-Za-z0-9.+-]*$")
+_PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_URL_RE = re.compile(r"^https?://[^\s\"'`$;|&<>\\]+$")
+_TIME_RES = (
+    re.compile(r"^(?P<m>\d+)$"),
+    re.compile(r"^(?P<m>\d+):(?P<s>\d{1,2})$"),
+    re.compile(r"^(?P<h>\d+):(?P<m>\d{1,2}):(?P<s>\d{1,2})$"),
+    re.compile(r"^(?P<d>\d+)-(?P<h>\d{1,2})$"),
+    re.compile(r"^(?P<d>\d+)-(?P<h>\d{1,2}):(?P<m>\d{1,2})$"),
+    re.compile(r"^(?P<d>\d+)-(?P<h>\d{1,2}):(?P<m>\d{1,2}):(?P<s>\d{1,2})$"),
+)
+
+
+class ConfError(Exception):
+    """A configuration problem; str() is ``<file>:<line>: <reason>`` (or ``command line: ...``)."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(where, reason)
+        self.where = where
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The effective configuration of one invocation."""
+
+    account: str | None
+    worker_partition: str
+    python: str
+    module_loads: tuple[str, ...]
+    worker_mem: str
+    max_tasks: int
+    submit_limit: int | None
+    counts_index: Path
+    license: str | None
+    preset: str | None
+    v3_base_url: str
+    v3_root: Path | None
+    v4_root: Path | None
+    time_limit: str | None
+
+
+# --------------------------------------------------------------------------
+# Parsing
+
+
+def _unquote(value: str, where: str) -> str:
+    """Strip one pair of surrounding quotes; no escapes, no expansion, ever."""
+    if value[:1] in ("'", '"'):
+        quote = value[0]
+        end = value.find(quote, 1)
+        if end == -1:
+            raise ConfError(where, f"unterminated {quote} quote")
+        rest = value[end + 1 :].strip()
+        if rest and not rest.startswith("#"):
+            raise ConfError(where, f"text after the closing quote: {rest!r}")
+        return value[1:end]
+    # Unquoted: a '#' after whitespace starts a comment, as in the shell.
+    m = re.search(r"\s#", value)
+    return (value[: m.start()] if m else value).strip()
+
+
+def _parse_lines(path: Path) -> dict[str, tuple[str, str]]:
+    """KEY -> (value, "file:line"), so later checks can name the line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfError(str(path), "no such conf file") from None
+    except UnicodeDecodeError as e:
+        raise ConfError(str(path), f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    seen: dict[str, tuple[str, str]] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        where = f"{path}:{number}"
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, eq, value = line.partition("=")
+        if not eq:
+            raise ConfError(where, f"expected KEY=VALUE, got {line[:80]!r}")
+        if not _KEY_RE.match(key):
+            raise ConfError(where, f"bad key {key[:40]!r}: KEY=VALUE with no spaces around '=' and an upper-case KEY")
+        if key not in KEYS:
+            close = difflib.get_close_matches(key, list(KEYS), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else f" (known: {', '.join(KEYS)})"
+            raise ConfError(where, f"unknown key {key}{hint}")
+        if key in seen:
+            raise ConfError(where, f"duplicate key {key} (first set at {seen[key][1]})")
+        value = _unquote(value.strip(), where)
+        if not value:
+            raise ConfError(where, f"empty value for {key}; comment the line out to leave it unset")
+        seen[key] = (value, where)
+    return seen
+
+
+def parse_conf(path: Path) -> dict[str, str]:
+    """Read a conf or preset file into KEY -> VALUE; every problem names file and line."""
+    return {key: value for key, (value, _) in _parse_lines(path).items()}
+
+
+# --------------------------------------------------------------------------
+# Validation
+
+
+def _check_module_load(value: str, where: str) -> tuple[str, ...]:
+    words = value.split()
+    if len(words) < 3 or words[:2] != ["module", "load"]:
+        raise ConfError(where, f"MODULE_LOAD_CMD must be 'module load NAME [NAME...]', got {value[:80]!r}")
+    for name in words[2:]:
+        if not _MODULE_RE.match(name):
+            raise ConfError(
+                where,
+                f"MODULE_LOAD_CMD: {name[:40]!r} is not a module name; only 'module load NAME [NAME...]' is accepted "
+                "(no ';', '&&', '|', '$(...)' or backticks: the value is never run by a shell)",
+            )
+    return tuple(words[2:])
+
+
+def _check_time(value: str, where: str) -> str:
+    """Slurm's --time forms; minutes alone may exceed 59, fields after the first may not."""
+    for pattern in _TIME_RES:
+        m = pattern.match(value)
+        if m is None:
+            continue
+        g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+        leading = "d" if "d" in g else ("h" if "h" in g else "m")
+        limits = {"h": 24, "m": 60, "s": 60}
+        if any(k != leading and v >= limits[k] for k, v in g.items()):
+            break
+        if not any(g.values()):
+            raise ConfError(where, f"TIME_LIMIT {value!r} is zero")
+        return value
+    raise ConfError(where, f"TIME_LIMIT {value!r} is not a Slurm time: minutes, HH:MM:SS or D-HH:MM:SS")
+
+
+def _shaped(pattern: re.Pattern[str], what: str) -> Callable[[str, str, str], str]:
+    def check(key: str, value: str, where: str) -> str:
+        if not pattern.match(value):
+            raise ConfError(where, f"{key} {value[:80]!r} is not {what}")
+        return value
+
+    return check
+
+
+_CHECKS: dict[str, Callable[[str, str, str], str]] = {
+    "WORKER_PARTITION": _shaped(_PARTITION_RE, "a partition name"),
+    "PYTHON": _shaped(
+        _PYTHON_RE, "a path or command name (no spaces or shell characters: it is run directly, not by a shell)"
+    ),
+    "WORKER_MEM": _shaped(_MEM_RE, "a Slurm memory size such as 4G or 500M"),
+    "MAX_TASKS": _shaped(_INT_RE, "a positive integer"),
+    "SUBMIT_LIMIT": _shaped(_INT_RE, "a positive integer"),
+    "LICENSE": _shaped(_SPDX_RE, "an SPDX license id such as CC0-1.0"),
+    "PRESET": _shaped(_PRESET_RE, "a preset name such as lumi"),
+    "V3_BASE_URL": _shaped(_URL_RE, "an http(s) URL"),
+    "TIME_LIMIT": lambda key, value, where: _check_time(value, where),
+}
+
+
+def _check(key: str, value: str, where: str) -> str:
+    if "\n" in value or "\r" in value or "\x00" in value:
+        raise ConfError(where, f"{key} contains a line break or NUL")
+    check = _CHECKS.get(key)
+    return check(key, value, where) if check else value
+
+
+# --------------------------------------------------------------------------
+# Layering
+
+
+def _preset_path(name: str, repo_root: Path, where: str) -> Path:
+    path = repo_root / PRESET_DIR / f"{name}.conf"
+    if not path.is_file():
+        known = sorted(p.stem for p in (repo_root / PRESET_DIR).glob("*.conf"))
+        raise ConfError(where, f"unknown preset {name!r}: no {path} (presets: {', '.join(known) or 'none'})")
+    return path
+
+
+def _resolve(value: str, base: Path) -> Path:
+    """Paths are taken literally (no ~ or $VAR expansion); relative ones join ``base``."""
+    path = Path(value)
+    return path if path.is_absolute() else base / path
+
+
+def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_root: Path) -> Settings:
+    """Merge command line > conf > preset > built-in defaults and validate every value.
+
+    ``cli`` maps conf keys to command-line values (None: not given). The conf
+    is ``conf_path`` or, if that is None, ``<repo_root>/hplt-shard.conf`` when
+    it exists. Relative paths from a conf or preset are relative to
+    ``repo_root``; from the command line, to the current directory.
+    """
+    repo_root = Path(repo_root)
+    unknown = [k for k in cli if k not in KEYS]
+    if unknown:
+        raise ValueError(f"unknown setting(s) {unknown}; known: {', '.join(KEYS)}")
+    layers: list[dict[str, tuple[str, str]]] = []  # highest precedence first
+
+    given = {k: (v, f"command line ({k})") for k, v in cli.items() if v is not None}
+    layers.append(given)
+
+    if conf_path is None and (repo_root / CONF_NAME).is_file():
+        conf_path = repo_root / CONF_NAME
+    conf = _parse_lines(conf_path) if conf_path is not None else {}
+    layers.append(conf)
+
+    preset_entry = given.get("PRESET") or conf.get("PRESET")
+    preset_name = None
+    if preset_entry is not None:
+        preset_name = _check("PRESET", *preset_entry)
+        preset = _parse_lines(_preset_path(preset_name, repo_root, preset_entry[1]))
+        if "PRESET" in preset:
+            raise ConfError(preset["PRESET"][1], "a preset may not name another PRESET")
+        layers.append(preset)
+
+    def pick(key: str) -> tuple[str, str] | None:
+        for layer in layers:
+            if key in layer:
+                value, where = layer[key]
+                return _check(key, value, where), where
+        return None
+
+    def path_of(key: str) -> Path | None:
+        got = pick(key)
+        if got is None:
+            return None
+        value, where = got
+        base = Path.cwd() if where.startswith("command line") else repo_root
+        return _resolve(value, base)
+
+    def text(key: str, default: str | None = None) -> str | None:
+        got = pick(key)
+        return got[0] if got else default
+
+    def number(key: str, default: int | None) -> int | None:
+        got = pick(key)
+        return int(got[0]) if got else default
+
+    module_entry = pick("MODULE_LOAD_CMD")
+    module_loads = _check_module_load(*module_entry) if module_entry else ()
+    counts_index = path_of("COUNTS_INDEX") or repo_root / "counts-index"
+
+    return Settings(
+        account=text("ACCOUNT"),
+        worker_partition=text("WORKER_PARTITION", "small"),  # type: ignore[arg-type]
+        python=text("PYTHON", sys.executable or "python3"),  # type: ignore[arg-type]
+        module_loads=module_loads,
+        worker_mem=text("WORKER_MEM", "4G"),  # type: ignore[arg-type]
+        max_tasks=number("MAX_TASKS", 200),  # type: ignore[arg-type]
+        submit_limit=number("SUBMIT_LIMIT", None),
+        counts_index=counts_index,
+        license=text("LICENSE"),
+        preset=preset_name,
+        v3_base_url=text("V3_BASE_URL", DEFAULT_V3_BASE_URL),  # type: ignore[arg-type]
+        v3_root=path_of("V3_ROOT"),
+        v4_root=path_of("V4_ROOT"),
+        time_limit=text("TIME_LIMIT"),
+    )
+
+
+def conf_search_path(conf_path: Path | None, repo_root: Path) -> Path | None:
+    """The conf file load_settings would read (for messages and run records)."""
+    if conf_path is not None:
+        return Path(conf_path)
+    candidate = Path(repo_root) / CONF_NAME
+    return candidate if candidate.is_file() else None
+
+
+__all__ = [
+    "KEYS",
+    "ConfError",
+    "Settings",
+    "parse_conf",
+    "load_settings",
+    "conf_search_path",
+    "DEFAULT_V3_BASE_URL",
+]

@@ -1,0 +1,279 @@
+"""Finding the input shards of one language.
+
+Local corpora are ``<local_root>/<lang>/*.jsonl.zst`` (HPLT v4 ``clean``/``noisy``,
+v3 ``sorted``, or any JSONL corpus of the same shape); HPLT v3 can also be
+listed from ``<base_url>/<lang>.map``. Names follow the release layout
+(hplt-format.md section 2): v3 ``<bin>_<n>``, v4 English ``<bin>_<n>.<src>``
+with ``src`` in cc/ia/ab. ``--wds`` and ``--sources`` select by name, the way
+the HPLT sampler does, so a run's scope is known before anything is read.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+SUFFIX = ".jsonl.zst"
+SOURCES = ("cc", "ia", "ab")  # Common Crawl, Internet Archive, ArchiveBot
+CORPORA = ("v3", "v4")
+WDS_BINS = range(0, 11)  # floor(10 x WDS) on the 0-1 scale; 10 means exactly 1.0
+
+_NAME_RE = re.compile(r"^(\d+)_(\d+)(?:\.([A-Za-z0-9]+))?$")
+_DIGITS_RE = re.compile(r"(\d+)")
+
+
+class InputError(Exception):
+    """The input cannot be found or the selection is empty; the message says what was looked for."""
+
+
+@dataclass(frozen=True)
+class InputShard:
+    """One input file: where it is, what it was when listed, and its provenance id."""
+
+    name: str  # file name without ".jsonl.zst", e.g. "8_30.ia", "10_1"
+    location: str  # absolute local path, or an http(s) URL
+    size: int | None  # local: st_size; URL: None unless known
+    mtime: int | None  # local: int(st_mtime); URL: None
+    source_id: str  # "hplt-v4/clean/eng_Latn/8_30.ia", "hplt-v3/sorted/fin_Latn/10_1"
+
+    @property
+    def file_name(self) -> str:
+        """The name as it appears in the directory (and in the counts index)."""
+        return self.name + SUFFIX
+
+
+def parse_wds(spec: str) -> frozenset[int]:
+    """WDS bins from ``9-10``, ``8,9,10``, ``10`` or a mix (``5-7,10``)."""
+    bins: set[int] = set()
+    items = [item.strip() for item in spec.split(",")]
+    if not spec.strip() or any(not item for item in items):
+        raise ValueError(f"bad --wds spec {spec!r}: expected e.g. 9-10, 8,9,10 or 10")
+    for item in items:
+        lo_s, dash, hi_s = item.partition("-")
+        try:
+            lo = int(lo_s.strip())
+            hi = int(hi_s.strip()) if dash else lo
+        except ValueError:
+            raise ValueError(f"bad --wds spec {spec!r}: {item!r} is not a score or a range") from None
+        if lo > hi:
+            raise ValueError(f"bad --wds spec {spec!r}: range {item!r} runs backwards")
+        if lo not in WDS_BINS or hi not in WDS_BINS:
+            raise ValueError(f"bad --wds spec {spec!r}: scores run from 0 to 10")
+        bins.update(range(lo, hi + 1))
+    return frozenset(bins)
+
+
+def parse_sources(spec: str) -> frozenset[str]:
+    """Source tags from ``cc,ia`` (any of cc, ia, ab)."""
+    items = [item.strip() for item in spec.split(",")]
+    if not spec.strip() or any(not item for item in items):
+        raise ValueError(f"bad --sources spec {spec!r}: expected e.g. cc or cc,ia (from {', '.join(SOURCES)})")
+    unknown = [item for item in items if item not in SOURCES]
+    if unknown:
+        raise ValueError(f"bad --sources spec {spec!r}: unknown source {unknown[0]!r} (known: {', '.join(SOURCES)})")
+    return frozenset(items)
+
+
+def _parsed_name(name: str) -> tuple[int, int, str | None] | None:
+    """(bin, n, src) for release names, None for anything else."""
+    m = _NAME_RE.match(name)
+    if m is None:
+        return None
+    return int(m.group(1)), int(m.group(2)), m.group(3)
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in _DIGITS_RE.split(name))
+
+
+def _order_key(name: str) -> tuple:
+    """Release names first by (bin, n, src) numerically, then other names naturally, then by name."""
+    parsed = _parsed_name(name)
+    if parsed is not None:
+        bin_, n, src = parsed
+        return (0, bin_, n, src or "", (), name)
+    return (1, 0, 0, "", _natural(name), name)
+
+
+def _describe_filter(wds: str | None, sources: str | None) -> str:
+    parts = []
+    if wds is not None:
+        parts.append(f"--wds {wds}")
+    if sources is not None:
+        parts.append(f"--sources {sources}")
+    return " and ".join(parts) if parts else "no filter"
+
+
+def _select(names: list[str], wds: str | None, sources: str | None, where: str) -> list[str]:
+    """Apply the WDS and source filters to file names (without the suffix).
+
+    The match is on the parsed ``<bin>_`` prefix, so ``--wds 1`` never selects
+    ``10_*``. Names that do not follow ``<bin>_<n>`` pass only when no WDS
+    filter is given (generic corpora); ``--sources`` on a name without a
+    source tag is an error, because the request cannot mean anything there.
+    """
+    bins = parse_wds(wds) if wds is not None else None
+    srcs = parse_sources(sources) if sources is not None else None
+    chosen = []
+    for name in names:
+        parsed = _parsed_name(name)
+        if bins is not None and (parsed is None or parsed[0] not in bins):
+            continue
+        if srcs is not None:
+            if parsed is None or parsed[2] is None:
+                raise InputError(
+                    f"--sources {sources} needs names <bin>_<n>.<src>{SUFFIX} (v4 English), "
+                    f"but {where} has {name}{SUFFIX}"
+                )
+            if parsed[2] not in srcs:
+                continue
+        chosen.append(name)
+    return sorted(chosen, key=_order_key)
+
+
+def _source_id(corpus: str, subset: str, lang: str, name: str) -> str:
+    return f"hplt-{corpus}/{subset}/{lang}/{name}"
+
+
+def _check_corpus(corpus: str) -> None:
+    if corpus not in CORPORA:
+        raise ValueError(f"corpus must be one of {', '.join(CORPORA)}, not {corpus!r}")
+
+
+def _local_shards(lang: str, corpus: str, root: Path, wds: str | None, sources: str | None) -> list[InputShard]:
+    root = Path(os.path.abspath(root))
+    if not root.is_dir():
+        raise InputError(f"corpus root {root} does not exist (looked for {root}/{lang}/*{SUFFIX})")
+    lang_dir = root / lang
+    if not lang_dir.is_dir():
+        known = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        close = difflib.get_close_matches(lang, known, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else (f"; {len(known)} languages there" if known else "")
+        raise InputError(f"unknown language {lang!r}: no directory {lang_dir}{hint}")
+    entries = {}
+    with os.scandir(lang_dir) as it:
+        for entry in it:
+            if entry.name.startswith(".") or not entry.name.endswith(SUFFIX):
+                continue  # hidden statistics files such as .8_30.ia.filter.json
+            if entry.is_file():  # follows symlinks, as catalogue copies may use them
+                entries[entry.name[: -len(SUFFIX)]] = entry
+    if not entries:
+        raise InputError(f"no shards in {lang_dir} (looked for {lang_dir}/*{SUFFIX})")
+    where = str(lang_dir)
+    chosen = _select(list(entries), wds, sources, where)
+    if not chosen:
+        raise InputError(
+            f"no shards in {lang_dir} match {_describe_filter(wds, sources)} "
+            f"({len(entries)} {SUFFIX} files there)"
+        )
+    subset = root.name
+    shards = []
+    for name in chosen:
+        st = entries[name].stat()
+        shards.append(
+            InputShard(
+                name=name,
+                location=str(lang_dir / (name + SUFFIX)),
+                size=st.st_size,
+                mtime=int(st.st_mtime),
+                source_id=_source_id(corpus, subset, lang, name),
+            )
+        )
+    return shards
+
+
+def _fetch_map(url: str, retries: int = 3, backoff: float = 1.0) -> str:
+    """The text of a ``.map`` file; a 404 means the language is unknown there."""
+    for attempt in range(retries + 1):
+        try:
+            req = urllib.request.Request(url, headers={"User-Agent": "hplt-shard"})
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return resp.read().decode("utf-8")
+        except urllib.error.HTTPError as e:
+            if e.code in (404, 410):
+                raise InputError(f"unknown language: {url} not found (HTTP {e.code})") from None
+            if e.code < 500 and e.code not in (408, 429):
+                raise InputError(f"cannot read shard map {url}: HTTP {e.code} {e.reason}") from None
+            error = f"HTTP {e.code} {e.reason}"
+        except (OSError, UnicodeDecodeError) as e:
+            error = f"{type(e).__name__}: {e}"
+        if attempt < retries:
+            time.sleep(backoff * 2**attempt)
+    raise InputError(f"cannot read shard map {url} after {retries} retries: {error}")
+
+
+def _url_shards(
+    lang: str, corpus: str, base_url: str, wds: str | None, sources: str | None
+) -> list[InputShard]:
+    base = base_url.rstrip("/")
+    map_url = f"{base}/{lang}.map"
+    by_name: dict[str, str] = {}
+    for k, raw in enumerate(_fetch_map(map_url).splitlines(), start=1):
+        url = raw.strip()
+        if not url or url.startswith("#"):
+            continue
+        path = urllib.parse.urlparse(url).path
+        file_name = path.rsplit("/", 1)[-1]
+        if not url.startswith(("http://", "https://")) or not file_name.endswith(SUFFIX):
+            raise InputError(f"{map_url}: line {k}: not a shard URL ending in {SUFFIX}: {url[:200]!r}")
+        name = file_name[: -len(SUFFIX)]
+        if name in by_name and by_name[name] != url:
+            raise InputError(f"{map_url}: line {k}: shard {file_name} listed twice")
+        by_name[name] = url
+    if not by_name:
+        raise InputError(f"shard map {map_url} lists no shards")
+    chosen = _select(list(by_name), wds, sources, map_url)
+    if not chosen:
+        raise InputError(
+            f"no shards in {map_url} match {_describe_filter(wds, sources)} ({len(by_name)} shards listed)"
+        )
+    subset = urllib.parse.urlparse(base).path.rstrip("/").rsplit("/", 1)[-1] or "http"
+    return [
+        InputShard(
+            name=name,
+            location=by_name[name],
+            size=None,
+            mtime=None,
+            source_id=_source_id(corpus, subset, lang, name),
+        )
+        for name in chosen
+    ]
+
+
+def find_shards(
+    lang: str,
+    *,
+    corpus: str,
+    local_root: Path | None,
+    base_url: str | None = None,
+    wds: str | None = None,
+    sources: str | None = None,
+) -> list[InputShard]:
+    """The selected shards of ``lang``, in a fixed order.
+
+    A local root wins over ``base_url``. Order: release names by (bin, n, src)
+    ascending and numerically (``9_2`` before ``9_10`` before ``10_1``), then
+    any other names in natural order, ties by name; the same on every machine
+    whatever the directory listing order. A bad ``wds``/``sources`` spec is a
+    ValueError; a missing root, an unknown language or an empty selection is an
+    :class:`InputError` naming the path or URL and the filter.
+    """
+    _check_corpus(corpus)
+    if not lang or "/" in lang or lang.startswith("."):
+        raise InputError(f"bad language code {lang!r}")
+    if wds is not None:
+        parse_wds(wds)
+    if sources is not None:
+        parse_sources(sources)
+    if local_root is not None:
+        return _local_shards(lang, corpus, Path(local_root), wds, sources)
+    if base_url:
+        return _url_shards(lang, corpus, base_url, wds, sources)
+    raise InputError(f"no input for {lang}: give a local root (--local-root, V3_ROOT/V4_ROOT) or a v3 base URL")

@@ -1,0 +1,176 @@
+"""The shared counts index: exact documents per input shard.
+
+Same layout as the HPLT sampler's, so one index serves both tools:
+``<root>/<corpus>/<subset>/<lang>.tsv`` (e.g. ``v4/clean/eng_Latn.tsv``,
+``v3/sorted/fin_Latn.tsv``) with the header
+``shard bytes mtime docs method counted``. A local shard's row is trusted
+only while its size and mtime still match; URL shards have no stat and are
+trusted by name, as the sampler does. Writers merge under a file lock and
+replace the file atomically, so concurrent runs and users never lose rows.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from .corpus import SUFFIX, InputShard
+
+HEADER = ("shard", "bytes", "mtime", "docs", "method", "counted")
+HEADER_LINE = "\t".join(HEADER)
+LOCK_TIMEOUT = 600.0  # seconds; a stuck writer should fail a job, not hang it forever
+_DIGITS_RE = re.compile(r"(\d+)")
+
+
+@dataclass(frozen=True)
+class CountRow:
+    """One shard's exact document count and the file state it was counted from."""
+
+    shard: str  # file name as in the directory, e.g. "8_30.ia.jsonl.zst"
+    bytes: int
+    mtime: int
+    docs: int
+    method: str  # how it was counted, e.g. "hplt-shard-read"
+    counted: str  # ISO 8601 UTC date-time, e.g. "2026-10-15T12:00:00Z"
+
+    def to_line(self) -> str:
+        for name in ("shard", "method", "counted"):
+            value = getattr(self, name)
+            if not value or any(c in value for c in "\t\r\n"):
+                raise ValueError(f"counts index {name} {value!r} must be non-empty without tabs or newlines")
+        if self.bytes < 0 or self.docs < 0:
+            raise ValueError(f"counts index row for {self.shard}: negative bytes or docs")
+        return "\t".join((self.shard, str(self.bytes), str(self.mtime), str(self.docs), self.method, self.counted))
+
+
+def index_path(root: Path, corpus: str, subset: str, lang: str) -> Path:
+    """``<root>/<corpus>/<subset>/<lang>.tsv``; corpus is the sampler's ``v3``/``v4``."""
+    for part in (corpus, subset, lang):
+        if not part or "/" in part or part.startswith("."):
+            raise ValueError(f"bad counts index path component {part!r}")
+    return Path(root) / corpus / subset / f"{lang}.tsv"
+
+
+def _parse_row(line: str) -> CountRow | None:
+    """A row, or None when it is not one of ours (kept verbatim by writers, ignored by readers)."""
+    fields = line.split("\t")
+    if len(fields) != len(HEADER):
+        return None
+    shard, size, mtime, docs, method, counted = fields
+    try:
+        return CountRow(shard, int(size), int(mtime), int(docs), method, counted)
+    except ValueError:
+        return None
+
+
+def _read(path: Path) -> list[str]:
+    """Data lines of an index file ([] when absent); a foreign header is an error, not a miss."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    lines = text.splitlines()
+    if not lines:
+        return []
+    if lines[0] != HEADER_LINE:
+        raise ValueError(f"{path}: header is {lines[0]!r}, expected {HEADER_LINE!r}")
+    return [line for line in lines[1:] if line.strip()]
+
+
+def lookup(root: Path, corpus: str, subset: str, lang: str, shards: Sequence[InputShard]) -> dict[str, int]:
+    """Known exact counts: ``InputShard.name`` -> docs, for shards the index still describes.
+
+    A local shard's row counts only while its bytes and mtime equal the
+    shard's current stat (a changed file is counted again). URL shards
+    (size and mtime None) are trusted by file name. Malformed rows are
+    ignored, which only means a recount.
+    """
+    rows: dict[str, CountRow] = {}
+    for line in _read(index_path(root, corpus, subset, lang)):
+        row = _parse_row(line)
+        if row is not None:
+            rows[row.shard] = row  # a later row for the same shard wins
+    known: dict[str, int] = {}
+    for shard in shards:
+        row = rows.get(shard.name + SUFFIX)
+        if row is None:
+            continue
+        if shard.size is None and shard.mtime is None:
+            known[shard.name] = row.docs
+        elif row.bytes == shard.size and row.mtime == shard.mtime:
+            known[shard.name] = row.docs
+    return known
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in _DIGITS_RE.split(name))
+
+
+def _file_mode(path: Path) -> int:
+    """Keep an existing file's mode; new files get 0666 minus the umask (the index is shared)."""
+    try:
+        return path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[CountRow]) -> None:
+    """Merge rows into the index: same-shard rows are replaced, all others kept.
+
+    Callers pass rows only from full reads. The merge runs under
+    ``<file>.lock``; the new file is written next to the old one, fsynced and
+    renamed over it, so a reader sees the old or the new file, never half.
+    """
+    if not rows:
+        return
+    path = index_path(root, corpus, subset, lang)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new_lines = {row.shard: row.to_line() for row in rows}
+    with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT, mode=0o666):
+        merged: dict[str, str] = {}
+        foreign: list[str] = []
+        for line in _read(path):
+            row = _parse_row(line)
+            if row is None:
+                foreign.append(line)  # not ours to judge: keep it verbatim
+            else:
+                merged[row.shard] = line
+        merged.update(new_lines)
+        body = HEADER_LINE + "\n"
+        body += "".join(merged[name] + "\n" for name in sorted(merged, key=lambda n: (_natural(n), n)))
+        body += "".join(line + "\n" for line in foreign)
+        mode = _file_mode(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(body)
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename durable; some filesystems refuse directory fsync, which is fine."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,362 @@
+"""HPLT-shaped fixture generator.
+
+Tests, the bundled example and the benchmark need shards that look like the
+real release files (same field set, same file names, multi-frame zstd) without
+downloading any of them. Field shapes follow ``shared/reference/hplt-format.md``
+sections 1.2 (v3) and 1.3 (v4). Everything is a pure function of the seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import sys
+import tempfile
+from array import array
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
+from pathlib import Path
+
+import orjson
+import zstandard
+
+ID_STYLES = ("hex", "web", "sorted", "prefix")
+CORPORA = ("v3", "v4")
+
+# Words mix ASCII with Latin-1 (é, ß), CJK (中) and astral-plane emoji so that
+# UTF-8 bytes, code points and UTF-16 units all differ. A few thousand
+# syllable words drawn with Zipf-like weights compress about as well as real
+# web text (3-5x), so benchmarks see realistic zstd and JSON costs.
+_SPECIAL_WORDS = ("café", "Straße", "naïve", "Zürich", "€1,200", "中文", "这是", "测试", "😀", "🎉", "☀️", "señor")
+
+
+def _word_table(size: int = 6000, slots: int = 1 << 16, seed: int = 20260101) -> tuple[str, ...]:
+    """65,536 word slots filled with Zipf-like frequencies; the same on every machine.
+
+    Drawing a document is then one ``randbytes`` call and a C-level lookup,
+    which keeps generating 100 MB of fixtures to seconds.
+    """
+    rng = random.Random(seed)
+    syllables = [c + v for c in "bcdfghjklmnprstvwz" for v in ("a", "e", "i", "o", "u", "ou", "ai")]
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(syllables) for _ in range(rng.randint(1, 4))))
+    ranked = sorted(words)
+    rng.shuffle(ranked)
+    # Non-ASCII words get frequent ranks so nearly every document has some.
+    ranked[7:7] = _SPECIAL_WORDS
+    weights = [1.0 / rank for rank in range(1, len(ranked) + 1)]
+    total = sum(weights)
+    table: list[str] = []
+    for word, w in zip(ranked, weights):
+        table.extend([word] * max(1, round(w / total * slots)))
+    return tuple(table[:slots]) if len(table) >= slots else tuple(table + ranked[: slots - len(table)])
+
+
+_WORDS = _word_table()
+_REGISTERS = ("MT", "LY", "SP", "ID", "NA", "HI", "IN", "OP", "IP")
+_DOMAINS = ("example.org", "example.com", "news.example.net", "blog.example.fi")
+_SHARD_RE = re.compile(r"^(\d+)_(\d+)(?:\.([a-z]+))?$")
+
+
+def _text(rng: random.Random, text_bytes: int) -> str:
+    """Paragraphs joined by "\\n", about ``text_bytes`` UTF-8 bytes long."""
+    n_words = max(2, text_bytes // 7)
+    idx = array("H")
+    idx.frombytes(rng.randbytes(2 * n_words))
+    if sys.byteorder == "big":
+        idx.byteswap()
+    words = itemgetter(*idx)(_WORDS)
+    paragraphs = []
+    start = 0
+    while start < n_words:
+        end = start + rng.randint(20, 120)
+        para = " ".join(words[start:end])
+        paragraphs.append(para[:1].upper() + para[1:] + ".")
+        start = end
+    return "\n".join(paragraphs)
+
+
+def _doc_id(i: int, rng: random.Random, id_style: str) -> str:
+    """Ids in the shapes the sort must cope with (see scale-notes.md)."""
+    if id_style == "hex":
+        return f"{rng.getrandbits(128):032x}"
+    if id_style == "web":
+        return f"web:{i}"
+    if id_style == "sorted":
+        return f"doc-{i:010d}"
+    if id_style == "prefix":
+        return "https://www.example.org/archive/collections/2024/crawl/documents/" + f"{i:x}"
+    raise ValueError(f"unknown id_style {id_style!r}; expected one of {', '.join(ID_STYLES)}")
+
+
+def _crawl_id(rng: random.Random, src: str | None) -> str:
+    """crawl_id consistent with the v4 English source tag (cc / ia / ab)."""
+    if src == "ab":
+        return "archivebot"
+    if src == "ia":
+        return f"wide{rng.randint(1, 20):05d}"
+    return f"CC-MAIN-{rng.randint(2014, 2025)}-{rng.randint(5, 50):02d}"
+
+
+def _lid(lang: str, rng: random.Random) -> dict:
+    p = round(rng.uniform(0.55, 0.99), 4)
+    return {"lang": [lang, "fra_Latn", "deu_Latn"], "prob": [p, round((1 - p) / 2, 4), round((1 - p) / 4, 4)]}
+
+
+def _with_pii(text: str, rng: random.Random) -> tuple[str, list[list[int]]]:
+    """Sometimes append an e-mail address; return the text and its PII spans.
+
+    Spans are [start, end) code-point offsets, as the HPLT annotator stores them.
+    """
+    if rng.random() >= 0.2:
+        return text, []
+    email = f"{rng.choice(('anna', 'jussi', 'li'))}@example.org"
+    start = len(text) + len("\nContact: ")
+    return f"{text}\nContact: {email} for details.", [[start, start + len(email)]]
+
+
+def _record(
+    i: int,
+    rng: random.Random,
+    *,
+    corpus: str,
+    lang: str,
+    text_bytes: int,
+    id_style: str,
+    wds_bin: int | None = None,
+    src: str | None = None,
+) -> dict:
+    if corpus not in CORPORA:
+        raise ValueError(f"unknown corpus {corpus!r}; expected v3 or v4")
+    text, pii = _with_pii(_text(rng, text_bytes), rng)
+    domain = rng.choice(_DOMAINS)
+    crawl = _crawl_id(rng, src)
+    u = f"https://{domain}/{rng.randint(1, 10**6)}/page-{i}.html"
+    ts = f"20{rng.randint(14, 25):02d}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z"
+    f = f"./segments/{rng.randint(10**12, 10**13)}.0/warc/{crawl}-{rng.randint(0, 99999):05d}.warc.gz"
+    n_lines = text.count("\n") + 1
+    bin_ = wds_bin if wds_bin is not None else rng.randint(5, 10)
+    rec: dict = {
+        "f": f,
+        "o": rng.randint(0, 10**9),
+        "s": rng.randint(1000, 100000),
+        "rs": rng.randint(1000, 500000),
+        "u": u,
+        "c": "text/html",
+        "ts": ts,
+        "de": "utf-8",
+        "crawl_id": crawl,
+    }
+    registers = {r: round(rng.random(), 3) for r in rng.sample(_REGISTERS, 3)}
+    if corpus == "v3":
+        # v3: 0-10 WDS scale, 10 values; top-level lang/prob lists.
+        wds = 10.0 if bin_ >= 10 else round(bin_ + rng.uniform(0, 0.9), 1)
+        lid = _lid(lang, rng)
+        rec.update(
+            lang=lid["lang"],
+            prob=lid["prob"],
+            text=text,
+            cluster_size=rng.randint(1, 20),
+            seg_langs=[lang] * n_lines,
+            id=_doc_id(i, rng, id_style),
+            filter="keep",
+            pii=pii,
+            doc_scores=[wds] + [round(rng.uniform(0, 10), 1) for _ in range(9)],
+        )
+        rec["web-register"] = registers
+        if rng.random() < 0.3:
+            rec["html_lang"] = ["en"]
+        return rec
+    # v4: 0-1 WDS scale, 11 values; three LID objects, no top-level lang.
+    wds = 1.0 if bin_ >= 10 else round(bin_ / 10 + rng.uniform(0, 0.09), 2)
+    rec.update(
+        id=_doc_id(i, rng, id_style),
+        text=text,
+        xml=f"<doc><main><p>{text[:80]}</p></main></doc>",
+        md=text[:80],
+        openlid_v2=_lid(lang, rng),
+        openlid_v3=_lid(lang, rng),
+        glotlid_v3=_lid(lang, rng),
+        seg_langs_openlid_v3=[lang] * n_lines,
+        cluster_size=rng.randint(1, 20),
+        filter="keep",
+        pii=pii,
+        doc_scores=[wds] + [round(rng.random(), 2) for _ in range(10)],
+    )
+    rec["web-register"] = registers
+    if lang == "eng_Latn":
+        rec["bsc-edu"] = round(rng.uniform(0, 5), 3)
+    if src == "ia":
+        rec["allowed"] = True
+    return rec
+
+
+def make_record(
+    i: int,
+    rng: random.Random,
+    *,
+    corpus: str = "v4",
+    lang: str = "eng_Latn",
+    text_bytes: int = 3000,
+    id_style: str = "hex",
+) -> dict:
+    """One HPLT-shaped record (document number ``i``) drawn from ``rng``."""
+    return _record(i, rng, corpus=corpus, lang=lang, text_bytes=text_bytes, id_style=id_style)
+
+
+def _frames_of(lines: list[bytes], frames: int) -> list[list[bytes]]:
+    """Split lines evenly into ``frames`` groups (the first ones get the remainder)."""
+    frames = max(1, min(frames, len(lines))) if lines else 1
+    q, r = divmod(len(lines), frames)
+    out, start = [], 0
+    for k in range(frames):
+        end = start + q + (1 if k < r else 0)
+        out.append(lines[start:end])
+        start = end
+    return out
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_jsonl_zst(path: Path, lines: Iterable[bytes], *, frames: int = 1, level: int = 3) -> int:
+    """Write lines (each without its newline) as ``.jsonl.zst``; return the compressed size.
+
+    With ``frames > 1`` the lines are cut evenly into independent zstd frames,
+    as t2sz writes the v4 pool files, so readers are tested across frames.
+    Written to a temporary file and renamed, so a crash never leaves half a shard.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cctx = zstandard.ZstdCompressor(level=level)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if frames <= 1:
+                with cctx.stream_writer(out, closefd=False) as w:
+                    for line in lines:
+                        w.write(line)
+                        w.write(b"\n")
+            else:
+                for group in _frames_of(list(lines), frames):
+                    out.write(cctx.compress(b"".join(line + b"\n" for line in group)))
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp makes 0600; shards are shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path.stat().st_size
+
+
+def _split_counts(n_docs: int, n_shards: int) -> list[int]:
+    q, r = divmod(n_docs, n_shards)
+    return [q + (1 if k < r else 0) for k in range(n_shards)]
+
+
+def generate_corpus(
+    root: Path,
+    lang: str,
+    *,
+    corpus: str = "v4",
+    n_docs: int,
+    shard_names: Sequence[str],
+    seed: int = 0,
+    text_bytes: int = 3000,
+    id_style: str = "hex",
+    frames: int = 1,
+) -> list[Path]:
+    """Write ``<root>/<lang>/<name>.jsonl.zst`` for every shard name; return the paths.
+
+    ``n_docs`` is spread evenly over the shards (earlier shards get the
+    remainder). Each shard has its own generator seeded by (seed, name), and
+    document numbers are global, so "web"/"sorted" ids are unique across the
+    corpus. Records agree with their shard name: ``doc_scores[0]`` falls in the
+    name's WDS bin and ``crawl_id`` matches a v4 source tag.
+    """
+    if not shard_names:
+        raise ValueError("generate_corpus needs at least one shard name")
+    names = [n[: -len(".jsonl.zst")] if n.endswith(".jsonl.zst") else n for n in shard_names]
+    if len(set(names)) != len(names):
+        raise ValueError(f"repeated shard names in {list(shard_names)!r}")
+    paths = []
+    first = 0
+    for name, count in zip(names, _split_counts(n_docs, len(names))):
+        m = _SHARD_RE.match(name)
+        wds_bin = int(m.group(1)) if m else None
+        src = m.group(3) if m else None
+        rng = random.Random(f"{seed}:{name}")
+        lines = (
+            orjson.dumps(
+                _record(
+                    first + k,
+                    rng,
+                    corpus=corpus,
+                    lang=lang,
+                    text_bytes=text_bytes,
+                    id_style=id_style,
+                    wds_bin=wds_bin,
+                    src=src,
+                )
+            )
+            for k in range(count)
+        )
+        path = Path(root) / lang / f"{name}.jsonl.zst"
+        write_jsonl_zst(path, lines, frames=frames)
+        paths.append(path)
+        first += count
+    return paths
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m shard_pipeline.synth",
+        description="Write an HPLT-shaped synthetic corpus: ROOT/LANG/<shard>.jsonl.zst.",
+    )
+    p.add_argument("root", type=Path, help="corpus root (the folder that will hold LANG/)")
+    p.add_argument("lang", help="language directory, e.g. eng_Latn")
+    p.add_argument("--corpus", choices=CORPORA, default="v4", help="record shape (default v4)")
+    p.add_argument("--n-docs", type=int, required=True, help="documents in total, spread evenly over the shards")
+    p.add_argument(
+        "--shards",
+        required=True,
+        help="comma-separated shard names, e.g. 10_1,9_1,8_30.ia (with or without .jsonl.zst)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    p.add_argument("--text-bytes", type=int, default=3000, help="approximate UTF-8 bytes of text per document")
+    p.add_argument("--id-style", choices=ID_STYLES, default="hex", help="id shape (default hex)")
+    p.add_argument("--frames", type=int, default=1, help="zstd frames per shard (t2sz style when > 1)")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse_args(argv)
+    names = [s.strip() for s in args.shards.split(",") if s.strip()]
+    if args.n_docs < 0:
+        print("--n-docs must be >= 0", file=sys.stderr)
+        return 2
+    paths = generate_corpus(
+        args.root,
+        args.lang,
+        corpus=args.corpus,
+        n_docs=args.n_docs,
+        shard_names=names,
+        seed=args.seed,
+        text_bytes=args.text_bytes,
+        id_style=args.id_style,
+        frames=args.frames,
+    )
+    for path in paths:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
