@@ -170,8 +170,7 @@ def _local_shards(lang: str, corpus: str, root: Path, wds: str | None, sources: 
     chosen = _select(list(entries), wds, sources, where)
     if not chosen:
         raise InputError(
-            f"no shards in {lang_dir} match {_describe_filter(wds, sources)} "
-            f"({len(entries)} {SUFFIX} files there)"
+            f"no shards in {lang_dir} match {_describe_filter(wds, sources)} ({len(entries)} {SUFFIX} files there)"
         )
     subset = root.name
     shards = []
@@ -209,9 +208,7 @@ def _fetch_map(url: str, retries: int = 3, backoff: float = 1.0) -> str:
     raise InputError(f"cannot read shard map {url} after {retries} retries: {error}")
 
 
-def _url_shards(
-    lang: str, corpus: str, base_url: str, wds: str | None, sources: str | None
-) -> list[InputShard]:
+def _url_shards(lang: str, corpus: str, base_url: str, wds: str | None, sources: str | None) -> list[InputShard]:
     base = base_url.rstrip("/")
     map_url = f"{base}/{lang}.map"
     by_name: dict[str, str] = {}

@@ -23,7 +23,7 @@ import time
 import unicodedata
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple
@@ -219,9 +219,7 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, (OSError, http.client.HTTPException))
 
 
-def _http_chunks(
-    url: str, retries: int, backoff: float, count: Callable[[int], None] | None
-) -> Iterator[bytes]:
+def _http_chunks(url: str, retries: int, backoff: float, count: Callable[[int], None] | None) -> Iterator[bytes]:
     """Yield the body of ``url``; resume with Range requests after a drop.
 
     ``retries`` counts consecutive failed attempts that brought no new bytes;
@@ -246,7 +244,7 @@ def _http_chunks(
                 got = (resp.headers.get("ETag"), resp.headers.get("Last-Modified"))
                 if validator is None:
                     validator = got
-                elif any(a and b and a != b for a, b in zip(validator, got)):
+                elif any(a and b and a != b for a, b in zip(validator, got, strict=True)):
                     raise _StreamBroken("http_error", f"{url} changed while it was being read (ETag/Last-Modified)")
                 skip = 0
                 if status == 206:
@@ -460,8 +458,13 @@ class _WalkedSource:
             return out[:accepted]
         return out
 
+    def close(self) -> None:
+        close = getattr(self.chunks, "close", None)
+        if close is not None:
+            close()
 
-def _inflate(chunks: Iterator[bytes]) -> Iterator[bytes]:
+
+def _inflate(chunks: Iterator[bytes]) -> Generator[bytes, None, None]:
     """Decompress every frame in ``chunks`` in bounded pieces; fail unless the input ends at a frame boundary."""
     source = _WalkedSource(chunks)
     reader = zstandard.ZstdDecompressor().stream_reader(source, read_size=_FEED_SIZE, read_across_frames=True)
@@ -500,19 +503,23 @@ class _DecompressedRaw(io.RawIOBase):
         self._buf = memoryview(b"")
         self._newlines = 0
         self._partial = False
+        self._error: CorruptShard | None = None
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
         while not self._buf:
+            if self._error is not None:
+                raise self._error  # sticky: a broken stream never turns into a clean EOF
             try:
                 chunk = next(self._chunks)
             except StopIteration:
                 return 0
             except _StreamBroken as e:
                 line = self._newlines + (1 if self._partial else 0)
-                raise CorruptShard(self._location, line, e.reason, e.detail) from None
+                self._error = CorruptShard(self._location, line, e.reason, e.detail)
+                raise self._error from None
             self._newlines += chunk.count(b"\n")
             self._partial = not chunk.endswith(b"\n")
             self._buf = memoryview(chunk)
@@ -535,7 +542,8 @@ def open_decompressed(location: str, *, retries: int = 5, backoff: float = 1.0) 
     Reads across zstd frames; raises :class:`CorruptShard` when the stream is
     empty, not zstd, corrupt, truncated inside a frame, or (HTTP) still short
     after ``retries`` retries with exponential backoff starting at
-    ``backoff`` seconds. Its line number counts the newlines delivered so far.
+    ``backoff`` seconds. Its line number counts the newlines decompressed so
+    far, which may run ahead of what the caller has read from the buffer.
     """
     if not _is_url(location) and not os.path.exists(location):
         raise FileNotFoundError(f"{location}: no such shard")
@@ -785,7 +793,7 @@ def _reject(
 # Record -> contract Doc
 
 
-def to_doc(rec: HpltRecord, shard: InputShard, license_spdx: str) -> "Doc":
+def to_doc(rec: HpltRecord, shard: InputShard, license_spdx: str) -> Doc:
     """The contract's Doc for one record; see docs/hplt-mapping.md for every field."""
     from .shard import Doc  # imported here: shard.py pulls in pyarrow, the reader does not need it
 

@@ -50,7 +50,7 @@ def _word_table(size: int = 6000, slots: int = 1 << 16, seed: int = 20260101) ->
     weights = [1.0 / rank for rank in range(1, len(ranked) + 1)]
     total = sum(weights)
     table: list[str] = []
-    for word, w in zip(ranked, weights):
+    for word, w in zip(ranked, weights, strict=True):
         table.extend([word] * max(1, round(w / total * slots)))
     return tuple(table[:slots]) if len(table) >= slots else tuple(table + ranked[: slots - len(table)])
 
@@ -101,6 +101,13 @@ def _crawl_id(rng: random.Random, src: str | None) -> str:
     return f"CC-MAIN-{rng.randint(2014, 2025)}-{rng.randint(5, 50):02d}"
 
 
+def _timestamp(rng: random.Random) -> str:
+    """A WARC timestamp, ISO 8601 UTC as HPLT stores ``ts``."""
+    year, month, day = rng.randint(14, 25), rng.randint(1, 12), rng.randint(1, 28)
+    hour, minute, second = rng.randint(0, 23), rng.randint(0, 59), rng.randint(0, 59)
+    return f"20{year:02d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
+
+
 def _lid(lang: str, rng: random.Random) -> dict:
     p = round(rng.uniform(0.55, 0.99), 4)
     return {"lang": [lang, "fra_Latn", "deu_Latn"], "prob": [p, round((1 - p) / 2, 4), round((1 - p) / 4, 4)]}
@@ -135,7 +142,7 @@ def _record(
     domain = rng.choice(_DOMAINS)
     crawl = _crawl_id(rng, src)
     u = f"https://{domain}/{rng.randint(1, 10**6)}/page-{i}.html"
-    ts = f"20{rng.randint(14, 25):02d}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z"
+    ts = _timestamp(rng)
     f = f"./segments/{rng.randint(10**12, 10**13)}.0/warc/{crawl}-{rng.randint(0, 99999):05d}.warc.gz"
     n_lines = text.count("\n") + 1
     bin_ = wds_bin if wds_bin is not None else rng.randint(5, 10)
@@ -288,7 +295,7 @@ def generate_corpus(
         raise ValueError(f"repeated shard names in {list(shard_names)!r}")
     paths = []
     first = 0
-    for name, count in zip(names, _split_counts(n_docs, len(names))):
+    for name, count in zip(names, _split_counts(n_docs, len(names)), strict=True):
         m = _SHARD_RE.match(name)
         wds_bin = int(m.group(1)) if m else None
         src = m.group(3) if m else None

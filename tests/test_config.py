@@ -12,8 +12,20 @@ from shard_pipeline.config import KEYS, ConfError, Settings, load_settings, pars
 
 REPO = Path(__file__).resolve().parent.parent
 REQUIRED_KEYS = {
-    "ACCOUNT", "WORKER_PARTITION", "PYTHON", "MODULE_LOAD_CMD", "WORKER_MEM", "MAX_TASKS", "SUBMIT_LIMIT",
-    "COUNTS_INDEX", "LICENSE", "PRESET", "V3_BASE_URL", "V3_ROOT", "V4_ROOT", "TIME_LIMIT",
+    "ACCOUNT",
+    "WORKER_PARTITION",
+    "PYTHON",
+    "MODULE_LOAD_CMD",
+    "WORKER_MEM",
+    "MAX_TASKS",
+    "SUBMIT_LIMIT",
+    "COUNTS_INDEX",
+    "LICENSE",
+    "PRESET",
+    "V3_BASE_URL",
+    "V3_ROOT",
+    "V4_ROOT",
+    "TIME_LIMIT",
 }
 
 
@@ -44,7 +56,7 @@ def test_parse_conf_format(tmp_path: Path) -> None:
     path = write(
         tmp_path / "a.conf",
         "# comment\n\n  ACCOUNT=project_1  \nLICENSE='CC0-1.0'\nPYTHON=\"/opt/py/bin/python\"  # inline comment\n"
-        "WORKER_MEM=4G # memory\nV4_ROOT=/data/with#hash\nCOUNTS_INDEX=\"/path with spaces\"\n",
+        'WORKER_MEM=4G # memory\nV4_ROOT=/data/with#hash\nCOUNTS_INDEX="/path with spaces"\n',
     )
     assert parse_conf(path) == {
         "ACCOUNT": "project_1",
@@ -150,10 +162,18 @@ def test_python_must_be_a_plain_path_or_name(tmp_path: Path, marker: Path, value
         ("WORKER_MEM", ["4G", "500M", "1024", "2T"], ["4GB", "0", "-1G", "4 G", "lots"]),
         ("MAX_TASKS", ["1", "200"], ["0", "-3", "2.5", "ten", "010"]),
         ("SUBMIT_LIMIT", ["220"], ["0", "x"]),
-        ("TIME_LIMIT", ["90", "02:00:00", "1-00:00:00", "30:00", "2-12", "100:59:59"], ["0", "1:60:00", "1h", "1-24:00", "00:00:00", "12:5x"]),
+        (
+            "TIME_LIMIT",
+            ["90", "02:00:00", "1-00:00:00", "30:00", "2-12", "100:59:59"],
+            ["0", "1:60:00", "1h", "1-24:00", "00:00:00", "12:5x"],
+        ),
         ("LICENSE", ["CC0-1.0", "Apache-2.0", "CC-BY-4.0", "LicenseRef-hplt"], ["CC0 1.0", "cc0/1.0", "$(x)"]),
         ("WORKER_PARTITION", ["small", "small,standard", "dev-g"], ["small; x", "a b", "-p"]),
-        ("V3_BASE_URL", ["https://data.hplt-project.org/three/sorted", "http://127.0.0.1:8000/x"], ["ftp://x", "https://x/$(y)", "data.hplt-project.org"]),
+        (
+            "V3_BASE_URL",
+            ["https://data.hplt-project.org/three/sorted", "http://127.0.0.1:8000/x"],
+            ["ftp://x", "https://x/$(y)", "data.hplt-project.org"],
+        ),
     ],
 )
 def test_value_shapes(tmp_path: Path, key: str, good: list[str], bad: list[str]) -> None:
@@ -181,7 +201,10 @@ def test_cli_values_are_validated_too(tmp_path: Path) -> None:
 # layering
 
 
-PRESET = "WORKER_PARTITION=preset-part\nWORKER_MEM=2G\nMAX_TASKS=50\nLICENSE=CC0-1.0\nCOUNTS_INDEX=preset-counts\nTIME_LIMIT=30\n"
+PRESET = (
+    "WORKER_PARTITION=preset-part\nWORKER_MEM=2G\nMAX_TASKS=50\nLICENSE=CC0-1.0\n"
+    "COUNTS_INDEX=preset-counts\nTIME_LIMIT=30\n"
+)
 
 
 def test_precedence_cli_conf_preset_default(tmp_path: Path) -> None:
@@ -202,9 +225,20 @@ def test_defaults_without_any_conf(tmp_path: Path) -> None:
     repo.mkdir()
     s = load_settings(cli={}, conf_path=None, repo_root=repo)
     assert s == Settings(
-        account=None, worker_partition="small", python=sys.executable, module_loads=(), worker_mem="4G", max_tasks=200,
-        submit_limit=None, counts_index=repo / "counts-index", license=None, preset=None,
-        v3_base_url="https://data.hplt-project.org/three/sorted", v3_root=None, v4_root=None, time_limit=None,
+        account=None,
+        worker_partition="small",
+        python=sys.executable,
+        module_loads=(),
+        worker_mem="4G",
+        max_tasks=200,
+        submit_limit=None,
+        counts_index=repo / "counts-index",
+        license=None,
+        preset=None,
+        v3_base_url="https://data.hplt-project.org/three/sorted",
+        v3_root=None,
+        v4_root=None,
+        time_limit=None,
     )
 
 

@@ -38,7 +38,14 @@ def names(shards) -> list[str]:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(
     "spec,bins",
-    [("9-10", {9, 10}), ("8,9,10", {8, 9, 10}), ("10", {10}), ("0", {0}), ("5-7,10", {5, 6, 7, 10}), (" 9 - 10 ", {9, 10})],
+    [
+        ("9-10", {9, 10}),
+        ("8,9,10", {8, 9, 10}),
+        ("10", {10}),
+        ("0", {0}),
+        ("5-7,10", {5, 6, 7, 10}),
+        (" 9 - 10 ", {9, 10}),
+    ],
 )
 def test_parse_wds(spec: str, bins: set[int]) -> None:
     assert parse_wds(spec) == frozenset(bins)
@@ -66,10 +73,22 @@ def test_parse_sources() -> None:
 
 def test_v4_english_layout_order_and_fields(tmp_path: Path) -> None:
     root = tmp_path / "4.0" / "clean"
-    d = layout(root, "eng_Latn", V4_ENGLISH, extra=[".8_30.ia.filter.json", ".filter.json", "counts.json", ".9_1.cc.jsonl.zst"])
+    d = layout(
+        root, "eng_Latn", V4_ENGLISH, extra=[".8_30.ia.filter.json", ".filter.json", "counts.json", ".9_1.cc.jsonl.zst"]
+    )
     shards = find_shards("eng_Latn", corpus="v4", local_root=root)
     # (bin, n, src) ascending, numerically: 9_2 before 9_10, every 9 before 10.
-    assert names(shards) == ["1_1.cc", "5_3.cc", "8_30.ia", "9_1.ab", "9_1.cc", "9_1.ia", "9_2.cc", "9_10.cc", "10_1.cc"]
+    assert names(shards) == [
+        "1_1.cc",
+        "5_3.cc",
+        "8_30.ia",
+        "9_1.ab",
+        "9_1.cc",
+        "9_1.ia",
+        "9_2.cc",
+        "9_10.cc",
+        "10_1.cc",
+    ]
     s = shards[2]
     path = d / "8_30.ia.jsonl.zst"
     assert s.location == str(path) and os.path.isabs(s.location)
@@ -79,7 +98,9 @@ def test_v4_english_layout_order_and_fields(tmp_path: Path) -> None:
 
 def test_order_does_not_depend_on_listing(tmp_path: Path) -> None:
     a = find_shards("eng_Latn", corpus="v4", local_root=layout(tmp_path / "a" / "clean", "eng_Latn", V4_ENGLISH).parent)
-    b = find_shards("eng_Latn", corpus="v4", local_root=layout(tmp_path / "b" / "clean", "eng_Latn", V4_ENGLISH[::-1]).parent)
+    b = find_shards(
+        "eng_Latn", corpus="v4", local_root=layout(tmp_path / "b" / "clean", "eng_Latn", V4_ENGLISH[::-1]).parent
+    )
     assert names(a) == names(b)
 
 
@@ -111,7 +132,12 @@ def test_wds_ranges_and_lists(tmp_path: Path) -> None:
     root = tmp_path / "clean"
     layout(root, "eng_Latn", V4_ENGLISH)
     assert names(find_shards("eng_Latn", corpus="v4", local_root=root, wds="9-10")) == [
-        "9_1.ab", "9_1.cc", "9_1.ia", "9_2.cc", "9_10.cc", "10_1.cc"
+        "9_1.ab",
+        "9_1.cc",
+        "9_1.ia",
+        "9_2.cc",
+        "9_10.cc",
+        "10_1.cc",
     ]
     assert names(find_shards("eng_Latn", corpus="v4", local_root=root, wds="5,8")) == ["5_3.cc", "8_30.ia"]
 
@@ -119,8 +145,16 @@ def test_wds_ranges_and_lists(tmp_path: Path) -> None:
 def test_sources_select_by_tag(tmp_path: Path) -> None:
     root = tmp_path / "clean"
     layout(root, "eng_Latn", V4_ENGLISH)
-    assert names(find_shards("eng_Latn", corpus="v4", local_root=root, sources="ia,ab")) == ["8_30.ia", "9_1.ab", "9_1.ia"]
-    assert names(find_shards("eng_Latn", corpus="v4", local_root=root, sources="cc", wds="9")) == ["9_1.cc", "9_2.cc", "9_10.cc"]
+    assert names(find_shards("eng_Latn", corpus="v4", local_root=root, sources="ia,ab")) == [
+        "8_30.ia",
+        "9_1.ab",
+        "9_1.ia",
+    ]
+    assert names(find_shards("eng_Latn", corpus="v4", local_root=root, sources="cc", wds="9")) == [
+        "9_1.cc",
+        "9_2.cc",
+        "9_10.cc",
+    ]
 
 
 def test_sources_on_names_without_tag_is_an_error(tmp_path: Path) -> None:
@@ -134,7 +168,12 @@ def test_sources_on_names_without_tag_is_an_error(tmp_path: Path) -> None:
 def test_generic_names_only_without_wds(tmp_path: Path) -> None:
     root = tmp_path / "mycorpus"
     layout(root, "fin_Latn", ["part-0002", "part-0010", "part-0001", "9_1"])
-    assert names(find_shards("fin_Latn", corpus="v3", local_root=root)) == ["9_1", "part-0001", "part-0002", "part-0010"]
+    assert names(find_shards("fin_Latn", corpus="v3", local_root=root)) == [
+        "9_1",
+        "part-0001",
+        "part-0002",
+        "part-0010",
+    ]
     assert names(find_shards("fin_Latn", corpus="v3", local_root=root, wds="9")) == ["9_1"]
     assert find_shards("fin_Latn", corpus="v3", local_root=root)[1].source_id == "hplt-v3/mycorpus/fin_Latn/part-0001"
 

@@ -38,8 +38,14 @@ def test_layout_matches_the_sampler(tmp_path: Path) -> None:
     assert index_path(idx, "v4", "clean", "eng_Latn") == path
     lines = path.read_text().splitlines()
     assert lines[0] == "shard\tbytes\tmtime\tdocs\tmethod\tcounted" == "\t".join(HEADER)
-    assert lines[1].split("\t") == ["8_30.ia.jsonl.zst", str(shards[0].size), str(shards[0].mtime), "123",
-                                    "hplt-shard-read", WHEN]
+    assert lines[1].split("\t") == [
+        "8_30.ia.jsonl.zst",
+        str(shards[0].size),
+        str(shards[0].mtime),
+        "123",
+        "hplt-shard-read",
+        WHEN,
+    ]
     assert Path(str(path) + ".lock").exists()
 
 
@@ -101,7 +107,11 @@ def test_foreign_header_is_refused(tmp_path: Path) -> None:
 
 
 def test_bad_rows_are_refused(tmp_path: Path) -> None:
-    for bad in (CountRow("a\tb", 1, 1, 1, "m", WHEN), CountRow("x", 1, 1, -1, "m", WHEN), CountRow("x", 1, 1, 1, "", WHEN)):
+    for bad in (
+        CountRow("a\tb", 1, 1, 1, "m", WHEN),
+        CountRow("x", 1, 1, -1, "m", WHEN),
+        CountRow("x", 1, 1, 1, "", WHEN),
+    ):
         with pytest.raises(ValueError):
             record(tmp_path, "v4", "clean", "eng_Latn", [bad])
     with pytest.raises(ValueError):
@@ -144,7 +154,8 @@ _WRITER = textwrap.dedent(
     from shard_pipeline.counts_index import CountRow, record
     root, tag, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     for k in range(n):
-        record(root, "v4", "clean", "eng_Latn", [CountRow(f"{k}_{tag}.jsonl.zst", k, k, k, "test", "2026-01-01T00:00:00Z")])
+        row = CountRow(f"{k}_{tag}.jsonl.zst", k, k, k, "test", "2026-01-01T00:00:00Z")
+        record(root, "v4", "clean", "eng_Latn", [row])
     """
 )
 

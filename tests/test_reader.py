@@ -282,7 +282,11 @@ def test_quarantine_file_only_when_needed(tmp_path: Path) -> None:
     qpath = tmp_path / "q.jsonl"
     stats = ReadStats()
     with QuarantineWriter(qpath) as q:
-        list(iter_records(make_shard(tmp_path, v4_line(0)), corpus="v4", bad_records="quarantine", quarantine=q, stats=stats))
+        list(
+            iter_records(
+                make_shard(tmp_path, v4_line(0)), corpus="v4", bad_records="quarantine", quarantine=q, stats=stats
+            )
+        )
     assert not qpath.exists() and stats.kept == 1
 
 
@@ -390,10 +394,17 @@ def test_open_decompressed_crosses_frames_and_detects_truncation(tmp_path: Path)
     with open_decompressed(str(path)) as fh:
         assert fh.read() == payload
     path.write_bytes(data[: len(data) * 3 // 4])
-    with open_decompressed(str(path)) as fh, pytest.raises(CorruptShard) as err:
-        while fh.read(4096):
-            pass
-    assert err.value.reason == "truncated" and str(path) in str(err.value)
+    with open_decompressed(str(path)) as fh:
+        got = b""
+        with pytest.raises(CorruptShard) as err:
+            while chunk := fh.read(4096):
+                got += chunk
+        assert err.value.reason == "truncated" and str(path) in str(err.value)
+        assert payload.startswith(got) and len(got) < len(payload)
+        # The line counts what was decompressed, including what the buffer held back.
+        assert got.count(b"\n") < err.value.line <= payload.count(b"\n")
+        with pytest.raises(CorruptShard):
+            fh.read()  # still broken: never a clean, short EOF
 
 
 # --------------------------------------------------------------------------
@@ -401,8 +412,14 @@ def test_open_decompressed_crosses_frames_and_detects_truncation(tmp_path: Path)
 
 
 class _Files:
-    def __init__(self, files: dict[str, bytes], *, drop_once: frozenset = frozenset(),
-                 always_short: frozenset = frozenset(), ignore_range: frozenset = frozenset()) -> None:
+    def __init__(
+        self,
+        files: dict[str, bytes],
+        *,
+        drop_once: frozenset = frozenset(),
+        always_short: frozenset = frozenset(),
+        ignore_range: frozenset = frozenset(),
+    ) -> None:
         self.files = files
         self.drop_once = set(drop_once)
         self.always_short = always_short
@@ -541,8 +558,9 @@ _MEASURE = textwrap.dedent(
 
 def _measure(path: Path) -> tuple[int, int, int, int]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    out = subprocess.run([sys.executable, "-c", _MEASURE, str(path)], capture_output=True, text=True, env=env,
-                         check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(path)], capture_output=True, text=True, env=env, check=True
+    ).stdout.split()
     read, json_bytes, longest, growth = (int(x) for x in out)
     return read, json_bytes, longest, growth
 

@@ -17,7 +17,9 @@ from shard_pipeline.synth import generate_corpus, make_record, write_jsonl_zst
 
 REPO = Path(__file__).resolve().parent.parent
 # Required keys measured in every record (hplt-format.md 1.2 and 1.3).
-V3_KEYS = set("f o s rs u c ts de crawl_id lang prob text cluster_size seg_langs id filter pii doc_scores web-register".split())
+V3_KEYS = set(
+    "f o s rs u c ts de crawl_id lang prob text cluster_size seg_langs id filter pii doc_scores web-register".split()
+)
 V4_KEYS = set(
     "f o s rs u c ts de id crawl_id text xml md openlid_v2 openlid_v3 glotlid_v3 seg_langs_openlid_v3 "
     "cluster_size filter pii doc_scores web-register".split()
@@ -87,7 +89,12 @@ def test_records_are_deterministic() -> None:
 
 @pytest.mark.parametrize(
     "style,pattern",
-    [("hex", r"[0-9a-f]{32}"), ("web", r"web:\d+"), ("sorted", r"doc-\d{10}"), ("prefix", r"https://www\.example\.org/.{40,}")],
+    [
+        ("hex", r"[0-9a-f]{32}"),
+        ("web", r"web:\d+"),
+        ("sorted", r"doc-\d{10}"),
+        ("prefix", r"https://www\.example\.org/.{40,}"),
+    ],
 )
 def test_id_styles(style: str, pattern: str) -> None:
     rng = random.Random(4)
@@ -130,8 +137,9 @@ def test_write_is_atomic(tmp_path: Path) -> None:
 
 def test_generate_corpus_layout_and_consistency(tmp_path: Path) -> None:
     names = ["10_1.cc", "9_1.ia", "8_2.ab", "7_1.cc"]
-    paths = generate_corpus(tmp_path, "eng_Latn", n_docs=22, shard_names=names, seed=5, text_bytes=300,
-                            id_style="web", frames=3)
+    paths = generate_corpus(
+        tmp_path, "eng_Latn", n_docs=22, shard_names=names, seed=5, text_bytes=300, id_style="web", frames=3
+    )
     assert paths == [tmp_path / "eng_Latn" / f"{n}.jsonl.zst" for n in names]
     per = {p.name: [orjson.loads(x) for x in read_lines(p)] for p in paths}
     assert [len(per[p.name]) for p in paths] == [6, 6, 5, 5]
@@ -142,7 +150,9 @@ def test_generate_corpus_layout_and_consistency(tmp_path: Path) -> None:
         for r in recs:
             assert int(r["doc_scores"][0] * 10) == bin_
             crawl = r["crawl_id"]
-            assert {"ab": crawl == "archivebot", "ia": crawl.startswith("wide"), "cc": crawl.startswith("CC-MAIN-")}[src]
+            assert {"ab": crawl == "archivebot", "ia": crawl.startswith("wide"), "cc": crawl.startswith("CC-MAIN-")}[
+                src
+            ]
     assert frames_in(paths[0].read_bytes()) == 3
 
 
@@ -163,9 +173,27 @@ def test_cli(tmp_path: Path) -> None:
     for opt in ("--corpus", "--n-docs", "--shards", "--seed", "--text-bytes", "--id-style", "--frames"):
         assert opt in help_text
     out = subprocess.run(
-        run + [str(tmp_path), "fin_Latn", "--corpus", "v3", "--n-docs", "7", "--shards", "10_1,9_1.jsonl.zst",
-               "--seed", "3", "--text-bytes", "200", "--id-style", "sorted"],
-        capture_output=True, text=True, env=env, check=True,
+        run
+        + [
+            str(tmp_path),
+            "fin_Latn",
+            "--corpus",
+            "v3",
+            "--n-docs",
+            "7",
+            "--shards",
+            "10_1,9_1.jsonl.zst",
+            "--seed",
+            "3",
+            "--text-bytes",
+            "200",
+            "--id-style",
+            "sorted",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
     ).stdout.split()
     assert out == [str(tmp_path / "fin_Latn" / "10_1.jsonl.zst"), str(tmp_path / "fin_Latn" / "9_1.jsonl.zst")]
     recs = [orjson.loads(x) for x in read_lines(Path(out[0]))]
