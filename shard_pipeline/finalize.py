@@ -29,9 +29,9 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[Sh
         if not path.exists():
             raise FinalizeError(f"write task {wt['task']} left no receipt ({path})")
         for s in read_json(path)["shards"]:
-            by_index[s["index"]] = s
+            by_index[s["index"]] = {**s, "task": wt["task"]}
     tmp = Path(plan["tmp_dir"])
-    problems, shards = [], []
+    problems, shards, damaged = [], [], set()
     for i in range(n):
         s = by_index.get(i)
         name = shard_name(i, n)
@@ -44,16 +44,20 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[Sh
         path = tmp / name
         if not path.is_file():
             problems.append(f"{path}: missing")
+            damaged.add(s["task"])
             continue
         if path.stat().st_size != s["bytes"] or file_sha256(path) != s["sha256"]:
             problems.append(f"{path}: bytes or sha256 differ from its receipt")
+            damaged.add(s["task"])
         shards.append(ShardFile(s["name"], s["rows"], s["bytes"], s["sha256"], s["text_bytes"], s["train"], s["val"]))
     expected = {shard_name(i, n) for i in range(n)}
     stray = sorted(p.name for p in tmp.iterdir() if p.name not in expected)
     if stray:
         problems.append(f"{tmp}: unexpected files {', '.join(stray)}")
     if problems:
-        raise FinalizeError("; ".join(problems))
+        for task in sorted(damaged):  # so that --resume redoes exactly these writers
+            run.write_receipt(task).unlink(missing_ok=True)
+        raise FinalizeError("; ".join(problems) + ("; run --resume to rewrite them" if damaged else ""))
     return shards
 
 

@@ -7,18 +7,16 @@ the task's one spill file as bucket sections.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import asdict, dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .buckets import boundary_keys, bucket_cuts
 from .reader import QuarantineWriter, ReadStats, iter_records
-from .rundir import RunDir, read_json, write_json_atomic
+from .rundir import RunDir, file_stamp, read_json, write_json_atomic
 from .runconfig import InputRef, RunConfig
-from .spill import SPILL_SCHEMA, SpillWriter
+from .spill import SPILL_SCHEMA, Section, SpillWriter
 
 
 @dataclass
@@ -48,8 +46,8 @@ class PartitionReceipt:
     pii_spans: int
     spill_bytes: int
     spill_sha256: str
+    spill_stamp: dict[str, int]
     quarantine_file: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class _Buffer:
@@ -115,6 +113,44 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
     return stats
 
 
+def _checkpoint_path(run: RunDir, task: int):
+    return run.root / "partition" / f"task-{task:05d}.checkpoint.json"
+
+
+def _restore(run: RunDir, task: int, writer: SpillWriter) -> tuple[list[InputReceipt], int]:
+    """Continue a task that was stopped (time limit, node failure) after its last whole input.
+
+    The spill and quarantine files are cut back to where the checkpoint left them, so a task
+    that restarts writes exactly the bytes an uninterrupted one would have.
+    """
+    cp_path = _checkpoint_path(run, task)
+    qpath = run.quarantine_file(task)
+    if not cp_path.exists():
+        qpath.unlink(missing_ok=True)
+        return [], 0
+    cp = read_json(cp_path)
+    writer.restore(cp["spill_bytes"], [Section(**s) for s in cp["sections"]], cp["runs"])
+    if qpath.exists():
+        with open(qpath, "r+b") as f:
+            f.truncate(cp["quarantine_bytes"])
+    return [InputReceipt(**r) for r in cp["inputs"]], cp["pii_spans"]
+
+
+def _save_checkpoint(run: RunDir, task: int, writer: SpillWriter, receipts: list[InputReceipt], pii_spans: int,
+                     quarantine: QuarantineWriter | None) -> None:
+    if quarantine is not None:
+        quarantine.close()  # flushed and fsynced; it reopens in append mode on the next bad record
+    qpath = run.quarantine_file(task)
+    write_json_atomic(_checkpoint_path(run, task), {
+        "inputs": [asdict(r) for r in receipts],
+        "spill_bytes": writer.flush(),
+        "sections": [asdict(s) for s in writer.sections],
+        "runs": writer.runs,
+        "pii_spans": pii_spans,
+        "quarantine_bytes": qpath.stat().st_size if qpath.exists() else 0,
+    })
+
+
 def run_partition(run: RunDir, task: int) -> PartitionReceipt:
     cfg = RunConfig.from_json(read_json(run.config_json))
     spec = read_json(run.task_file("partition", task))
@@ -122,24 +158,27 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
     keys = boundary_keys(boundaries)
     budget = cfg.execution.spill_bytes
     writer = SpillWriter(task, run.spill_file(task), run.spill_index(task), cfg.execution.intermediate_compression)
+    receipts, pii_spans = _restore(run, task, writer)
+    done = {r.index for r in receipts}
     buf = _Buffer()
-    pii_spans = 0
 
     def spill() -> None:
         nonlocal pii_spans
         pii_spans += _spill(buf, writer, keys)
 
-    receipts: list[InputReceipt] = []
     qpath = run.quarantine_file(task)
     quarantine = QuarantineWriter(qpath) if cfg.content.bad_records == "quarantine" else None
     try:
         for index in spec["inputs"]:
+            if index in done:
+                continue
             inp = cfg.content.inputs[index]
             stats = read_into(buf, inp, index, cfg, quarantine, spill, budget)
+            if len(buf):
+                spill()  # a run never spans two inputs, so each input is a checkpoint
             receipts.append(InputReceipt(index, inp.source_id, inp.name, inp.size, inp.mtime, stats.read, stats.kept,
                                          dict(sorted(stats.quarantined.items())), stats.json_bytes, stats.compressed_bytes))
-        if len(buf):
-            spill()
+            _save_checkpoint(run, task, writer, receipts, pii_spans, quarantine)
     finally:
         if quarantine is not None:
             quarantine.close()
@@ -156,8 +195,10 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
         pii_spans=pii_spans,
         spill_bytes=run.spill_file(task).stat().st_size,
         spill_sha256=writer.sha256.hexdigest(),
+        spill_stamp=file_stamp(run.spill_file(task)),
         quarantine_file=str(qpath.relative_to(run.root)) if qpath.exists() else None,
     )
     write_json_atomic(run.partition_receipt(task), asdict(receipt))
+    _checkpoint_path(run, task).unlink(missing_ok=True)
     return receipt
 

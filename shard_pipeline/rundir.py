@@ -26,6 +26,12 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
+def file_stamp(path: Path) -> dict[str, int]:
+    """Size and mtime of a file a receipt names: a rewrite after the receipt changes one of them."""
+    st = path.stat()
+    return {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
 def read_json(path: Path) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,8 +171,8 @@ def doc_row(doc: Doc, val_permille: int) -> dict[str, Any]:
     if isinstance(pii_redactions, bool) or not isinstance(pii_redactions, int) or not 0 <= pii_redactions <= _INT32_MAX:
         raise ValueError(f"document {doc.id!r}: pii_redactions must be a non-negative int")
     pii = meta.get("pii") or {}
-    if not isinstance(pii, dict) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in pii.items()):
-        raise ValueError(f"document {doc.id!r}: pii must map kinds (str) to counts (int)")
+    if not isinstance(pii, dict) or not all(_is_count(v) and isinstance(k, str) for k, v in pii.items()):
+        raise ValueError(f"document {doc.id!r}: pii must map kinds (str) to counts (non-negative int)")
     cluster = meta.get("minhash_cluster")
     if cluster is not None and (not isinstance(cluster, str) or not cluster):
         raise ValueError(f"document {doc.id!r}: minhash_cluster must be a root id (non-empty str)")
@@ -199,6 +200,24 @@ def doc_row(doc: Doc, val_permille: int) -> dict[str, Any]:
         "_cluster": cluster if cluster is not None else doc.id,
         "_pii": pii,
     }
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def check_manifest_args(*, dataset: Any, version: Any, config_sha256: Any, filters: Any, dedup: Any, ledger_ref: Any) -> None:
+    """Refuse, before anything is written, what would make a manifest its own schema rejects."""
+    for name, value in (("dataset", dataset), ("version", version), ("ledger_ref", ledger_ref)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{name} must be a non-empty str, got {value!r}")
+    if not isinstance(config_sha256, str) or not re.fullmatch(r"[0-9a-f]{64}", config_sha256):
+        raise ValueError(f"config_sha256 must be 64 lowercase hex digits, got {config_sha256!r}")
+    for name, counts in (("filters", filters), ("dedup", dedup)):
+        if counts is None:
+            continue
+        if not isinstance(counts, dict) or not all(isinstance(k, str) and _is_count(v) for k, v in counts.items()):
+            raise ValueError(f"{name} must map names (str) to counts (non-negative int), got {counts!r}")
 
 
 def cluster_column(cluster_keys: Sequence[str]) -> list[int]:
@@ -395,8 +414,12 @@ def check_replaceable(out: Path) -> None:
     """Refuse to replace anything that is not a previous output (a typo must not delete $HOME)."""
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise FileExistsError(f"{out} exists and is not a directory; refusing to replace it")
-    if out.exists() and any(out.iterdir()) and not (out / MANIFEST_NAME).is_file():
-        raise FileExistsError(f"{out} exists, is not empty and holds no {MANIFEST_NAME}; refusing to replace it")
+    if out.exists() and any(out.iterdir()):
+        try:
+            load_manifest(out)
+        except (OSError, ValueError):
+            raise FileExistsError(f"{out} exists, is not empty and holds no {MANIFEST_FORMAT} manifest; "
+                                  "refusing to replace it") from None
 
 
 _RENAME_EXCHANGE = 2
@@ -479,6 +502,8 @@ def write_shards(
     check_positive("shard_rows", shard_rows)
     check_positive("row_group_bytes", row_group_bytes)
     check_val_permille(val_permille)
+    check_manifest_args(dataset=dataset, version=version, config_sha256=config_sha256, filters=filters, dedup=dedup,
+                        ledger_ref=ledger_ref)
     check_replaceable(out)
     rows = [doc_row(d, val_permille) for d in docs]
     rows.sort(key=lambda r: r["id"])
@@ -529,32 +554,57 @@ def verified_shard(out: Path, entry: dict[str, Any]) -> Path:
     return path
 
 
+def _verified_open(out: Path, entry: dict[str, Any]) -> BinaryIO:
+    """Open a shard, hash it through that same open file, and return it rewound.
+
+    Parsing from the file object that was hashed means a replace of OUT between the check and
+    the read cannot slip unverified bytes in: the open file keeps the verified inode.
+    """
+    path = Path(out) / entry["name"]
+    f = open(path, "rb")
+    h = hashlib.sha256()
+    while block := f.read(8 << 20):
+        h.update(block)
+    if h.hexdigest() != entry["sha256"]:
+        f.close()
+        raise TamperedShard(f"{path}: sha256 {h.hexdigest()} differs from the manifest's {entry['sha256']}")
+    f.seek(0)
+    return f
+
+
 def read_shards(out: Path, split: str | None = None) -> Iterator[Doc]:
-    """Yield the rows of every shard in manifest order, each file verified against its hash first."""
+    """Yield the rows of every shard in manifest order, each file verified against its hash first.
+
+    Arguments and the manifest are checked when called, not on first iteration.
+    """
     if split is not None and split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS} or None, got {split!r}")
     manifest = load_manifest(out)
+    return _rows(Path(out), manifest, split)
+
+
+def _rows(out: Path, manifest: dict[str, Any], split: str | None) -> Iterator[Doc]:
     for entry in manifest["shards"]:
-        path = verified_shard(Path(out), entry)
-        pf = pq.ParquetFile(path)
-        if pf.metadata.num_rows != entry["rows"]:
-            raise TamperedShard(f"{path}: {pf.metadata.num_rows} rows, the manifest says {entry['rows']}")
-        for i in range(pf.num_row_groups):
-            for r in pf.read_row_group(i).to_pylist():
-                if split is not None and r["split"] != split:
-                    continue
-                yield Doc(
-                    id=r["id"],
-                    text=r["text"],
-                    meta={
-                        "source_id": r["source_id"],
-                        "url": r["url"],
-                        "license_spdx": r["license_spdx"],
-                        "lang": r["lang"],
-                        "n_chars": r["n_chars"],
-                        "sha256": r["sha256"].hex(),
-                        "minhash_cluster": r["minhash_cluster"],
-                        "pii_redactions": r["pii_redactions"],
-                        "split": r["split"],
-                    },
-                )
+        with _verified_open(out, entry) as f:
+            pf = pq.ParquetFile(f)
+            if pf.metadata.num_rows != entry["rows"]:
+                raise TamperedShard(f"{out / entry['name']}: {pf.metadata.num_rows} rows, the manifest says {entry['rows']}")
+            for i in range(pf.num_row_groups):
+                for r in pf.read_row_group(i).to_pylist():
+                    if split is not None and r["split"] != split:
+                        continue
+                    yield Doc(
+                        id=r["id"],
+                        text=r["text"],
+                        meta={
+                            "source_id": r["source_id"],
+                            "url": r["url"],
+                            "license_spdx": r["license_spdx"],
+                            "lang": r["lang"],
+                            "n_chars": r["n_chars"],
+                            "sha256": r["sha256"].hex(),
+                            "minhash_cluster": r["minhash_cluster"],
+                            "pii_redactions": r["pii_redactions"],
+                            "split": r["split"],
+                        },
+                    )

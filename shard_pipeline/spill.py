@@ -80,6 +80,23 @@ class SpillWriter:
         self._offset = 0
         self.sha256 = hashlib.sha256()
 
+    def restore(self, offset: int, sections: list[Section], runs: int) -> None:
+        """Continue after a checkpoint: keep the first `offset` bytes, re-hash them, append after."""
+        self._f.close()
+        with open(self.data_path, "r+b") if self.data_path.exists() else open(self.data_path, "wb") as f:
+            f.truncate(offset)
+        with open(self.data_path, "rb") as f:
+            while block := f.read(8 << 20):
+                self.sha256.update(block)
+        self._f = open(self.data_path, "ab")
+        self._offset, self.sections, self.runs = offset, list(sections), runs
+
+    def flush(self) -> int:
+        """Make everything written so far durable; return the file's length."""
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        return self._offset
+
     def write_run(self, table: pa.Table, cuts: list[int]) -> None:
         """`table` sorted by id; `cuts[b]:cuts[b+1]` are the rows of bucket b."""
         text_bytes = table.column("text_bytes")

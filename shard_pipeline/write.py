@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .rundir import RunDir, read_json, write_json_atomic
+from .rundir import RunDir, file_stamp, read_json, write_json_atomic
 from .runconfig import RunConfig
 from .shard import COLUMNS, SCHEMA, ShardFile, row_group_bounds, shard_name, write_shard_file
 from .spill import Section, SectionCursor, SpillReader, read_arrow
@@ -180,23 +180,48 @@ def write_one_shard(asm: ShardAssembler, out_tmp: Path, i: int, n: int, start: i
     return ShardFile(final.name, shard.rows, shard.bytes, shard.sha256, shard.text_bytes, shard.train, shard.val)
 
 
+def _progress_path(run: RunDir, task: int) -> Path:
+    return run.root / "write" / f"task-{task:05d}.progress.json"
+
+
+def _finished_before(run: RunDir, task: int, out_tmp: Path) -> dict[int, dict[str, Any]]:
+    """Shards a stopped attempt of this task already wrote and that still match their record."""
+    from .resume import file_matches
+
+    path = _progress_path(run, task)
+    if not path.exists():
+        return {}
+    kept = {}
+    for s in read_json(path)["shards"]:
+        if file_matches(out_tmp / s["name"], s["stamp"], s["sha256"]) is not None:
+            break
+        kept[s["index"]] = s
+    return kept
+
+
 def run_write(run: RunDir, task: int) -> dict[str, Any]:
     cfg = RunConfig.from_json(read_json(run.config_json))
     plan = read_json(run.plan_json)
     wt = plan["write_tasks"][task]
     a, b = wt["shards"]
     out_tmp = Path(plan["tmp_dir"])
+    earlier = _finished_before(run, task, out_tmp)
     asm = ShardAssembler(run, cfg, plan)
     try:
         shards = []
         for i in range(a, b):
+            if i in earlier:
+                shards.append(earlier[i])
+                continue
             start, stop = plan["shard_bounds"][i]
             sf = write_one_shard(asm, out_tmp, i, plan["shards"], start, stop, cfg.content.row_group_bytes)
-            shards.append({"index": i, **asdict(sf)})
+            shards.append({"index": i, **asdict(sf), "stamp": file_stamp(out_tmp / sf.name)})
+            write_json_atomic(_progress_path(run, task), {"shards": shards})
     finally:
         asm.close()
     receipt = {"task": task, "shards": shards}
     write_json_atomic(run.write_receipt(task), receipt)
+    _progress_path(run, task).unlink(missing_ok=True)
     return receipt
 
 

@@ -961,10 +961,9 @@ def test_tampered_shard_raises(tmp_path):
         next(it)
 
 
-# ---------------------------------------------------------------- known gaps in shard.py (strict xfail: fix, then drop the mark)
+# ---------------------------------------------------------------- gaps found in review, now closed
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="shard.doc_row accepts negative meta['pii'] counts; the manifest then fails its schema")
 def test_negative_pii_count_is_rejected(tmp_path):
     out = tmp_path / "out"
     try:
@@ -975,7 +974,6 @@ def test_negative_pii_count_is_rejected(tmp_path):
     assert_valid_manifest(m)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="write_shards does not check config_sha256 (64 lowercase hex) and writes a manifest its schema rejects")
 def test_manifest_arguments_are_checked(tmp_path):
     out = tmp_path / "out"
     try:
