@@ -660,9 +660,11 @@ def iter_records(
 class _LineBatches:
     """Complete lines, one list per decompressed chunk, split on b"\\n" only.
 
-    Handing the hot loop a list per chunk (instead of a generator step per
-    line) keeps the per-line cost to a list iteration. A line longer than a
-    chunk grows in one bytearray, so a 200 MB document is held once, not in
+    Each line keeps its b"\\n" (JSON whitespace to orjson; stripped before a
+    bad line is reported). ``BytesIO.readlines`` finds newlines with memchr,
+    about 10x faster than ``bytes.split``, and handing the hot loop a list
+    per chunk keeps the per-line cost to a list iteration. A line longer than
+    a chunk grows in one bytearray, so a 200 MB document is held once, not in
     pieces plus a joined copy.
     """
 
@@ -675,16 +677,17 @@ class _LineBatches:
         stats = self.stats
         for chunk in self.chunks:
             stats.json_bytes += len(chunk)
-            parts: list = chunk.split(b"\n")
-            last = parts.pop()
-            if parts:
-                if self.pending:
-                    self.pending += parts[0]
-                    parts[0] = self.pending
-                    self.pending = bytearray()
-                yield parts
-            if last:
-                self.pending += last
+            lines: list = io.BytesIO(chunk).readlines()
+            if self.pending:
+                self.pending += lines[0]
+                if self.pending[-1] != 10:  # still no newline: the chunk was all one line's middle
+                    continue
+                lines[0] = self.pending
+                self.pending = bytearray()
+            if lines[-1][-1] != 10:
+                self.pending += lines.pop()
+            if lines:
+                yield lines
         if self.pending:  # a final line without a newline is a line
             final, self.pending = self.pending, bytearray()
             yield [final]
@@ -722,6 +725,7 @@ def _records(
                     text = obj["text"]
                     url = obj["u"]
                 except Exception as e:  # JSONDecodeError, KeyError, TypeError: diagnosed off the hot path
+                    raw = _without_newline(raw)
                     if isinstance(e, orjson.JSONDecodeError):
                         reason, detail = _unparsable(raw, e)
                     else:
@@ -747,7 +751,7 @@ def _records(
                 ):
                     problem = _field_problem(obj)
                     if problem is not None:
-                        _reject(shard, line, raw, *problem, fail, quarantine, stats)
+                        _reject(shard, line, _without_newline(raw), *problem, fail, quarantine, stats)
                         continue
                 if v4:
                     lid = obj.get("openlid_v3")
@@ -769,6 +773,11 @@ def _records(
         stats.read = read0 + line
         stats.kept = kept0 + kept
         chunks.close()
+
+
+def _without_newline(raw: bytes | bytearray) -> bytes | bytearray:
+    """The line as it stands in the file, without its terminator."""
+    return raw[:-1] if raw[-1:] == b"\n" else raw
 
 
 def _reject(
