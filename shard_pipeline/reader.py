@@ -8,8 +8,9 @@ is a :class:`CorruptShard`: the rest of such a shard cannot be counted, so it is
 never quarantinable.
 
 Memory does not depend on the shard's size (HPLT v4 shards hold up to 1e11
-bytes of JSON): compressed input is fed in slices and only the line being
-parsed is held whole, so a single 200 MB document costs about twice its size.
+bytes of JSON): decompression runs in bounded chunks whatever the compression
+ratio, and only the line being parsed is held whole. A single 200 MB document
+peaks at about three times its size (its bytes, orjson's buffer, the str).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ BAD_RECORD_MODES = ("fail", "quarantine")
 CORPORA = ("v3", "v4")
 
 MAX_ID_CHARS = 4096  # ids are sort keys held by the plan; a huge one is a broken record
+HTTP_RETRIES = 5  # consecutive failed attempts without progress before an HTTP shard is given up
+HTTP_BACKOFF = 1.0  # seconds before the first retry; doubled each time (capped at 120 s)
 _READ_SIZE = 1 << 20  # compressed bytes per read() of a file or HTTP body
 _FEED_SIZE = 1 << 17  # compressed bytes the decompressor pulls at a time
 _OUT_SIZE = 1 << 18  # decompressed bytes per chunk: bounds memory whatever the compression ratio
@@ -536,7 +539,7 @@ class _DecompressedRaw(io.RawIOBase):
         super().close()
 
 
-def open_decompressed(location: str, *, retries: int = 5, backoff: float = 1.0) -> BinaryIO:
+def open_decompressed(location: str, *, retries: int = HTTP_RETRIES, backoff: float = HTTP_BACKOFF) -> BinaryIO:
     """Open a local ``.jsonl.zst`` path or an http(s) URL as a decompressed binary stream.
 
     Reads across zstd frames; raises :class:`CorruptShard` when the stream is
@@ -705,7 +708,7 @@ def _records(
     def count_compressed(n: int) -> None:
         stats.compressed_bytes += n
 
-    chunks = _inflate(_compressed_chunks(location, 5, 1.0, count_compressed))
+    chunks = _inflate(_compressed_chunks(location, HTTP_RETRIES, HTTP_BACKOFF, count_compressed))
     batches = _LineBatches(chunks, stats)
     loads = orjson.loads
     new_record = tuple.__new__  # HpltRecord(...) would add a Python-level __new__ call per line
