@@ -65,7 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--buckets", type=int, help="advanced: id buckets (default from the estimated documents)")
     p.add_argument("--spill-bytes", type=int, help="advanced: text bytes a partition task buffers before it spills a sorted run (default mem/8)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="local executor: tasks at once (default: cores)")
-    p.add_argument("--dry-run", action="store_true", help="show the scope and job layout; write and submit nothing")
+    p.add_argument("--dry-run", action="store_true", help="show the scope and job layout; write and submit nothing "
+                   "(with --resume: show what would be redone)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--resume", type=Path, metavar="RUNDIR", help="finish an interrupted run: redo only what is unfinished")
+    g.add_argument("--status", type=Path, metavar="RUNDIR", help="show where a run stands (per stage, failures, ETA)")
+    g.add_argument("--verify", type=Path, metavar="OUT", help="check an output folder against its manifest and the contract")
     return p
 
 
@@ -222,11 +227,34 @@ def stage_tasks(lay: layout_mod.Layout) -> dict[str, list[int]]:
     return {"partition": list(range(lay.partition_tasks)), "plan": [0], "write": list(range(lay.write_tasks)), "finalize": [0]}
 
 
-def run_local(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, jobs: int, out: Path) -> int:
+def run_lock(run: RunDir):
+    """Held while this process runs or submits the run: a second resume of the same run is refused."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(run.root / ".run.lock"), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise UsageError(f"{run.root} is being run or resumed by another hplt-shard process") from None
+    return _Held(lock)
+
+
+class _Held:
+    def __init__(self, lock):
+        self.lock = lock
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()
+
+
+def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: int, out: Path) -> int:
     from .executors.local import StageFailed, run_all
 
     try:
-        run_all(cfg.execution.python, run.root, stage_tasks(lay), jobs)
+        run_all(sys.executable, run.root, tasks, jobs)
     except StageFailed as exc:
         release(out, run.root)
         print(f"hplt-shard: {exc}", file=sys.stderr)
@@ -240,21 +268,22 @@ def run_local(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, jobs: int, ou
     return 0
 
 
-def submit_slurm(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, settings, lang: str) -> int:
+def submit_slurm(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings, lang: str, kind: str) -> int:
+    """Queue the stages that have tasks; each depends on every array chunk of the one before."""
+    import time as _time
+
     from .executors.slurm import SlurmSettings, StageJobs, max_array_size, submit_chain
     from .rundir import read_json
 
-    s = SlurmSettings(settings.worker_partition, settings.account, cfg.execution.python, settings.module_loads, f"hs-{lang}")
-    t = stage_tasks(lay)
-    stages = [
-        StageJobs("partition", tuple(t["partition"]), lay.partition_mem, lay.partition_time, lay.throttle),
-        StageJobs("plan", (0,), lay.job_mem, lay.job_time),
-        StageJobs("write", tuple(t["write"]), lay.write_mem, lay.write_time, lay.throttle),
-        StageJobs("finalize", (0,), lay.job_mem, lay.job_time),
-    ]
+    ex = cfg.execution
+    s = SlurmSettings(settings.worker_partition, settings.account, ex.python, settings.module_loads, f"hs-{lang}")
+    throttle = max(1, min(len(t.get("partition", [])) + len(t.get("write", [])), settings.max_tasks))
+    spec = {"partition": (ex.mem["partition"], ex.time["partition"], throttle), "plan": (ex.mem["job"], ex.time["job"], None),
+            "write": (ex.mem["write"], ex.time["write"], throttle), "finalize": (ex.mem["job"], ex.time["job"], None)}
+    stages = [StageJobs(stage, tuple(t[stage]), *spec[stage]) for stage in ("partition", "plan", "write", "finalize") if t.get(stage)]
     sub = submit_chain(s, run.root, stages, max_size=max_array_size())
     record = read_json(run.run_json)
-    record["submissions"].append({"kind": "submit", "jobs": sub.jobs})
+    record["submissions"].append({"kind": kind, "submitted_at": _time.time(), "jobs": sub.jobs})
     write_json_atomic(run.run_json, record)
     for j in sub.jobs:
         print(f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}")
@@ -262,6 +291,43 @@ def submit_slurm(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, settings, 
     print(f"watch:   squeue --me -n hs-{lang}-partition,hs-{lang}-plan,hs-{lang}-write,hs-{lang}-finalize")
     print(f"done when {run.done_marker} exists; output appears at {cfg.execution.out}")
     return 0
+
+
+def resume(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Redo only what an interrupted run has not finished; same bytes as an uninterrupted run."""
+    from .executors.slurm import queued_jobs_of
+    from .resume import ResumeRefused, changed_inputs, describe, plan_resume, run_job_ids
+    from .rundir import read_json
+
+    run = RunDir(args.resume.resolve())
+    if not run.config_json.exists():
+        raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
+    cfg = RunConfig.from_json(read_json(run.config_json))
+    record = read_json(run.run_json)
+    executor = args.executor or record["executor"]
+    with run_lock(run):
+        if shutil.which("squeue"):
+            queued = queued_jobs_of(run_job_ids(run))
+            if queued:
+                raise ResumeRefused(f"jobs of this run are still queued or running: {', '.join(queued)}; "
+                                    "wait for them or scancel them first")
+        changed = changed_inputs(run, cfg)
+        if changed:
+            raise ResumeRefused("input shards changed since the run was submitted (shard_inventory.tsv): " + "; ".join(changed))
+        rp = plan_resume(run)
+        if rp.done:
+            print(f"{run.root}: already done; output at {cfg.execution.out}")
+            return 0
+        print(f"resuming {run.root}:\n{describe(rp)}")
+        if args.dry_run:
+            print("dry run: nothing submitted")
+            return 0
+        out = Path(cfg.execution.out)
+        claim(out, run.root)
+        if executor == "local":
+            return run_local(run, cfg, rp.tasks, args.jobs, out)
+        settings = resolve_settings(args)
+        return submit_slurm(run, cfg, rp.tasks, settings, cfg.content.lang, "resume")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -274,13 +340,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except Exception as exc:  # input and conf errors from the library name file, line and reason
         name = type(exc).__name__
-        if name in ("ConfError", "InputError", "SubmitError"):
+        if name in ("ConfError", "InputError", "SubmitError", "ResumeRefused"):
             print(f"hplt-shard: {exc}", file=sys.stderr)
             return 2
         raise
 
 
 def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    if args.verify:
+        from .verify import main as verify_main
+
+        return verify_main([str(args.verify)])
+    if args.status:
+        from .status import status_text
+
+        run = RunDir(args.status.resolve())
+        if not run.config_json.exists():
+            raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
+        print(status_text(run))
+        return 0
+    if args.resume:
+        return resume(args, argv)
     if not args.lang:
         raise UsageError("LANG is required (e.g. eng_Latn)")
     settings = resolve_settings(args)
@@ -327,9 +407,10 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv], settings, executor)
     print(f"config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
           f"{lay.write_tasks} write tasks; {len(boundaries) + 1} buckets ({method})", file=sys.stderr)
-    if executor == "local":
-        return run_local(run, cfg, lay, args.jobs, out)
-    return submit_slurm(run, cfg, lay, settings, args.lang)
+    with run_lock(run):
+        if executor == "local":
+            return run_local(run, cfg, stage_tasks(lay), args.jobs, out)
+        return submit_slurm(run, cfg, stage_tasks(lay), settings, args.lang, "submit")
 
 
 if __name__ == "__main__":

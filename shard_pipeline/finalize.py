@@ -6,14 +6,25 @@ the hash its writer recorded, and OUT.tmp holds nothing else.
 from __future__ import annotations
 
 import datetime as _dt
+import shutil
 from pathlib import Path
 from typing import Any
 
 from .claim import release
 from .counts_index import CountRow, record
+from .faults import fault_point
 from .rundir import RunDir, read_json, write_json_atomic
 from .runconfig import RunConfig
-from .shard import ShardFile, build_manifest, file_sha256, shard_name, swap_into_place, write_manifest
+from .shard import (
+    MANIFEST_NAME,
+    ShardFile,
+    build_manifest,
+    file_sha256,
+    load_manifest,
+    shard_name,
+    swap_into_place,
+    write_manifest,
+)
 
 
 class FinalizeError(Exception):
@@ -50,7 +61,7 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[Sh
             problems.append(f"{path}: bytes or sha256 differ from its receipt")
             damaged.add(s["task"])
         shards.append(ShardFile(s["name"], s["rows"], s["bytes"], s["sha256"], s["text_bytes"], s["train"], s["val"]))
-    expected = {shard_name(i, n) for i in range(n)}
+    expected = {shard_name(i, n) for i in range(n)} | {MANIFEST_NAME}  # a manifest from an attempt cut short
     stray = sorted(p.name for p in tmp.iterdir() if p.name not in expected)
     if stray:
         problems.append(f"{tmp}: unexpected files {', '.join(stray)}")
@@ -79,12 +90,65 @@ def update_counts_index(cfg: RunConfig, run: RunDir) -> int:
     return len(rows)
 
 
+def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path) -> dict[str, Any] | None:
+    """OUT's manifest, if an earlier attempt of this finalize already swapped this run's output in.
+
+    Finalize can be killed between the swap and its last steps; rerun, it must finish those
+    steps, not fail on an OUT.tmp that is gone (or holds the old version).
+    """
+    try:
+        manifest = load_manifest(out)
+    except (OSError, ValueError):
+        return None
+    if manifest.get("config_sha256") != cfg.content.sha256() or manifest.get("rows") != plan["rows"]:
+        return None
+    recorded = {}
+    for wt in plan["write_tasks"]:
+        path = run.write_receipt(wt["task"])
+        if not path.exists():
+            return None
+        recorded.update({s["name"]: s["sha256"] for s in read_json(path)["shards"]})
+    if {s["name"]: s["sha256"] for s in manifest["shards"]} != recorded:
+        return None
+    return manifest
+
+
 def run_finalize(run: RunDir) -> dict[str, Any]:
     cfg = RunConfig.from_json(read_json(run.config_json))
     plan = read_json(run.plan_json)
     c = cfg.content
     if plan["config_sha256"] != c.sha256():
         raise FinalizeError("plan.json was made for another configuration")
+    tmp, out = Path(plan["tmp_dir"]), Path(cfg.execution.out)
+    manifest = already_swapped(run, cfg, plan, out)
+    if manifest is None:
+        manifest = check_and_swap(run, cfg, plan, tmp, out)
+    elif tmp.exists():
+        shutil.rmtree(tmp)  # the previous version, left by an attempt stopped right after the exchange
+    counted = update_counts_index(cfg, run)
+    validation = {
+        "config_sha256": c.sha256(),
+        "out": str(out),
+        "conservation": plan["conservation"],
+        "inputs": [
+            inp
+            for t in range(cfg.execution.partition_tasks)
+            for inp in read_json(run.partition_receipt(t))["inputs"]
+        ],
+        "shards": len(manifest["shards"]),
+        "rows": manifest["rows"],
+        "splits": manifest["splits"],
+        "receipts_match_disk": True,
+        "counts_index_rows": counted,
+    }
+    write_json_atomic(run.validation_json, validation)
+    run.done_marker.write_text("ok\n")
+    release(out, run.root)
+    return manifest
+
+
+def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path, out: Path) -> dict[str, Any]:
+    c = cfg.content
     shards = collect_shards(run, cfg, plan)
     if sum(s.rows for s in shards) != plan["rows"]:
         raise FinalizeError(f"shards hold {sum(s.rows for s in shards)} rows, the plan {plan['rows']}")
@@ -101,26 +165,8 @@ def run_finalize(run: RunDir) -> dict[str, Any]:
         pii=plan["pii"],
         ledger_ref="corpus/LEDGER.jsonl",
     )
-    tmp, out = Path(plan["tmp_dir"]), Path(cfg.execution.out)
     write_manifest(tmp, manifest)
+    fault_point("finalize-before-swap")
     swap_into_place(tmp, out)
-    counted = update_counts_index(cfg, run)
-    validation = {
-        "config_sha256": c.sha256(),
-        "out": str(out),
-        "conservation": plan["conservation"],
-        "inputs": [
-            inp
-            for t in range(cfg.execution.partition_tasks)
-            for inp in read_json(run.partition_receipt(t))["inputs"]
-        ],
-        "shards": len(shards),
-        "rows": manifest["rows"],
-        "splits": manifest["splits"],
-        "receipts_match_disk": True,
-        "counts_index_rows": counted,
-    }
-    write_json_atomic(run.validation_json, validation)
-    run.done_marker.write_text("ok\n")
-    release(out, run.root)
+    fault_point("finalize-after-swap")
     return manifest

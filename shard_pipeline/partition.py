@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from .buckets import boundary_keys, bucket_cuts
 from .reader import QuarantineWriter, ReadStats, iter_records
+from .faults import fault_point
 from .rundir import RunDir, file_stamp, read_json, write_json_atomic
 from .runconfig import InputRef, RunConfig
 from .spill import SPILL_SCHEMA, Section, SpillWriter
@@ -179,6 +180,7 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
             receipts.append(InputReceipt(index, inp.source_id, inp.name, inp.size, inp.mtime, stats.read, stats.kept,
                                          dict(sorted(stats.quarantined.items())), stats.json_bytes, stats.compressed_bytes))
             _save_checkpoint(run, task, writer, receipts, pii_spans, quarantine)
+            fault_point("partition-after-input", task)
     finally:
         if quarantine is not None:
             quarantine.close()

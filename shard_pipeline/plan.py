@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .faults import fault_point
 from .rundir import RunDir, read_json, write_json_atomic
 from .runconfig import RunConfig
 from .shard import fresh_tmp_dir, shard_bounds, shard_count
@@ -109,6 +110,7 @@ def filters_of(quarantined: dict[str, int]) -> dict[str, int]:
 
 
 def run_plan(run: RunDir) -> dict[str, Any]:
+    fault_point("plan-start")
     cfg = RunConfig.from_json(read_json(run.config_json))
     ex = cfg.execution
     receipts, indexes = [], []

@@ -113,6 +113,8 @@ def plan_resume(run: RunDir) -> ResumePlan:
         rp.add("plan", 0, "partition redone" if rp.tasks.get("partition") else "no plan")
         for t in range(ex.write_tasks):
             rp.add("write", t, "plan redone")
+    elif _swapped(run, cfg):
+        pass  # finalize was stopped after the exchange: only its last steps remain
     else:
         tmp = Path(read_json(run.plan_json)["tmp_dir"])
         for t in range(ex.write_tasks):
@@ -121,6 +123,13 @@ def plan_resume(run: RunDir) -> ResumePlan:
                 rp.add("write", t, why)
     rp.add("finalize", 0, "not done")
     return rp
+
+
+def _swapped(run: RunDir, cfg: RunConfig) -> bool:
+    from .finalize import already_swapped
+
+    plan = read_json(run.plan_json)
+    return already_swapped(run, cfg, plan, Path(cfg.execution.out)) is not None
 
 
 def describe(rp: ResumePlan) -> str:

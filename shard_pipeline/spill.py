@@ -12,6 +12,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 
@@ -76,14 +77,18 @@ class SpillWriter:
         self.compression = compression
         self.sections: list[Section] = []
         self.runs = 0
-        self._f = open(data_path, "wb")
+        self._f: BinaryIO | None = None  # opened on first use: restore() must not truncate first
         self._offset = 0
         self.sha256 = hashlib.sha256()
 
+    def _file(self) -> BinaryIO:
+        if self._f is None:
+            self._f = open(self.data_path, "wb")
+        return self._f
+
     def restore(self, offset: int, sections: list[Section], runs: int) -> None:
         """Continue after a checkpoint: keep the first `offset` bytes, re-hash them, append after."""
-        self._f.close()
-        with open(self.data_path, "r+b") if self.data_path.exists() else open(self.data_path, "wb") as f:
+        with open(self.data_path, "r+b") as f:
             f.truncate(offset)
         with open(self.data_path, "rb") as f:
             while block := f.read(8 << 20):
@@ -93,8 +98,9 @@ class SpillWriter:
 
     def flush(self) -> int:
         """Make everything written so far durable; return the file's length."""
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        f = self._file()
+        f.flush()
+        os.fsync(f.fileno())
         return self._offset
 
     def write_run(self, table: pa.Table, cuts: list[int]) -> None:
@@ -106,7 +112,7 @@ class SpillWriter:
                 continue
             part = table.slice(lo, hi - lo)
             blob = section_blob(part, self.compression)
-            self._f.write(blob)
+            self._file().write(blob)
             self.sha256.update(blob)
             tb = int(pa.compute.sum(text_bytes.slice(lo, hi - lo)).as_py())
             self.sections.append(Section(self.task, self.runs, b, self._offset, blob.size, hi - lo, tb))
@@ -114,9 +120,10 @@ class SpillWriter:
         self.runs += 1
 
     def close(self) -> None:
-        self._f.flush()
-        os.fsync(self._f.fileno())
-        self._f.close()
+        f = self._file()
+        f.flush()
+        os.fsync(f.fileno())
+        f.close()
         cols = {name: [getattr(s, name) for s in self.sections] for name in INDEX_SCHEMA.names}
         write_arrow(self.index_path, pa.Table.from_pydict(cols, schema=INDEX_SCHEMA))
 

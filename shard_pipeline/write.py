@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .faults import fault_point
 from .rundir import RunDir, file_stamp, read_json, write_json_atomic
 from .runconfig import RunConfig
 from .shard import COLUMNS, SCHEMA, ShardFile, row_group_bounds, shard_name, write_shard_file
@@ -171,11 +172,19 @@ class ShardAssembler:
         self.readers.close()
 
 
-def write_one_shard(asm: ShardAssembler, out_tmp: Path, i: int, n: int, start: int, stop: int, budget: int) -> ShardFile:
+def write_one_shard(asm: ShardAssembler, out_tmp: Path, i: int, n: int, start: int, stop: int, budget: int,
+                    task: int | None = None) -> ShardFile:
     final = out_tmp / shard_name(i, n)
     partial = out_tmp / f".{final.name}.partial"
     groups = row_group_bounds(asm.text_bytes(start, stop), budget)
-    shard = write_shard_file(partial, (asm.table(start + a, start + b) for a, b in groups))
+
+    def tables():
+        for k, (a, b) in enumerate(groups):
+            if k == 1:
+                fault_point("write-mid-shard", task)  # a row group is on disk, the footer is not
+            yield asm.table(start + a, start + b)
+
+    shard = write_shard_file(partial, tables())
     os.replace(partial, final)
     return ShardFile(final.name, shard.rows, shard.bytes, shard.sha256, shard.text_bytes, shard.train, shard.val)
 
@@ -205,6 +214,7 @@ def run_write(run: RunDir, task: int) -> dict[str, Any]:
     wt = plan["write_tasks"][task]
     a, b = wt["shards"]
     out_tmp = Path(plan["tmp_dir"])
+    out_tmp.mkdir(parents=True, exist_ok=True)
     earlier = _finished_before(run, task, out_tmp)
     asm = ShardAssembler(run, cfg, plan)
     try:
@@ -214,7 +224,8 @@ def run_write(run: RunDir, task: int) -> dict[str, Any]:
                 shards.append(earlier[i])
                 continue
             start, stop = plan["shard_bounds"][i]
-            sf = write_one_shard(asm, out_tmp, i, plan["shards"], start, stop, cfg.content.row_group_bytes)
+            fault_point("write-start", task)
+            sf = write_one_shard(asm, out_tmp, i, plan["shards"], start, stop, cfg.content.row_group_bytes, task)
             shards.append({"index": i, **asdict(sf), "stamp": file_stamp(out_tmp / sf.name)})
             write_json_atomic(_progress_path(run, task), {"shards": shards})
     finally:

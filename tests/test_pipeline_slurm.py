@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,9 +41,13 @@ def test_chain_is_queued_at_once_and_matches_local_and_write_shards(slurm_cluste
                   "--write-tasks", "3", "--buckets", "5", "--spill-bytes", "20000")
     assert [j["stage"] for j in jobs] == ["partition", "plan", "write", "finalize"]
     # everything after partition waits on a dependency, submitted before partition could finish
-    reasons = squeue_reasons([j["job_id"] for j in jobs[1:]])
-    assert reasons and all(r in ("Dependency", "None") for r in reasons.values())
-    assert any(r == "Dependency" for r in reasons.values())
+    later = [j["job_id"] for j in jobs[1:]]
+    deadline = time.monotonic() + 10  # the scheduler fills in reasons on its next pass
+    reasons = squeue_reasons(later)
+    while not any(r == "Dependency" for r in reasons.values()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        reasons = squeue_reasons(later)
+    assert any(r == "Dependency" for r in reasons.values()), reasons
     deps = {j["stage"]: job_records(j["job_id"])[0]["Dependency"] for j in jobs[1:]}
     assert jobs[0]["job_id"] in deps["plan"] and jobs[1]["job_id"] in deps["write"]
     wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT)

@@ -58,4 +58,5 @@ def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs:
 def run_all(python: str, rundir: Path, layout: dict[str, Sequence[int]], jobs: int) -> None:
     """Run partition -> plan -> write -> finalize; a failed stage stops the chain (like afterok)."""
     for stage in ("partition", "plan", "write", "finalize"):
-        run_stage(python, stage, rundir, layout[stage], jobs)
+        if layout.get(stage):  # a resume runs only what is unfinished
+            run_stage(python, stage, rundir, layout[stage], jobs)

@@ -17,6 +17,9 @@ from . import STAGES_DIR, stage_script
 
 JOB_SCRIPT = STAGES_DIR / "slurm_job.sh"
 DEFAULT_MAX_ARRAY_SIZE = 1001
+# Seconds before the time limit at which Slurm sends USR1 to the batch shell, which requeues
+# the task (stages/slurm_job.sh); the task then resumes from its last checkpoint.
+REQUEUE_SIGNAL_SECONDS = 300
 
 
 class SubmitError(Exception):
@@ -59,6 +62,18 @@ def queued_jobs(user: str | None = None, run=subprocess.run) -> int:
     user = user or getpass.getuser()
     out = run(["squeue", "-h", "-r", "-u", user, "-o", "%i"], capture_output=True, text=True, timeout=60).stdout
     return len([l for l in out.splitlines() if l.strip()])
+
+
+def queued_jobs_of(job_ids: Sequence[str], run=subprocess.run) -> list[str]:
+    """Which of these jobs (array ids cover their tasks) are still pending or running."""
+    if not job_ids:
+        return []
+    p = run(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i %T"], capture_output=True, text=True, timeout=60)
+    if p.returncode != 0 and "Invalid job id" in p.stderr:
+        return []  # Slurm has forgotten them all: none is queued
+    if p.returncode != 0:
+        raise SubmitError(f"squeue failed: {p.stderr.strip()}")
+    return [l.strip() for l in p.stdout.splitlines() if l.strip()]
 
 
 def array_chunks(tasks: Sequence[int], max_size: int) -> list[tuple[int, list[int]]]:
@@ -106,6 +121,9 @@ def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, l
         "--cpus-per-task", "1",
         "--mem", stage.mem,
         "--time", stage.time,
+        "--requeue",
+        f"--signal=B:USR1@{REQUEUE_SIGNAL_SECONDS}",
+        "--open-mode=append",
     ]
     if depends_on:
         argv += ["--dependency", "afterok:" + ":".join(depends_on), "--kill-on-invalid-dep=yes"]

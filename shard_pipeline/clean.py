@@ -1,0 +1,288 @@
+"""The quarantine policy (``--clean``): pure checks that set aside broken documents, never edit them.
+
+A training set should not carry documents that are not text: binary blobs decoded as text,
+padding, a page repeated line by line, a minified script as one giant line. Each rule below is a
+conservative check on one document's text; a document that matches any rule is quarantined
+whole (kept verbatim elsewhere and counted by reason), and no kept document is ever rewritten.
+The thresholds are the seed's "conservative v2 policy": any normal web page in any language
+(CJK and Thai without spaces, Arabic, code, lists, tables) passes.
+
+Exact rules (``n`` = ``len(text)`` in code points, ``B`` = UTF-8 bytes, lines = ``text`` split
+on ``"\\n"``, empty lines ignored; comparisons in IEEE doubles exactly as written):
+
+| reason | matches when |
+|---|---|
+| ``max_bytes`` | ``B > max_bytes`` |
+| ``repeated_lines`` | non-empty lines ``L >= repeated_lines_min_lines`` and distinct non-empty lines ``<= repeated_lines_max_unique_ratio * L`` |
+| ``one_line`` | ``B >= one_line_min_bytes`` and the longest line's UTF-8 bytes ``>= one_line_share * B`` |
+| ``control_chars`` | characters in U+0000-U+0008, U+000B, U+000C, U+000E-U+001F, U+007F (C0 controls and DEL, not ``\\t \\n \\r``) ``> control_char_ratio * n`` |
+| ``char_run`` | some character repeated consecutively more than ``max_char_run`` times |
+| ``replacement_chars`` | U+FFFD count ``>= replacement_min_chars`` and ``> replacement_ratio * n`` |
+| ``whitespace_padding`` | ``n >= whitespace_min_chars``, ``str.isspace`` characters ``> whitespace_ratio * n`` and ``str.isalnum`` characters ``< alnum_ratio_below * n`` |
+| ``base64_blob`` | a run of at least ``base64_min_run`` characters from ``[A-Za-z0-9+/=]`` |
+
+Speed: the common case (a few KB of text) costs one ``bytes.translate`` pass over the UTF-8
+bytes plus one ``count`` (control characters and newlines are counted together, and the exact
+split is only computed when either could be over its threshold); every other rule is gated by a
+length check. Long runs are found by probing every k-th position (a run of k equal characters
+always covers one), never by a regex that restarts at each position. Pass ``utf8=`` when the
+bytes are at hand (the partition stage hashes them anyway) to skip one encode.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import string
+from dataclasses import dataclass, fields
+from typing import Mapping
+
+import numpy as np
+
+REASONS: tuple[str, ...] = (
+    "max_bytes",
+    "repeated_lines",
+    "one_line",
+    "control_chars",
+    "char_run",
+    "replacement_chars",
+    "whitespace_padding",
+    "base64_blob",
+)
+
+CONF_PREFIX = "CLEAN_"
+
+
+@dataclass(frozen=True)
+class CleanPolicy:
+    """Thresholds of the quarantine rules (module docstring); defaults are the conservative policy."""
+
+    max_bytes: int = 64 * 1024 * 1024
+    repeated_lines_min_lines: int = 200
+    repeated_lines_max_unique_ratio: float = 0.1
+    one_line_min_bytes: int = 1_000_000
+    one_line_share: float = 0.95
+    control_char_ratio: float = 0.01
+    max_char_run: int = 10_000
+    replacement_ratio: float = 0.01
+    replacement_min_chars: int = 100
+    whitespace_min_chars: int = 10_000
+    whitespace_ratio: float = 0.5
+    alnum_ratio_below: float = 0.2
+    base64_min_run: int = 100_000
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(f.default, int):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ValueError(f"clean policy: {f.name} must be an int >= 1, got {value!r}")
+            else:
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value <= 1:
+                    raise ValueError(f"clean policy: {f.name} must be a number in [0, 1], got {value!r}")
+
+    def to_json(self) -> dict:
+        """Every threshold, in field order: what the manifest and the dataset card record."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @staticmethod
+    def from_conf(values: Mapping[str, str]) -> "CleanPolicy":
+        """The policy from conf values: ``CLEAN_<FIELD>`` keys (``CONF_KEYS``), other keys ignored.
+
+        Integers are plain decimal digits; ratios are decimal numbers in [0, 1]. An unknown
+        ``CLEAN_*`` key is an error (a typo must not silently keep a default).
+        """
+        by_key = {conf_key(f.name): f for f in fields(CleanPolicy)}
+        kwargs: dict[str, int | float] = {}
+        for key, raw in values.items():
+            if not key.startswith(CONF_PREFIX):
+                continue
+            f = by_key.get(key)
+            if f is None:
+                close = difflib.get_close_matches(key, list(by_key), n=1)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                raise ValueError(f"unknown clean policy key {key}{hint}")
+            text = str(raw).strip()
+            if isinstance(f.default, int):
+                if not re.fullmatch(r"[0-9]+", text):
+                    raise ValueError(f"{key}: expected a positive integer, got {raw!r}")
+                kwargs[f.name] = int(text)
+            else:
+                if not re.fullmatch(r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?", text):
+                    raise ValueError(f"{key}: expected a number in [0, 1], got {raw!r}")
+                kwargs[f.name] = float(text)
+        try:
+            return CleanPolicy(**kwargs)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("clean policy: ", "", 1)) from None
+
+
+def conf_key(field_name: str) -> str:
+    """``max_char_run`` -> ``CLEAN_MAX_CHAR_RUN``."""
+    return CONF_PREFIX + field_name.upper()
+
+
+CONF_KEYS: dict[str, str] = {
+    "CLEAN_MAX_BYTES": "--clean: quarantine a document over this many UTF-8 bytes (default 67108864 = 64 MiB)",
+    "CLEAN_REPEATED_LINES_MIN_LINES": "--clean: repeated-line rule applies from this many non-empty lines (default 200)",
+    "CLEAN_REPEATED_LINES_MAX_UNIQUE_RATIO": "--clean: ... and matches when distinct lines are at most this share (default 0.1)",
+    "CLEAN_ONE_LINE_MIN_BYTES": "--clean: one-line rule applies from this many UTF-8 bytes (default 1000000)",
+    "CLEAN_ONE_LINE_SHARE": "--clean: ... and matches when the longest line holds at least this share of the bytes (default 0.95)",
+    "CLEAN_CONTROL_CHAR_RATIO": "--clean: quarantine when control characters (not tab/newline/CR) exceed this share (default 0.01)",
+    "CLEAN_MAX_CHAR_RUN": "--clean: quarantine a run of one character longer than this (default 10000)",
+    "CLEAN_REPLACEMENT_RATIO": "--clean: quarantine when U+FFFD exceeds this share of characters ... (default 0.01)",
+    "CLEAN_REPLACEMENT_MIN_CHARS": "--clean: ... and there are at least this many U+FFFD (default 100)",
+    "CLEAN_WHITESPACE_MIN_CHARS": "--clean: whitespace-padding rule applies from this many characters (default 10000)",
+    "CLEAN_WHITESPACE_RATIO": "--clean: ... matches when whitespace exceeds this share ... (default 0.5)",
+    "CLEAN_ALNUM_RATIO_BELOW": "--clean: ... and letters/digits are below this share (default 0.2)",
+    "CLEAN_BASE64_MIN_RUN": "--clean: quarantine a run of at least this many [A-Za-z0-9+/=] characters (default 100000)",
+}
+assert list(CONF_KEYS) == [conf_key(f.name) for f in fields(CleanPolicy)]
+
+
+def summary(policy: CleanPolicy, quarantined: int, reasons: Mapping[str, int]) -> dict:
+    """What the manifest and ``card.dataset_card(policy=...)`` take: thresholds and counts.
+
+    ``reasons`` counts documents per reason; one document can match several, so they may sum to
+    more than ``quarantined``. Every reason is listed, in ``REASONS`` order.
+    """
+    unknown = set(reasons) - set(REASONS)
+    if unknown:
+        raise ValueError(f"unknown quarantine reasons {sorted(unknown)}")
+    return {
+        "thresholds": policy.to_json(),
+        "quarantined": int(quarantined),
+        "reasons": {r: int(reasons.get(r, 0)) for r in REASONS},
+    }
+
+
+# ---------------------------------------------------------------- the checks
+
+_CTRL = bytes(range(0x00, 0x09)) + b"\x0b\x0c" + bytes(range(0x0E, 0x20)) + b"\x7f"
+_CTRL_NL = _CTRL + b"\n"
+_ASCII_SPACE = bytes(c for c in range(128) if chr(c).isspace())
+_FFFD = "\ufffd".encode("utf-8")
+_B64_CHARS = (string.ascii_letters + string.digits + "+/=").encode("ascii")
+_B64_MEMBER = frozenset(_B64_CHARS)
+# str.isspace() code points all lie below U+3001; the last slot stands for "anything above".
+_SPACE_LUT = np.zeros(0x3002, dtype=bool)
+_SPACE_LUT[[c for c in range(0x3001) if chr(c).isspace()]] = True
+_NOT_ALNUM_RUN = re.compile(r"[\W_]+")  # \w is str.isalnum() or "_" for str patterns
+_SHORT_RUN_LIMIT = 64  # below this, a backreference regex is cheaper than probing
+
+
+def _count_space(text: str) -> int:
+    """Exact count of ``str.isspace`` characters, vectorised over the code points."""
+    cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    return int(np.count_nonzero(_SPACE_LUT[np.minimum(cp, 0x3001)]))
+
+
+def _has_char_run(text: str, need: int) -> bool:
+    """True if some character occurs ``need`` times in a row.
+
+    Any ``need`` consecutive positions contain a multiple of ``need``, so probing those positions
+    finds every such run; a probe costs O(1) unless a neighbour is the same character.
+    """
+    n = len(text)
+    if n < need:
+        return False
+    if need <= _SHORT_RUN_LIMIT:
+        return re.search(r"(.)\1{%d}" % (need - 1), text, re.DOTALL) is not None
+    for p in range(0, n, need):
+        c = text[p]
+        if not ((p > 0 and text[p - 1] == c) or (p + 1 < n and text[p + 1] == c)):
+            continue
+        left_part = text[max(0, p - need + 1) : p + 1]
+        right_part = text[p : p + need]
+        left = len(left_part) - len(left_part.rstrip(c))
+        right = len(right_part) - len(right_part.lstrip(c))
+        if left + right - 1 >= need:
+            return True
+    return False
+
+
+def _has_base64_run(raw: bytes, need: int) -> bool:
+    """True if ``raw`` has ``need`` consecutive bytes from ``[A-Za-z0-9+/=]`` (same probing)."""
+    n = len(raw)
+    if n < need:
+        return False
+    for p in range(0, n, need):
+        if raw[p] not in _B64_MEMBER:
+            continue
+        left_part = raw[max(0, p - need + 1) : p + 1]
+        right_part = raw[p : p + need]
+        left = len(left_part) - len(left_part.rstrip(_B64_CHARS))
+        right = len(right_part) - len(right_part.lstrip(_B64_CHARS))
+        if left + right - 1 >= need:
+            return True
+    return False
+
+
+def quarantine_reasons(text: str, text_bytes: int, policy: CleanPolicy, *, utf8: bytes | None = None) -> tuple[str, ...]:
+    """Every rule ``text`` matches, in ``REASONS`` order; ``()`` for a clean document.
+
+    ``text_bytes`` is ``len(text.encode("utf-8"))``; ``utf8``, if given, those bytes (saves an
+    encode). A length that disagrees with the text is a ValueError: it is a caller bug.
+    """
+    p = policy
+    raw = utf8 if utf8 is not None else text.encode("utf-8", "surrogatepass")
+    nbytes = len(raw)
+    if nbytes != text_bytes:
+        raise ValueError(f"text_bytes {text_bytes} is not the text's UTF-8 length {nbytes}")
+    n = len(text)
+    found: list[str] = []
+
+    if nbytes > p.max_bytes:
+        found.append("max_bytes")
+
+    # One pass counts control characters and newlines together; split them only if needed.
+    ctrl_limit = p.control_char_ratio * n
+    both = nbytes - len(raw.translate(None, _CTRL_NL))
+    if both > ctrl_limit or both + 1 >= p.repeated_lines_min_lines:
+        newlines = raw.count(b"\n")
+        ctrl = both - newlines
+    else:
+        newlines = ctrl = 0  # each is <= both, below its threshold
+
+    lines = None
+    if newlines + 1 >= p.repeated_lines_min_lines:
+        lines = raw.split(b"\n")
+        nonempty = len(lines) - lines.count(b"")
+        if nonempty >= p.repeated_lines_min_lines:
+            distinct = set(lines)
+            distinct.discard(b"")
+            if len(distinct) <= p.repeated_lines_max_unique_ratio * nonempty:
+                found.append("repeated_lines")
+
+    if nbytes >= p.one_line_min_bytes:
+        if lines is None:
+            lines = raw.split(b"\n")
+        if max(map(len, lines)) >= p.one_line_share * nbytes:
+            found.append("one_line")
+
+    if ctrl > ctrl_limit:
+        found.append("control_chars")
+
+    if n > p.max_char_run and _has_char_run(text, p.max_char_run + 1):
+        found.append("char_run")
+
+    if not text.isascii() and n >= p.replacement_min_chars:
+        bad = raw.count(_FFFD)
+        if bad >= p.replacement_min_chars and bad > p.replacement_ratio * n:
+            found.append("replacement_chars")
+
+    if n >= p.whitespace_min_chars:
+        space_limit = p.whitespace_ratio * n
+        ascii_space = nbytes - len(raw.translate(None, _ASCII_SPACE))
+        # each non-ASCII character, whitespace or not, adds at least one byte beyond n
+        if ascii_space + (nbytes - n) > space_limit:
+            space = ascii_space if text.isascii() else _count_space(text)
+            if space > space_limit:
+                alnum = len(_NOT_ALNUM_RUN.sub("", text))
+                if alnum < p.alnum_ratio_below * n:
+                    found.append("whitespace_padding")
+
+    if n >= p.base64_min_run and _has_base64_run(raw, p.base64_min_run):
+        found.append("base64_blob")
+
+    return tuple(found)

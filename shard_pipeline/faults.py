@@ -1,0 +1,33 @@
+"""Fault injection for the fault tests: HPLT_SHARD_FAULT=<point>[:<task>][:<action>].
+
+Production code calls `fault_point` at the few places where a crash is interesting (mid-file,
+around the swap). Unset, it costs one dict lookup. Actions: `kill` (SIGKILL, as a node failure
+would), `hang` (sleep until cancelled, for scancel tests), `hang-once` (hang only on a task's
+first attempt, for requeue tests), `enospc` (raise a full-disk OSError).
+"""
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import time
+
+
+def fault_point(point: str, task: int | None = None) -> None:
+    spec = os.environ.get("HPLT_SHARD_FAULT")
+    if not spec:
+        return
+    parts = spec.split(":")
+    name, want_task, action = parts[0], (parts[1] if len(parts) > 1 else ""), (parts[2] if len(parts) > 2 else "kill")
+    if name != point or (want_task and task is not None and int(want_task) != task):
+        return
+    if action == "hang-once" and os.environ.get("SLURM_RESTART_COUNT", "0") != "0":
+        return
+    print(f"hplt-shard: fault injected at {point} (task {task}): {action}", flush=True)
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action in ("hang", "hang-once"):
+        while True:
+            time.sleep(1)
+    elif action == "enospc":
+        raise OSError(errno.ENOSPC, "No space left on device (injected)")

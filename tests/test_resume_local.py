@@ -1,0 +1,185 @@
+"""Faults, --resume and --status on the local executor: a resumed run gives the uninterrupted bytes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shard_pipeline import cli
+from tests.pipeline_util import LANG, make_corpus, run_cli, tree_bytes
+
+ARGS = ("--shard-rows", "25", "--partition-tasks", "3", "--write-tasks", "3", "--buckets", "4",
+        "--spill-bytes", "20000", "--row-group-bytes", "6000")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """An uninterrupted run: the bytes every resumed run must reproduce."""
+    base = tmp_path_factory.mktemp("ref")
+    root = make_corpus(base, n_docs=120)
+    out = base / "out"
+    assert run_cli(root, out, base / "run", *ARGS) == 0
+    return root, tree_bytes(out)
+
+
+def resume(run_dir: Path, *extra: str) -> int:
+    return cli.main(["--resume", str(run_dir), "--executor", "local", "--jobs", "2", *extra])
+
+
+def interrupted(tmp_path, monkeypatch, root, fault: str, old_out: dict | None = None) -> tuple[Path, Path]:
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    if old_out is not None:
+        out.mkdir()
+        for name, data in old_out.items():
+            (out / name).write_bytes(data)
+    monkeypatch.setenv("HPLT_SHARD_FAULT", fault)
+    assert run_cli(root, out, run_dir, *ARGS) == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    return out, run_dir
+
+
+@pytest.mark.parametrize("fault", ["partition-after-input:1", "plan-start", "write-mid-shard:2", "write-start:0"])
+def test_killed_task_resumes_to_the_same_bytes(tmp_path, monkeypatch, reference, fault):
+    root, expected = reference
+    out, run_dir = interrupted(tmp_path, monkeypatch, root, fault)
+    assert not out.exists()  # nothing reached OUT
+    if fault.startswith("write-mid-shard"):
+        partial = list(Path(json.loads((run_dir / "plan.json").read_text())["tmp_dir"]).glob(".*.partial"))
+        assert partial, "the writer died in the middle of a Parquet file"
+    if fault.startswith("partition-after-input"):
+        assert (run_dir / "partition" / "task-00001.checkpoint.json").exists()
+    assert resume(run_dir) == 0
+    assert tree_bytes(out) == expected
+    assert (run_dir / "DONE").exists()
+
+
+def test_partition_resumes_from_its_checkpoint(tmp_path, monkeypatch, reference):
+    root, expected = reference
+    out, run_dir = interrupted(tmp_path, monkeypatch, root, "partition-after-input:1")
+    cp = json.loads((run_dir / "partition" / "task-00001.checkpoint.json").read_text())
+    done_input = cp["inputs"][0]["index"]
+    assert resume(run_dir) == 0
+    log = (run_dir / "logs" / "partition" / "local_1.log").read_text()
+    assert "done" in log
+    receipt = json.loads((run_dir / "partition" / "task-00001.receipt.json").read_text())
+    assert receipt["inputs"][0]["index"] == done_input and len(receipt["inputs"]) == len(
+        json.loads((run_dir / "tasks" / "partition-00001.json").read_text())["inputs"])
+    assert tree_bytes(out) == expected
+
+
+@pytest.mark.parametrize("when", ["finalize-before-swap", "finalize-after-swap"])
+def test_finalize_killed_around_the_swap(tmp_path, monkeypatch, reference, when):
+    root, expected = reference
+    old = {"_MANIFEST.json": b"", "x": b""}
+    # an older complete output: made by a real run on fewer documents
+    small = make_corpus(tmp_path / "small", n_docs=30)
+    assert run_cli(small, tmp_path / "old", tmp_path / "run-old", "--shard-rows", "10") == 0
+    old = tree_bytes(tmp_path / "old")
+    out, run_dir = interrupted(tmp_path, monkeypatch, root, when, old_out=old)
+    # at every moment OUT is the complete old or the complete new version
+    assert tree_bytes(out) == (old if when == "finalize-before-swap" else expected)
+    assert not (run_dir / "DONE").exists()
+    assert resume(run_dir) == 0
+    assert tree_bytes(out) == expected
+    assert not Path(str(out) + ".tmp").exists()
+
+
+def test_damaged_receipt_and_damaged_shard_are_redone(tmp_path, monkeypatch, reference):
+    root, expected = reference
+    out, run_dir = interrupted(tmp_path, monkeypatch, root, "finalize-before-swap")
+    # a partition receipt cut short, and a finished shard with a flipped byte
+    (run_dir / "partition" / "task-00002.receipt.json").write_text('{"task": 2, "inp')
+    tmp = Path(json.loads((run_dir / "plan.json").read_text())["tmp_dir"])
+    shard = sorted(tmp.glob("shard-*.parquet"))[1]
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    assert resume(run_dir, "--dry-run") == 0
+    assert resume(run_dir) == 0
+    assert tree_bytes(out) == expected
+
+
+def test_damaged_shard_found_by_finalize_is_rewritten_on_resume(tmp_path, monkeypatch, reference):
+    root, expected = reference
+    out, run_dir = interrupted(tmp_path, monkeypatch, root, "finalize-before-swap")
+    tmp = Path(json.loads((run_dir / "plan.json").read_text())["tmp_dir"])
+    shard = sorted(tmp.glob("shard-*.parquet"))[0]
+    stat = shard.stat()
+    data = bytearray(shard.read_bytes())
+    data[200] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size and mtime: only a hash sees it
+    from shard_pipeline.finalize import FinalizeError, run_finalize
+    from shard_pipeline.rundir import RunDir
+
+    with pytest.raises(FinalizeError, match="sha256"):
+        run_finalize(RunDir(run_dir))
+    assert resume(run_dir) == 0
+    assert tree_bytes(out) == expected
+
+
+def test_full_disk_fails_cleanly_and_resumes(tmp_path, monkeypatch, reference, capsys):
+    root, expected = reference
+    out, run_dir = interrupted(tmp_path, monkeypatch, root, "write-mid-shard:1:enospc")
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "write" in err
+    assert not out.exists()
+    assert resume(run_dir) == 0
+    assert tree_bytes(out) == expected
+
+
+def test_resume_refuses_changed_inputs(tmp_path, monkeypatch, reference, capsys):
+    root, _ = reference
+    local = make_corpus(tmp_path / "c", n_docs=60)
+    out, run_dir = interrupted(tmp_path, monkeypatch, local, "plan-start")
+    shard = local / LANG / "9_1.ia.jsonl.zst"
+    os.utime(shard, (time.time() + 100, time.time() + 100))
+    assert resume(run_dir) == 2
+    err = capsys.readouterr().err
+    assert "9_1.ia.jsonl.zst" in err and "changed" in err
+
+
+def test_second_resume_of_a_run_is_refused(tmp_path, monkeypatch, reference):
+    root, expected = reference
+    out, run_dir = interrupted(tmp_path, monkeypatch, root, "plan-start")
+    env = {**os.environ, "HPLT_SHARD_FAULT": "plan-start:0:hang"}
+    first = subprocess.Popen([sys.executable, "hplt-shard", "--resume", str(run_dir), "--executor", "local"],
+                             cwd=Path(__file__).resolve().parent.parent, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "fault injected" not in (run_dir / "logs" / "plan" / "local_0.log").read_text(errors="replace"):
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.2)
+        second = subprocess.run([sys.executable, "hplt-shard", "--resume", str(run_dir), "--executor", "local"],
+                                cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2 and "another hplt-shard process" in second.stderr
+    finally:
+        first.kill()
+        first.wait()
+        subprocess.run(["pkill", "-f", f"stages/plan.py {run_dir}"])
+    assert resume(run_dir) == 0
+    assert tree_bytes(out) == expected
+
+
+def test_status_shows_failures_then_done(tmp_path, monkeypatch, reference, capsys):
+    root, expected = reference
+    out, run_dir = interrupted(tmp_path, monkeypatch, root, "write-mid-shard:1:enospc")
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 0
+    text = capsys.readouterr().out
+    lines = {l.split()[0]: l.split()[1:] for l in text.splitlines() if l.split() and l.split()[0] in
+             ("partition", "plan", "write", "finalize")}
+    assert lines["partition"][:2] == ["3", "3"] and lines["write"][0] == "3"
+    assert "FAILED write task 1" in text and "No space left on device" in text and "local_1.log" in text
+    assert "120 documents" in text and "--resume" in text
+    assert resume(run_dir) == 0
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 0
+    text = capsys.readouterr().out
+    assert "state: done" in text and "FAILED" not in text
