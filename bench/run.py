@@ -1,0 +1,582 @@
+#!/usr/bin/env python3
+"""hplt-shard benchmark: the floor, datatrove 0.10 and hplt-shard on the same files and cores.
+
+    .venv/bin/python bench/run.py --docs 120000 --text-bytes 3000 --shards 8 --workdir bench/work
+
+See bench/README.md. Prints a table with the ratios and writes the raw figures as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing import Pool
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HERE))
+
+import gen  # noqa: E402
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+STAGES = ("partition", "plan", "write", "finalize")
+
+
+# ----------------------------------------------------------------------------------------------
+# process-tree memory sampling
+
+
+def _children_map() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                s = f.read()
+            ppid = int(s[s.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _hwm(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+class TreeSampler:
+    """Peak of the summed RSS of a set of root processes and all their descendants."""
+
+    def __init__(self, interval: float = 0.1):
+        self.interval = interval
+        self.roots: set[int] = set()
+        self.peak = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            roots = list(self.roots)
+            if roots:
+                kids = _children_map()
+                seen, stack, total = set(), roots[:], 0
+                while stack:
+                    p = stack.pop()
+                    if p in seen:
+                        continue
+                    seen.add(p)
+                    total += _rss(p)
+                    stack.extend(kids.get(p, ()))
+                self.peak = max(self.peak, total)
+            self._stop.wait(self.interval)
+
+
+# ----------------------------------------------------------------------------------------------
+# the floor: zstd stream + orjson.loads per line + sha256 of the text, one process per core
+
+
+def _floor_file(path: str) -> tuple[int, int, float]:
+    import orjson
+    import zstandard
+
+    t0 = time.process_time()
+    loads, sha256 = orjson.loads, hashlib.sha256
+    docs = nbytes = 0
+    pending = b""
+    with open(path, "rb") as fh:
+        r = zstandard.ZstdDecompressor().stream_reader(fh, read_size=1 << 20, read_across_frames=True)
+        while True:
+            chunk = r.read(1 << 20)
+            if not chunk:
+                break
+            nbytes += len(chunk)
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                sha256(loads(line)["text"].encode()).digest()
+                docs += 1
+    if pending:
+        sha256(loads(pending)["text"].encode()).digest()
+        docs += 1
+    return docs, nbytes, time.process_time() - t0
+
+
+def run_floor(files: list[Path], cores: int) -> dict:
+    t0 = time.perf_counter()
+    with Pool(cores) as pool:
+        res = pool.map(_floor_file, [str(f) for f in files], chunksize=1)
+    wall = time.perf_counter() - t0
+    return {"wall_s": wall, "docs": sum(r[0] for r in res), "json_bytes": sum(r[1] for r in res),
+            "cpu_s": sum(r[2] for r in res)}
+
+
+# ----------------------------------------------------------------------------------------------
+# datatrove 0.10: JsonlReader -> ParquetWriter, LocalPipelineExecutor(tasks = workers = cores)
+
+DT_SCRIPT = HERE / "dt_run.py"
+
+
+def datatrove_version() -> str | None:
+    try:
+        import importlib.metadata as md
+
+        return md.version("datatrove")
+    except Exception:
+        return None
+
+
+def run_datatrove(corpus_dir: Path, work: Path, cores: int) -> dict:
+    out, logs = work / "dt-out", work / "dt-logs"
+    for d in (out, logs):
+        shutil.rmtree(d, ignore_errors=True)
+    t0 = time.perf_counter()
+    with TreeSampler() as ts:
+        p = subprocess.Popen([sys.executable, str(DT_SCRIPT), str(corpus_dir), str(out), str(logs), str(cores)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ts.roots.add(p.pid)
+        _, ru = os.wait4(p.pid, 0)[1:]
+        wall = time.perf_counter() - t0
+        stdout, stderr = p.communicate()
+    if p.returncode not in (0, None) and "DT_WALL" not in stdout:
+        raise RuntimeError(f"datatrove failed:\n{stderr[-3000:]}")
+    import pyarrow.parquet as pq
+
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in out.rglob("*.parquet"))
+    inner = float(stdout.split("DT_WALL")[1].split()[0])
+    out_bytes = sum(f.stat().st_size for f in out.rglob("*.parquet"))
+    shutil.rmtree(out, ignore_errors=True)
+    return {"wall_s": wall, "executor_wall_s": inner, "docs": rows, "peak_tree_rss": ts.peak,
+            "cpu_s": ru.ru_utime + ru.ru_stime, "parquet_bytes": out_bytes}
+
+
+# ----------------------------------------------------------------------------------------------
+# hplt-shard: the CLI's own submitter (cli.main), then the stages in the local executor's pool
+# shape (ThreadPoolExecutor(jobs) over `python stages/<stage>.py RUNDIR --task i`), each task
+# reaped with wait4 for its own rusage.
+
+
+def _prepare_run(argv: list[str]) -> dict:
+    """Run ./hplt-shard's submitter in-process, stopping where the local executor would start."""
+    import shard_pipeline.cli as cli
+
+    captured: dict = {}
+
+    def capture(run, cfg, tasks, jobs, out):  # tasks: {stage: [task ids]} (older cli: the Layout)
+        if not isinstance(tasks, dict):
+            tasks = cli.stage_tasks(tasks)
+        captured.update(run=run, cfg=cfg, tasks={k: list(v) for k, v in tasks.items()}, out=out)
+        return 0
+
+    real = cli.run_local
+    cli.run_local = capture
+    try:
+        rc = cli.main(argv)
+    finally:
+        cli.run_local = real
+    if rc != 0 or not captured:
+        raise RuntimeError(f"hplt-shard submitter failed (rc {rc})")
+    return captured
+
+
+def _run_task(python: str, stage: str, rundir: Path, task: int, sampler: TreeSampler) -> dict:
+    from shard_pipeline.executors import task_argv
+
+    log = rundir / "logs" / stage / f"local_{task}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with open(log, "wb") as f:
+        p = subprocess.Popen(task_argv(python, stage, rundir, task), stdout=f, stderr=subprocess.STDOUT)
+        sampler.roots.add(p.pid)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    sampler.roots.discard(p.pid)
+    return {"task": task, "rc": p.returncode, "wall_s": time.perf_counter() - t0,
+            "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss": ru.ru_maxrss * 1024, "log": str(log)}
+
+
+def run_hplt_local(corpus_root: Path, work: Path, cores: int, opts: argparse.Namespace, tag: str) -> dict:
+    out, rundir = work / f"hs-out-{tag}", work / f"hs-run-{tag}"
+    for d in (out, rundir):
+        shutil.rmtree(d, ignore_errors=True)
+    argv = ["eng_Latn", "--corpus", "v4", "--local-root", str(corpus_root), "--out", str(out), "--run-dir", str(rundir),
+            "--executor", "local", "--license", "CC0-1.0", "--shard-rows", str(opts.shard_rows), "--jobs", str(cores),
+            "--counts-index", str(work / "counts-index")]
+    if opts.wds:
+        argv += ["--wds", opts.wds]
+    if opts.mem:
+        argv += ["--mem", opts.mem]
+    for k in ("partition_tasks", "write_tasks", "buckets", "spill_bytes"):
+        v = getattr(opts, k)
+        if v:
+            argv += [f"--{k.replace('_', '-')}", str(v)]
+    t_all = time.perf_counter()
+    t0 = time.perf_counter()
+    cap = _prepare_run(argv)
+    submit_s = time.perf_counter() - t0
+    tasks = cap["tasks"]
+    ex = cap["cfg"].execution
+    lay = argparse.Namespace(partition_tasks=ex.partition_tasks, write_tasks=ex.write_tasks, buckets=ex.buckets,
+                             spill_bytes=ex.spill_bytes)
+    python = sys.executable  # what the local executor runs its tasks with
+    stages = {}
+    for stage in STAGES:
+        t0 = time.perf_counter()
+        with TreeSampler() as ts, ThreadPoolExecutor(max_workers=cores) as pool:
+            results = list(pool.map(lambda t: _run_task(python, stage, rundir, t, ts), tasks[stage]))
+        wall = time.perf_counter() - t0
+        bad = [r for r in results if r["rc"] != 0]
+        if bad:
+            raise RuntimeError(f"{stage} failed: " + "; ".join(
+                f"task {r['task']}: {Path(r['log']).read_text()[-1500:]}" for r in bad))
+        stages[stage] = {"wall_s": wall, "tasks": len(results), "cpu_s": sum(r["cpu_s"] for r in results),
+                         "max_task_rss": max(r["maxrss"] for r in results), "peak_tree_rss": ts.peak,
+                         "task_wall_s": [round(r["wall_s"], 3) for r in results],
+                         "task_rss": [r["maxrss"] for r in results]}
+    total = time.perf_counter() - t_all
+    return _hplt_figures(rundir, out, lay, submit_s, total, stages, cleanup=not opts.keep)
+
+
+def _hplt_figures(rundir: Path, out: Path, lay, submit_s: float, total: float, stages: dict, cleanup: bool) -> dict:
+    manifest = json.loads((out / "_MANIFEST.json").read_text())
+    json_bytes = comp = 0
+    spill = 0
+    for f in sorted((rundir / "partition").glob("task-*.receipt.json")):
+        r = json.loads(f.read_text())
+        json_bytes += sum(i["json_bytes"] for i in r["inputs"])
+        comp += sum(i["compressed_bytes"] for i in r["inputs"])
+        spill += r["spill_bytes"]
+    parquet = sum(f.stat().st_size for f in out.glob("*.parquet"))
+    res = {"docs": manifest["rows"], "shards": len(manifest["shards"]), "json_bytes": json_bytes,
+           "compressed_bytes": comp, "spill_bytes": spill, "parquet_bytes": parquet,
+           "layout": {"partition_tasks": lay.partition_tasks, "write_tasks": lay.write_tasks, "buckets": lay.buckets,
+                      "spill_budget": lay.spill_bytes},
+           "submit_s": submit_s, "total_s": total, "stages": stages,
+           "sections_bytes": (rundir / "sections.arrow").stat().st_size if (rundir / "sections.arrow").exists() else None}
+    if cleanup:
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(rundir, ignore_errors=True)
+        claim = out.with_name(out.name + ".hplt-shard-claim")
+        claim.unlink(missing_ok=True)
+    return res
+
+
+# ----------------------------------------------------------------------------------------------
+# hplt-shard through Slurm: the real CLI submits; stages are watched in /proc and squeue.
+
+
+class StageWatch:
+    """Per-stage first/last time seen, per-process VmHWM and summed RSS of the run's task processes."""
+
+    def __init__(self, rundir: Path, interval: float = 0.2):
+        self.rundir = str(rundir)
+        self.interval = interval
+        self.info: dict[str, dict] = {s: {"first": None, "last": None, "max_task_rss": 0, "peak_tree_rss": 0,
+                                          "pids": set()} for s in STAGES}
+        self._cmd: dict[int, str | None] = {}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+
+    def _stage_of(self, pid: int) -> str | None:
+        if pid not in self._cmd:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().decode(errors="replace").split("\0")
+            except OSError:
+                argv = []
+            stage = None
+            if self.rundir in argv:
+                for a in argv:
+                    for s in STAGES:
+                        if a.endswith(f"stages/{s}.py"):
+                            stage = s
+            self._cmd[pid] = stage
+        return self._cmd[pid]
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            now = time.time()
+            sums = {s: 0 for s in STAGES}
+            for d in os.listdir("/proc"):
+                if not d.isdigit():
+                    continue
+                pid = int(d)
+                st = self._stage_of(pid)
+                if st is None:
+                    continue
+                rss = _rss(pid)
+                if not rss:
+                    continue
+                i = self.info[st]
+                i["first"] = i["first"] or now
+                i["last"] = now
+                i["pids"].add(pid)
+                i["max_task_rss"] = max(i["max_task_rss"], _hwm(pid))
+                sums[st] += rss
+            for s in STAGES:
+                self.info[s]["peak_tree_rss"] = max(self.info[s]["peak_tree_rss"], sums[s])
+            self._stop.wait(self.interval)
+
+
+def run_hplt_slurm(corpus_root: Path, work: Path, opts: argparse.Namespace, tag: str) -> dict:
+    out, rundir = work / f"hs-out-{tag}", work / f"hs-run-{tag}"
+    for d in (out, rundir):
+        shutil.rmtree(d, ignore_errors=True)
+    argv = [str(REPO / "hplt-shard"), "eng_Latn", "--corpus", "v4", "--local-root", str(corpus_root), "--out", str(out),
+            "--run-dir", str(rundir), "--executor", "slurm", "--conf", str(opts.conf), "--license", "CC0-1.0",
+            "--shard-rows", str(opts.shard_rows), "--counts-index", str(work / "counts-index")]
+    if opts.wds:
+        argv += ["--wds", opts.wds]
+    if opts.mem:
+        argv += ["--mem", opts.mem]
+    for k in ("partition_tasks", "write_tasks", "buckets", "spill_bytes"):
+        v = getattr(opts, k)
+        if v:
+            argv += [f"--{k.replace('_', '-')}", str(v)]
+    with StageWatch(rundir) as w:
+        t_all = time.time()
+        sub = subprocess.run(argv, capture_output=True, text=True)
+        submit_s = time.time() - t_all
+        if sub.returncode != 0:
+            raise RuntimeError(f"submit failed: {sub.stderr}")
+        print(sub.stdout, file=sys.stderr)
+        while not (rundir / "DONE").exists():
+            q = subprocess.run(["squeue", "-h", "-o", "%i %T %r", "-n",
+                                ",".join(f"hs-eng_Latn-{s}" for s in STAGES)], capture_output=True, text=True).stdout
+            if "DependencyNeverSatisfied" in q or (not q.strip() and not (rundir / "DONE").exists()
+                                                   and time.time() - t_all > 30):
+                time.sleep(3)
+                if not (rundir / "DONE").exists():
+                    raise RuntimeError(f"slurm chain stopped without DONE; squeue: {q!r}")
+            time.sleep(0.5)
+        total = time.time() - t_all
+    run_json = json.loads((rundir / "run.json").read_text())
+    lay = argparse.Namespace(**{k: run_json["layout"][k] for k in ("partition_tasks", "write_tasks", "buckets",
+                                                                   "spill_bytes")})
+    stages = {}
+    for s in STAGES:
+        i = w.info[s]
+        stages[s] = {"wall_s": (i["last"] - i["first"]) if i["first"] else None, "tasks": len(i["pids"]),
+                     "start_s": (i["first"] - t_all) if i["first"] else None,
+                     "max_task_rss": i["max_task_rss"], "peak_tree_rss": i["peak_tree_rss"]}
+    res = _hplt_figures(rundir, out, lay, submit_s, total, stages, cleanup=not opts.keep)
+    res["executor"] = "slurm"
+    res["jobs"] = run_json.get("submissions")
+    return res
+
+
+# ----------------------------------------------------------------------------------------------
+# report
+
+
+def mb(x: float) -> float:
+    return x / 1e6
+
+
+def machine() -> dict:
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = int(open("/proc/meminfo").readline().split()[1]) * 1024
+    vers = {"python": platform.python_version()}
+    for mod in ("pyarrow", "zstandard", "orjson", "numpy"):
+        try:
+            vers[mod] = __import__(mod).__version__
+        except Exception:
+            vers[mod] = None
+    vers["datatrove"] = datatrove_version()
+    df = shutil.disk_usage(str(HERE))
+    return {"nproc": os.cpu_count(), "cpu": cpu, "ram_bytes": mem, "disk_total_bytes": df.total,
+            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "versions": vers,
+            "kernel": platform.release()}
+
+
+def med(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def report(res: dict, cores: int) -> str:
+    L = []
+    fl, dt, hs = res.get("floor"), res.get("datatrove"), res.get("hplt")
+    jb = res["corpus"]["json_bytes"]
+    docs = res["corpus"]["docs"]
+    L.append(f"corpus: {docs:,} docs, {mb(jb):.0f} MB JSON, {mb(res['corpus']['compressed_bytes']):.0f} MB zstd, "
+             f"{res['corpus']['files']} files; {cores} cores; repeats {res['repeat']} (medians); "
+             f"load avg (1 min) {min(l[0] for l in res['loadavg']):.1f}-{max(l[0] for l in res['loadavg']):.1f}")
+    L.append(f"{'run':<28}{'wall s':>9}{'docs/s':>10}{'MB/s JSON':>11}{'MB/s/core':>11}{'peak RSS MB':>13}")
+
+    def row(name, wall, rss=None, tasks=None, d=docs, b=jb):
+        c = min(cores, tasks) if tasks else cores
+        L.append(f"{name:<28}{wall:>9.2f}{d / wall:>10,.0f}{mb(b) / wall:>11.1f}{mb(b) / wall / c:>11.1f}"
+                 + (f"{mb(rss):>13.0f}" if rss else f"{'':>13}"))
+
+    if fl:
+        row("floor (zstd+orjson+sha256)", med(fl, "wall_s"))
+    if dt:
+        row("datatrove 0.10 local", med(dt, "wall_s"), max(r["peak_tree_rss"] for r in dt))
+    if hs:
+        row("hplt-shard whole run", med(hs, "total_s"), max(max(s["peak_tree_rss"] for s in r["stages"].values()) for r in hs))
+        L.append(f"  {'submitter':<26}{med(hs, 'submit_s'):>9.2f}")
+        for s in STAGES:
+            walls = [r["stages"][s]["wall_s"] for r in hs]
+            w = statistics.median(walls)
+            rs = max(r["stages"][s]["peak_tree_rss"] for r in hs)
+            tr = max(r["stages"][s]["max_task_rss"] for r in hs)
+            t = hs[0]["stages"][s]["tasks"]
+            row(f"  {s} ({t} tasks)", w, rs, tasks=t)
+            L[-1] += f"   max task {mb(tr):.0f} MB"
+    L.append("")
+    if hs and dt:
+        r1 = (docs / med(hs, "total_s")) / (docs / med(dt, "wall_s"))
+        L.append(f"hplt-shard docs/s / datatrove docs/s       = {r1:.2f}   (target >= 1.5)")
+    if hs and fl:
+        r2 = med(fl, "wall_s") / med(hs, "total_s")
+        L.append(f"hplt-shard whole run / floor throughput    = {r2:.2f}   (target >= 0.4)")
+        pw = statistics.median(r["stages"]["partition"]["wall_s"] for r in hs)
+        pt = hs[0]["stages"]["partition"]["tasks"]
+        per_core_p = jb / pw / min(cores, pt)
+        per_core_f = jb / med(fl, "wall_s") / cores
+        L.append(f"partition per core / floor per core        = {per_core_p / per_core_f:.2f}   (target >= 0.7)"
+                 f"   [{mb(per_core_p):.1f} vs {mb(per_core_f):.1f} MB/s/core]")
+        cpu_p = jb / statistics.median(r["stages"]["partition"]["cpu_s"] for r in hs)
+        cpu_f = jb / med(fl, "cpu_s")
+        L.append(f"  by CPU time: partition {mb(cpu_p):.1f} MB/CPU-s vs floor {mb(cpu_f):.1f} = {cpu_p / cpu_f:.2f}")
+    return "\n".join(L)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", type=int, default=120_000)
+    ap.add_argument("--text-bytes", type=int, default=3000)
+    ap.add_argument("--shards", type=int, default=8, help="input shards (named 10_1..10_N) unless --names")
+    ap.add_argument("--names", help="comma-separated input shard names (e.g. wds-selectable 10_1,9_1,8_1)")
+    ap.add_argument("--parts", type=int, default=1, help="generate each shard as N frames in parallel (big shards)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workdir", type=Path, default=HERE / "work")
+    ap.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--repeat", type=int, default=3, help="repeat every measurement; medians are reported")
+    ap.add_argument("--only", default="floor,datatrove,hplt", help="subset of floor,datatrove,hplt")
+    ap.add_argument("--wds", help="pass --wds to hplt-shard (and restrict floor/datatrove to those files)")
+    ap.add_argument("--shard-rows", type=int, default=100_000)
+    ap.add_argument("--mem", help="hplt-shard --mem (partition memory; spill budget = mem/8)")
+    ap.add_argument("--partition-tasks", type=int)
+    ap.add_argument("--write-tasks", type=int)
+    ap.add_argument("--buckets", type=int)
+    ap.add_argument("--spill-bytes", type=int)
+    ap.add_argument("--executor", choices=("local", "slurm"), default="local")
+    ap.add_argument("--conf", type=Path, help="conf for --executor slurm (PRESET=local, PYTHON=..., WORKER_MEM=...)")
+    ap.add_argument("--keep", action="store_true", help="keep hplt-shard's output and run dir")
+    ap.add_argument("--json", type=Path, help="raw figures (default WORKDIR/results-<tag>.json)")
+    ap.add_argument("--tag", default=None)
+    opts = ap.parse_args()
+
+    work = opts.workdir.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    names = opts.names.split(",") if opts.names else [f"10_{k + 1}" for k in range(opts.shards)]
+    t0 = time.perf_counter()
+    root = gen.ensure_corpus(work, opts.docs, names, opts.text_bytes, opts.seed, opts.parts, opts.cores)
+    gen_s = time.perf_counter() - t0
+    from shard_pipeline.corpus import find_shards
+
+    files = [Path(s.location) for s in find_shards("eng_Latn", corpus="v4", local_root=root, wds=opts.wds)]
+    tag = opts.tag or f"{root.name}{'-wds' + opts.wds if opts.wds else ''}-{opts.executor}"
+    only = set(opts.only.split(","))
+    res: dict = {"machine": machine(), "args": {k: str(v) for k, v in vars(opts).items()}, "repeat": opts.repeat,
+                 "corpus": {"root": str(root), "files": len(files), "compressed_bytes": sum(f.stat().st_size for f in files),
+                            "generate_s": gen_s}}
+    dt_ok = "datatrove" in only and datatrove_version() is not None
+    if "datatrove" in only and not dt_ok:
+        res["datatrove_skipped"] = "datatrove is not importable in this venv"
+    dt_src = work / f"dt-src-{tag}"
+    if dt_ok:  # datatrove reads a folder: link exactly the selected files
+        shutil.rmtree(dt_src, ignore_errors=True)
+        dt_src.mkdir()
+        for f in files:
+            (dt_src / f.name).symlink_to(f)
+    for k in ("floor", "datatrove", "hplt"):
+        res[k] = [] if (k in only and (k != "datatrove" or dt_ok)) else None
+    res["loadavg"] = []
+    for rep in range(opts.repeat):
+        res["loadavg"].append(os.getloadavg())
+        if res["floor"] is not None:
+            res["floor"].append(run_floor(files, opts.cores))
+            print(f"[{rep}] floor {res['floor'][-1]['wall_s']:.2f} s", file=sys.stderr, flush=True)
+        if res["datatrove"] is not None:
+            res["datatrove"].append(run_datatrove(dt_src, work, opts.cores))
+            print(f"[{rep}] datatrove {res['datatrove'][-1]['wall_s']:.2f} s", file=sys.stderr, flush=True)
+        if res["hplt"] is not None:
+            if opts.executor == "slurm":
+                res["hplt"].append(run_hplt_slurm(root, work, opts, f"{tag}-{rep}"))
+            else:
+                res["hplt"].append(run_hplt_local(root, work, opts.cores, opts, f"{tag}-{rep}"))
+            h = res["hplt"][-1]
+            print(f"[{rep}] hplt-shard {h['total_s']:.2f} s  "
+                  + " ".join(f"{s}={h['stages'][s]['wall_s'] or 0:.2f}" for s in STAGES), file=sys.stderr, flush=True)
+    res["loadavg"].append(os.getloadavg())
+    shutil.rmtree(dt_src, ignore_errors=True)
+    ref = (res["hplt"] or [None])[0] or {}
+    fl = (res["floor"] or [None])[0] or {}
+    res["corpus"]["docs"] = ref.get("docs") or fl.get("docs") or opts.docs
+    res["corpus"]["json_bytes"] = ref.get("json_bytes") or fl.get("json_bytes") or 0
+    if res["hplt"] and res["floor"]:
+        assert res["hplt"][0]["docs"] == res["floor"][0]["docs"], "hplt-shard and the floor saw different docs"
+    if res["datatrove"] and res["floor"]:
+        assert res["datatrove"][0]["docs"] == res["floor"][0]["docs"], "datatrove and the floor saw different docs"
+    text = report(res, opts.cores)
+    res["table"] = text
+    out = opts.json or work / f"results-{tag}.json"
+    out.write_text(json.dumps(res, indent=1, default=str) + "\n")
+    print(text)
+    print(f"raw figures: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
