@@ -90,15 +90,38 @@ def ensure_corpus(workdir: Path, n_docs: int, names: list[str], text_bytes: int,
     return root
 
 
+def ensure_concat(workdir: Path, src_root: Path, names: list[str], out_name: str = "10_1") -> Path:
+    """One big multi-frame shard: the given shards of an existing corpus, concatenated byte for byte.
+
+    Concatenated zstd files are one valid multi-frame stream (as HPLT v4 pool files are), and the
+    shards' ids are distinct, so this makes a multi-GB single shard in seconds.
+    """
+    root = workdir / "corpus" / f"concat-{src_root.name}-{_names_tag(names)}"
+    if (root / ".complete").exists():
+        return root
+    (root / LANG).mkdir(parents=True, exist_ok=True)
+    with open(root / LANG / f"{out_name}.jsonl.zst", "wb") as out:
+        for n in names:
+            with open(src_root / LANG / f"{n}.jsonl.zst", "rb") as f:
+                shutil.copyfileobj(f, out, 1 << 22)
+    (root / "params.json").write_text(json.dumps({"concat_of": str(src_root), "names": names}) + "\n")
+    (root / ".complete").write_text("ok\n")
+    return root
+
+
 if __name__ == "__main__":
     import argparse
 
     ap = argparse.ArgumentParser(description="generate (or reuse) a cached benchmark corpus; prints ROOT")
     ap.add_argument("--workdir", type=Path, default=REPO / "bench" / "work")
-    ap.add_argument("--docs", type=int, required=True)
+    ap.add_argument("--docs", type=int, default=0)
     ap.add_argument("--names", required=True, help="comma-separated shard names")
     ap.add_argument("--text-bytes", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--parts", type=int, default=1, help="generate each shard as N concatenated frames in parallel")
+    ap.add_argument("--concat-of", type=Path, help="instead: concatenate --names of this corpus root into one shard 10_1")
     a = ap.parse_args()
+    if a.concat_of:
+        print(ensure_concat(a.workdir.resolve(), a.concat_of.resolve(), a.names.split(",")))
+        sys.exit(0)
     print(ensure_corpus(a.workdir.resolve(), a.docs, a.names.split(","), a.text_bytes, a.seed, a.parts))

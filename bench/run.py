@@ -499,6 +499,7 @@ def main() -> int:
     ap.add_argument("--names", help="comma-separated input shard names (e.g. wds-selectable 10_1,9_1,8_1)")
     ap.add_argument("--parts", type=int, default=1, help="generate each shard as N frames in parallel (big shards)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--corpus-root", type=Path, help="use this corpus root (holding eng_Latn/) instead of generating")
     ap.add_argument("--workdir", type=Path, default=HERE / "work")
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeat", type=int, default=3, help="repeat every measurement; medians are reported")
@@ -521,7 +522,8 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     names = opts.names.split(",") if opts.names else [f"10_{k + 1}" for k in range(opts.shards)]
     t0 = time.perf_counter()
-    root = gen.ensure_corpus(work, opts.docs, names, opts.text_bytes, opts.seed, opts.parts, opts.cores)
+    root = (opts.corpus_root.resolve() if opts.corpus_root
+            else gen.ensure_corpus(work, opts.docs, names, opts.text_bytes, opts.seed, opts.parts, opts.cores))
     gen_s = time.perf_counter() - t0
     from shard_pipeline.corpus import find_shards
 
