@@ -60,6 +60,18 @@ def _rss(pid: int) -> int:
         return 0
 
 
+def _anon(pid: int) -> int:
+    """RssAnon: the process's own memory, without file pages it has mapped (mmap'd spill files)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def _hwm(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status", "rb") as f:
@@ -78,6 +90,8 @@ class TreeSampler:
         self.interval = interval
         self.roots: set[int] = set()
         self.peak = 0
+        self.peak_anon = 0  # summed RssAnon
+        self.task_anon: dict[int, int] = {}  # root pid -> its peak RssAnon (with descendants)
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, daemon=True)
 
@@ -94,15 +108,21 @@ class TreeSampler:
             roots = list(self.roots)
             if roots:
                 kids = _children_map()
-                seen, stack, total = set(), roots[:], 0
-                while stack:
-                    p = stack.pop()
-                    if p in seen:
-                        continue
-                    seen.add(p)
-                    total += _rss(p)
-                    stack.extend(kids.get(p, ()))
+                seen, total, total_anon = set(), 0, 0
+                for root in roots:
+                    stack, anon = [root], 0
+                    while stack:
+                        p = stack.pop()
+                        if p in seen:
+                            continue
+                        seen.add(p)
+                        total += _rss(p)
+                        anon += _anon(p)
+                        stack.extend(kids.get(p, ()))
+                    total_anon += anon
+                    self.task_anon[root] = max(self.task_anon.get(root, 0), anon)
                 self.peak = max(self.peak, total)
+                self.peak_anon = max(self.peak_anon, total_anon)
             self._stop.wait(self.interval)
 
 
@@ -226,7 +246,8 @@ def _run_task(python: str, stage: str, rundir: Path, task: int, sampler: TreeSam
         p.returncode = os.waitstatus_to_exitcode(status)
     sampler.roots.discard(p.pid)
     return {"task": task, "rc": p.returncode, "wall_s": time.perf_counter() - t0,
-            "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss": ru.ru_maxrss * 1024, "log": str(log)}
+            "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss": ru.ru_maxrss * 1024,
+            "max_anon_sampled": sampler.task_anon.get(p.pid, 0), "log": str(log)}
 
 
 def run_hplt_local(corpus_root: Path, work: Path, cores: int, opts: argparse.Namespace, tag: str) -> dict:
@@ -265,6 +286,7 @@ def run_hplt_local(corpus_root: Path, work: Path, cores: int, opts: argparse.Nam
                 f"task {r['task']}: {Path(r['log']).read_text()[-1500:]}" for r in bad))
         stages[stage] = {"wall_s": wall, "tasks": len(results), "cpu_s": sum(r["cpu_s"] for r in results),
                          "max_task_rss": max(r["maxrss"] for r in results), "peak_tree_rss": ts.peak,
+                         "max_task_anon": max(r["max_anon_sampled"] for r in results), "peak_tree_anon": ts.peak_anon,
                          "task_wall_s": [round(r["wall_s"], 3) for r in results],
                          "task_rss": [r["maxrss"] for r in results]}
     total = time.perf_counter() - t_all
@@ -472,6 +494,9 @@ def report(res: dict, cores: int) -> str:
             t = hs[0]["stages"][s]["tasks"]
             row(f"  {s} ({t} tasks)", w, rs, tasks=t)
             L[-1] += f"   max task {mb(tr):.0f} MB"
+            an = max(r["stages"][s].get("max_task_anon", 0) for r in hs)
+            if an:
+                L[-1] += f" (anon {mb(an):.0f})"
     L.append("")
     if hs and dt:
         r1 = (docs / med(hs, "total_s")) / (docs / med(dt, "wall_s"))
