@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from dataclasses import dataclass, field
 from typing import Sequence
 
 _HEX32 = re.compile(r"[0-9a-f]{32}\Z")
@@ -68,30 +69,51 @@ def bucket_cuts(sorted_ids_utf8: Sequence[bytes], keys: Sequence[bytes]) -> list
     return cuts
 
 
-def sample_ids(shards, *, corpus: str, per_shard: int = 2000, total: int = 100_000) -> list[str]:
-    """Ids from the head of every input shard: cheap (a few MB each), enough for quantiles.
+@dataclass
+class HeadSample:
+    """Ids from the head of every input shard, and what reading them taught about the sizes."""
 
-    Bad records and corrupt streams are skipped here on purpose: the partition stage reads
-    every byte and reports them; a sample only steers balance, never the output.
+    ids: list[str] = field(default_factory=list)
+    complete: dict[int, int] = field(default_factory=dict)  # shard index -> exact records, read to the end
+    compressed_per_doc: float | None = None  # from the shards read only in part
+
+
+def sample_heads(shards, *, corpus: str, per_shard: int = 2000, total: int = 100_000) -> HeadSample:
+    """Read the first records of every shard: cheap (a few MB each), enough for quantiles.
+
+    A shard read to its end in the sample has an exact count; the others are estimated from
+    the compressed bytes per record seen. Bad records and corrupt streams are skipped here on
+    purpose: the partition stage reads every byte and reports them; a sample only steers
+    balance and the job layout, never the output.
     """
     from .reader import BadRecord, CorruptShard, ReadStats, iter_records
 
     per = max(10, min(per_shard, total // max(1, len(shards))))
-    out: list[str] = []
-    for shard in shards:
-        it = iter_records(shard, corpus=corpus, bad_records="quarantine", quarantine=_NullQuarantine(), stats=ReadStats())
+    sample = HeadSample()
+    docs = compressed = 0
+    for index, shard in enumerate(shards):
+        stats = ReadStats()
+        it = iter_records(shard, corpus=corpus, bad_records="quarantine", quarantine=_NullQuarantine(), stats=stats)
+        seen, ended = 0, False
         try:
-            for k, rec in enumerate(it):
-                if k >= per:
+            for rec in it:
+                if seen >= per:
                     break
-                out.append(rec.id)
+                sample.ids.append(rec.id)
+                seen += 1
+            else:
+                ended = True
         except (BadRecord, CorruptShard, OSError):
             pass
         finally:
-            close = getattr(it, "close", None)
-            if close:
-                close()
-    return out
+            it.close()
+        if ended:
+            sample.complete[index] = stats.read
+        elif stats.read:
+            docs += stats.read
+            compressed += stats.compressed_bytes
+    sample.compressed_per_doc = compressed / docs if docs else None
+    return sample
 
 
 class _NullQuarantine:

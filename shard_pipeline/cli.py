@@ -139,7 +139,7 @@ def known_counts(settings, corpus: str, subset: str, lang: str, shards: Sequence
     return {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
 
 
-def make_layout(args, settings, shards, known, executor) -> layout_mod.Layout:
+def make_layout(args, settings, shards, known, executor, compressed_per_doc=None) -> layout_mod.Layout:
     for name in ("shard_rows", "row_group_bytes"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
@@ -158,6 +158,7 @@ def make_layout(args, settings, shards, known, executor) -> layout_mod.Layout:
         write_tasks=args.write_tasks,
         buckets=args.buckets,
         spill_bytes=args.spill_bytes,
+        compressed_per_doc=compressed_per_doc,
     )
 
 
@@ -174,8 +175,8 @@ def describe(args, subset, shards, lay: layout_mod.Layout, executor: str, settin
         f"hplt-shard {args.lang}  corpus {args.corpus}/{subset}  wds {args.wds or 'all'}"
         + (f"  sources {args.sources}" if args.sources else ""),
         f"input shards     {len(shards):,}  ({human_bytes(lay.compressed_bytes)} compressed, ~{human_bytes(lay.est_json_bytes)} JSON)",
-        f"documents        ~{lay.est_docs:,}  ({lay.docs_known:,} known from the counts index; "
-        f"{lay.inputs_unknown} of {len(shards)} shards unknown, estimated from bytes)",
+        f"documents        ~{lay.est_docs:,}  ({lay.docs_known:,} known exactly, from the counts index or a "
+        f"shard read to its end; {lay.inputs_unknown} of {len(shards)} shards estimated from bytes)",
         f"output shards    ~{lay.est_shards:,} of {args.shard_rows:,} rows (val {args.val_permille}/1000)",
         f"executor         {executor}",
         "job layout:",
@@ -369,7 +370,10 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     subset, shards = find_inputs(args, settings)
     executor = choose_executor(args)
     known = known_counts(settings, args.corpus, subset, args.lang, shards)
-    lay = make_layout(args, settings, shards, known, executor)
+    from .buckets import choose_boundaries, sample_heads
+
+    sample = sample_heads(shards, corpus=args.corpus)
+    lay = make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc)
     if args.dry_run:
         print(describe(args, subset, shards, lay, executor, settings))
         print("dry run: nothing written, nothing submitted")
@@ -398,9 +402,7 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         time={"partition": lay.partition_time, "write": lay.write_time, "job": lay.job_time},
         counts_index=str(settings.counts_index) if settings.counts_index else None,
     )
-    from .buckets import choose_boundaries, sample_ids
-
-    method, boundaries = choose_boundaries(sample_ids(shards, corpus=args.corpus), lay.buckets)
+    method, boundaries = choose_boundaries(sample.ids, lay.buckets)
     execution = Execution(**{**asdict(execution), "buckets": len(boundaries) + 1})
     cfg = RunConfig(content, execution)
     claim(out, run.root)

@@ -66,8 +66,10 @@ def pack_by_bytes(sizes: Sequence[int], tasks: int) -> list[list[int]]:
     return [sorted(p) for p in packs]
 
 
-def estimate_docs(sizes: Sequence[int | None], known: dict[int, int]) -> int:
-    return sum(known[i] if i in known else int((s or 0) / COMPRESSED_BYTES_PER_DOC) for i, s in enumerate(sizes))
+def estimate_docs(sizes: Sequence[int | None], known: dict[int, int], compressed_per_doc: float | None = None) -> int:
+    """Exact where known (counts index, or a shard the head sample read to its end), else from bytes."""
+    per = compressed_per_doc or COMPRESSED_BYTES_PER_DOC
+    return sum(known[i] if i in known else int((s or 0) / per) for i, s in enumerate(sizes))
 
 
 def plan_layout(
@@ -84,11 +86,12 @@ def plan_layout(
     write_tasks: int | None = None,
     buckets: int | None = None,
     spill_bytes: int | None = None,
+    compressed_per_doc: float | None = None,
 ) -> Layout:
     """Fit partition + plan + write + finalize into `task_budget` queued tasks."""
     n = len(sizes)
     sizes_ = [s or 0 for s in sizes]
-    est_docs = estimate_docs(sizes, known_docs)
+    est_docs = estimate_docs(sizes, known_docs, compressed_per_doc)
     est_shards = max(1, math.ceil(est_docs / shard_rows))
     room = max(4, task_budget) - 2  # plan and finalize are one task each
     p = partition_tasks or max(1, min(n, room // 2))

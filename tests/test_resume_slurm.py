@@ -1,0 +1,88 @@
+"""Faults on the real test cluster: scancel a task of each stage, requeue on signal, --resume."""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from shard_pipeline import cli
+from tests.pipeline_util import make_corpus, run_cli, tree_bytes
+from tests.slurm_util import job_records, wait_for_jobs
+from tests.test_pipeline_slurm import slurm_conf, submit
+
+TIMEOUT = 300
+ARGS = ("--shard-rows", "25", "--partition-tasks", "2", "--write-tasks", "2", "--buckets", "3")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    base = tmp_path_factory.mktemp("ref")
+    root = make_corpus(base, n_docs=80)
+    assert run_cli(root, base / "out", base / "run", *ARGS) == 0
+    return root, tree_bytes(base / "out")
+
+
+def all_jobs(run_dir: Path) -> list[str]:
+    record = json.loads((run_dir / "run.json").read_text())
+    return [j["job_id"] for s in record["submissions"] for j in s["jobs"]]
+
+
+def wait_for_log(path_glob: Path, text: str, timeout: float = 120) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for p in path_glob.parent.glob(path_glob.name):
+            if text in p.read_text(errors="replace"):
+                return p
+        time.sleep(0.5)
+    raise TimeoutError(f"no {path_glob} with {text!r}")
+
+
+@pytest.mark.parametrize("stage,task", [("partition", 1), ("plan", 0), ("write", 1), ("finalize", 0)])
+def test_scancel_one_task_then_resume(slurm_cluster, tmp_path, monkeypatch, reference, stage, task):
+    root, expected = reference
+    point = {"partition": "partition-after-input", "plan": "plan-start", "write": "write-start",
+             "finalize": "finalize-before-swap"}[stage]
+    monkeypatch.setenv("HPLT_SHARD_FAULT", f"{point}:{task}:hang")
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    jobs = submit(root, out, run_dir, slurm_conf(tmp_path), *ARGS)
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    job = next(j for j in jobs if j["stage"] == stage)
+    wait_for_log(run_dir / "logs" / stage / f"{job['job_id']}_{task}.log", "fault injected")
+    # a resume is refused while the run's jobs are still queued or running
+    assert cli.main(["--resume", str(run_dir)]) == 2
+    subprocess.run(["scancel", f"{job['job_id']}_{task}"], check=True)
+    wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
+    later = [j for j in jobs if ["partition", "plan", "write", "finalize"].index(j["stage"]) >
+             ["partition", "plan", "write", "finalize"].index(stage)]
+    for j in later:  # the chain after the cancelled task never ran
+        assert {r["JobState"] for r in job_records(j["job_id"])} <= {"CANCELLED"}
+    assert not (run_dir / "DONE").exists()
+    assert cli.main(["--resume", str(run_dir), "--conf", str(slurm_conf(tmp_path))]) == 0
+    resumed = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
+    assert resumed[0]["stage"] == stage
+    if stage in ("partition", "write"):
+        assert resumed[0]["array"].split("%")[0] == str(task)  # sparse: the task keeps its index and log name
+    wait_for_jobs([j["job_id"] for j in resumed], timeout=TIMEOUT)
+    assert (run_dir / "DONE").exists()
+    assert tree_bytes(out) == expected
+
+
+def test_requeue_on_signal_resumes_the_task(slurm_cluster, tmp_path, monkeypatch, reference):
+    """USR1 (what --signal=B:USR1@300 sends near the time limit) requeues the task; the chain waits."""
+    root, expected = reference
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input:0:hang-once")
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    jobs = submit(root, out, run_dir, slurm_conf(tmp_path), *ARGS)
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    part = jobs[0]["job_id"]
+    log = wait_for_log(run_dir / "logs" / "partition" / f"{part}_0.log", "fault injected")
+    subprocess.run(["scancel", "--batch", "--signal=USR1", f"{part}_0"], check=True)
+    wait_for_log(log, "requeueing", timeout=60)
+    wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT + 200)
+    text = log.read_text()
+    assert "restart 1" in text, text  # the same task ran again, appending to its log
+    assert (run_dir / "DONE").exists()
+    assert tree_bytes(out) == expected
