@@ -22,12 +22,13 @@ when N >= n. When N < n (only if the caller asks for it; ``shard_count_for`` nev
 N > 0) not every shard can have a row: ``cut_i = min(max(raw_i, cut_{i-1} + 1), N)``, and the
 shards after the cut that reaches N are empty.
 
-Because each cut is placed against the *cumulative* target, errors never accumulate: any
-contiguous run of shards is within one document's bytes of its share at each end. That is why
-one cut serves every R that divides n at once.
+Because each cut is placed against the *cumulative* target, errors never accumulate: each end
+of any contiguous run of shards is within one document's bytes of its share (unless a clamp
+moved it, which takes documents larger than a shard). That is why one set of cuts serves every
+R that divides n at once.
 
-The streaming form (``cut_targets`` + ``cut_in_block`` + ``cuts_from_raw``) needs only the row
-sizes of one block at a time, for a plan that cannot hold billions of row sizes. A positive
+The streaming form (``cut_targets`` + ``cut_in_block`` or ``cuts_in_block`` + ``cuts_from_raw``)
+needs only the row sizes of one block at a time, for a plan that cannot hold billions of them. A positive
 target falls in exactly one block (the one with ``before < target <= before + sum(block)``);
 a target of 0 (only when T < n) falls in no block and its raw cut is 1 (c[0] >= 0).
 """
@@ -164,6 +165,22 @@ def cut_in_block(cumsum_before: int, block_text_bytes: np.ndarray, target: int) 
     if before + int(local[-1]) < target:
         return None
     return int(np.searchsorted(local, target - before, side="left")) + 1
+
+
+def cuts_in_block(cumsum_before: int, block_text_bytes: np.ndarray, targets: Sequence[int]) -> list[int | None]:
+    """``cut_in_block`` for many targets at once (one cumsum, one searchsorted): what a plan uses
+    when one block holds many cuts. Same result as calling ``cut_in_block`` per target."""
+    sizes = _sizes(block_text_bytes)
+    before = int(cumsum_before)
+    ts = [int(x) for x in targets]
+    if sizes.size == 0 or not ts:
+        return [None] * len(ts)
+    local = np.cumsum(sizes)
+    end = before + int(local[-1])
+    here = [before < x <= end for x in ts]
+    rel = np.asarray([x - before if h else 1 for x, h in zip(ts, here)], dtype=np.int64)
+    pos = np.searchsorted(local, rel, side="left") + 1
+    return [int(p) if h else None for p, h in zip(pos, here)]
 
 
 def cuts_from_raw(raw_cuts: Sequence[int], rows: int) -> list[tuple[int, int]]:

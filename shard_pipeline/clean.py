@@ -4,8 +4,9 @@ A training set should not carry documents that are not text: binary blobs decode
 padding, a page repeated line by line, a minified script as one giant line. Each rule below is a
 conservative check on one document's text; a document that matches any rule is quarantined
 whole (kept verbatim elsewhere and counted by reason), and no kept document is ever rewritten.
-The thresholds are the seed's "conservative v2 policy": any normal web page in any language
-(CJK and Thai without spaces, Arabic, code, lists, tables) passes.
+The rules are those of the reference "conservative v2 policy" (64 MiB, runs over 10,000
+characters, ...); the other defaults are chosen so that any normal web page in any language
+(CJK and Thai without spaces, Arabic, code, lists, tables) passes (tests/test_clean.py).
 
 Exact rules (``n`` = ``len(text)`` in code points, ``B`` = UTF-8 bytes, lines = ``text`` split
 on ``"\\n"``, empty lines ignored; comparisons in IEEE doubles exactly as written):
@@ -22,11 +23,13 @@ on ``"\\n"``, empty lines ignored; comparisons in IEEE doubles exactly as writte
 | ``base64_blob`` | a run of at least ``base64_min_run`` characters from ``[A-Za-z0-9+/=]`` |
 
 Speed: the common case (a few KB of text) costs one ``bytes.translate`` pass over the UTF-8
-bytes plus one ``count`` (control characters and newlines are counted together, and the exact
-split is only computed when either could be over its threshold); every other rule is gated by a
-length check. Long runs are found by probing every k-th position (a run of k equal characters
-always covers one), never by a regex that restarts at each position. Pass ``utf8=`` when the
-bytes are at hand (the partition stage hashes them anyway) to skip one encode.
+bytes (control characters and newlines are counted together; they are told apart only when
+either could be over its threshold) and a memchr for U+FFFD, about what hashing the text costs.
+Every other rule is gated by a length check; the whitespace rule first takes an upper bound
+from a few numpy passes over the bytes. Long runs are found by probing every k-th position (a
+run of k equal characters always covers one), never by a regex that restarts at each position.
+Pass ``utf8=`` when the bytes are at hand (the partition stage hashes them anyway) to skip an
+encode.
 """
 from __future__ import annotations
 
@@ -106,15 +109,17 @@ class CleanPolicy:
             if isinstance(f.default, int):
                 if not re.fullmatch(r"[0-9]+", text):
                     raise ValueError(f"{key}: expected a positive integer, got {raw!r}")
-                kwargs[f.name] = int(text)
+                value: int | float = int(text)
             else:
                 if not re.fullmatch(r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?", text):
                     raise ValueError(f"{key}: expected a number in [0, 1], got {raw!r}")
-                kwargs[f.name] = float(text)
-        try:
-            return CleanPolicy(**kwargs)
-        except ValueError as exc:
-            raise ValueError(str(exc).replace("clean policy: ", "", 1)) from None
+                value = float(text)
+            try:
+                CleanPolicy(**{f.name: value})
+            except ValueError as exc:
+                raise ValueError(f"{key}: {str(exc).split(': ', 1)[1]}") from None
+            kwargs[f.name] = value
+        return CleanPolicy(**kwargs)
 
 
 def conf_key(field_name: str) -> str:
@@ -158,10 +163,8 @@ def summary(policy: CleanPolicy, quarantined: int, reasons: Mapping[str, int]) -
 
 # ---------------------------------------------------------------- the checks
 
-_CTRL = bytes(range(0x00, 0x09)) + b"\x0b\x0c" + bytes(range(0x0E, 0x20)) + b"\x7f"
-_CTRL_NL = _CTRL + b"\n"
+_CTRL_NL = bytes(range(0x00, 0x09)) + b"\n\x0b\x0c" + bytes(range(0x0E, 0x20)) + b"\x7f"  # controls + newline
 _ASCII_SPACE = bytes(c for c in range(128) if chr(c).isspace())
-_FFFD = "\ufffd".encode("utf-8")
 _B64_CHARS = (string.ascii_letters + string.digits + "+/=").encode("ascii")
 _B64_MEMBER = frozenset(_B64_CHARS)
 # str.isspace() code points all lie below U+3001; the last slot stands for "anything above".
@@ -169,6 +172,20 @@ _SPACE_LUT = np.zeros(0x3002, dtype=bool)
 _SPACE_LUT[[c for c in range(0x3001) if chr(c).isspace()]] = True
 _NOT_ALNUM_RUN = re.compile(r"[\W_]+")  # \w is str.isalnum() or "_" for str patterns
 _SHORT_RUN_LIMIT = 64  # below this, a backreference regex is cheaper than probing
+
+
+def _space_bound(arr: np.ndarray, ascii_only: bool) -> int:
+    """An upper bound of the ``str.isspace`` characters, from the UTF-8 bytes, in a few SIMD passes.
+
+    ASCII whitespace is at most the bytes <= 0x20. Every non-ASCII whitespace character is
+    U+0085 or U+00A0 (lead byte C2), U+1680 (E1), U+2000-U+205F (E2) or U+3000 (E3 80 80): one
+    lead byte each, and for U+3000 the pair E3 80 (so kana, E3 81-83, do not count).
+    """
+    bound = int(np.count_nonzero(arr <= 0x20))
+    if not ascii_only:
+        bound += int(np.count_nonzero(arr == 0xC2)) + int(np.count_nonzero((arr - np.uint8(0xE1)) < 2))
+        bound += int(np.count_nonzero((arr[:-1] == 0xE3) & (arr[1:] == 0x80)))
+    return bound
 
 
 def _count_space(text: str) -> int:
@@ -235,14 +252,15 @@ def quarantine_reasons(text: str, text_bytes: int, policy: CleanPolicy, *, utf8:
     if nbytes > p.max_bytes:
         found.append("max_bytes")
 
-    # One pass counts control characters and newlines together; split them only if needed.
+    # Count control characters and newlines together in one pass; separate them only if either
+    # could be over its threshold (each is <= the joint count).
     ctrl_limit = p.control_char_ratio * n
     both = nbytes - len(raw.translate(None, _CTRL_NL))
     if both > ctrl_limit or both + 1 >= p.repeated_lines_min_lines:
         newlines = raw.count(b"\n")
         ctrl = both - newlines
     else:
-        newlines = ctrl = 0  # each is <= both, below its threshold
+        newlines = ctrl = 0
 
     lines = None
     if newlines + 1 >= p.repeated_lines_min_lines:
@@ -266,21 +284,24 @@ def quarantine_reasons(text: str, text_bytes: int, policy: CleanPolicy, *, utf8:
     if n > p.max_char_run and _has_char_run(text, p.max_char_run + 1):
         found.append("char_run")
 
-    if not text.isascii() and n >= p.replacement_min_chars:
-        bad = raw.count(_FFFD)
+    # `in` finds a character with memchr (fast); count only when there is one
+    if n >= p.replacement_min_chars and not text.isascii() and "\ufffd" in text:
+        bad = text.count("\ufffd")
         if bad >= p.replacement_min_chars and bad > p.replacement_ratio * n:
             found.append("replacement_chars")
 
     if n >= p.whitespace_min_chars:
         space_limit = p.whitespace_ratio * n
-        ascii_space = nbytes - len(raw.translate(None, _ASCII_SPACE))
-        # each non-ASCII character, whitespace or not, adds at least one byte beyond n
-        if ascii_space + (nbytes - n) > space_limit:
-            space = ascii_space if text.isascii() else _count_space(text)
-            if space > space_limit:
-                alnum = len(_NOT_ALNUM_RUN.sub("", text))
-                if alnum < p.alnum_ratio_below * n:
-                    found.append("whitespace_padding")
+        if _space_bound(np.frombuffer(raw, dtype=np.uint8), text.isascii()) <= space_limit:
+            space = 0
+        elif text.isascii():
+            space = nbytes - len(raw.translate(None, _ASCII_SPACE))
+        else:
+            space = _count_space(text)
+        if space > space_limit:
+            alnum = len(_NOT_ALNUM_RUN.sub("", text))
+            if alnum < p.alnum_ratio_below * n:
+                found.append("whitespace_padding")
 
     if n >= p.base64_min_run and _has_base64_run(raw, p.base64_min_run):
         found.append("base64_blob")
