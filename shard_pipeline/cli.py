@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset-version", default="1", help="dataset version in the manifest (default 1)")
     p.add_argument("--bad-records", choices=("fail", "quarantine"), default="fail",
                    help="fail at the first bad record (default), or count and keep it in the run's quarantine/")
+    p.add_argument("--clean", action="store_true",
+                   help="quarantine documents that match the cleaning policy (thresholds: CLEAN_* conf keys); "
+                        "they are kept in OUT/quarantine.parquet with their reasons")
+    p.add_argument("--dataset-card", action="store_true",
+                   help="also write OUT/README.md (a dataset card for datasets.load_dataset) and OUT/LEDGER.jsonl")
     p.add_argument("--conf", type=Path, help="conf file (default ./hplt-shard.conf if present)")
     p.add_argument("--preset", help="preset name under presets/ (conf PRESET)")
     p.add_argument("--account", help="Slurm account (conf ACCOUNT)")
@@ -105,6 +110,12 @@ def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
         subset = root.name
     shards = find_shards(args.lang, corpus=args.corpus, local_root=root, base_url=base_url, wds=args.wds, sources=args.sources)
     return subset, shards
+
+
+def clean_policy(settings) -> dict:
+    from .clean import CleanPolicy
+
+    return CleanPolicy.from_conf(dict(settings.clean_values)).to_json()
 
 
 def default_run_dir(args: argparse.Namespace, subset: str) -> Path:
@@ -252,8 +263,14 @@ class _Held:
 
 
 def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: int, out: Path) -> int:
-    from .executors.local import StageFailed, run_all
+    import time as _time
 
+    from .executors.local import StageFailed, run_all
+    from .rundir import read_json
+
+    record = read_json(run.run_json)
+    record["submissions"].append({"kind": "local", "submitted_at": _time.time(), "tasks": tasks, "jobs": []})
+    write_json_atomic(run.run_json, record)
     try:
         run_all(sys.executable, run.root, tasks, jobs)
     except StageFailed as exc:
@@ -393,6 +410,8 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         license_spdx=settings.license, shard_rows=args.shard_rows, val_permille=args.val_permille,
         row_group_bytes=args.row_group_bytes, bad_records=args.bad_records,
         inputs=tuple(InputRef(s.name, s.location, s.size, s.mtime, s.source_id) for s in shards),
+        dataset_card=args.dataset_card,
+        clean=clean_policy(settings) if args.clean else None,
     )
     python = settings.python if executor == "slurm" else sys.executable
     execution = Execution(

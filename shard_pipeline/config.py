@@ -33,6 +33,15 @@ KEYS: dict[str, str] = {
     "TIME_LIMIT": "wall time per task when not estimated: minutes or [D-]HH:MM:SS, as Slurm takes it",
 }
 
+
+def _clean_keys() -> dict[str, str]:
+    from .clean import CONF_KEYS
+
+    return dict(CONF_KEYS)
+
+
+KEYS.update(_clean_keys())  # the --clean thresholds (CLEAN_MAX_BYTES, ...), documented in clean.py
+
 DEFAULT_V3_BASE_URL = "https://data.hplt-project.org/three/sorted"
 CONF_NAME = "hplt-shard.conf"
 PRESET_DIR = "presets"
@@ -86,6 +95,7 @@ class Settings:
     v3_root: Path | None
     v4_root: Path | None
     time_limit: str | None
+    clean_values: tuple[tuple[str, str], ...] = ()  # CLEAN_* thresholds as given (clean.CleanPolicy.from_conf)
 
 
 # --------------------------------------------------------------------------
@@ -302,6 +312,7 @@ def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_ro
         v3_root=path_of("V3_ROOT"),
         v4_root=path_of("V4_ROOT"),
         time_limit=text("TIME_LIMIT"),
+        clean_values=tuple((k, v) for k in KEYS if k.startswith("CLEAN_") for v in [text(k)] if v is not None),
     )
 
 

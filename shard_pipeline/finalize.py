@@ -6,6 +6,8 @@ the hash its writer recorded, and OUT.tmp holds nothing else.
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,10 +23,15 @@ from .shard import (
     build_manifest,
     file_sha256,
     load_manifest,
+    row_group_bounds,
     shard_name,
     swap_into_place,
     write_manifest,
 )
+
+
+EXTRA_NAMES = ("README.md", "LEDGER.jsonl", "quarantine.parquet", "clean_policy.json")
+LEDGER_NAME = "LEDGER.jsonl"
 
 
 class FinalizeError(Exception):
@@ -61,7 +68,7 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[Sh
             problems.append(f"{path}: bytes or sha256 differ from its receipt")
             damaged.add(s["task"])
         shards.append(ShardFile(s["name"], s["rows"], s["bytes"], s["sha256"], s["text_bytes"], s["train"], s["val"]))
-    expected = {shard_name(i, n) for i in range(n)} | {MANIFEST_NAME}  # a manifest from an attempt cut short
+    expected = {shard_name(i, n) for i in range(n)} | {MANIFEST_NAME, *EXTRA_NAMES}  # left by an attempt cut short
     stray = sorted(p.name for p in tmp.iterdir() if p.name not in expected)
     if stray:
         problems.append(f"{tmp}: unexpected files {', '.join(stray)}")
@@ -152,21 +159,85 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
     shards = collect_shards(run, cfg, plan)
     if sum(s.rows for s in shards) != plan["rows"]:
         raise FinalizeError(f"shards hold {sum(s.rows for s in shards)} rows, the plan {plan['rows']}")
-    manifest = build_manifest(
-        dataset=c.dataset,
-        version=c.version,
-        config_sha256=c.sha256(),
-        shard_rows=c.shard_rows,
-        val_permille=c.val_permille,
-        row_group_bytes=c.row_group_bytes,
-        shards=shards,
-        filters=plan["filters"],
-        dedup=None,
-        pii=plan["pii"],
-        ledger_ref="corpus/LEDGER.jsonl",
-    )
+    def manifest_with(files: list[dict[str, Any]]) -> dict[str, Any]:
+        return build_manifest(
+            dataset=c.dataset,
+            version=c.version,
+            config_sha256=c.sha256(),
+            shard_rows=c.shard_rows,
+            val_permille=c.val_permille,
+            row_group_bytes=c.row_group_bytes,
+            shards=shards,
+            filters=plan["filters"],
+            dedup=None,
+            pii=plan["pii"],
+            ledger_ref=LEDGER_NAME if c.dataset_card else "corpus/LEDGER.jsonl",
+            files=files,
+        )
+
+    manifest = manifest_with(write_extra_files(run, cfg, plan, tmp, manifest_with([])))
     write_manifest(tmp, manifest)
     fault_point("finalize-before-swap")
     swap_into_place(tmp, out)
     fault_point("finalize-after-swap")
     return manifest
+
+
+def _listed(path: Path) -> dict[str, Any]:
+    return {"name": path.name, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
+
+
+def _write_bytes(path: Path, data: bytes) -> Path:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def write_cleaned(run: RunDir, cfg: RunConfig, path: Path) -> Path:
+    """All documents the --clean policy removed, in id order, one zstd Parquet file: never lost."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from .partition import CLEANED_SCHEMA
+
+    parts = [pq.read_table(p) for p in sorted((run.root / "quarantine").glob("clean-*.parquet"))]
+    table = pa.concat_tables(parts) if parts else CLEANED_SCHEMA.empty_table()
+    table = table.take(pc.sort_indices(table, [("id", "ascending")]))
+    with pq.ParquetWriter(str(path), CLEANED_SCHEMA, compression="zstd") as w:
+        if table.num_rows:
+            sizes = pc.binary_length(table.column("text")).to_pylist()
+            for a, b in row_group_bounds(sizes, cfg.content.row_group_bytes):
+                w.write_table(table.slice(a, b - a).combine_chunks(), row_group_size=b - a)
+    return path
+
+
+def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
+                      manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """OUT's files besides the shards (dataset card, ledger, --clean quarantine), for the manifest."""
+    from . import card
+    from .clean import CleanPolicy, summary
+
+    c = cfg.content
+    listed = []
+    policy = None
+    if c.clean is not None:
+        cons = plan["conservation"]
+        policy = summary(CleanPolicy(**c.clean), cons.get("cleaned", 0), cons.get("clean_reasons", {}))
+        listed.append(_listed(write_cleaned(run, cfg, tmp / "quarantine.parquet")))
+        listed.append(_listed(_write_bytes(tmp / "clean_policy.json",
+                                           (json.dumps(policy, indent=2, ensure_ascii=False) + "\n").encode())))
+    if c.dataset_card:
+        inputs = {i["index"]: i for t in range(cfg.execution.partition_tasks)
+                  for i in read_json(run.partition_receipt(t))["inputs"]}
+        rows = card.ledger_rows([{"source_id": ref.source_id, "location": ref.location, "bytes": ref.size,
+                                  "mtime": ref.mtime, "documents": inputs[k]["read"], "license_spdx": c.license_spdx}
+                                 for k, ref in enumerate(c.inputs)])
+        listed.append(_listed(_write_bytes(tmp / LEDGER_NAME, card.ledger_bytes(rows))))
+        provenance = {"license_spdx": c.license_spdx, "source": f"HPLT {c.corpus} {c.subset} {c.lang}",
+                      "selection": f"{len(c.inputs)} input shards", "tool": "hplt-shard", "language": [c.lang]}
+        text = card.dataset_card(manifest, layout="column", ledger_name=LEDGER_NAME, policy=policy, provenance=provenance)
+        listed.append(_listed(_write_bytes(tmp / "README.md", text.encode("utf-8"))))
+    return sorted(listed, key=lambda f: f["name"])

@@ -34,6 +34,8 @@ class InputReceipt:
     quarantined: dict[str, int]
     json_bytes: int
     compressed_bytes: int
+    cleaned: int = 0  # removed by the --clean policy (kept in quarantine/clean-*.parquet)
+    clean_reasons: dict[str, int] | None = None  # per rule; one document may match several
 
 
 @dataclass
@@ -81,8 +83,45 @@ def _spill(buf: _Buffer, writer: SpillWriter, keys: list[bytes]) -> int:
     return int(pc.sum(table.column("pii_redactions")).as_py() or 0)
 
 
+CLEANED_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("source_id", pa.string()), ("url", pa.string()),
+                            ("line", pa.int64()), ("reasons", pa.list_(pa.string()))])
+
+
+class CleanedSink:
+    """Documents the --clean policy removed from one input, kept whole in Parquet with their reasons."""
+
+    def __init__(self, path, source_id: str):
+        self.path, self.source_id = path, source_id
+        self.partial = path.with_name(path.name + ".partial")
+        self.writer = None
+        self.count = 0
+        self.reasons: dict[str, int] = {}
+
+    def add(self, rec, reasons: tuple[str, ...]) -> None:
+        import pyarrow.parquet as pq
+
+        if self.writer is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.writer = pq.ParquetWriter(str(self.partial), CLEANED_SCHEMA, compression="zstd")
+        self.writer.write_table(pa.Table.from_pylist(
+            [{"id": rec.id, "text": rec.text, "source_id": self.source_id, "url": rec.url, "line": rec.line,
+              "reasons": list(reasons)}], schema=CLEANED_SCHEMA))
+        self.count += 1
+        for r in reasons:
+            self.reasons[r] = self.reasons.get(r, 0) + 1
+
+    def close(self) -> None:
+        import os
+
+        if self.writer is not None:
+            self.writer.close()
+            os.replace(self.partial, self.path)
+        else:
+            self.path.unlink(missing_ok=True)
+
+
 def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantine: QuarantineWriter | None,
-              spill, budget: int) -> ReadStats:
+              spill, budget: int, cleaned: CleanedSink | None = None) -> ReadStats:
     """Stream one input shard into the buffer, spilling whenever its text reaches the budget."""
     from .corpus import InputShard
 
@@ -93,9 +132,19 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
     urls, langs, nch, shas, piis, vals = c["url"], c["lang"], c["n_chars"], c["sha256"], c["pii_redactions"], c["val"]
     vp = cfg.content.val_permille
     sha256 = hashlib.sha256
+    policy = None
+    if cfg.content.clean is not None:
+        from .clean import CleanPolicy, quarantine_reasons
+
+        policy = CleanPolicy(**cfg.content.clean)
     for rec in iter_records(shard, corpus=cfg.content.corpus, bad_records=cfg.content.bad_records,
                             quarantine=quarantine, stats=stats):
         raw = rec.text.encode("utf-8")
+        if policy is not None:
+            reasons = quarantine_reasons(rec.text, len(raw), policy, utf8=raw)
+            if reasons:
+                cleaned.add(rec, reasons)
+                continue
         digest = sha256(raw).digest()
         ids.append(rec.id)
         tbs.append(len(raw))
@@ -174,11 +223,15 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
             if index in done:
                 continue
             inp = cfg.content.inputs[index]
-            stats = read_into(buf, inp, index, cfg, quarantine, spill, budget)
+            cleaned = CleanedSink(run.root / "quarantine" / f"clean-{index:05d}.parquet", inp.source_id)
+            stats = read_into(buf, inp, index, cfg, quarantine, spill, budget, cleaned)
+            cleaned.close()
             if len(buf):
                 spill()  # a run never spans two inputs, so each input is a checkpoint
-            receipts.append(InputReceipt(index, inp.source_id, inp.name, inp.size, inp.mtime, stats.read, stats.kept,
-                                         dict(sorted(stats.quarantined.items())), stats.json_bytes, stats.compressed_bytes))
+            receipts.append(InputReceipt(index, inp.source_id, inp.name, inp.size, inp.mtime, stats.read,
+                                         stats.kept - cleaned.count, dict(sorted(stats.quarantined.items())),
+                                         stats.json_bytes, stats.compressed_bytes, cleaned.count,
+                                         dict(sorted(cleaned.reasons.items()))))
             _save_checkpoint(run, task, writer, receipts, pii_spans, quarantine)
             fault_point("partition-after-input", task)
     finally:

@@ -81,7 +81,7 @@ def check_conservation(cfg: RunConfig, receipts: list[dict[str, Any]]) -> dict[s
             if inp["index"] in seen:
                 problems.append(f"input {inp['source_id']} read by two tasks")
             seen[inp["index"]] = inp
-            q = sum(inp["quarantined"].values())
+            q = sum(inp["quarantined"].values()) + inp.get("cleaned", 0)
             if inp["read"] != inp["kept"] + q:
                 problems.append(f"{inp['source_id']}: read {inp['read']} != kept {inp['kept']} + quarantined {q}")
         kept = sum(i["kept"] for i in rc["inputs"])
@@ -93,20 +93,29 @@ def check_conservation(cfg: RunConfig, receipts: list[dict[str, Any]]) -> dict[s
     if problems:
         raise PlanError("; ".join(problems))
     quarantined: dict[str, int] = {}
+    clean_reasons: dict[str, int] = {}
     for inp in seen.values():
         for k, v in inp["quarantined"].items():
             quarantined[k] = quarantined.get(k, 0) + v
+        for k, v in (inp.get("clean_reasons") or {}).items():
+            clean_reasons[k] = clean_reasons.get(k, 0) + v
     return {
         "read": sum(i["read"] for i in seen.values()),
         "kept": sum(i["kept"] for i in seen.values()),
         "quarantined": dict(sorted(quarantined.items())),
+        "cleaned": sum(i.get("cleaned", 0) for i in seen.values()),
+        "clean_reasons": dict(sorted(clean_reasons.items())),
         "ok": True,
     }
 
 
-def filters_of(quarantined: dict[str, int]) -> dict[str, int]:
-    """The manifest's filter counts: documents quarantined as bad records, by reason."""
-    return {f"bad_record:{k}": v for k, v in sorted(quarantined.items()) if v}
+def filters_of(conservation: dict[str, Any]) -> dict[str, int]:
+    """The manifest's filter counts: bad records by reason; --clean documents and matches per rule."""
+    out = {f"bad_record:{k}": v for k, v in sorted(conservation["quarantined"].items()) if v}
+    if conservation.get("cleaned"):
+        out["clean:documents"] = conservation["cleaned"]
+        out.update({f"clean:{k}": v for k, v in sorted(conservation["clean_reasons"].items()) if v})
+    return out
 
 
 def run_plan(run: RunDir) -> dict[str, Any]:
@@ -145,7 +154,7 @@ def run_plan(run: RunDir) -> dict[str, Any]:
         "buckets": [asdict(b) for b in buckets],
         "write_tasks": [asdict(w) for w in writes],
         "conservation": conservation,
-        "filters": filters_of(conservation["quarantined"]),
+        "filters": filters_of(conservation),
         "pii": {"spans": pii} if pii else {},
         "tmp_dir": str(tmp),
     }

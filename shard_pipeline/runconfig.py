@@ -39,6 +39,8 @@ class Content:
     row_group_bytes: int
     bad_records: str
     inputs: tuple[InputRef, ...]
+    dataset_card: bool = False  # OUT also gets README.md (card) and LEDGER.jsonl, listed in the manifest
+    clean: dict | None = None  # the quarantine policy's thresholds (clean.CleanPolicy.to_json()), None = off
 
     def sha256(self) -> str:
         """Hash of the content config: input names and sizes, never their paths or mtimes."""
@@ -55,6 +57,8 @@ class Content:
             "row_group_bytes": self.row_group_bytes,
             "bad_records": self.bad_records,
             "inputs": [[i.source_id, i.size] for i in self.inputs],
+            "dataset_card": self.dataset_card,
+            "clean": self.clean,
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 

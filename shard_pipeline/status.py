@@ -119,7 +119,10 @@ def progress(run: RunDir) -> dict[str, Any]:
     total = sum(i.size or 0 for i in cfg.content.inputs)
     record = read_json(run.run_json)
     started = min((s.get("submitted_at", 0) for s in record.get("submissions", [])), default=0) or run.run_json.stat().st_mtime
-    elapsed = max(1e-9, time.time() - started)
+    receipts = [run.partition_receipt(t) for t in range(cfg.execution.partition_tasks)]
+    finished = all(p.exists() for p in receipts) and receipts
+    end = max(p.stat().st_mtime for p in receipts) if finished else time.time()
+    elapsed = max(1e-9, end - started)
     rate = compressed / elapsed
     eta = (total - compressed) / rate if rate > 0 and compressed < total else 0.0
     return {"docs": docs, "compressed": compressed, "total": total, "elapsed": elapsed, "rate": rate, "eta": eta}
@@ -140,7 +143,7 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> st
         lines.append(f"{st.stage:<10}{st.total:>7}{st.done:>7}{st.running:>9}{st.pending:>9}{len(st.failed):>8}{st.not_started:>13}")
     pct = 100 * prog["compressed"] / prog["total"] if prog["total"] else 100.0
     lines.append(f"read {prog['docs']:,} documents, {human_bytes(prog['compressed'])} of {human_bytes(prog['total'])} "
-                 f"compressed ({pct:.1f}%) in {_hms(prog['elapsed'])}; {human_bytes(prog['rate'])}/s; "
+                 f"compressed ({pct:.1f}%) in {_hms(prog['elapsed'])} of partition; {human_bytes(prog['rate'])}/s; "
                  f"partition ETA {_hms(prog['eta']) if prog['eta'] else '-'}")
     failed = [(st.stage, t, log, err) for st in statuses for t, log, err in st.failed]
     for stage, t, log, err in failed[:20]:

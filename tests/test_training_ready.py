@@ -1,0 +1,98 @@
+"""Issue 7 end to end: --clean quarantine kept in OUT, --dataset-card with a ledger, --verify."""
+from __future__ import annotations
+
+import json
+import os
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from shard_pipeline import cli
+from shard_pipeline.shard import read_shards
+from tests.manifest_schema import assert_valid_manifest
+from tests.pipeline_util import LANG, records, run_cli, write_records
+
+
+def corpus(tmp_path):
+    recs = records(40, seed=21, text_bytes=400)
+    recs[3]["text"] = "x" * 12_000  # an identical-character run longer than 10,000
+    recs[7]["text"] = ("same line\n" * 300)  # repeated-line content in a long document
+    recs[11]["text"] = "\x01\x02 control " * 50  # excessive control characters
+    write_records(tmp_path / "clean" / LANG / "9_1.jsonl.zst", recs[:25])
+    write_records(tmp_path / "clean" / LANG / "9_2.jsonl.zst", recs[25:])
+    return tmp_path / "clean", recs
+
+
+def test_clean_quarantines_keeps_and_counts(tmp_path):
+    root, recs = corpus(tmp_path)
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    assert run_cli(root, out, run_dir, "--clean", "--shard-rows", "10", "--partition-tasks", "2") == 0
+    m = json.loads((out / "_MANIFEST.json").read_text())
+    assert_valid_manifest(m)
+    assert m["rows"] == 37
+    assert m["counts"]["filters"]["clean:documents"] == 3
+    assert m["counts"]["filters"]["clean:char_run"] == 1 and m["counts"]["filters"]["clean:repeated_lines"] == 1
+    assert m["counts"]["filters"]["clean:control_chars"] == 1
+    q = pq.read_table(out / "quarantine.parquet").to_pylist()
+    assert sorted(r["id"] for r in q) == sorted(recs[k]["id"] for k in (3, 7, 11))
+    assert [r["id"] for r in q] == sorted(r["id"] for r in q)  # id order: deterministic
+    assert {r["id"]: r["text"] for r in q}[recs[3]["id"]] == recs[3]["text"]  # whole, never rewritten
+    policy = json.loads((out / "clean_policy.json").read_text())
+    assert policy["thresholds"]["max_char_run"] == 10_000 and policy["quarantined"] == 3
+    listed = {f["name"] for f in m["files"]}
+    assert listed == {"quarantine.parquet", "clean_policy.json"}
+    assert {p.name for p in out.iterdir()} == listed | {"_MANIFEST.json"} | {s["name"] for s in m["shards"]}
+    validation = json.loads((run_dir / "validation.json").read_text())
+    for inp in validation["inputs"]:
+        assert inp["read"] == inp["kept"] + sum(inp["quarantined"].values()) + inp["cleaned"]
+    assert cli.main(["--verify", str(out)]) == 0
+
+
+def test_clean_threshold_from_the_conf(tmp_path):
+    root, recs = corpus(tmp_path)
+    conf = tmp_path / "c.conf"
+    conf.write_text("CLEAN_MAX_CHAR_RUN=20000\n")
+    out = tmp_path / "out"
+    assert run_cli(root, out, tmp_path / "run", "--clean", "--conf", str(conf)) == 0
+    m = json.loads((out / "_MANIFEST.json").read_text())
+    assert "clean:char_run" not in m["counts"]["filters"] and m["counts"]["filters"]["clean:documents"] == 2
+
+
+def test_dataset_card_loads_with_datasets_and_duckdb(tmp_path, monkeypatch):
+    root, recs = corpus(tmp_path)
+    out = tmp_path / "out"
+    assert run_cli(root, out, tmp_path / "run", "--dataset-card", "--val-permille", "300", "--shard-rows", "15") == 0
+    m = json.loads((out / "_MANIFEST.json").read_text())
+    assert m["ledger"] == "LEDGER.jsonl" and {f["name"] for f in m["files"]} == {"README.md", "LEDGER.jsonl"}
+    ledger = [json.loads(l) for l in (out / "LEDGER.jsonl").read_text().splitlines()]
+    assert [r["documents"] for r in ledger] == [25, 15] and all(r["license_spdx"] == "CC0-1.0" for r in ledger)
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "cache"))
+    assert ds["train"].num_rows == m["splits"]["train"]
+    assert set(ds["train"]["split"]) == {"train"}
+    val = datasets.load_dataset(str(out), "validation", cache_dir=str(tmp_path / "cache"))
+    assert sum(v.num_rows for v in val.values()) == m["splits"]["val"] > 0
+    n, v = duckdb.sql(f"SELECT count(*), sum(CASE WHEN split = 'val' THEN 1 ELSE 0 END) "
+                      f"FROM read_parquet('{out}/shard-*.parquet')").fetchall()[0]
+    assert (n, v) == (m["rows"], m["splits"]["val"])
+    assert cli.main(["--verify", str(out)]) == 0
+    # every file in OUT is listed; a stray one is found by --verify
+    (out / "notes.txt").write_text("hello")
+    assert cli.main(["--verify", str(out)]) == 1
+
+
+def test_verify_finds_a_damaged_pipeline_shard(tmp_path, capsys):
+    root, _ = corpus(tmp_path)
+    out = tmp_path / "out"
+    assert run_cli(root, out, tmp_path / "run", "--shard-rows", "10") == 0
+    shard = sorted(out.glob("shard-*.parquet"))[2]
+    data = bytearray(shard.read_bytes())
+    data[50] ^= 1
+    shard.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert cli.main(["--verify", str(out)]) == 1
+    assert shard.name in capsys.readouterr().out
