@@ -74,33 +74,30 @@ _DETAIL_CHARS = 200
 _MAX_BACKOFF = 120.0
 
 
-class CorruptShard(Exception):
+class _LineError(Exception):
+    """An error at a line of an input shard: where it is, what kind, and the detail."""
+
+    def __init__(self, location: str, line: int, reason: str, detail: str) -> None:
+        super().__init__(location, line, reason, detail)
+        self.location = location
+        self.line = line
+        self.reason = reason
+        self.detail = detail
+
+
+class CorruptShard(_LineError):
     """The shard's byte stream cannot be read to its end; the whole shard has failed.
 
     It may be raised after records were already yielded: callers must discard
     whatever they produced from this shard.
     """
 
-    def __init__(self, location: str, line: int, reason: str, detail: str) -> None:
-        super().__init__(location, line, reason, detail)
-        self.location = location
-        self.line = line
-        self.reason = reason
-        self.detail = detail
-
     def __str__(self) -> str:
         return f"{self.location}: line {self.line}: {self.reason}: {self.detail}"
 
 
-class BadRecord(Exception):
+class BadRecord(_LineError):
     """One line that cannot become a document; ``reason`` is one of :data:`REASONS`."""
-
-    def __init__(self, location: str, line: int, reason: str, detail: str) -> None:
-        super().__init__(location, line, reason, detail)
-        self.location = location
-        self.line = line
-        self.reason = reason
-        self.detail = detail
 
     def __str__(self) -> str:
         return f"{self.location}:{self.line}: {self.reason}: {self.detail}"

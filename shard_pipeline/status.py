@@ -5,7 +5,6 @@ the run's own job ids while they are in it.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -165,5 +164,3 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> st
 def status_text(run: RunDir) -> str:
     return render(run, stage_statuses(run), progress(run))
 
-
-__all__ = ["status_text", "stage_statuses", "progress", "render", "StageStatus", "json"]

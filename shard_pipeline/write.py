@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from .faults import fault_point
 from .rundir import RunDir, file_stamp, read_json, write_json_atomic
 from .runconfig import RunConfig
-from .shard import COLUMNS, SCHEMA, ShardFile, row_group_bounds, shard_name, write_shard_file
+from .shard import SCHEMA, ShardFile, row_group_bounds, shard_name, write_shard_file
 from .spill import Section, SectionCursor, SpillReader, read_arrow
 
 
@@ -235,5 +235,3 @@ def run_write(run: RunDir, task: int) -> dict[str, Any]:
     _progress_path(run, task).unlink(missing_ok=True)
     return receipt
 
-
-__all__ = ["run_write", "RepeatedId", "COLUMNS"]

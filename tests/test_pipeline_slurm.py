@@ -6,7 +6,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from shard_pipeline import cli
 from tests.pipeline_util import LANG, LICENSE, config_sha, expected_output, make_corpus, records, tree_bytes, write_records

@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import json
-import os
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
 
 from shard_pipeline import cli
-from shard_pipeline.shard import read_shards
 from tests.manifest_schema import assert_valid_manifest
 from tests.pipeline_util import LANG, records, run_cli, write_records
 

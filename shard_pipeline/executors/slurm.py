@@ -9,7 +9,7 @@ from __future__ import annotations
 import getpass
 import re
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -158,6 +158,3 @@ def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *,
         raise
     return sub
 
-
-__all__ = ["SlurmSettings", "StageJobs", "Submission", "submit_chain", "max_array_size", "queued_jobs",
-           "array_chunks", "array_spec", "sbatch_argv", "SubmitError", "asdict"]
