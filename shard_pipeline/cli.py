@@ -156,7 +156,8 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if not 0 <= args.val_permille <= 1000:
         raise UsageError("--val-permille must be in [0, 1000]")
-    budget = task_budget(args, settings, executor) if executor == "slurm" else max(settings.max_tasks, 4)
+    # Locally every task is a process start (~2 s of imports): a few tasks per core are enough.
+    budget = task_budget(args, settings, executor) if executor == "slurm" else 4 * max(1, args.jobs) + 2
     return layout_mod.plan_layout(
         [s.size for s in shards],
         known,

@@ -148,7 +148,7 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
         digest = sha256(raw).digest()
         ids.append(rec.id)
         tbs.append(len(raw))
-        texts.append(rec.text)
+        texts.append(raw)  # the UTF-8 bytes already made for the hash: Arrow takes them as they are
         sources.append(index)
         lines.append(rec.line)
         urls.append(rec.url)

@@ -147,13 +147,15 @@ def test_resume_refuses_changed_inputs(tmp_path, monkeypatch, reference, capsys)
 def test_second_resume_of_a_run_is_refused(tmp_path, monkeypatch, reference):
     root, expected = reference
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "plan-start")
+    (run_dir / "logs" / "plan" / "local_0.log").unlink()  # the interrupted run's log also says "fault injected"
     env = {**os.environ, "HPLT_SHARD_FAULT": "plan-start:0:hang"}
     first = subprocess.Popen([sys.executable, "hplt-shard", "--resume", str(run_dir), "--executor", "local"],
                              cwd=Path(__file__).resolve().parent.parent, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 60
-        while "fault injected" not in (run_dir / "logs" / "plan" / "local_0.log").read_text(errors="replace"):
+        log = run_dir / "logs" / "plan" / "local_0.log"
+        while not log.exists() or "fault injected" not in log.read_text(errors="replace"):
             assert time.monotonic() < deadline and first.poll() is None
             time.sleep(0.2)
         second = subprocess.run([sys.executable, "hplt-shard", "--resume", str(run_dir), "--executor", "local"],
