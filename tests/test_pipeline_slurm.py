@@ -66,7 +66,7 @@ def test_chain_is_queued_at_once_and_matches_local_and_write_shards(slurm_cluste
     assert len(index) == 1 + 4 and sum(int(l.split("\t")[3]) for l in index[1:]) == 200
 
 
-def test_failing_partition_cancels_the_chain_and_keeps_old_out(slurm_cluster, tmp_path):
+def test_failing_partition_cancels_the_chain_and_keeps_old_out(slurm_cluster, tmp_path, capsys):
     root = make_corpus(tmp_path, n_docs=40)
     conf = slurm_conf(tmp_path)
     out = tmp_path / "out"
@@ -83,3 +83,8 @@ def test_failing_partition_cancels_the_chain_and_keeps_old_out(slurm_cluster, tm
     assert tree_bytes(out) == before
     logs = "".join(p.read_text() for p in (tmp_path / "run2" / "logs" / "partition").iterdir())
     assert "9_1.ia.jsonl.zst:4" in logs and "not_object" in logs
+    # --status names the failed task, its log and its error, from the run directory
+    capsys.readouterr()
+    assert cli.main(["--status", str(tmp_path / "run2")]) == 0
+    status = capsys.readouterr().out
+    assert "FAILED partition task" in status and "not_object" in status and f"{jobs[0]['job_id']}_" in status

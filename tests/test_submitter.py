@@ -1,0 +1,169 @@
+"""The submitter's command lines, --dry-run and conf safety, with a fake sbatch that only records.
+
+(A fake sbatch is for these unit tests of argv only; the real chain runs in test_pipeline_slurm.)
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from shard_pipeline import cli
+from tests.pipeline_util import LANG, make_corpus
+
+FAKE = r'''#!/usr/bin/env python3
+import json, os, sys
+log = os.environ["FAKE_SLURM_LOG"]
+name = os.path.basename(sys.argv[0])
+with open(log, "a") as f:
+    f.write(json.dumps([name] + sys.argv[1:]) + "\n")
+if name == "sbatch":
+    n = sum(1 for l in open(log) if l.startswith('["sbatch"'))
+    print(f"{1000 + n}")
+elif name == "scontrol":
+    print("MaxArraySize            = " + os.environ.get("FAKE_MAX_ARRAY", "1001"))
+elif name == "squeue":
+    for i in range(int(os.environ.get("FAKE_QUEUED", "0"))):
+        print(f"{500 + i}")
+'''
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    for name in ("sbatch", "scontrol", "squeue", "scancel"):
+        p = bin_dir / name
+        p.write_text(FAKE)
+        p.chmod(p.stat().st_mode | stat.S_IEXEC)
+    log = tmp_path / "slurm-calls.jsonl"
+    log.write_text("")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLURM_LOG", str(log))
+
+    def calls(name: str | None = None) -> list[list[str]]:
+        rows = [json.loads(l) for l in log.read_text().splitlines()]
+        return [r[1:] for r in rows if name is None or r[0] == name]
+
+    return calls
+
+
+def conf(tmp_path: Path, text: str = "") -> Path:
+    c = tmp_path / "t.conf"
+    c.write_text("PRESET=local\nACCOUNT=project_462000001\n" + text)
+    return c
+
+
+def submit(tmp_path, root, *extra) -> int:
+    return cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out"),
+                     "--run-dir", str(tmp_path / "run"), "--license", "CC0-1.0", "--conf", str(conf(tmp_path)), *extra])
+
+
+def opt(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def test_every_stage_is_queued_at_once_with_afterok_chain(tmp_path, fake_slurm, capsys):
+    root = make_corpus(tmp_path, n_docs=40)
+    assert submit(tmp_path, root, "--partition-tasks", "3", "--write-tasks", "2") == 0
+    sb = fake_slurm("sbatch")
+    assert [opt(a, "--job-name") for a in sb] == [f"hs-{LANG}-{s}" for s in ("partition", "plan", "write", "finalize")]
+    assert [opt(a, "--array").split("%")[0] for a in sb] == ["0-2", "0", "0-1", "0"]
+    assert opt(sb[0], "--dependency") is None
+    assert [opt(a, "--dependency") for a in sb[1:]] == ["afterok:1001", "afterok:1002", "afterok:1003"]
+    for a in sb:
+        assert a[0] == "--parsable" and opt(a, "--account") == "project_462000001" and opt(a, "--partition") == "small"
+        assert "--requeue" in a and "--signal=B:USR1@300" in a
+        assert ("--kill-on-invalid-dep=yes" in a) == (a is not sb[0])
+        assert opt(a, "--output").endswith("%A_%a.log")
+        assert a[-4].endswith("stages/slurm_job.sh") or a[-5].endswith("stages/slurm_job.sh")
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert [j["job_id"] for j in record["submissions"][0]["jobs"]] == ["1001", "1002", "1003", "1004"]
+    out = capsys.readouterr().out
+    assert "squeue --me" in out and str(tmp_path / "run") in out
+
+
+def test_arrays_above_max_array_size_are_chunked_and_all_chunks_depended_on(tmp_path, fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_MAX_ARRAY", "2")
+    root = make_corpus(tmp_path, n_docs=40, names=[f"9_{i}" for i in range(1, 6)])
+    assert submit(tmp_path, root, "--partition-tasks", "5", "--write-tasks", "3") == 0
+    sb = fake_slurm("sbatch")
+    names = [opt(a, "--job-name").rsplit("-", 1)[1] for a in sb]
+    assert names == ["partition"] * 3 + ["plan"] + ["write"] * 2 + ["finalize"]
+    assert [opt(a, "--array").split("%")[0] for a in sb[:3]] == ["0-1", "0-1", "0"]
+    assert [a[-1] for a in sb[:3]] == ["0", "2", "4"]  # the task offset each chunk passes on
+    assert opt(sb[3], "--dependency") == "afterok:1001:1002:1003"
+    assert opt(sb[6], "--dependency") == "afterok:1005:1006"
+
+
+def test_queue_room_is_respected(tmp_path, fake_slurm, monkeypatch, capsys):
+    root = make_corpus(tmp_path, n_docs=40, names=[f"9_{i}" for i in range(1, 9)])
+    monkeypatch.setenv("FAKE_QUEUED", "214")
+    (tmp_path / "t.conf")  # SUBMIT_LIMIT=220 leaves 6 slots: 2 partition + 2 write + plan + finalize
+    c = conf(tmp_path, "SUBMIT_LIMIT=220\n")
+    assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out"),
+                     "--run-dir", str(tmp_path / "run"), "--license", "CC0-1.0", "--conf", str(c),
+                     "--shard-rows", "5"]) == 0
+    tasks = sum(int(j["tasks"]) for j in json.loads((tmp_path / "run" / "run.json").read_text())["submissions"][0]["jobs"])
+    assert tasks <= 6
+    monkeypatch.setenv("FAKE_QUEUED", "218")
+    assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out2"),
+                     "--run-dir", str(tmp_path / "run2"), "--license", "CC0-1.0", "--conf", str(c)]) == 2
+    assert "queue slots" in capsys.readouterr().err
+
+
+def test_dry_run_writes_nothing_and_never_calls_sbatch(tmp_path, fake_slurm, capsys):
+    root = make_corpus(tmp_path, n_docs=60)
+    index = tmp_path / "index"
+    c = conf(tmp_path, f"COUNTS_INDEX={index}\n")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out"),
+                     "--run-dir", str(tmp_path / "run"), "--license", "CC0-1.0", "--conf", str(c), "--dry-run",
+                     "--shard-rows", "20"]) == 0
+    text = capsys.readouterr().out
+    assert fake_slurm("sbatch") == [] and fake_slurm("scancel") == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no run dir, no OUT, no index
+    sizes = sum(p.stat().st_size for p in (root / LANG).iterdir())
+    assert "input shards     4" in text and f"{sizes / 1000:.2f} KB" in text
+    assert "~60 " in text and "60 known exactly" in text  # small shards are read to their end by the sample
+    assert "~3 of 20 rows" in text
+    for stage in ("partition", "plan", "write", "finalize"):
+        assert stage in text
+    assert "nothing written, nothing submitted" in text
+
+
+@pytest.mark.parametrize("line,expect", [
+    ("ACCOUNT=$(touch {marker})", "literal"),
+    ("ACCOUNT=`touch {marker}`", "literal"),
+    ("ACCOUNT=x; touch {marker}", "literal"),
+    ("MODULE_LOAD_CMD=module load x; touch {marker}", "refused"),
+    ("PYTHON=python3 -c 'import os; os.system(\"touch {marker}\")'", "refused"),
+])
+def test_malicious_conf_values_never_run(tmp_path, fake_slurm, capsys, line, expect):
+    marker = tmp_path / "pwned"
+    root = make_corpus(tmp_path, n_docs=20)
+    c = tmp_path / "evil.conf"
+    c.write_text("PRESET=local\n" + line.format(marker=marker) + "\n")
+    rc = cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out"),
+                   "--run-dir", str(tmp_path / "run"), "--license", "CC0-1.0", "--conf", str(c)])
+    assert not marker.exists()
+    if expect == "refused":
+        assert rc == 2 and "evil.conf:2" in capsys.readouterr().err
+        assert fake_slurm("sbatch") == []
+    else:
+        assert rc == 0
+        accounts = {opt(a, "--account") for a in fake_slurm("sbatch")}
+        assert accounts == {line.split("=", 1)[1].format(marker=marker)}  # one argv element, never a shell string
+
+
+def test_no_license_is_an_error_before_anything(tmp_path, fake_slurm, capsys):
+    root = make_corpus(tmp_path, n_docs=10)
+    c = tmp_path / "nolicense.conf"
+    c.write_text("WORKER_PARTITION=small\n")
+    assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out"),
+                     "--run-dir", str(tmp_path / "run"), "--conf", str(c)]) == 2
+    assert "no license" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists() and fake_slurm("sbatch") == []
