@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", dest="worker_partition", help="Slurm partition (conf WORKER_PARTITION)")
     p.add_argument("--counts-index", help="shared counts index directory (conf COUNTS_INDEX)")
     p.add_argument("--max-tasks", type=int, help="array tasks this run may queue (conf MAX_TASKS)")
-    p.add_argument("--mem", help="memory per partition task, e.g. 4G (default conf WORKER_MEM)")
+    p.add_argument("--mem", help="memory per task of every stage, e.g. 4G (default conf WORKER_MEM); a partition task buffers mem/8 of text")
     p.add_argument("--time", help="wall time per task (default estimated from bytes)")
     p.add_argument("--partition-tasks", type=int, help="override the number of partition tasks")
     p.add_argument("--write-tasks", type=int, help="override the number of write tasks")
