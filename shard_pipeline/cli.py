@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset-version", default="1", help="dataset version in the manifest (default 1)")
     p.add_argument("--bad-records", choices=("fail", "quarantine"), default="fail",
                    help="fail at the first bad record (default), or count and keep it in the run's quarantine/")
+    p.add_argument("--shard-bytes", type=int,
+                   help="cut shards balanced by text bytes, about this many each (instead of every --shard-rows rows)")
+    p.add_argument("--dp-ranks", help="data-parallel rank counts, e.g. 128,448: the shard count becomes a multiple of "
+                   "their lcm and shards are balanced by text bytes; the balance is recorded in OUT/balance.json")
     p.add_argument("--clean", action="store_true",
                    help="quarantine documents that match the cleaning policy (thresholds: CLEAN_* conf keys); "
                         "they are kept in OUT/quarantine.parquet with their reasons")
@@ -112,6 +116,12 @@ def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
     return subset, shards
 
 
+def parse_dp_ranks(spec: str) -> tuple[int, ...]:
+    from .balance import parse_dp_ranks as parse
+
+    return parse(spec)
+
+
 def clean_policy(settings) -> dict:
     from .clean import CleanPolicy
 
@@ -151,8 +161,8 @@ def known_counts(settings, corpus: str, subset: str, lang: str, shards: Sequence
 
 
 def make_layout(args, settings, shards, known, executor, compressed_per_doc=None) -> layout_mod.Layout:
-    for name in ("shard_rows", "row_group_bytes"):
-        if getattr(args, name) < 1:
+    for name in ("shard_rows", "row_group_bytes", "shard_bytes"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if not 0 <= args.val_permille <= 1000:
         raise UsageError("--val-permille must be in [0, 1000]")
@@ -413,6 +423,8 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         inputs=tuple(InputRef(s.name, s.location, s.size, s.mtime, s.source_id) for s in shards),
         dataset_card=args.dataset_card,
         clean=clean_policy(settings) if args.clean else None,
+        shard_bytes=args.shard_bytes,
+        dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks else (),
     )
     python = settings.python if executor == "slurm" else sys.executable
     execution = Execution(

@@ -30,7 +30,7 @@ from .shard import (
 )
 
 
-EXTRA_NAMES = ("README.md", "LEDGER.jsonl", "quarantine.parquet", "clean_policy.json")
+EXTRA_NAMES = ("README.md", "LEDGER.jsonl", "quarantine.parquet", "clean_policy.json", "balance.json")
 LEDGER_NAME = "LEDGER.jsonl"
 
 
@@ -231,6 +231,22 @@ def write_cleaned(run: RunDir, cfg: RunConfig, path: Path) -> Path:
     return path
 
 
+def balance_of(content, manifest: dict[str, Any]) -> dict[str, Any]:
+    """How evenly ranks that take equal contiguous runs of shards are loaded (text bytes)."""
+    from .balance import balance_report, shard_multiple
+
+    shard_bytes = [s["text_bytes"] for s in manifest["shards"]]
+    ranks = [r for r in content.dp_ranks if len(shard_bytes) % r == 0]
+    return {
+        "cut": "byte-balanced",
+        "shard_bytes": content.shard_bytes,
+        "dp_ranks": list(content.dp_ranks),
+        "shard_multiple": shard_multiple(content.dp_ranks) if content.dp_ranks else 1,
+        "ranks": balance_report(shard_bytes, ranks) if ranks else {},
+        "unbalanced_rank_counts": [r for r in content.dp_ranks if r not in ranks],
+    }
+
+
 def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
                       manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """OUT's files besides the shards (dataset card, ledger, --clean quarantine), for the manifest."""
@@ -240,6 +256,11 @@ def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Pa
     c = cfg.content
     listed = []
     policy = None
+    if c.byte_balanced:
+        report = balance_of(c, manifest)
+        listed.append(_listed(_write_bytes(tmp / "balance.json",
+                                           (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode())))
+        manifest = {**manifest, "balance": report["ranks"]}
     if c.clean is not None:
         cons = plan["conservation"]
         policy = summary(CleanPolicy(**c.clean), cons.get("cleaned", 0), cons.get("clean_reasons", {}))

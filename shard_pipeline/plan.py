@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from .faults import fault_point
 from .rundir import RunDir, read_json, write_json_atomic
 from .runconfig import RunConfig
-from .shard import fresh_tmp_dir, shard_bounds, shard_count
+from .shard import fresh_tmp_dir, shard_bounds
 from .spill import INDEX_SCHEMA, read_arrow, write_arrow
 
 
@@ -118,6 +118,43 @@ def filters_of(conservation: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+def byte_balanced_bounds(run: RunDir, cfg: RunConfig, buckets: list[BucketPlan], sections: pa.Table) -> list[tuple[int, int]]:
+    """Shard row ranges balanced by text bytes (balance.py's rule), found bucket by bucket.
+
+    The cut for target t is the first global rank whose cumulative text bytes reach t. Buckets
+    give cumulative bytes exactly; only the buckets that hold a cut are ordered (their ids and
+    text_bytes read), so the plan never holds more than one bucket's order.
+    """
+    from .balance import cut_targets, cuts_from_raw, cuts_in_block, shard_count_for
+    from .order import BucketOrder, Readers, sections_of
+
+    c = cfg.content
+    total_rows = sum(b.rows for b in buckets)
+    total_bytes = sum(b.text_bytes for b in buckets)
+    n = shard_count_for(total_bytes, total_rows, shard_bytes=c.shard_bytes,
+                        shard_rows=None if c.shard_bytes else c.shard_rows, dp_ranks=c.dp_ranks)
+    targets = cut_targets(total_bytes, n)
+    raw = [1] * n  # a target of 0 falls in no bucket: its raw cut is 1
+    readers = Readers(run)
+    try:
+        before, i = 0, 0
+        while i < n and targets[i] <= 0:
+            i += 1
+        for b, bp in enumerate(buckets):
+            here = []
+            while i < n and targets[i] <= before + bp.text_bytes:
+                here.append(i)
+                i += 1
+            if here:
+                order = BucketOrder(b, sections_of(sections, *bp.sections), readers, cfg)
+                for k, cut in zip(here, cuts_in_block(before, order.text_bytes, [targets[k] for k in here])):
+                    raw[k] = bp.start + cut
+            before += bp.text_bytes
+    finally:
+        readers.close()
+    return cuts_from_raw(raw, total_rows)
+
+
 def run_plan(run: RunDir) -> dict[str, Any]:
     fault_point("plan-start")
     cfg = RunConfig.from_json(read_json(run.config_json))
@@ -140,7 +177,10 @@ def run_plan(run: RunDir) -> dict[str, Any]:
     total = sum(b.rows for b in buckets)
     if total != conservation["kept"]:
         raise PlanError(f"sections hold {total} rows but the inputs kept {conservation['kept']}")
-    bounds = shard_bounds(total, cfg.content.shard_rows)
+    if cfg.content.byte_balanced:
+        bounds = byte_balanced_bounds(run, cfg, buckets, sections)
+    else:
+        bounds = shard_bounds(total, cfg.content.shard_rows)
     writes = assign_write_tasks(bounds, ex.write_tasks)
     pii = sum(rc["pii_spans"] for rc in receipts)
     write_arrow(run.sections, sections)
@@ -149,7 +189,7 @@ def run_plan(run: RunDir) -> dict[str, Any]:
         "config_sha256": cfg.content.sha256(),
         "rows": total,
         "text_bytes": sum(b.text_bytes for b in buckets),
-        "shards": shard_count(total, cfg.content.shard_rows),
+        "shards": len(bounds),
         "shard_bounds": bounds,
         "buckets": [asdict(b) for b in buckets],
         "write_tasks": [asdict(w) for w in writes],

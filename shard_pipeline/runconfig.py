@@ -41,6 +41,13 @@ class Content:
     inputs: tuple[InputRef, ...]
     dataset_card: bool = False  # OUT also gets README.md (card) and LEDGER.jsonl, listed in the manifest
     clean: dict | None = None  # the quarantine policy's thresholds (clean.CleanPolicy.to_json()), None = off
+    shard_bytes: int | None = None  # byte-balanced shards of about this many text bytes (instead of shard_rows)
+    dp_ranks: tuple[int, ...] = ()  # data-parallel rank counts the shard count must divide by (lcm)
+
+    @property
+    def byte_balanced(self) -> bool:
+        """Shards cut by text bytes (--shard-bytes or --dp-ranks) rather than every shard_rows rows."""
+        return self.shard_bytes is not None or bool(self.dp_ranks)
 
     def sha256(self) -> str:
         """Hash of the content config: input names and sizes, never their paths or mtimes."""
@@ -59,6 +66,8 @@ class Content:
             "inputs": [[i.source_id, i.size] for i in self.inputs],
             "dataset_card": self.dataset_card,
             "clean": self.clean,
+            "shard_bytes": self.shard_bytes,
+            "dp_ranks": list(self.dp_ranks),
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
@@ -92,4 +101,5 @@ class RunConfig:
     def from_json(doc: dict[str, Any]) -> "RunConfig":
         c = dict(doc["content"])
         c["inputs"] = tuple(InputRef(**i) for i in c["inputs"])
+        c["dp_ranks"] = tuple(c.get("dp_ranks", ()))
         return RunConfig(Content(**c), Execution(**doc["execution"]))

@@ -505,7 +505,10 @@ def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, 
     rows = md.num_rows
     if rows != e["rows"]:
         rep.add(name, f"{rows} rows, the manifest says {e['rows']}")
-    if not last and rows != shard_rows:
+    if params.get("byte_balanced"):  # cut by text bytes (balance.json): every shard holds rows, none is empty
+        if rows == 0 and n > 1:
+            rep.add(name, "0 rows; a byte-balanced shard set has no empty shard")
+    elif not last and rows != shard_rows:
         rep.add(name, f"{rows} rows; every shard but the last holds exactly shard_rows = {shard_rows}")
     elif last and not (1 <= rows <= shard_rows or (rows == 0 and n == 1)):
         allowed = f"0..{shard_rows}" if n == 1 else f"1..{shard_rows}"
@@ -584,7 +587,8 @@ def _check_shards(out: Path, m: dict[str, Any], rep: _Report, deep: bool) -> Non
             rows, text = e["rows"], e["text_bytes"]
         else:
             try:
-                rows, text = _check_shard(pf, e, first, i == len(entries) - 1, len(entries), m["params"], st, rep, deep)
+                params = {**m["params"], "byte_balanced": any(f.get("name") == "balance.json" for f in m.get("files", []))}
+                rows, text = _check_shard(pf, e, first, i == len(entries) - 1, len(entries), params, st, rep, deep)
             finally:
                 pf.close()
         first += rows

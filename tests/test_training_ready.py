@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from shard_pipeline import cli
+from shard_pipeline.shard import read_shards
 from tests.manifest_schema import assert_valid_manifest
 from tests.pipeline_util import LANG, records, run_cli, write_records
 
@@ -94,3 +95,50 @@ def test_verify_finds_a_damaged_pipeline_shard(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["--verify", str(out)]) == 1
     assert shard.name in capsys.readouterr().out
+
+
+def test_dp_ranks_give_a_multiple_of_the_lcm_balanced_by_bytes(tmp_path):
+    import numpy as np
+
+    from shard_pipeline.balance import byte_balanced_cuts
+
+    recs = records(120, seed=31, text_bytes=300)
+    for k in range(0, 120, 7):  # uneven sizes, so byte balance differs from row balance
+        recs[k]["text"] = recs[k]["text"] * 6
+    write_records(tmp_path / "clean" / LANG / "9_1.jsonl.zst", recs[:70])
+    write_records(tmp_path / "clean" / LANG / "9_2.jsonl.zst", recs[70:])
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    assert run_cli(tmp_path / "clean", out, run_dir, "--dp-ranks", "4,6", "--shard-rows", "10", "--buckets", "5",
+                   "--partition-tasks", "2", "--write-tasks", "3") == 0
+    m = json.loads((out / "_MANIFEST.json").read_text())
+    assert len(m["shards"]) % 12 == 0 and len(m["shards"]) == 12  # ceil(120/10) = 12, a multiple of lcm(4, 6)
+    # the cuts are exactly the byte-balanced rule over all rows in id order
+    docs = list(read_shards(out))
+    sizes = np.array([len(d.text.encode()) for d in docs])
+    expected = [b - a for a, b in byte_balanced_cuts(sizes, 12)]
+    assert [s["rows"] for s in m["shards"]] == expected
+    assert [d.id for d in docs] == sorted(r["id"] for r in recs)
+    balance = json.loads((out / "balance.json").read_text())
+    assert set(balance["ranks"]) == {"4", "6"} and balance["ranks"]["4"]["shards_per_rank"] == 3
+    loads = [sum(s["text_bytes"] for s in m["shards"][r * 3:(r + 1) * 3]) for r in range(4)]
+    dev = max(abs(x - sum(loads) / 4) for x in loads) / (sum(loads) / 4)
+    assert abs(balance["ranks"]["4"]["max_relative_load_deviation"] - round(dev, 6)) < 1e-6
+    assert "balance.json" in {f["name"] for f in m["files"]}
+    assert cli.main(["--verify", str(out)]) == 0
+    # the same documents cut by rows: the same rows in the same order
+    out2 = tmp_path / "out2"
+    assert run_cli(tmp_path / "clean", out2, tmp_path / "run2", "--shard-rows", "10") == 0
+    assert [d.id for d in read_shards(out2)] == [d.id for d in docs]
+
+
+def test_shard_bytes_cuts_by_bytes(tmp_path):
+    recs = records(60, seed=32, text_bytes=500)
+    write_records(tmp_path / "clean" / LANG / "9_1.jsonl.zst", recs)
+    out = tmp_path / "out"
+    total = sum(len(r["text"].encode()) for r in recs)
+    assert run_cli(tmp_path / "clean", out, tmp_path / "run", "--shard-bytes", str(total // 5 + 1)) == 0
+    m = json.loads((out / "_MANIFEST.json").read_text())
+    assert len(m["shards"]) == 5 and m["rows"] == 60
+    assert max(s["text_bytes"] for s in m["shards"]) - min(s["text_bytes"] for s in m["shards"]) <= 2 * max(
+        len(r["text"].encode()) for r in recs)
+    assert cli.main(["--verify", str(out)]) == 0
