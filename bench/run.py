@@ -60,27 +60,25 @@ def _rss(pid: int) -> int:
         return 0
 
 
-def _anon(pid: int) -> int:
-    """RssAnon: the process's own memory, without file pages it has mapped (mmap'd spill files)."""
+def _status_bytes(pid: int, field: bytes) -> int:
+    """A kB field of /proc/<pid>/status, in bytes (0 when the process is gone)."""
     try:
         with open(f"/proc/{pid}/status", "rb") as f:
             for line in f:
-                if line.startswith(b"RssAnon:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError):
         pass
     return 0
+
+
+def _anon(pid: int) -> int:
+    """RssAnon: the process's own memory, without file pages it has mapped (mmap'd spill files)."""
+    return _status_bytes(pid, b"RssAnon:")
 
 
 def _hwm(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return 0
+    return _status_bytes(pid, b"VmHWM:")
 
 
 class TreeSampler:
