@@ -88,3 +88,27 @@ def test_failing_partition_cancels_the_chain_and_keeps_old_out(slurm_cluster, tm
     assert cli.main(["--status", str(tmp_path / "run2")]) == 0
     status = capsys.readouterr().out
     assert "FAILED partition task" in status and "not_object" in status and f"{jobs[0]['job_id']}_" in status
+
+
+def test_training_ready_options_on_the_cluster(slurm_cluster, tmp_path):
+    """--clean, --dataset-card and --dp-ranks through the real chain give the local executor's bytes."""
+    recs = records(90, seed=41, text_bytes=300)
+    recs[5]["text"] = "y" * 11_000  # quarantined by --clean (identical-character run)
+    write_records(tmp_path / "clean" / LANG / "9_1.jsonl.zst", recs[:50])
+    write_records(tmp_path / "clean" / LANG / "9_2.jsonl.zst", recs[50:])
+    root = tmp_path / "clean"
+    opts = ("--clean", "--dataset-card", "--dp-ranks", "2,3", "--shard-rows", "10", "--partition-tasks", "2",
+            "--write-tasks", "2", "--buckets", "4")
+    out, run_dir = tmp_path / "out-slurm", tmp_path / "run-slurm"
+    jobs = submit(root, out, run_dir, slurm_conf(tmp_path), *opts)
+    wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT)
+    assert (run_dir / "DONE").exists()
+    m = json.loads((out / "_MANIFEST.json").read_text())
+    assert len(m["shards"]) % 6 == 0 and m["rows"] == 89 and m["counts"]["filters"]["clean:documents"] == 1
+    assert {f["name"] for f in m["files"]} == {"README.md", "LEDGER.jsonl", "quarantine.parquet", "clean_policy.json",
+                                               "balance.json"}
+    assert cli.main(["--verify", str(out)]) == 0
+    local = tmp_path / "out-local"
+    assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(local), "--run-dir",
+                     str(tmp_path / "run-local"), "--executor", "local", "--license", LICENSE, *opts]) == 0
+    assert tree_bytes(local) == tree_bytes(out)
