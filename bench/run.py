@@ -81,17 +81,15 @@ def _hwm(pid: int) -> int:
     return _status_bytes(pid, b"VmHWM:")
 
 
-class TreeSampler:
-    """Peak of the summed RSS of a set of root processes and all their descendants."""
+class _Poller:
+    """A background thread that runs self._loop until the with-block ends."""
 
-    def __init__(self, interval: float = 0.1):
-        self.interval = interval
-        self.roots: set[int] = set()
-        self.peak = 0
-        self.peak_anon = 0  # summed RssAnon
-        self.task_anon: dict[int, int] = {}  # root pid -> its peak RssAnon (with descendants)
+    def __init__(self) -> None:
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        raise NotImplementedError
 
     def __enter__(self):
         self._t.start()
@@ -100,6 +98,18 @@ class TreeSampler:
     def __exit__(self, *exc):
         self._stop.set()
         self._t.join()
+
+
+class TreeSampler(_Poller):
+    """Peak of the summed RSS of a set of root processes and all their descendants."""
+
+    def __init__(self, interval: float = 0.1):
+        self.interval = interval
+        self.roots: set[int] = set()
+        self.peak = 0
+        self.peak_anon = 0  # summed RssAnon
+        self.task_anon: dict[int, int] = {}  # root pid -> its peak RssAnon (with descendants)
+        super().__init__()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -319,7 +329,7 @@ def _hplt_figures(rundir: Path, out: Path, lay, submit_s: float, total: float, s
 # hplt-shard through Slurm: the real CLI submits; stages are watched in /proc and squeue.
 
 
-class StageWatch:
+class StageWatch(_Poller):
     """Per-stage first/last time seen, per-process VmHWM and summed RSS of the run's task processes."""
 
     def __init__(self, rundir: Path, interval: float = 0.2):
@@ -328,16 +338,7 @@ class StageWatch:
         self.info: dict[str, dict] = {s: {"first": None, "last": None, "max_task_rss": 0, "peak_tree_rss": 0,
                                           "pids": set()} for s in STAGES}
         self._cmd: dict[int, str | None] = {}
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self):
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._t.join()
+        super().__init__()
 
     def _stage_of(self, pid: int) -> str | None:
         if pid not in self._cmd:
