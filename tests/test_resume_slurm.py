@@ -86,3 +86,25 @@ def test_requeue_on_signal_resumes_the_task(slurm_cluster, tmp_path, monkeypatch
     assert "restart 1" in text, text  # the same task ran again, appending to its log
     assert (run_dir / "DONE").exists()
     assert tree_bytes(out) == expected
+
+
+def test_status_reads_squeue_while_the_run_is_queued(slurm_cluster, tmp_path, monkeypatch, reference, capsys):
+    root, _ = reference
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input:0:hang")
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    jobs = submit(root, out, run_dir, slurm_conf(tmp_path), *ARGS)
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    try:
+        wait_for_log(run_dir / "logs" / "partition" / f"{jobs[0]['job_id']}_0.log", "fault injected")
+        capsys.readouterr()
+        assert cli.main(["--status", str(run_dir)]) == 0
+        text = capsys.readouterr().out
+        rows = {l.split()[0]: [int(x) for x in l.split()[1:]] for l in text.splitlines()
+                if l.split() and l.split()[0] in ("partition", "plan", "write", "finalize")}
+        # columns: tasks done running pending failed not-started
+        assert rows["partition"][0] == 2 and rows["partition"][2] >= 1  # task 0 hangs: running
+        assert rows["plan"][3] == 1 and rows["write"][3] == 2 and rows["finalize"][3] == 1  # waiting on afterok
+        assert "state: in progress" in text
+    finally:
+        subprocess.run(["scancel", *all_jobs(run_dir)], check=False)
+        wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
