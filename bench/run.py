@@ -81,6 +81,20 @@ def _hwm(pid: int) -> int:
     return _status_bytes(pid, b"VmHWM:")
 
 
+def _layout_options(opts) -> list[str]:
+    """The hplt-shard options a benchmark run passes through (input selection, memory, layout)."""
+    argv = []
+    if opts.wds:
+        argv += ["--wds", opts.wds]
+    if opts.mem:
+        argv += ["--mem", opts.mem]
+    for k in ("partition_tasks", "write_tasks", "buckets", "spill_bytes"):
+        v = getattr(opts, k)
+        if v:
+            argv += [f"--{k.replace('_', '-')}", str(v)]
+    return argv
+
+
 class _Poller:
     """A background thread that runs self._loop until the with-block ends."""
 
@@ -265,14 +279,7 @@ def run_hplt_local(corpus_root: Path, work: Path, cores: int, opts: argparse.Nam
     argv = ["eng_Latn", "--corpus", "v4", "--local-root", str(corpus_root), "--out", str(out), "--run-dir", str(rundir),
             "--executor", "local", "--license", "CC0-1.0", "--shard-rows", str(opts.shard_rows), "--jobs", str(cores),
             "--counts-index", str(work / "counts-index")]
-    if opts.wds:
-        argv += ["--wds", opts.wds]
-    if opts.mem:
-        argv += ["--mem", opts.mem]
-    for k in ("partition_tasks", "write_tasks", "buckets", "spill_bytes"):
-        v = getattr(opts, k)
-        if v:
-            argv += [f"--{k.replace('_', '-')}", str(v)]
+    argv += _layout_options(opts)
     t_all = time.perf_counter()
     t0 = time.perf_counter()
     cap = _prepare_run(argv)
@@ -388,14 +395,7 @@ def run_hplt_slurm(corpus_root: Path, work: Path, opts: argparse.Namespace, tag:
     argv = [str(REPO / "hplt-shard"), "eng_Latn", "--corpus", "v4", "--local-root", str(corpus_root), "--out", str(out),
             "--run-dir", str(rundir), "--executor", "slurm", "--conf", str(opts.conf), "--license", "CC0-1.0",
             "--shard-rows", str(opts.shard_rows), "--counts-index", str(work / "counts-index")]
-    if opts.wds:
-        argv += ["--wds", opts.wds]
-    if opts.mem:
-        argv += ["--mem", opts.mem]
-    for k in ("partition_tasks", "write_tasks", "buckets", "spill_bytes"):
-        v = getattr(opts, k)
-        if v:
-            argv += [f"--{k.replace('_', '-')}", str(v)]
+    argv += _layout_options(opts)
     with StageWatch(rundir) as w:
         t_all = time.time()
         sub = subprocess.run(argv, capture_output=True, text=True)
