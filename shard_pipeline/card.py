@@ -207,6 +207,7 @@ def dataset_card(
     train, val = int(manifest["splits"]["train"]), int(manifest["splits"]["val"])
     text_bytes = int(manifest["text_bytes"])
     shards = manifest["shards"]
+    trained = [e for e in shards if e["name"].startswith("train/")] if layout == "dirs" else shards  # what ranks read
     stored = sum(int(s["bytes"]) for s in shards)
     val_permille = int(manifest["params"]["val_permille"])
     dataset, version = str(manifest["dataset"]), str(manifest["version"])
@@ -266,7 +267,10 @@ def dataset_card(
         )
 
     b += ["", "## Data fields", "", "| column | type | meaning |", "|---|---|---|"]
-    b += [f"| `{name}` | {typ} | {meaning} |" for name, typ, meaning in _FIELDS]
+    for name, typ, meaning in _FIELDS:
+        if name == "minhash_cluster" and layout == "dirs":
+            meaning += " (row indexes count within the split's own shard set)"
+        b.append(f"| `{name}` | {typ} | {meaning} |")
 
     if policy:
         thresholds = policy.get("thresholds", {})
@@ -294,7 +298,7 @@ def dataset_card(
     if balance:
         b += ["", "## Balance for data-parallel training", ""]
         b.append(
-            f"The {_n(len(shards))} shards are cut by cumulative text bytes, and their count divides evenly by each "
+            f"The {_n(len(trained))} {'train/ ' if layout == 'dirs' else ''}shards are cut by cumulative text bytes, and their count divides evenly by each "
             "data-parallel rank count below. A loader that gives each rank an equal, contiguous run of shard "
             "files in name order gets this balance:"
         )

@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cut shards balanced by text bytes, about this many each (instead of every --shard-rows rows)")
     p.add_argument("--dp-ranks", help="data-parallel rank counts, e.g. 128,448: the shard count becomes a multiple of "
                    "their lcm and shards are balanced by text bytes; the balance is recorded in OUT/balance.json")
+    p.add_argument("--split-layout", choices=("column", "dirs"), default="column",
+                   help="column (default): one shard set with a split column; dirs: OUT/train/ and OUT/validation/, "
+                        "one shard set per split (rows keep their split column)")
     p.add_argument("--clean", action="store_true",
                    help="quarantine documents that match the cleaning policy (thresholds: CLEAN_* conf keys); "
                         "they are kept in OUT/quarantine.parquet with their reasons")
@@ -199,7 +202,8 @@ def describe(args, subset, shards, lay: layout_mod.Layout, executor: str, settin
         f"input shards     {len(shards):,}  ({human_bytes(lay.compressed_bytes)} compressed, ~{human_bytes(lay.est_json_bytes)} JSON)",
         f"documents        ~{lay.est_docs:,}  ({lay.docs_known:,} known exactly, from the counts index or a "
         f"shard read to its end; {lay.inputs_unknown} of {len(shards)} shards estimated from bytes)",
-        f"output shards    ~{lay.est_shards:,} of {args.shard_rows:,} rows (val {args.val_permille}/1000)",
+        f"output shards    ~{lay.est_shards:,} of {args.shard_rows:,} rows (val {args.val_permille}/1000)"
+        + ("; split layout dirs: train/ and validation/, one shard set each" if args.split_layout == "dirs" else ""),
         f"executor         {executor}",
         "job layout:",
         f"  partition  {lay.partition_tasks:>6} tasks  mem {lay.partition_mem:>5}  time {lay.partition_time}",
@@ -425,6 +429,7 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         clean=clean_policy(settings) if args.clean else None,
         shard_bytes=args.shard_bytes,
         dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks else (),
+        split_layout=args.split_layout,
     )
     python = settings.python if executor == "slurm" else sys.executable
     execution = Execution(

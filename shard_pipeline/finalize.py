@@ -19,12 +19,13 @@ from .rundir import RunDir, read_json, write_json_atomic
 from .runconfig import RunConfig
 from .shard import (
     MANIFEST_NAME,
+    SPLIT_DIRS,
     ShardFile,
     build_manifest,
     file_sha256,
     load_manifest,
     row_group_bounds,
-    shard_name,
+    shard_sets,
     swap_into_place,
     write_manifest,
 )
@@ -54,9 +55,15 @@ def hash_files(directory: Path, names: list[str]) -> dict[str, str | None]:
         return dict(zip(names, pool.map(one, names)))
 
 
+def unexpected_files(tmp: Path, expected: set[str]) -> list[str]:
+    """Paths under OUT.tmp (relative, folders included) that are not `expected`: left by an attempt cut short."""
+    folders = {str(Path(name).parent) for name in expected} - {"."}
+    return sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*")
+                  if p.relative_to(tmp).as_posix() not in expected | folders)
+
+
 def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[ShardFile]:
-    """Shard entries in order, each checked against the plan and re-hashed from disk."""
-    n = plan["shards"]
+    """Shard entries in manifest order, each checked against the plan and re-hashed from disk."""
     by_index: dict[int, dict[str, Any]] = {}
     for wt in plan["write_tasks"]:
         path = run.write_receipt(wt["task"])
@@ -65,12 +72,13 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[Sh
         for s in read_json(path)["shards"]:
             by_index[s["index"]] = {**s, "task": wt["task"]}
     tmp = Path(plan["tmp_dir"])
-    hashes = hash_files(tmp, [shard_name(i, n) for i in range(n)])
+    planned = plan["shard_list"]
+    hashes = hash_files(tmp, [p["name"] for p in planned])
     problems, shards, damaged = [], [], set()
-    for i in range(n):
+    for i, p in enumerate(planned):
         s = by_index.get(i)
-        name = shard_name(i, n)
-        start, stop = plan["shard_bounds"][i]
+        name = p["name"]
+        start, stop = p["rows"]
         if s is None:
             problems.append(f"{name}: no receipt")
             continue
@@ -85,8 +93,7 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[Sh
             problems.append(f"{path}: bytes or sha256 differ from its receipt")
             damaged.add(s["task"])
         shards.append(ShardFile(s["name"], s["rows"], s["bytes"], s["sha256"], s["text_bytes"], s["train"], s["val"]))
-    expected = {shard_name(i, n) for i in range(n)} | {MANIFEST_NAME, *EXTRA_NAMES}  # left by an attempt cut short
-    stray = sorted(p.name for p in tmp.iterdir() if p.name not in expected)
+    stray = unexpected_files(tmp, {p["name"] for p in planned} | {MANIFEST_NAME, *EXTRA_NAMES})
     if stray:
         problems.append(f"{tmp}: unexpected files {', '.join(stray)}")
     if problems:
@@ -190,6 +197,7 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
             pii=plan["pii"],
             ledger_ref=LEDGER_NAME if c.dataset_card else "corpus/LEDGER.jsonl",
             files=files,
+            split_layout=c.split_layout,
         )
 
     manifest = manifest_with(write_extra_files(run, cfg, plan, tmp, manifest_with([])))
@@ -231,20 +239,31 @@ def write_cleaned(run: RunDir, cfg: RunConfig, path: Path) -> Path:
     return path
 
 
-def balance_of(content, manifest: dict[str, Any]) -> dict[str, Any]:
-    """How evenly ranks that take equal contiguous runs of shards are loaded (text bytes)."""
-    from .balance import balance_report, shard_multiple
+def rank_balance(dp_ranks, shard_bytes: list[int]) -> dict[str, Any]:
+    """For each rank count that divides the shard count, how evenly equal contiguous runs of shards load ranks."""
+    from .balance import balance_report
 
-    shard_bytes = [s["text_bytes"] for s in manifest["shards"]]
-    ranks = [r for r in content.dp_ranks if len(shard_bytes) % r == 0]
-    return {
+    ranks = [r for r in dp_ranks if len(shard_bytes) % r == 0]
+    return {"ranks": balance_report(shard_bytes, ranks) if ranks else {},
+            "unbalanced_rank_counts": [r for r in dp_ranks if r not in ranks]}
+
+
+def balance_of(content, manifest: dict[str, Any]) -> dict[str, Any]:
+    """How evenly ranks that take equal contiguous runs of shards are loaded (text bytes), per shard set."""
+    from .balance import shard_multiple
+
+    head = {
         "cut": "byte-balanced",
         "shard_bytes": content.shard_bytes,
         "dp_ranks": list(content.dp_ranks),
         "shard_multiple": shard_multiple(content.dp_ranks) if content.dp_ranks else 1,
-        "ranks": balance_report(shard_bytes, ranks) if ranks else {},
-        "unbalanced_rank_counts": [r for r in content.dp_ranks if r not in ranks],
     }
+    if content.split_layout == "column":
+        return {**head, **rank_balance(content.dp_ranks, [s["text_bytes"] for s in manifest["shards"]])}
+    return {**head, "sets": {
+        folder: rank_balance(content.dp_ranks, [s["text_bytes"] for s in manifest["shards"]
+                                                if s["name"].startswith(folder + "/")])
+        for folder, _ in shard_sets(content.split_layout)}}
 
 
 def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
@@ -260,7 +279,8 @@ def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Pa
         report = balance_of(c, manifest)
         listed.append(_listed(_write_bytes(tmp / "balance.json",
                                            (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode())))
-        manifest = {**manifest, "balance": report["ranks"]}
+        trained = report["sets"][SPLIT_DIRS["train"]] if "sets" in report else report
+        manifest = {**manifest, "balance": trained["ranks"]}  # the card states the balance of what ranks train on
     if c.clean is not None:
         cons = plan["conservation"]
         policy = summary(CleanPolicy(**c.clean), cons.get("cleaned", 0), cons.get("clean_reasons", {}))
@@ -276,6 +296,6 @@ def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Pa
         listed.append(_listed(_write_bytes(tmp / LEDGER_NAME, card.ledger_bytes(rows))))
         provenance = {"license_spdx": c.license_spdx, "source": f"HPLT {c.corpus} {c.subset} {c.lang}",
                       "selection": f"{len(c.inputs)} input shards", "tool": "hplt-shard", "language": [c.lang]}
-        text = card.dataset_card(manifest, layout="column", ledger_name=LEDGER_NAME, policy=policy, provenance=provenance)
+        text = card.dataset_card(manifest, layout=c.split_layout, ledger_name=LEDGER_NAME, policy=policy, provenance=provenance)
         listed.append(_listed(_write_bytes(tmp / "README.md", text.encode("utf-8"))))
     return sorted(listed, key=lambda f: f["name"])

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from .rundir import RunDir
 from .runconfig import RunConfig
-from .spill import Section, SpillReader
+from .spill import INDEX_SCHEMA, Section, SpillReader
 
 
 class RepeatedId(Exception):
@@ -36,41 +36,58 @@ class Readers:
 
 def sections_of(table: pa.Table, lo: int, hi: int) -> list[Section]:
     part = table.slice(lo, hi - lo).to_pydict()
-    return [Section(*(part[k][i] for k in ("task", "run", "bucket", "offset", "length", "rows", "text_bytes"))) for i in range(hi - lo)]
+    return [Section(**{k: part[k][i] for k in INDEX_SCHEMA.names}) for i in range(hi - lo)]
 
 
 class BucketOrder:
-    """The sorted order of one bucket: for each rank in it, (section, row) and text bytes."""
+    """The sorted order of one bucket, or of one split's rows in it: for each rank, (section, row) and text bytes.
 
-    def __init__(self, bucket: int, sections: list[Section], readers: Readers, cfg: RunConfig):
+    `split` None orders every row (column layout). "train" orders every row too, so equal ids in
+    different splits still meet, then keeps the train rows. "val" keeps the val rows before sorting:
+    they are a few permille, and any val row whose id repeats a train row's is caught by the train order of
+    the same bucket.
+    """
+
+    def __init__(self, bucket: int, sections: list[Section], readers: Readers, cfg: RunConfig,
+                 split: str | None = None):
         self.bucket = bucket
         self.sections = sections
         parts = [readers[s.task].order_columns(s) for s in sections]
         if parts:
             ids = pa.chunked_array([p.column("id") for p in parts], type=pa.string()).combine_chunks()
             tbytes = np.concatenate([p.column("text_bytes").to_numpy() for p in parts])
+            val = np.concatenate([p.column("val").to_numpy(zero_copy_only=False) for p in parts])
         else:
-            ids, tbytes = pa.array([], pa.string()), np.zeros(0, np.int32)
-        perm = pc.sort_indices(ids).to_numpy()
+            ids, tbytes, val = pa.array([], pa.string()), np.zeros(0, np.int32), np.zeros(0, bool)
+        if split == "val":
+            kept = np.flatnonzero(val)
+            perm = kept[pc.sort_indices(ids.take(pa.array(kept))).to_numpy()]
+        else:
+            perm = pc.sort_indices(ids).to_numpy()
         offsets = np.cumsum([0] + [s.rows for s in sections])
+        self._check_unique(ids.take(pa.array(perm)), perm, offsets, readers, cfg)
+        if split == "train":
+            perm = perm[~val[perm]]
         self.section = np.searchsorted(offsets, perm, side="right") - 1
         self.row = perm - offsets[self.section]
         self.text_bytes = tbytes[perm]
-        self._check_unique(ids.take(pa.array(perm)), readers, cfg)
 
-    def _check_unique(self, sorted_ids: pa.Array, readers: Readers, cfg: RunConfig) -> None:
+    def _check_unique(self, sorted_ids: pa.Array, perm: np.ndarray, offsets: np.ndarray, readers: Readers,
+                      cfg: RunConfig) -> None:
         if len(sorted_ids) < 2:
             return
         same = pc.equal(sorted_ids.slice(1), sorted_ids.slice(0, len(sorted_ids) - 1))
         if not pc.any(same).as_py():
             return
         k = pc.index(same, True).as_py()
-        where = [self._origin(readers, cfg, k), self._origin(readers, cfg, k + 1)]
+        where = [self._origin(readers, cfg, int(perm[j]), offsets) for j in (k, k + 1)]
         raise RepeatedId(f"repeated document id {sorted_ids[k].as_py()!r}: {where[0]} and {where[1]}")
 
-    def _origin(self, readers: Readers, cfg: RunConfig, rank: int) -> str:
-        s = self.sections[self.section[rank]]
-        r = int(self.row[rank])
+    def _origin(self, readers: Readers, cfg: RunConfig, position: int, offsets: np.ndarray) -> str:
+        """`file:line` of the row at `position` in the concatenated sections."""
+        k = int(np.searchsorted(offsets, position, side="right")) - 1
+        s = self.sections[k]
+        r = position - int(offsets[k])
         row = readers[s.task].rows(s, r, r + 1)
         src = cfg.content.inputs[row.column("source")[0].as_py()]
         return f"{src.location}:{row.column('line')[0].as_py()}"

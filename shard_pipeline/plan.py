@@ -2,7 +2,8 @@
 
 Buckets are ordered id ranges and partition counted every (task, run, bucket) section exactly,
 so bucket b starts at the sum of the rows of the buckets before it; shard i is global rows
-[i*R, (i+1)*R), which maps to exact (bucket, offset) ranges. The plan also proves
+[i*R, (i+1)*R), which maps to exact (bucket, offset) ranges. With --split-layout dirs the same
+holds per split (sections count their val rows too), one shard set per split. The plan also proves
 read = kept + quarantined for every input shard before anything is written.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pyarrow.compute as pc
 from .faults import fault_point
 from .rundir import RunDir, read_json, write_json_atomic
 from .runconfig import RunConfig
-from .shard import fresh_tmp_dir, shard_bounds
+from .shard import fresh_tmp_dir, set_shard_name, shard_bounds, shard_sets
 from .spill import INDEX_SCHEMA, read_arrow, write_arrow
 
 
@@ -30,30 +31,49 @@ class PlanError(Exception):
 class BucketPlan:
     rows: int
     text_bytes: int
-    start: int  # global rank of the bucket's first row
+    start: int  # rank, in its shard set, of the bucket's first row
     sections: tuple[int, int]  # row range of its sections in sections.arrow
+
+
+@dataclass(frozen=True)
+class SetPlan:
+    """One shard set: all rows (column layout) or one split's rows in their own folder (dirs layout)."""
+
+    folder: str  # "" = OUT itself
+    split: str | None  # the split its rows hold; None = every row
+    rows: int
+    text_bytes: int
+    buckets: list[BucketPlan]
+
+
+@dataclass(frozen=True)
+class PlannedShard:
+    name: str  # relative to OUT, e.g. shard-00000-of-00004.parquet or validation/shard-00000-of-00001.parquet
+    set: int  # index into the plan's sets
+    index: int  # within its set
+    count: int  # shards in its set
+    rows: tuple[int, int]  # ranks [start, stop) within its set
 
 
 @dataclass(frozen=True)
 class WriteTask:
     task: int
-    shards: tuple[int, int]  # shard indices [a, b)
-    rows: tuple[int, int]  # global rows [A, B)
+    shards: tuple[int, int]  # indices [a, b) into the plan's shard list
+    rows: int
 
 
-def assign_write_tasks(bounds: list[tuple[int, int]], tasks: int) -> list[WriteTask]:
+def assign_write_tasks(shard_rows: list[int], tasks: int) -> list[WriteTask]:
     """Contiguous runs of shards, as even as whole shards allow; extra tasks get none and exit 0."""
-    n = len(bounds)
+    n = len(shard_rows)
     out = []
     for t in range(tasks):
         a, b = t * n // tasks, (t + 1) * n // tasks
-        rows = (bounds[a][0], bounds[b - 1][1]) if b > a else (0, 0)
-        out.append(WriteTask(t, (a, b), rows))
+        out.append(WriteTask(t, (a, b), sum(shard_rows[a:b])))
     return out
 
 
-def bucket_plans(sections: pa.Table, buckets: int) -> list[BucketPlan]:
-    """Per-bucket rows, bytes, global start and section range; `sections` sorted by bucket.
+def bucket_plans(sections: pa.Table, buckets: int, split: str | None = None) -> list[BucketPlan]:
+    """Per-bucket rows, bytes, start and section range of one shard set; `sections` sorted by bucket.
 
     Vectorised (cumulative sums over the sorted sections): at HPLT scale there are tens of
     millions of sections, too many for a Python loop.
@@ -62,8 +82,12 @@ def bucket_plans(sections: pa.Table, buckets: int) -> list[BucketPlan]:
     if len(b) and (int(b.max()) >= buckets or int(b.min()) < 0):
         raise PlanError(f"sections name buckets outside 0..{buckets - 1}")
     edges = np.searchsorted(b, np.arange(buckets + 1), side="left")
-    rows = np.concatenate(([0], np.cumsum(sections.column("rows").to_numpy(), dtype=np.int64)))
-    tbytes = np.concatenate(([0], np.cumsum(sections.column("text_bytes").to_numpy(), dtype=np.int64)))
+    all_rows, all_bytes = (sections.column(c).to_numpy().astype(np.int64) for c in ("rows", "text_bytes"))
+    val_rows, val_bytes = (sections.column(c).to_numpy().astype(np.int64) for c in ("val_rows", "val_text_bytes"))
+    per_row, per_byte = {None: (all_rows, all_bytes), "val": (val_rows, val_bytes),
+                         "train": (all_rows - val_rows, all_bytes - val_bytes)}[split]
+    rows = np.concatenate(([0], np.cumsum(per_row, dtype=np.int64)))
+    tbytes = np.concatenate(([0], np.cumsum(per_byte, dtype=np.int64)))
     plans = []
     for k in range(buckets):
         lo, hi = int(edges[k]), int(edges[k + 1])
@@ -117,11 +141,12 @@ def filters_of(conservation: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def byte_balanced_bounds(run: RunDir, cfg: RunConfig, buckets: list[BucketPlan], sections: pa.Table) -> list[tuple[int, int]]:
-    """Shard row ranges balanced by text bytes (balance.py's rule), found bucket by bucket.
+def byte_balanced_bounds(run: RunDir, cfg: RunConfig, buckets: list[BucketPlan], sections: pa.Table,
+                         split: str | None = None) -> list[tuple[int, int]]:
+    """Shard row ranges of one set, balanced by text bytes (balance.py's rule), found bucket by bucket.
 
-    The cut for target t is the first global rank whose cumulative text bytes reach t. Buckets
-    give cumulative bytes exactly; only the buckets that hold a cut are ordered (their ids and
+    The cut for target t is the first rank whose cumulative text bytes reach t. Buckets give
+    cumulative bytes exactly; only the buckets that hold a cut are ordered (their ids and
     text_bytes read), so the plan never holds more than one bucket's order.
     """
     from .balance import cut_targets, cuts_from_raw, cuts_in_block, shard_count_for
@@ -145,13 +170,29 @@ def byte_balanced_bounds(run: RunDir, cfg: RunConfig, buckets: list[BucketPlan],
                 here.append(i)
                 i += 1
             if here:
-                order = BucketOrder(b, sections_of(sections, *bp.sections), readers, cfg)
+                order = BucketOrder(b, sections_of(sections, *bp.sections), readers, cfg, split)
                 for k, cut in zip(here, cuts_in_block(before, order.text_bytes, [targets[k] for k in here])):
                     raw[k] = bp.start + cut
             before += bp.text_bytes
     finally:
         readers.close()
     return cuts_from_raw(raw, total_rows)
+
+
+def plan_sets(run: RunDir, cfg: RunConfig, sections: pa.Table) -> tuple[list[SetPlan], list[PlannedShard]]:
+    """Every shard set of the layout and every shard of each, in manifest order."""
+    sets, shards = [], []
+    for k, (folder, split) in enumerate(shard_sets(cfg.content.split_layout)):
+        buckets = bucket_plans(sections, cfg.execution.buckets, split)
+        rows = sum(b.rows for b in buckets)
+        sets.append(SetPlan(folder, split, rows, sum(b.text_bytes for b in buckets), buckets))
+        if cfg.content.byte_balanced:
+            bounds = byte_balanced_bounds(run, cfg, buckets, sections, split)
+        else:
+            bounds = shard_bounds(rows, cfg.content.shard_rows)
+        shards += [PlannedShard(set_shard_name(folder, i, len(bounds)), k, i, len(bounds), tuple(r))
+                   for i, r in enumerate(bounds)]
+    return sets, shards
 
 
 def run_plan(run: RunDir) -> dict[str, Any]:
@@ -172,25 +213,21 @@ def run_plan(run: RunDir) -> dict[str, Any]:
     conservation = check_conservation(cfg, receipts)
     sections = pa.concat_tables(indexes) if indexes else INDEX_SCHEMA.empty_table()
     sections = sections.take(pc.sort_indices(sections, [("bucket", "ascending"), ("task", "ascending"), ("run", "ascending")]))
-    buckets = bucket_plans(sections, ex.buckets)
-    total = sum(b.rows for b in buckets)
+    sets, shards = plan_sets(run, cfg, sections)
+    total = sum(s.rows for s in sets)
     if total != conservation["kept"]:
         raise PlanError(f"sections hold {total} rows but the inputs kept {conservation['kept']}")
-    if cfg.content.byte_balanced:
-        bounds = byte_balanced_bounds(run, cfg, buckets, sections)
-    else:
-        bounds = shard_bounds(total, cfg.content.shard_rows)
-    writes = assign_write_tasks(bounds, ex.write_tasks)
+    writes = assign_write_tasks([b - a for a, b in (s.rows for s in shards)], ex.write_tasks)
     pii = sum(rc["pii_spans"] for rc in receipts)
     write_arrow(run.sections, sections)
     tmp = fresh_tmp_dir(Path(ex.out))
     plan = {
         "config_sha256": cfg.content.sha256(),
         "rows": total,
-        "text_bytes": sum(b.text_bytes for b in buckets),
-        "shards": len(bounds),
-        "shard_bounds": bounds,
-        "buckets": [asdict(b) for b in buckets],
+        "text_bytes": sum(s.text_bytes for s in sets),
+        "shards": len(shards),
+        "sets": [asdict(s) for s in sets],
+        "shard_list": [asdict(s) for s in shards],
         "write_tasks": [asdict(w) for w in writes],
         "conservation": conservation,
         "filters": filters_of(conservation),

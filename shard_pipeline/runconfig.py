@@ -43,6 +43,7 @@ class Content:
     clean: dict | None = None  # the quarantine policy's thresholds (clean.CleanPolicy.to_json()), None = off
     shard_bytes: int | None = None  # byte-balanced shards of about this many text bytes (instead of shard_rows)
     dp_ranks: tuple[int, ...] = ()  # data-parallel rank counts the shard count must divide by (lcm)
+    split_layout: str = "column"  # "dirs": train/ and validation/, one shard set each
 
     @property
     def byte_balanced(self) -> bool:
@@ -69,6 +70,8 @@ class Content:
             "shard_bytes": self.shard_bytes,
             "dp_ranks": list(self.dp_ranks),
         }
+        if self.split_layout != "column":  # absent by default, so earlier runs keep their hash
+            doc["split_layout"] = self.split_layout
         return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

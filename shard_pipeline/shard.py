@@ -44,6 +44,10 @@ DEDUP_DEFAULTS: dict[str, Any] = {"exact_removed": 0, "near_removed": 0, "near_k
 MANIFEST_NAME = "_MANIFEST.json"
 MANIFEST_FORMAT = "hplt-shard/corpus-shard/1"
 SPLITS = ("train", "val")
+# --split-layout: "column" is one shard set with a split column; "dirs" writes one shard set per
+# split into these folders (each named by the contract, each row still carrying its split).
+SPLIT_LAYOUTS = ("column", "dirs")
+SPLIT_DIRS = {"train": "train", "val": "validation"}
 # Low-cardinality columns only: dictionary-encoding `text` or `id` costs CPU and never pays.
 DICTIONARY_COLUMNS = ["source_id", "license_spdx", "lang", "split"]
 _INT32_MAX = 2**31 - 1
@@ -111,6 +115,21 @@ def shard_name(i: int, n: int) -> str:
     if not 0 <= i < n:
         raise ValueError(f"shard index {i} out of range for {n} shards")
     return f"shard-{i:05d}-of-{n:05d}.parquet"
+
+
+def shard_sets(split_layout: str) -> list[tuple[str, str | None]]:
+    """The shard sets of a layout, in manifest order: (folder in OUT, the split its rows hold; None = all)."""
+    if split_layout == "column":
+        return [("", None)]
+    if split_layout == "dirs":
+        return [(SPLIT_DIRS[s], s) for s in SPLITS]
+    raise ValueError(f"split_layout must be one of {SPLIT_LAYOUTS}, got {split_layout!r}")
+
+
+def set_shard_name(folder: str, i: int, n: int) -> str:
+    """A shard's name relative to OUT: the contract's name, inside its set's folder if it has one."""
+    name = shard_name(i, n)
+    return f"{folder}/{name}" if folder else name
 
 
 def shard_count(rows: int, shard_rows: int) -> int:
@@ -350,8 +369,16 @@ def build_manifest(
     pii: dict[str, int],
     ledger_ref: str,
     files: Sequence[dict[str, Any]] = (),
+    split_layout: str = "column",
 ) -> dict[str, Any]:
-    """The manifest, keys in the documented order (docs/formats/corpus-shard.md)."""
+    """The manifest, keys in the documented order (docs/formats/corpus-shard.md).
+
+    `params.split_layout` appears only for "dirs", so column-layout manifests keep their bytes.
+    """
+    params: dict[str, Any] = {"shard_rows": shard_rows, "val_permille": val_permille, "row_group_bytes": row_group_bytes}
+    if split_layout != "column":
+        shard_sets(split_layout)  # validates
+        params["split_layout"] = split_layout
     return {
         "format": MANIFEST_FORMAT,
         "dataset": dataset,
@@ -360,7 +387,7 @@ def build_manifest(
         "rows": sum(s.rows for s in shards),
         "text_bytes": sum(s.text_bytes for s in shards),
         "splits": {"train": sum(s.train for s in shards), "val": sum(s.val for s in shards)},
-        "params": {"shard_rows": shard_rows, "val_permille": val_permille, "row_group_bytes": row_group_bytes},
+        "params": params,
         "shards": [s.manifest_entry() for s in shards],
         "counts": {"filters": dict(filters or {}), "dedup": {**DEDUP_DEFAULTS, **(dedup or {})}},
         "pii": {k: pii[k] for k in sorted(pii)},
@@ -584,7 +611,10 @@ def read_shards(out: Path, split: str | None = None) -> Iterator[Doc]:
 
 
 def _rows(out: Path, manifest: dict[str, Any], split: str | None) -> Iterator[Doc]:
-    for entry in manifest["shards"]:
+    entries = manifest["shards"]
+    if split is not None and manifest["params"].get("split_layout") == "dirs":
+        entries = [e for e in entries if e["name"].startswith(SPLIT_DIRS[split] + "/")]  # the other set is not opened
+    for entry in entries:
         with _verified_open(out, entry) as f:
             pf = pq.ParquetFile(f)
             if pf.metadata.num_rows != entry["rows"]:

@@ -3,7 +3,7 @@
 A partition task appends sorted runs to its single `.spill` file; each run is cut by bucket
 into sections, and each section is an Arrow IPC file blob (compressed buffers, fixed-size
 record batches). The `.index.arrow` lists every section: (run, bucket, offset, length, rows,
-text_bytes). Files on scratch therefore grow with tasks, not tasks x buckets, and every text
+text_bytes, val_rows, val_text_bytes). Files on scratch therefore grow with tasks, not tasks x buckets, and every text
 byte is written once and read back once (by the one writer whose rows it is).
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
 import pyarrow as pa
 
 SPILL_SCHEMA = pa.schema(
@@ -31,7 +32,7 @@ SPILL_SCHEMA = pa.schema(
         pa.field("val", pa.bool_(), nullable=False),
     ]
 )
-ORDER_FIELDS = [0, 1]  # id and text_bytes: all a writer needs to order a bucket and cut row groups
+ORDER_FIELDS = [0, 1, 10]  # id, text_bytes, val: all a writer needs to order a bucket (or one split of it) and cut row groups
 BATCH_ROWS = 32  # small: a writer keeps one decoded batch per section of its bucket
 
 INDEX_SCHEMA = pa.schema(
@@ -43,6 +44,8 @@ INDEX_SCHEMA = pa.schema(
         ("length", pa.int64()),
         ("rows", pa.int64()),
         ("text_bytes", pa.int64()),
+        ("val_rows", pa.int64()),  # of `rows`, those in split val: a split's shard set is planned from counts alone
+        ("val_text_bytes", pa.int64()),
     ]
 )
 
@@ -56,6 +59,16 @@ class Section:
     length: int
     rows: int
     text_bytes: int
+    val_rows: int
+    val_text_bytes: int
+
+    def of_split(self, split: str | None) -> tuple[int, int]:
+        """(rows, text bytes) of this section in one split; None = all of it."""
+        if split is None:
+            return self.rows, self.text_bytes
+        if split == "val":
+            return self.val_rows, self.val_text_bytes
+        return self.rows - self.val_rows, self.text_bytes - self.val_text_bytes
 
 
 def section_blob(table: pa.Table, compression: str) -> bytes:
@@ -105,7 +118,11 @@ class SpillWriter:
 
     def write_run(self, table: pa.Table, cuts: list[int]) -> None:
         """`table` sorted by id; `cuts[b]:cuts[b+1]` are the rows of bucket b."""
-        text_bytes = table.column("text_bytes")
+        text_bytes = table.column("text_bytes").to_numpy().astype(np.int64)
+        val = table.column("val").to_numpy(zero_copy_only=False)
+        tb_sum = np.concatenate(([0], np.cumsum(text_bytes)))
+        val_rows = np.concatenate(([0], np.cumsum(val, dtype=np.int64)))
+        val_tb = np.concatenate(([0], np.cumsum(np.where(val, text_bytes, 0))))
         for b in range(len(cuts) - 1):
             lo, hi = cuts[b], cuts[b + 1]
             if hi == lo:
@@ -114,8 +131,9 @@ class SpillWriter:
             blob = section_blob(part, self.compression)
             self._file().write(blob)
             self.sha256.update(blob)
-            tb = int(pa.compute.sum(text_bytes.slice(lo, hi - lo)).as_py())
-            self.sections.append(Section(self.task, self.runs, b, self._offset, blob.size, hi - lo, tb))
+            self.sections.append(Section(self.task, self.runs, b, self._offset, blob.size, hi - lo,
+                                         int(tb_sum[hi] - tb_sum[lo]), int(val_rows[hi] - val_rows[lo]),
+                                         int(val_tb[hi] - val_tb[lo])))
             self._offset += blob.size
         self.runs += 1
 
@@ -157,7 +175,7 @@ class SpillReader:
         return pa.ipc.open_file(self._mm.read_at(s.length, s.offset))
 
     def order_columns(self, s: Section) -> pa.Table:
-        """Only id and text_bytes: the bucket's order is fixed before any text is decompressed."""
+        """Only id, text_bytes and val: the bucket's order is fixed before any text is decompressed."""
         opts = pa.ipc.IpcReadOptions(included_fields=ORDER_FIELDS)
         return pa.ipc.open_file(self._mm.read_at(s.length, s.offset), options=opts).read_all()
 

@@ -34,10 +34,13 @@ from .shard import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
     SCHEMA,
+    SPLIT_LAYOUTS,
     SPLITS,
     ShardFile,
     build_manifest,
+    set_shard_name,
     shard_name,
+    shard_sets,
     split_of,
 )
 
@@ -185,6 +188,8 @@ def _structure_problems(m: dict[str, Any]) -> list[str]:
         count("params.shard_rows", params.get("shard_rows"), 1)
         count("params.val_permille", params.get("val_permille"), 0, 1000)
         count("params.row_group_bytes", params.get("row_group_bytes"), 1)
+        if params.get("split_layout", "column") not in SPLIT_LAYOUTS:
+            bad.append(f"params.split_layout must be one of {list(SPLIT_LAYOUTS)}, got {_short(params.get('split_layout'))}")
     shards = m.get("shards")
     if not isinstance(shards, list) or not shards:
         bad.append(f"shards must be a non-empty list, got {_short(shards)}")
@@ -227,7 +232,7 @@ def _key_order_problems(m: dict[str, Any]) -> list[str]:
 
     same("", m, orders[""])
     same("splits", m.get("splits"), orders["splits"])
-    same("params", m.get("params"), orders["params"])
+    same("params", m.get("params"), orders["params"], prefix_only=True)  # split_layout follows for dirs
     for i, e in enumerate(m.get("shards") or []):
         same(f"shards[{i}]", e, orders["shards[]"])
     counts = m.get("counts")
@@ -322,15 +327,35 @@ def _safe_relative(name: str) -> bool:
             and all(part not in ("", ".", "..") for part in p.parts))
 
 
+def _shard_sets(m: dict[str, Any]) -> list[tuple[str, str | None, list[dict[str, Any]]]]:
+    """(folder, split, entries) of each shard set, in manifest order; an entry goes to the set its folder names.
+
+    Column layout: one set, every entry. Dirs: train/ then validation/; entries in no set's folder are
+    reported by the name check (they are expected to be the set's names, in order).
+    """
+    sets = shard_sets(m["params"].get("split_layout", "column"))
+    if len(sets) == 1:
+        return [(sets[0][0], sets[0][1], list(m["shards"]))]
+    return [(folder, split, [e for e in m["shards"] if e["name"].startswith(folder + "/")]) for folder, split in sets]
+
+
+def _expected_names(m: dict[str, Any]) -> list[str]:
+    """The shard names the manifest must list, in order: each set named by the contract inside its folder."""
+    return [set_shard_name(folder, i, len(entries)) for folder, _, entries in _shard_sets(m) for i in range(len(entries))]
+
+
 def _check_files(out: Path, m: dict[str, Any], rep: _Report) -> None:
     shards, files = m["shards"], m["files"]
     n = len(shards)
+    names = _expected_names(m)
     listed: dict[str, dict[str, Any]] = {}
     for i, e in enumerate(shards):
         name = e["name"]
-        expected = shard_name(i, n)
+        expected = names[i] if i < len(names) else None
         if name != expected:
-            rep.add(name, f"listed as shards[{i}] of {n}; that shard must be named {expected!r}")
+            where = f"listed as shards[{i}] of {n}; " + (f"that shard must be named {expected!r}" if expected
+                                                        else "it belongs to no shard set of the layout")
+            rep.add(name, where)
         if name in listed:
             rep.add(name, "listed twice in the manifest")
         listed[name] = e
@@ -435,7 +460,8 @@ class _RowState:
         return k >= 0 and self.unseen[k][0] <= index < self.unseen[k][1]
 
 
-def _check_rows(table: pa.Table, first: int, name: str, val_permille: int, st: _RowState, rep: _Report) -> None:
+def _check_rows(table: pa.Table, first: int, name: str, val_permille: int, st: _RowState, rep: _Report,
+                set_split: str | None = None) -> None:
     cols = {c: table.column(c).to_pylist() for c in SCHEMA.names}
     for k in range(table.num_rows):
         idx = first + k
@@ -459,6 +485,8 @@ def _check_rows(table: pa.Table, first: int, name: str, val_permille: int, st: _
         if got != want:
             rep.capped("split", name, f"{where}: split is {_short(got)}, the text's hash at val_permille "
                        f"{val_permille} gives {want!r}")
+        if set_split is not None and got != set_split:
+            rep.capped("split", name, f"{where}: split is {_short(got)} in the shard set of split {set_split!r}")
         if got == "train":
             st.train += 1
         elif got == "val":
@@ -558,7 +586,7 @@ def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, 
         shard_text += sum(sizes)
         if deep:
             try:
-                _check_rows(table, row, name, val_permille, st, rep)
+                _check_rows(table, row, name, val_permille, st, rep, params.get("set_split"))
             except Exception as exc:  # e.g. text that is not valid UTF-8
                 rep.add(name, f"row group {g} (rows {row}..{row + g_rows - 1}): rows cannot be checked: {exc}")
                 st.mark_unseen(row, row + g_rows)
@@ -569,43 +597,52 @@ def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, 
 
 
 def _check_shards(out: Path, m: dict[str, Any], rep: _Report, deep: bool) -> None:
-    entries = m["shards"]
-    st = _RowState()
-    first = 0  # global index of the shard's first row
     total_rows = total_text = 0
-    for i, e in enumerate(entries):
-        name = e["name"]
-        try:
-            pf = pq.ParquetFile(out / name)
-        except FileNotFoundError:  # reported by the file check
-            pf = None
-        except Exception as exc:
-            rep.add(name, f"not a readable Parquet file: {exc}")
-            pf = None
-        if pf is None:
-            st.mark_unseen(first, first + e["rows"])
-            rows, text = e["rows"], e["text_bytes"]
-        else:
-            try:
-                params = {**m["params"], "byte_balanced": any(f.get("name") == "balance.json" for f in m.get("files", []))}
-                rows, text = _check_shard(pf, e, first, i == len(entries) - 1, len(entries), params, st, rep, deep)
-            finally:
-                pf.close()
-        first += rows
-        total_rows += rows
-        total_text += text
+    train = val = 0
+    unseen = False
+    byte_balanced = any(f.get("name") == "balance.json" for f in m.get("files", []))
+    for _, split, entries in _shard_sets(m):
+        st = _RowState()  # each set is its own shard set: order, row indexes and clusters start again
+        first = 0  # the set's index of the shard's first row
+        params = {**m["params"], "byte_balanced": byte_balanced, "set_split": split}
+        for i, e in enumerate(entries):
+            rows, text = _check_one(out, e, first, i == len(entries) - 1, len(entries), params, st, rep, deep)
+            first += rows
+            total_rows += rows
+            total_text += text
+        train, val, unseen = train + st.train, val + st.val, unseen or bool(st.unseen)
 
     if m["rows"] != total_rows:
         rep.add(MANIFEST_NAME, f"rows is {m['rows']}, the shards hold {total_rows}")
     if m["text_bytes"] != total_text:
         rep.add(MANIFEST_NAME, f"text_bytes is {m['text_bytes']}, the shards hold {total_text}")
     splits = m["splits"]
-    if deep and not st.unseen:
-        for k, actual in (("train", st.train), ("val", st.val)):
+    if deep and not unseen:
+        for k, actual in (("train", train), ("val", val)):
             if splits[k] != actual:
                 rep.add(MANIFEST_NAME, f"splits.{k} is {splits[k]}, the shards hold {actual} {k} rows")
     elif splits["train"] + splits["val"] != total_rows:  # the rows themselves were not (all) read
         rep.add(MANIFEST_NAME, f"splits add up to {splits['train'] + splits['val']}, the shards hold {total_rows} rows")
+
+
+def _check_one(out: Path, e: dict[str, Any], first: int, last: bool, n: int, params: dict[str, Any], st: _RowState,
+               rep: _Report, deep: bool) -> tuple[int, int]:
+    """Open one listed shard and check it; one that cannot be opened counts as its manifest entry, unseen."""
+    name = e["name"]
+    try:
+        pf = pq.ParquetFile(out / name)
+    except FileNotFoundError:  # reported by the file check
+        pf = None
+    except Exception as exc:
+        rep.add(name, f"not a readable Parquet file: {exc}")
+        pf = None
+    if pf is None:
+        st.mark_unseen(first, first + e["rows"])
+        return e["rows"], e["text_bytes"]
+    try:
+        return _check_shard(pf, e, first, last, n, params, st, rep, deep)
+    finally:
+        pf.close()
 
 
 # ---------------------------------------------------------------- entry points

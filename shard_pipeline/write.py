@@ -19,21 +19,21 @@ import pyarrow.compute as pc
 from .faults import fault_point
 from .rundir import RunDir, file_stamp, read_json, write_json_atomic
 from .runconfig import RunConfig
-from .shard import SCHEMA, ShardFile, row_group_bounds, shard_name, write_shard_file
+from .shard import SCHEMA, ShardFile, row_group_bounds, write_shard_file
 from .order import BucketOrder, Readers, sections_of
 from .spill import SectionCursor, read_arrow
 
 
 class ShardAssembler:
-    """Builds contract tables for ranges of global ranks, bucket by bucket."""
+    """Builds contract tables for ranges of one shard set's ranks, bucket by bucket."""
 
-    def __init__(self, run: RunDir, cfg: RunConfig, plan: dict[str, Any]):
-        self.run = run
+    def __init__(self, cfg: RunConfig, shard_set: dict[str, Any], sections: pa.Table, readers: Readers):
         self.cfg = cfg
-        self.buckets = plan["buckets"]
+        self.split = shard_set["split"]
+        self.buckets = shard_set["buckets"]
         self.starts = np.array([b["start"] for b in self.buckets], dtype=np.int64)
-        self.sections = read_arrow(run.sections)
-        self.readers = Readers(run)
+        self.sections = sections
+        self.readers = readers
         self.source_ids = pa.array([i.source_id for i in cfg.content.inputs], pa.string())
         self._order: BucketOrder | None = None
         self._cursors: dict[int, SectionCursor] = {}
@@ -42,7 +42,7 @@ class ShardAssembler:
         if self._order is None or self._order.bucket != b:
             self._order, self._cursors = None, {}  # free the previous bucket before loading the next
             lo, hi = self.buckets[b]["sections"]
-            self._order = BucketOrder(b, sections_of(self.sections, lo, hi), self.readers, self.cfg)
+            self._order = BucketOrder(b, sections_of(self.sections, lo, hi), self.readers, self.cfg, self.split)
         return self._order
 
     def cursor(self, o: BucketOrder, k: int) -> SectionCursor:
@@ -68,7 +68,7 @@ class ShardAssembler:
         return [int(x) for o, lo, hi in self.pieces(start, stop) for x in o.text_bytes[lo:hi]]
 
     def table(self, start: int, stop: int) -> pa.Table:
-        """The contract rows for global ranks [start, stop)."""
+        """The contract rows for the set's ranks [start, stop); minhash_cluster is the rank in the set."""
         parts = [self._piece_table(o, lo, hi) for o, lo, hi in self.pieces(start, stop)]
         t = pa.concat_tables(parts)
         n = t.num_rows
@@ -103,14 +103,13 @@ class ShardAssembler:
             base += r1 - r0
         return pa.concat_tables(parts).take(pa.array(index))
 
-    def close(self) -> None:
-        self.readers.close()
 
-
-def write_one_shard(asm: ShardAssembler, out_tmp: Path, i: int, n: int, start: int, stop: int, budget: int,
+def write_one_shard(asm: ShardAssembler, out_tmp: Path, name: str, start: int, stop: int, budget: int,
                     task: int | None = None) -> ShardFile:
-    final = out_tmp / shard_name(i, n)
-    partial = out_tmp / f".{final.name}.partial"
+    """Shard `name` (relative to OUT) from the set's ranks [start, stop), via a partial file and a rename."""
+    final = out_tmp / name
+    final.parent.mkdir(exist_ok=True)
+    partial = final.with_name(f".{final.name}.partial")
     groups = row_group_bounds(asm.text_bytes(start, stop), budget)
 
     def tables():
@@ -121,7 +120,7 @@ def write_one_shard(asm: ShardAssembler, out_tmp: Path, i: int, n: int, start: i
 
     shard = write_shard_file(partial, tables())
     os.replace(partial, final)
-    return ShardFile(final.name, shard.rows, shard.bytes, shard.sha256, shard.text_bytes, shard.train, shard.val)
+    return ShardFile(name, shard.rows, shard.bytes, shard.sha256, shard.text_bytes, shard.train, shard.val)
 
 
 def _progress_path(run: RunDir, task: int) -> Path:
@@ -151,22 +150,29 @@ def run_write(run: RunDir, task: int) -> dict[str, Any]:
     out_tmp = Path(plan["tmp_dir"])
     out_tmp.mkdir(parents=True, exist_ok=True)
     earlier = _finished_before(run, task, out_tmp)
-    asm = ShardAssembler(run, cfg, plan)
+    sections = read_arrow(run.sections)
+    readers = Readers(run)
+    assemblers: dict[int, ShardAssembler] = {}
     try:
         shards = []
         for i in range(a, b):
             if i in earlier:
                 shards.append(earlier[i])
                 continue
-            start, stop = plan["shard_bounds"][i]
+            planned = plan["shard_list"][i]
+            k = planned["set"]
+            if k not in assemblers:
+                assemblers.clear()  # sets are contiguous: one bucket order in memory at a time
+                assemblers[k] = ShardAssembler(cfg, plan["sets"][k], sections, readers)
+            asm = assemblers[k]
+            start, stop = planned["rows"]
             fault_point("write-start", task)
-            sf = write_one_shard(asm, out_tmp, i, plan["shards"], start, stop, cfg.content.row_group_bytes, task)
+            sf = write_one_shard(asm, out_tmp, planned["name"], start, stop, cfg.content.row_group_bytes, task)
             shards.append({"index": i, **asdict(sf), "stamp": file_stamp(out_tmp / sf.name)})
             write_json_atomic(_progress_path(run, task), {"shards": shards})
     finally:
-        asm.close()
+        readers.close()
     receipt = {"task": task, "shards": shards}
     write_json_atomic(run.write_receipt(task), receipt)
     _progress_path(run, task).unlink(missing_ok=True)
     return receipt
-

@@ -5,6 +5,7 @@ documents with the run's config hash: the pipeline must match it byte for byte.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -15,7 +16,7 @@ import orjson
 from shard_pipeline import cli
 from shard_pipeline.corpus import find_shards
 from shard_pipeline.reader import ReadStats, iter_records, to_doc
-from shard_pipeline.shard import MANIFEST_NAME, write_shards
+from shard_pipeline.shard import MANIFEST_NAME, split_of, write_shards
 from shard_pipeline.synth import generate_corpus, make_record, write_jsonl_zst
 
 LANG = "eng_Latn"
@@ -48,19 +49,23 @@ def run_cli(root: Path, out: Path, run_dir: Path, *extra: str, corpus: str = "v4
 
 def expected_output(root: Path, out: Path, *, config_sha256: str, shard_rows: int, val_permille: int = 5,
                     row_group_bytes: int = 64 << 20, corpus: str = "v4", dataset: str | None = None,
-                    filters: dict | None = None) -> dict:
+                    filters: dict | None = None, split: str | None = None) -> dict:
+    """write_shards over the corpus's documents (only those of `split`, if given: one set of a dirs layout)."""
     shards = find_shards(LANG, corpus=corpus, local_root=root)
     docs = []
     for shard in shards:
         for rec in iter_records(shard, corpus=corpus, stats=ReadStats()):
             docs.append(to_doc(rec, shard, LICENSE))
+    if split is not None:
+        docs = [d for d in docs if split_of(hashlib.sha256(d.text.encode()).digest(), val_permille) == split]
     return write_shards(docs, out, dataset=dataset or f"hplt-{corpus}-{root.name}-{LANG}", version="1",
                         shard_rows=shard_rows, val_permille=val_permille, row_group_bytes=row_group_bytes,
                         config_sha256=config_sha256, filters=filters)
 
 
 def tree_bytes(d: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+    """Every file under `d` by its path relative to `d` (folders of a dirs layout included)."""
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
 def config_sha(run_dir: Path) -> str:

@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 
 from shard_pipeline import cli
 from tests.pipeline_util import LANG, LICENSE, config_sha, expected_output, make_corpus, records, tree_bytes, write_records
@@ -90,21 +91,24 @@ def test_failing_partition_cancels_the_chain_and_keeps_old_out(slurm_cluster, tm
     assert "FAILED partition task" in status and "not_object" in status and f"{jobs[0]['job_id']}_" in status
 
 
-def test_training_ready_options_on_the_cluster(slurm_cluster, tmp_path):
-    """--clean, --dataset-card and --dp-ranks through the real chain give the local executor's bytes."""
+@pytest.mark.parametrize("layout", ["column", "dirs"])
+def test_training_ready_options_on_the_cluster(slurm_cluster, tmp_path, layout):
+    """--clean, --dataset-card, --dp-ranks and --split-layout through the real chain give the local executor's bytes."""
     recs = records(90, seed=41, text_bytes=300)
     recs[5]["text"] = "y" * 11_000  # quarantined by --clean (identical-character run)
     write_records(tmp_path / "clean" / LANG / "9_1.jsonl.zst", recs[:50])
     write_records(tmp_path / "clean" / LANG / "9_2.jsonl.zst", recs[50:])
     root = tmp_path / "clean"
     opts = ("--clean", "--dataset-card", "--dp-ranks", "2,3", "--shard-rows", "10", "--partition-tasks", "2",
-            "--write-tasks", "2", "--buckets", "4")
+            "--write-tasks", "2", "--buckets", "4", "--split-layout", layout, "--val-permille", "100")
     out, run_dir = tmp_path / "out-slurm", tmp_path / "run-slurm"
     jobs = submit(root, out, run_dir, slurm_conf(tmp_path), *opts)
     wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT)
     assert (run_dir / "DONE").exists()
     m = json.loads((out / "_MANIFEST.json").read_text())
-    assert len(m["shards"]) % 6 == 0 and m["rows"] == 89 and m["counts"]["filters"]["clean:documents"] == 1
+    sets = [[e for e in m["shards"] if e["name"].startswith(f)] for f in (("train/", "validation/") if layout == "dirs" else ("",))]
+    assert all(len(entries) % 6 == 0 for entries in sets), [len(entries) for entries in sets]
+    assert m["rows"] == 89 and m["counts"]["filters"]["clean:documents"] == 1
     assert {f["name"] for f in m["files"]} == {"README.md", "LEDGER.jsonl", "quarantine.parquet", "clean_policy.json",
                                                "balance.json"}
     assert cli.main(["--verify", str(out)]) == 0
