@@ -76,6 +76,7 @@ class HeadSample:
     ids: list[str] = field(default_factory=list)
     complete: dict[int, int] = field(default_factory=dict)  # shard index -> exact records, read to the end
     compressed_per_doc: float | None = None  # from the shards read only in part
+    text_per_doc: float | None = None  # UTF-8 text bytes per record seen: sizes the later stages' memory
 
 
 def sample_heads(shards, *, corpus: str, per_shard: int = 2000, total: int = 100_000) -> HeadSample:
@@ -91,6 +92,7 @@ def sample_heads(shards, *, corpus: str, per_shard: int = 2000, total: int = 100
     per = max(10, min(per_shard, total // max(1, len(shards))))
     sample = HeadSample()
     docs = compressed = 0
+    texts = text_bytes = 0
     for index, shard in enumerate(shards):
         stats = ReadStats()
         it = iter_records(shard, corpus=corpus, bad_records="quarantine", quarantine=_NullQuarantine(), stats=stats)
@@ -100,6 +102,7 @@ def sample_heads(shards, *, corpus: str, per_shard: int = 2000, total: int = 100
                 if seen >= per:
                     break
                 sample.ids.append(rec.id)
+                texts, text_bytes = texts + 1, text_bytes + len(rec.text.encode("utf-8"))
                 seen += 1
             else:
                 ended = True
@@ -113,6 +116,7 @@ def sample_heads(shards, *, corpus: str, per_shard: int = 2000, total: int = 100
             docs += stats.read
             compressed += stats.compressed_bytes
     sample.compressed_per_doc = compressed / docs if docs else None
+    sample.text_per_doc = text_bytes / texts if texts else None
     return sample
 
 

@@ -163,7 +163,8 @@ def known_counts(settings, corpus: str, subset: str, lang: str, shards: Sequence
     return {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
 
 
-def make_layout(args, settings, shards, known, executor, compressed_per_doc=None) -> layout_mod.Layout:
+def make_layout(args, settings, shards, known, executor, compressed_per_doc=None,
+                text_per_doc=None) -> layout_mod.Layout:
     for name in ("shard_rows", "row_group_bytes", "shard_bytes"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
@@ -184,6 +185,8 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
         buckets=args.buckets,
         spill_bytes=args.spill_bytes,
         compressed_per_doc=compressed_per_doc,
+        text_per_doc=text_per_doc,
+        row_group_bytes=args.row_group_bytes,
     )
 
 
@@ -207,11 +210,13 @@ def describe(args, subset, shards, lay: layout_mod.Layout, executor: str, settin
         f"executor         {executor}",
         "job layout:",
         f"  partition  {lay.partition_tasks:>6} tasks  mem {lay.partition_mem:>5}  time {lay.partition_time}",
-        f"  plan       {1:>6} task   mem {lay.job_mem:>5}  time {lay.job_time}",
+        f"  plan       {1:>6} task   mem {lay.plan_mem:>5}  time {lay.job_time}",
         f"  write      {lay.write_tasks:>6} tasks  mem {lay.write_mem:>5}  time {lay.write_time}",
         f"  finalize   {1:>6} task   mem {lay.job_mem:>5}  time {lay.job_time}",
         f"  queued at once: {lay.partition_tasks + lay.write_tasks + 2} (MAX_TASKS {settings.max_tasks}); array throttle %{lay.throttle}",
         f"id buckets       {lay.buckets:,}",
+        f"sorted runs      ~{lay.sorted_runs:,} (text / spill budget {human_bytes(lay.spill_bytes)}), ~{lay.sections:,} "
+        f"sections: plan mem {lay.plan_mem}, writer mem {lay.write_mem} (more partition memory means fewer runs)",
         f"read volume      {human_bytes(lay.compressed_bytes)} input + ~{human_bytes(lay.est_json_bytes // 2)} intermediate",
         f"write volume     ~{human_bytes(lay.est_json_bytes // 2)} intermediate + ~{human_bytes(lay.est_json_bytes // 6)} Parquet",
     ]
@@ -311,7 +316,7 @@ def submit_slurm(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings,
     ex = cfg.execution
     s = SlurmSettings(settings.worker_partition, settings.account, ex.python, settings.module_loads, f"hs-{lang}")
     throttle = max(1, min(len(t.get("partition", [])) + len(t.get("write", [])), settings.max_tasks))
-    spec = {"partition": (ex.mem["partition"], ex.time["partition"], throttle), "plan": (ex.mem["job"], ex.time["job"], None),
+    spec = {"partition": (ex.mem["partition"], ex.time["partition"], throttle), "plan": (ex.mem.get("plan", ex.mem["job"]), ex.time["job"], None),
             "write": (ex.mem["write"], ex.time["write"], throttle), "finalize": (ex.mem["job"], ex.time["job"], None)}
     stages = [StageJobs(stage, tuple(t[stage]), *spec[stage]) for stage in ("partition", "plan", "write", "finalize") if t.get(stage)]
     sub = submit_chain(s, run.root, stages, max_size=max_array_size())
@@ -405,7 +410,8 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .buckets import choose_boundaries, sample_heads
 
     sample = sample_heads(shards, corpus=args.corpus)
-    lay = make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc)
+    lay = make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc,
+                      sample.text_per_doc)
     if args.dry_run:
         print(describe(args, subset, shards, lay, executor, settings))
         print("dry run: nothing written, nothing submitted")
@@ -435,7 +441,7 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     execution = Execution(
         executor=executor, out=str(out), partition_tasks=lay.partition_tasks, write_tasks=lay.write_tasks,
         buckets=lay.buckets, spill_bytes=lay.spill_bytes, python=python,
-        mem={"partition": lay.partition_mem, "write": lay.write_mem, "job": lay.job_mem},
+        mem={"partition": lay.partition_mem, "plan": lay.plan_mem, "write": lay.write_mem, "job": lay.job_mem},
         time={"partition": lay.partition_time, "write": lay.write_time, "job": lay.job_time},
         counts_index=str(settings.counts_index) if settings.counts_index else None,
     )

@@ -18,6 +18,11 @@ MAX_BUCKETS = 200_000
 PARTITION_MB_S = 25.0  # compressed MB/s one partition task sustains, conservative (see bench/RESULTS.md)
 WRITE_MB_S = 40.0  # JSON-equivalent MB/s one writer sustains
 MIN_MINUTES = 10
+TEXT_BYTES_PER_DOC = 3500  # HPLT v4 English: ~27.5 TB of text / 7.86 B documents; the head sample measures it
+# Memory model of the stages after partition (bench/RESULTS.md, "Plan at HPLT scale" and "Writer"):
+PROCESS_BYTES = 300 << 20  # interpreter, pyarrow, numpy
+PLAN_BYTES_PER_SECTION = 200  # index columns, the sort permutation and the sorted copy: 27 M sections -> 5.0 GiB
+ORDER_BYTES_PER_ROW = 60  # a writer's order arrays of one bucket
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,9 @@ class Layout:
     job_time: str
     spill_bytes: int
     throttle: int
+    sorted_runs: int = 0  # estimated, all partition tasks together
+    sections: int = 0  # estimated index entries: what the plan holds and writers open
+    plan_mem: str = ""
 
 
 def parse_mem(mem: str) -> int:
@@ -66,6 +74,42 @@ def pack_by_bytes(sizes: Sequence[int], tasks: int) -> list[list[int]]:
     return [sorted(p) for p in packs]
 
 
+def at_least(mem: str, need: int) -> str:
+    """`mem` (a Slurm --mem value), or `need` bytes rounded up to whole GiB when `mem` is less."""
+    return mem if parse_mem(mem) >= need else f"{-(-need // (1 << 30))}G"
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """What the plan and a writer need, from the counts the partition will produce."""
+
+    sorted_runs: int
+    sections: int
+    plan_bytes: int
+    write_bytes: int
+
+
+def stage_memory(*, docs: int, text_bytes: int, spill_bytes: int, partition_tasks: int, buckets: int,
+                 row_group_bytes: int, text_per_doc: float) -> StageMemory:
+    """Estimate the sections and the plan's and a writer's memory.
+
+    Every sorted run of every partition task is cut into up to one section per bucket, so the
+    plan holds runs x buckets index entries, and a writer keeps one decoded batch per section of
+    its bucket (one per run). Both grow with text / spill budget: the partition task's memory
+    sets them.
+    """
+    from .spill import BATCH_ROWS
+
+    runs = partition_tasks + -(-text_bytes // max(1, spill_bytes))  # each task ends with a partial run
+    docs_per_run = max(1, docs // max(1, runs))
+    sections = runs * min(buckets, docs_per_run)
+    per_bucket = sections // max(1, buckets)
+    cursor = int(BATCH_ROWS * (text_per_doc + 400)) + 4096  # one decoded batch (all columns) + its reader
+    plan = PROCESS_BYTES + PLAN_BYTES_PER_SECTION * sections
+    write = PROCESS_BYTES + 4 * row_group_bytes + per_bucket * cursor + ORDER_BYTES_PER_ROW * (docs // max(1, buckets))
+    return StageMemory(runs, sections, plan, write)
+
+
 def estimate_docs(sizes: Sequence[int | None], known: dict[int, int], compressed_per_doc: float | None = None) -> int:
     """Exact where known (counts index, or a shard the head sample read to its end), else from bytes."""
     per = compressed_per_doc or COMPRESSED_BYTES_PER_DOC
@@ -87,6 +131,8 @@ def plan_layout(
     buckets: int | None = None,
     spill_bytes: int | None = None,
     compressed_per_doc: float | None = None,
+    text_per_doc: float | None = None,
+    row_group_bytes: int = 64 << 20,
 ) -> Layout:
     """Fit partition + plan + write + finalize into `task_budget` queued tasks."""
     n = len(sizes)
@@ -105,6 +151,9 @@ def plan_layout(
     part_min = biggest / 1e6 / PARTITION_MB_S / 60 * 1.5
     write_min = json_bytes / max(1, w) / 1e6 / WRITE_MB_S / 60 * 1.5
     spill = spill_bytes or max(8 << 20, parse_mem(partition_mem) // 8)
+    per_doc = text_per_doc or TEXT_BYTES_PER_DOC
+    need = stage_memory(docs=est_docs, text_bytes=int(est_docs * per_doc), spill_bytes=spill, partition_tasks=p,
+                        buckets=buckets, row_group_bytes=row_group_bytes, text_per_doc=per_doc)
     return Layout(
         partition_tasks=p,
         write_tasks=w,
@@ -117,11 +166,14 @@ def plan_layout(
         compressed_bytes=compressed,
         est_json_bytes=json_bytes,
         partition_mem=partition_mem,
-        write_mem=write_mem or job_mem,
+        write_mem=at_least(write_mem or job_mem, need.write_bytes),
         job_mem=job_mem,
         partition_time=time_limit or minutes_to_slurm(part_min),
         write_time=time_limit or minutes_to_slurm(write_min),
         job_time=time_limit or minutes_to_slurm(30),
         spill_bytes=spill,
         throttle=min(p + w, task_budget),
+        sorted_runs=need.sorted_runs,
+        sections=need.sections,
+        plan_mem=at_least(job_mem, need.plan_bytes),
     )

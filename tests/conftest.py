@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import stat
 import subprocess
 
 import pytest
@@ -46,3 +48,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
+
+
+# --------------------------------------------------------------------------------------------
+# A fake sbatch/scontrol/squeue/scancel that only records argv: for unit tests of the
+# submitter's command lines (the real chain runs in test_pipeline_slurm).
+# --------------------------------------------------------------------------------------------
+
+FAKE = r'''#!/usr/bin/env python3
+import json, os, sys
+log = os.environ["FAKE_SLURM_LOG"]
+name = os.path.basename(sys.argv[0])
+with open(log, "a") as f:
+    f.write(json.dumps([name] + sys.argv[1:]) + "\n")
+if name == "sbatch":
+    n = sum(1 for l in open(log) if l.startswith('["sbatch"'))
+    print(f"{1000 + n}")
+elif name == "scontrol":
+    print("MaxArraySize            = " + os.environ.get("FAKE_MAX_ARRAY", "1001"))
+elif name == "squeue":
+    for i in range(int(os.environ.get("FAKE_QUEUED", "0"))):
+        print(f"{500 + i}")
+'''
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    for name in ("sbatch", "scontrol", "squeue", "scancel"):
+        p = bin_dir / name
+        p.write_text(FAKE)
+        p.chmod(p.stat().st_mode | stat.S_IEXEC)
+    log = tmp_path / "slurm-calls.jsonl"
+    log.write_text("")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLURM_LOG", str(log))
+
+    def calls(name: str | None = None) -> list[list[str]]:
+        rows = [json.loads(l) for l in log.read_text().splitlines()]
+        return [r[1:] for r in rows if name is None or r[0] == name]
+
+    return calls

@@ -5,51 +5,12 @@
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 
 import pytest
 
 from shard_pipeline import cli
 from tests.pipeline_util import LANG, make_corpus
-
-FAKE = r'''#!/usr/bin/env python3
-import json, os, sys
-log = os.environ["FAKE_SLURM_LOG"]
-name = os.path.basename(sys.argv[0])
-with open(log, "a") as f:
-    f.write(json.dumps([name] + sys.argv[1:]) + "\n")
-if name == "sbatch":
-    n = sum(1 for l in open(log) if l.startswith('["sbatch"'))
-    print(f"{1000 + n}")
-elif name == "scontrol":
-    print("MaxArraySize            = " + os.environ.get("FAKE_MAX_ARRAY", "1001"))
-elif name == "squeue":
-    for i in range(int(os.environ.get("FAKE_QUEUED", "0"))):
-        print(f"{500 + i}")
-'''
-
-
-@pytest.fixture
-def fake_slurm(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "fakebin"
-    bin_dir.mkdir()
-    for name in ("sbatch", "scontrol", "squeue", "scancel"):
-        p = bin_dir / name
-        p.write_text(FAKE)
-        p.chmod(p.stat().st_mode | stat.S_IEXEC)
-    log = tmp_path / "slurm-calls.jsonl"
-    log.write_text("")
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SLURM_LOG", str(log))
-
-    def calls(name: str | None = None) -> list[list[str]]:
-        rows = [json.loads(l) for l in log.read_text().splitlines()]
-        return [r[1:] for r in rows if name is None or r[0] == name]
-
-    return calls
-
 
 def conf(tmp_path: Path, text: str = "") -> Path:
     c = tmp_path / "t.conf"

@@ -1,0 +1,57 @@
+"""The job layout: task counts, packing, and the memory each stage is given (layout.py)."""
+from __future__ import annotations
+
+import json
+
+from shard_pipeline.layout import at_least, pack_by_bytes, parse_mem, plan_layout, stage_memory
+from tests.pipeline_util import make_corpus
+from tests.test_submitter import opt, submit
+
+HPLT_EN = [16_382_767_553] * 1108  # v4 clean English: 18.15 TB in 1,108 shards
+
+
+def test_packing_is_balanced_and_keeps_every_input_once():
+    sizes = [90, 10, 40, 40, 30, 30, 20, 5]
+    packs = pack_by_bytes(sizes, 3)
+    assert sorted(i for p in packs for i in p) == list(range(len(sizes)))
+    loads = [sum(sizes[i] for i in p) for p in packs]
+    assert max(loads) - min(loads) <= max(sizes) and max(loads) == 90
+
+
+def test_sections_are_runs_times_buckets_and_shrink_with_partition_memory():
+    kw = dict(docs=7_860_000_000, text_bytes=27_500_000_000_000, partition_tasks=99, buckets=1965,
+              row_group_bytes=64 << 20, text_per_doc=3500)
+    small = stage_memory(spill_bytes=512 << 20, **kw)
+    big = stage_memory(spill_bytes=2048 << 20, **kw)
+    assert small.sorted_runs == 99 + -(-27_500_000_000_000 // (512 << 20))
+    assert small.sections == small.sorted_runs * 1965
+    assert 3.9 < small.sections / big.sections < 4.1  # 4x the spill budget, ~1/4 of the sections
+    assert small.plan_bytes > 4 * big.plan_bytes * 0.9 and small.write_bytes > big.write_bytes
+    # tiny runs never have more sections than rows
+    tiny = stage_memory(docs=100, text_bytes=10_000, spill_bytes=1 << 20, partition_tasks=4, buckets=50,
+                        row_group_bytes=1 << 20, text_per_doc=100)
+    assert tiny.sections == 4 * 25
+
+
+def test_plan_and_writers_get_the_memory_the_model_asks_for_at_hplt_scale():
+    lay = plan_layout(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="4G", job_mem="4G")
+    assert (lay.partition_tasks, lay.write_tasks) == (99, 99)
+    assert lay.sections > 50_000_000  # 512 MiB runs of 27.5 TB of text
+    assert parse_mem(lay.plan_mem) >= 200 * lay.sections and parse_mem(lay.write_mem) > parse_mem("4G")
+    assert lay.partition_mem == "4G"  # the user's choice stays for the stage it sizes
+    roomy = plan_layout(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="32G", job_mem="32G")
+    assert roomy.plan_mem == "32G" and roomy.write_mem == "32G"  # already enough: unchanged
+
+
+def test_small_runs_keep_the_configured_memory():
+    lay = plan_layout([50_000_000] * 4, {}, shard_rows=100_000, task_budget=20, partition_mem="4G", job_mem="4G")
+    assert (lay.plan_mem, lay.write_mem) == ("4G", "4G")
+    assert at_least("4G", 5 << 30) == "5G" and at_least("8G", 5 << 30) == "8G"
+
+
+def test_plan_job_is_submitted_with_the_plan_memory(tmp_path, fake_slurm):
+    root = make_corpus(tmp_path, n_docs=40)
+    assert submit(tmp_path, root, "--mem", "2G") == 0
+    mem = json.loads((tmp_path / "run" / "config.json").read_text())["execution"]["mem"]
+    by_name = {opt(a, "--job-name").rsplit("-", 1)[1]: opt(a, "--mem") for a in fake_slurm("sbatch")}
+    assert by_name == {"partition": mem["partition"], "plan": mem["plan"], "write": mem["write"], "finalize": mem["job"]}
