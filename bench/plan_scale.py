@@ -8,7 +8,7 @@ runs x B buckets. This builds one, runs `stages/plan.py` on it as its own proces
 wall time, CPU and max RSS (`os.wait4`).
 
     .venv/bin/python bench/plan_scale.py --tasks 99 --runs 139 --buckets 1965 --workdir bench/work/plan
-    .venv/bin/python bench/plan_scale.py ... --split-layout dirs   # three bucket plans instead of one
+    .venv/bin/python bench/plan_scale.py ... --split-layout dirs   # a bucket plan per split instead of one
 """
 from __future__ import annotations
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
+from .shard import manifest_sets
+
 LEDGER_KEYS: tuple[str, ...] = ("source_id", "location", "bytes", "mtime", "documents", "license_spdx")
 LAYOUTS = ("dirs", "column")
 SHARD_GLOB = "shard-*.parquet"
@@ -130,28 +132,20 @@ def _q(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _configs_yaml(layout: str, has_val: bool) -> list[str]:
+def _configs_yaml(layout: str, has_train: bool, has_val: bool) -> list[str]:
+    """`configs` for datasets: a split with no rows is left out (datasets refuses a split without data)."""
+    splits = [s for s, has in (("train", has_train), ("validation", has_val)) if has] or ["train"]
     if layout == "dirs":
-        lines = ["configs:", "- config_name: default", "  data_files:", "  - split: train", f"    path: {_q('train/' + SHARD_GLOB)}"]
-        if has_val:
-            lines += ["  - split: validation", f"    path: {_q('validation/' + SHARD_GLOB)}"]
+        lines = ["configs:", "- config_name: default", "  data_files:"]
+        for s in splits:
+            lines += [f"  - split: {s}", f"    path: {_q(s + '/' + SHARD_GLOB)}"]
         return lines
-    lines = [
-        "configs:",
-        "- config_name: default",
-        "  data_files:",
-        "  - split: train",
-        f"    path: {_q(SHARD_GLOB)}",
-        '  filters: [["split", "==", "train"]]',
-    ]
-    if has_val:
-        lines += [
-            "- config_name: validation",
-            "  data_files:",
-            "  - split: validation",
-            f"    path: {_q(SHARD_GLOB)}",
-            '  filters: [["split", "==", "val"]]',
-        ]
+    configs = [("default", splits[0])] + [("validation", "validation") for _ in splits[1:]]
+    lines = ["configs:"]
+    for name, s in configs:
+        value = "val" if s == "validation" else "train"
+        lines += [f"- config_name: {name}", "  data_files:", f"  - split: {s}", f"    path: {_q(SHARD_GLOB)}",
+                  f'  filters: [["split", "==", "{value}"]]']
     return lines
 
 
@@ -207,7 +201,7 @@ def dataset_card(
     train, val = int(manifest["splits"]["train"]), int(manifest["splits"]["val"])
     text_bytes = int(manifest["text_bytes"])
     shards = manifest["shards"]
-    trained = [e for e in shards if e["name"].startswith("train/")] if layout == "dirs" else shards  # what ranks read
+    trained = manifest_sets(manifest)[0][2]  # what ranks read: the only set, or train/
     stored = sum(int(s["bytes"]) for s in shards)
     val_permille = int(manifest["params"]["val_permille"])
     dataset, version = str(manifest["dataset"]), str(manifest["version"])
@@ -225,7 +219,7 @@ def dataset_card(
     fm += ["task_categories:", "- text-generation", "size_categories:", f"- {_q(size_category(rows))}"]
     tags = ["pretraining", "parquet", "web"] + (["cleaned"] if policy else []) + (["distributed-training"] if balance else [])
     fm += ["tags:"] + [f"- {t}" for t in tags]
-    fm += _configs_yaml(layout, val > 0)
+    fm += _configs_yaml(layout, rows - val > 0, val > 0)
     fm.append("---")
 
     # ---- body

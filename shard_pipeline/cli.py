@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import layout as layout_mod
-from .rundir import RunDir, write_json_atomic
+from .rundir import RUN_FORMAT, RunDir, write_json_atomic
 from .runconfig import Content, Execution, InputRef, RunConfig
 from .claim import OutHeld, claim, release
 from .shard import DEFAULT_ROW_GROUP_BYTES, check_replaceable
@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", dest="worker_partition", help="Slurm partition (conf WORKER_PARTITION)")
     p.add_argument("--counts-index", help="shared counts index directory (conf COUNTS_INDEX)")
     p.add_argument("--max-tasks", type=int, help="array tasks this run may queue (conf MAX_TASKS)")
-    p.add_argument("--mem", help="memory per task of every stage, e.g. 4G (default conf WORKER_MEM); a partition task buffers mem/8 of text")
+    p.add_argument("--mem", help="memory per task of every stage, e.g. 4G (default conf WORKER_MEM); a partition task "
+                   "buffers mem/8 of text; the plan and write jobs get more when the layout estimates they need it")
     p.add_argument("--time", help="wall time per task (default estimated from bytes)")
     p.add_argument("--partition-tasks", type=int, help="override the number of partition tasks")
     p.add_argument("--write-tasks", type=int, help="override the number of write tasks")
@@ -242,6 +243,7 @@ def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, b
     for t, pack in enumerate(lay.packing):
         write_json_atomic(run.task_file("partition", t), {"task": t, "inputs": list(pack)})
     write_json_atomic(run.run_json, {
+        "run_format": RUN_FORMAT,
         "argv": list(argv),
         "config_sha256": cfg.content.sha256(),
         "code": git_state(),
@@ -343,6 +345,11 @@ def resume(args: argparse.Namespace, argv: Sequence[str]) -> int:
     cfg = RunConfig.from_json(read_json(run.config_json))
     record = read_json(run.run_json)
     executor = args.executor or record["executor"]
+    made_by = record.get("run_format", 1)
+    if made_by != RUN_FORMAT:
+        raise ResumeRefused(f"{run.root} was made by hplt-shard {record.get('code', {}).get('commit') or '(unknown commit)'} "
+                            f"whose intermediate files have format {made_by}; this version reads format {RUN_FORMAT}. "
+                            "Resume it with that version, or start a new run (inputs and OUT are untouched)")
     with run_lock(run):
         if shutil.which("squeue"):
             queued = queued_jobs_of(run_job_ids(run))

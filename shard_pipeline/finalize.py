@@ -24,8 +24,8 @@ from .shard import (
     build_manifest,
     file_sha256,
     load_manifest,
+    manifest_sets,
     row_group_bounds,
-    shard_sets,
     swap_into_place,
     write_manifest,
 )
@@ -57,9 +57,8 @@ def hash_files(directory: Path, names: list[str]) -> dict[str, str | None]:
 
 def unexpected_files(tmp: Path, expected: set[str]) -> list[str]:
     """Paths under OUT.tmp (relative, folders included) that are not `expected`: left by an attempt cut short."""
-    folders = {str(Path(name).parent) for name in expected} - {"."}
-    return sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*")
-                  if p.relative_to(tmp).as_posix() not in expected | folders)
+    allowed = expected | ({str(Path(name).parent) for name in expected} - {"."})
+    return sorted(rel for rel in (p.relative_to(tmp).as_posix() for p in tmp.rglob("*")) if rel not in allowed)
 
 
 def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[ShardFile]:
@@ -258,12 +257,9 @@ def balance_of(content, manifest: dict[str, Any]) -> dict[str, Any]:
         "dp_ranks": list(content.dp_ranks),
         "shard_multiple": shard_multiple(content.dp_ranks) if content.dp_ranks else 1,
     }
-    if content.split_layout == "column":
-        return {**head, **rank_balance(content.dp_ranks, [s["text_bytes"] for s in manifest["shards"]])}
-    return {**head, "sets": {
-        folder: rank_balance(content.dp_ranks, [s["text_bytes"] for s in manifest["shards"]
-                                                if s["name"].startswith(folder + "/")])
-        for folder, _ in shard_sets(content.split_layout)}}
+    per_set = {folder: rank_balance(content.dp_ranks, [e["text_bytes"] for e in entries])
+               for folder, _, entries in manifest_sets(manifest)}
+    return {**head, **per_set[""]} if "" in per_set else {**head, "sets": per_set}
 
 
 def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,

@@ -21,7 +21,8 @@ MIN_MINUTES = 10
 TEXT_BYTES_PER_DOC = 3500  # HPLT v4 English: ~27.5 TB of text / 7.86 B documents; the head sample measures it
 # Memory model of the stages after partition (bench/RESULTS.md, "Plan at HPLT scale" and "Writer"):
 PROCESS_BYTES = 300 << 20  # interpreter, pyarrow, numpy
-PLAN_BYTES_PER_SECTION = 200  # index columns, the sort permutation and the sorted copy: 27 M sections -> 5.0 GiB
+PLAN_BYTES_PER_SECTION = 213  # index columns, the sort permutation and the sorted copy: 27 M sections -> 5.0-5.4 GiB
+HEADROOM = 1.25  # on the estimates: allocator slack, a byte-balanced plan's bucket order
 ORDER_BYTES_PER_ROW = 60  # a writer's order arrays of one bucket
 
 
@@ -89,7 +90,7 @@ class StageMemory:
     write_bytes: int
 
 
-def stage_memory(*, docs: int, text_bytes: int, spill_bytes: int, partition_tasks: int, buckets: int,
+def stage_memory(*, docs: int, text_bytes: int, spill_bytes: int, inputs: int, buckets: int,
                  row_group_bytes: int, text_per_doc: float) -> StageMemory:
     """Estimate the sections and the plan's and a writer's memory.
 
@@ -100,14 +101,14 @@ def stage_memory(*, docs: int, text_bytes: int, spill_bytes: int, partition_task
     """
     from .spill import BATCH_ROWS
 
-    runs = partition_tasks + -(-text_bytes // max(1, spill_bytes))  # each task ends with a partial run
+    runs = inputs + -(-text_bytes // max(1, spill_bytes))  # a run never spans two inputs: each ends a partial one
     docs_per_run = max(1, docs // max(1, runs))
     sections = runs * min(buckets, docs_per_run)
     per_bucket = sections // max(1, buckets)
     cursor = int(BATCH_ROWS * (text_per_doc + 400)) + 4096  # one decoded batch (all columns) + its reader
     plan = PROCESS_BYTES + PLAN_BYTES_PER_SECTION * sections
     write = PROCESS_BYTES + 4 * row_group_bytes + per_bucket * cursor + ORDER_BYTES_PER_ROW * (docs // max(1, buckets))
-    return StageMemory(runs, sections, plan, write)
+    return StageMemory(runs, sections, int(plan * HEADROOM), int(write * HEADROOM))
 
 
 def estimate_docs(sizes: Sequence[int | None], known: dict[int, int], compressed_per_doc: float | None = None) -> int:
@@ -152,7 +153,7 @@ def plan_layout(
     write_min = json_bytes / max(1, w) / 1e6 / WRITE_MB_S / 60 * 1.5
     spill = spill_bytes or max(8 << 20, parse_mem(partition_mem) // 8)
     per_doc = text_per_doc or TEXT_BYTES_PER_DOC
-    need = stage_memory(docs=est_docs, text_bytes=int(est_docs * per_doc), spill_bytes=spill, partition_tasks=p,
+    need = stage_memory(docs=est_docs, text_bytes=int(est_docs * per_doc), spill_bytes=spill, inputs=n,
                         buckets=buckets, row_group_bytes=row_group_bytes, text_per_doc=per_doc)
     return Layout(
         partition_tasks=p,

@@ -12,6 +12,10 @@ from pathlib import Path
 from typing import Any
 
 STAGES = ("partition", "plan", "write", "finalize")
+# The format of the files stages hand each other (spill index, plan.json, receipts). A run
+# directory is resumed only by code of the same format: 2 = per-split counts in the index,
+# shard sets in the plan (--split-layout).
+RUN_FORMAT = 2
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

@@ -132,6 +132,19 @@ def set_shard_name(folder: str, i: int, n: int) -> str:
     return f"{folder}/{name}" if folder else name
 
 
+def manifest_sets(manifest: dict[str, Any]) -> list[tuple[str, str | None, list[dict[str, Any]]]]:
+    """(folder, split, shard entries) of each shard set a manifest lists, in manifest order.
+
+    An entry belongs to the set whose folder it is in; one in no set's folder is in none (the
+    verifier reports it).
+    """
+    sets = shard_sets(manifest["params"].get("split_layout", "column"))
+    if sets == [("", None)]:
+        return [("", None, list(manifest["shards"]))]
+    return [(folder, split, [e for e in manifest["shards"] if e["name"].startswith(folder + "/")])
+            for folder, split in sets]
+
+
 def shard_count(rows: int, shard_rows: int) -> int:
     """ceil(rows / shard_rows), but at least 1: an empty corpus still has one (empty) shard."""
     return max(1, math.ceil(rows / shard_rows))
@@ -611,9 +624,8 @@ def read_shards(out: Path, split: str | None = None) -> Iterator[Doc]:
 
 
 def _rows(out: Path, manifest: dict[str, Any], split: str | None) -> Iterator[Doc]:
-    entries = manifest["shards"]
-    if split is not None and manifest["params"].get("split_layout") == "dirs":
-        entries = [e for e in entries if e["name"].startswith(SPLIT_DIRS[split] + "/")]  # the other set is not opened
+    # A set whose rows are all of another split is not opened (dirs layout).
+    entries = [e for _, set_split, es in manifest_sets(manifest) if split is None or set_split in (None, split) for e in es]
     for entry in entries:
         with _verified_open(out, entry) as f:
             pf = pq.ParquetFile(f)

@@ -59,16 +59,8 @@ class Section:
     length: int
     rows: int
     text_bytes: int
-    val_rows: int
+    val_rows: int  # of `rows`, those in split val
     val_text_bytes: int
-
-    def of_split(self, split: str | None) -> tuple[int, int]:
-        """(rows, text bytes) of this section in one split; None = all of it."""
-        if split is None:
-            return self.rows, self.text_bytes
-        if split == "val":
-            return self.val_rows, self.val_text_bytes
-        return self.rows - self.val_rows, self.text_bytes - self.val_text_bytes
 
 
 def section_blob(table: pa.Table, compression: str) -> bytes:

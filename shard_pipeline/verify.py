@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import hashlib
+import heapq
 import json
 import os
 import re
@@ -23,7 +24,7 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,7 +41,7 @@ from .shard import (
     build_manifest,
     set_shard_name,
     shard_name,
-    shard_sets,
+    manifest_sets,
     split_of,
 )
 
@@ -188,8 +189,9 @@ def _structure_problems(m: dict[str, Any]) -> list[str]:
         count("params.shard_rows", params.get("shard_rows"), 1)
         count("params.val_permille", params.get("val_permille"), 0, 1000)
         count("params.row_group_bytes", params.get("row_group_bytes"), 1)
-        if params.get("split_layout", "column") not in SPLIT_LAYOUTS:
-            bad.append(f"params.split_layout must be one of {list(SPLIT_LAYOUTS)}, got {_short(params.get('split_layout'))}")
+        if "split_layout" in params and params["split_layout"] not in SPLIT_LAYOUTS[1:]:  # column is the key's absence
+            bad.append(f"params.split_layout must be one of {list(SPLIT_LAYOUTS[1:])} or absent, "
+                       f"got {_short(params.get('split_layout'))}")
     shards = m.get("shards")
     if not isinstance(shards, list) or not shards:
         bad.append(f"shards must be a non-empty list, got {_short(shards)}")
@@ -327,21 +329,9 @@ def _safe_relative(name: str) -> bool:
             and all(part not in ("", ".", "..") for part in p.parts))
 
 
-def _shard_sets(m: dict[str, Any]) -> list[tuple[str, str | None, list[dict[str, Any]]]]:
-    """(folder, split, entries) of each shard set, in manifest order; an entry goes to the set its folder names.
-
-    Column layout: one set, every entry. Dirs: train/ then validation/; entries in no set's folder are
-    reported by the name check (they are expected to be the set's names, in order).
-    """
-    sets = shard_sets(m["params"].get("split_layout", "column"))
-    if len(sets) == 1:
-        return [(sets[0][0], sets[0][1], list(m["shards"]))]
-    return [(folder, split, [e for e in m["shards"] if e["name"].startswith(folder + "/")]) for folder, split in sets]
-
-
 def _expected_names(m: dict[str, Any]) -> list[str]:
     """The shard names the manifest must list, in order: each set named by the contract inside its folder."""
-    return [set_shard_name(folder, i, len(entries)) for folder, _, entries in _shard_sets(m) for i in range(len(entries))]
+    return [set_shard_name(folder, i, len(entries)) for folder, _, entries in manifest_sets(m) for i in range(len(entries))]
 
 
 def _check_files(out: Path, m: dict[str, Any], rep: _Report) -> None:
@@ -359,6 +349,10 @@ def _check_files(out: Path, m: dict[str, Any], rep: _Report) -> None:
         if name in listed:
             rep.add(name, "listed twice in the manifest")
         listed[name] = e
+    for folder, _, entries in manifest_sets(m):
+        if folder and not entries:
+            rep.add(MANIFEST_NAME, f"lists no shard in {folder}/: every set of the layout has one at least "
+                    "(an empty split has one empty shard)")
     for i, e in enumerate(files):
         name = e["name"]
         if not _safe_relative(name) or name == MANIFEST_NAME:
@@ -601,7 +595,7 @@ def _check_shards(out: Path, m: dict[str, Any], rep: _Report, deep: bool) -> Non
     train = val = 0
     unseen = False
     byte_balanced = any(f.get("name") == "balance.json" for f in m.get("files", []))
-    for _, split, entries in _shard_sets(m):
+    for _, split, entries in manifest_sets(m):
         st = _RowState()  # each set is its own shard set: order, row indexes and clusters start again
         first = 0  # the set's index of the shard's first row
         params = {**m["params"], "byte_balanced": byte_balanced, "set_split": split}
@@ -611,6 +605,8 @@ def _check_shards(out: Path, m: dict[str, Any], rep: _Report, deep: bool) -> Non
             total_rows += rows
             total_text += text
         train, val, unseen = train + st.train, val + st.val, unseen or bool(st.unseen)
+    if deep:
+        _check_ids_across_sets(out, m, rep)
 
     if m["rows"] != total_rows:
         rep.add(MANIFEST_NAME, f"rows is {m['rows']}, the shards hold {total_rows}")
@@ -623,6 +619,39 @@ def _check_shards(out: Path, m: dict[str, Any], rep: _Report, deep: bool) -> Non
                 rep.add(MANIFEST_NAME, f"splits.{k} is {splits[k]}, the shards hold {actual} {k} rows")
     elif splits["train"] + splits["val"] != total_rows:  # the rows themselves were not (all) read
         rep.add(MANIFEST_NAME, f"splits add up to {splits['train'] + splits['val']}, the shards hold {total_rows} rows")
+
+
+def _ids_of(out: Path, entries: list[dict[str, Any]]) -> Iterator[tuple[bytes, str]]:
+    """(id as UTF-8, shard name) of every readable row of a set, in file order; unreadable parts are reported elsewhere."""
+    for e in entries:
+        try:
+            pf = pq.ParquetFile(out / e["name"])
+        except Exception:
+            continue
+        try:
+            for g in range(pf.metadata.num_row_groups):
+                ids = pf.read_row_group(g, columns=["id"]).column("id").to_pylist()
+                yield from ((i.encode("utf-8"), e["name"]) for i in ids)
+        except Exception:
+            continue
+        finally:
+            pf.close()
+
+
+def _check_ids_across_sets(out: Path, m: dict[str, Any], rep: _Report) -> None:
+    """An id is unique in the whole output, not only in its set: merge the sets' sorted id streams.
+
+    Reads the id column once more (a few percent of the bytes); memory stays one row group per set.
+    """
+    sets = manifest_sets(m)
+    if len(sets) < 2:
+        return
+    prev: tuple[bytes, str] | None = None
+    for key, name in heapq.merge(*(_ids_of(out, entries) for _, _, entries in sets)):
+        if prev is not None and key == prev[0] and name.split("/")[0] != prev[1].split("/")[0]:
+            rep.capped("order", name, f"id {_short(key.decode('utf-8', 'replace'))} is also in {prev[1]} "
+                       "(ids are unique across the shard sets)")
+        prev = (key, name)
 
 
 def _check_one(out: Path, e: dict[str, Any], first: int, last: bool, n: int, params: dict[str, Any], st: _RowState,

@@ -165,6 +165,17 @@ def test_a_split_without_rows_is_left_out(tmp_path, hf):
     assert set(ds) == {"train"} and ds["train"].num_rows == 150
 
 
+def test_an_empty_train_split_is_left_out_too(tmp_path, hf):
+    docs = make_docs(40, seed=3)
+    out = tmp_path / "out"
+    manifest = write_shards(docs, out, dataset="d", version="1", shard_rows=100, val_permille=1000)
+    card = dataset_card(manifest, layout="column", ledger_name="LEDGER.jsonl", policy=None, provenance=PROVENANCE)
+    assert [(c["config_name"], c["data_files"][0]["split"]) for c in front_matter(card)["configs"]] == [("default", "validation")]
+    (out / "README.md").write_text(card, encoding="utf-8")
+    ds = hf.load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))
+    assert set(ds) == {"validation"} and ds["validation"].num_rows == 40
+
+
 # ---------------------------------------------------------------- the card's content
 
 

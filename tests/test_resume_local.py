@@ -144,6 +144,20 @@ def test_resume_refuses_changed_inputs(tmp_path, monkeypatch, reference, capsys)
     assert "9_1.ia.jsonl.zst" in err and "changed" in err
 
 
+def test_run_of_another_intermediate_format_is_refused(tmp_path, monkeypatch, reference, capsys):
+    """A run directory made by a version whose stages hand over other files is not resumed by this one."""
+    root, expected = reference
+    out, run_dir = interrupted(tmp_path, monkeypatch, root, "write-start:0")
+    record = json.loads((run_dir / "run.json").read_text())
+    del record["run_format"]  # as written before the format was recorded
+    (run_dir / "run.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    assert resume(run_dir) == 2
+    err = capsys.readouterr().err
+    assert "intermediate files have format 1" in err and "start a new run" in err
+    assert not out.exists()
+
+
 def test_second_resume_of_a_run_is_refused(tmp_path, monkeypatch, reference):
     root, expected = reference
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "plan-start")

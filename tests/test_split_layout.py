@@ -128,6 +128,19 @@ def test_dirs_card_loads_with_datasets_and_duckdb(tmp_path, monkeypatch):
     assert verify_output(out) == []
 
 
+def test_all_validation_loads_with_datasets(tmp_path, monkeypatch):
+    """An empty train split is left out of the card, so datasets still loads the output."""
+    root = make_corpus(tmp_path, n_docs=30)
+    out = tmp_path / "out"
+    assert run_cli(root, out, tmp_path / "run", "--split-layout", "dirs", "--val-permille", "1000", "--dataset-card") == 0
+    assert manifest(out)["splits"] == {"train": 0, "val": 30} and verify_output(out) == []
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "cache"))
+    assert list(ds) == ["validation"] and ds["validation"].num_rows == 30
+
+
 def test_empty_validation_set_has_one_empty_shard(tmp_path):
     root = make_corpus(tmp_path, n_docs=40)
     out = tmp_path / "out"
@@ -165,18 +178,24 @@ def test_a_repeated_id_across_the_two_sets_is_an_error(tmp_path, capsys):
     assert not out.exists()
 
 
-def _hand_made_dirs_output(tmp_path, *, misplace: bool = False):
+def _hand_made_dirs_output(tmp_path, *, misplace: bool = False, id_in_both: bool = False, sets=("train", "validation")):
     """A dirs output assembled from write_shards sets, to show what --verify checks."""
-    recs = records(30, seed=53, text_bytes=200)
     from shard_pipeline.shard import Doc
 
+    recs = records(30, seed=53, text_bytes=200)
     docs = [Doc(r["id"], r["text"], {"url": r["u"], "license_spdx": "CC0-1.0"}) for r in recs]
     split = {d.id: split_of(hashlib.sha256(d.text.encode()).digest(), VAL) for d in docs}
+    if id_in_both:  # a val document that reuses a train document's id
+        train_id = next(d.id for d in docs if split[d.id] == "train")
+        docs.append(Doc(train_id, _texts_in_both_splits(VAL)[1], {"url": "https://x.invalid/", "license_spdx": "CC0-1.0"}))
     out = tmp_path / "out"
     out.mkdir()
     entries = []
     for folder, want in (("train", "train"), ("validation", "val")):
-        chosen = [d for d in docs if (split[d.id] == want) != (misplace and folder == "validation")]
+        if folder not in sets:
+            continue
+        chosen = [d for d in docs if (split_of(hashlib.sha256(d.text.encode()).digest(), VAL) == want)
+                  != (misplace and folder == "validation")]
         m = write_shards(chosen, tmp_path / folder, dataset="d", version="1", shard_rows=10, val_permille=VAL)
         (tmp_path / folder / "_MANIFEST.json").unlink()
         (tmp_path / folder).rename(out / folder)
@@ -195,6 +214,19 @@ def test_verify_checks_each_set_on_its_own(tmp_path):
     assert verify_output(out) == []
     (out / "validation" / "notes.txt").write_text("x")
     assert any(p.file == "validation/notes.txt" for p in verify_output(out))
+
+
+def test_verify_finds_an_id_in_both_sets(tmp_path):
+    out = _hand_made_dirs_output(tmp_path, id_in_both=True)
+    problems = [f"{p.file}: {p.what}" for p in verify_output(out)]
+    assert any(p.startswith("validation/shard-00000-of-00001.parquet") and "is also in train/" in p
+               for p in problems), problems
+
+
+def test_verify_needs_every_set_of_the_layout(tmp_path):
+    out = _hand_made_dirs_output(tmp_path, sets=("train",))
+    problems = [f"{p.file}: {p.what}" for p in verify_output(out)]
+    assert any("lists no shard in validation/" in p for p in problems), problems
 
 
 def test_verify_finds_rows_in_the_wrong_set(tmp_path):
