@@ -7,11 +7,14 @@ the task's one spill file as bucket sections.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import columns as C
 from .buckets import boundary_keys, bucket_cuts
 from .reader import QuarantineWriter, ReadStats, iter_records
 from .faults import fault_point
@@ -54,23 +57,74 @@ class PartitionReceipt:
 
 
 class _Buffer:
-    """Column lists for the documents read since the last spill."""
+    """The documents read since the last spill: one Python object per field, converted in bulk.
 
-    def __init__(self) -> None:
-        self.cols: dict[str, list] = {name: [] for name in SPILL_SCHEMA.names}
+    `table` builds each column from one joined buffer (`columns`), not object by object: the
+    texts are the UTF-8 bytes `read_into` hashed, taken as they are. A buffer holds one input's
+    documents (a run never spans two inputs), so the source is one number.
+    """
+
+    def __init__(self, val_permille: int) -> None:
+        self.val_permille = val_permille
+        self.source = 0
+        self.ids: list[str] = []
+        self.texts: list[bytes] = []  # UTF-8, as hashed
+        self.lines: list[int] = []
+        self.urls: list[str] = []
+        self.langs: list[str] = []
+        self.n_chars: list[int] = []
+        self.shas: list[bytes] = []
+        self.piis: list[int] = []
         self.text_bytes = 0
 
     def clear(self) -> None:
         """Empty the lists in place: the reading loop holds references to them."""
-        for col in self.cols.values():
+        for col in (self.ids, self.texts, self.lines, self.urls, self.langs, self.n_chars, self.shas, self.piis):
             col.clear()
         self.text_bytes = 0
 
     def __len__(self) -> int:
-        return len(self.cols["id"])
+        return len(self.ids)
 
     def table(self) -> pa.Table:
-        return pa.Table.from_pydict(self.cols, schema=SPILL_SCHEMA)
+        """The buffer as a SPILL_SCHEMA table (unsorted); the lists are left as they are."""
+        text_bytes = C.lengths(self.texts)
+        sha = b"".join(self.shas)
+        columns = {
+            "id": C.utf8_array(self.ids),
+            "text_bytes": C.fixed_array(pa.int32(), text_bytes.astype(np.int32)),
+            "text": C.string_array(b"".join(self.texts), text_bytes),
+            "source": C.fixed_array(pa.int32(), np.full(len(self), self.source, np.int32)),
+            "line": C.fixed_array(pa.int64(), np.array(self.lines, np.int64)),
+            "url": C.utf8_array(self.urls),
+            "lang": C.utf8_array(self.langs),
+            "n_chars": C.fixed_array(pa.int32(), np.array(self.n_chars, np.int32)),
+            "sha256": C.binary_array(32, sha),
+            "pii_redactions": C.fixed_array(pa.int32(), np.array(self.piis, np.int32)),
+            "val": C.bool_array(val_flags(sha, self.val_permille)),
+        }
+        schema = pa.schema([f.with_type(columns[f.name].type) for f in SPILL_SCHEMA])  # string or large_string
+        return pa.Table.from_pydict(columns, schema=schema)
+
+
+def val_flags(sha256s: bytes, val_permille: int) -> np.ndarray:
+    """`shard.split_of(...) == "val"` for each of the concatenated 32-byte digests, vectorised."""
+    heads = np.frombuffer(sha256s, dtype=">u8").reshape(-1, 4)[:, 0]
+    return heads % 1000 < val_permille
+
+
+class _Utf8Keys(Sequence):
+    """A sorted string array seen as UTF-8 bytes, decoded on access: `bucket_cuts` bisects it,
+    touching a few ids per bucket instead of converting every id of the run."""
+
+    def __init__(self, ids: pa.ChunkedArray) -> None:
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> bytes:
+        return self.ids[i].as_py().encode("utf-8")
 
 
 def _spill(buf: _Buffer, writer: SpillWriter, keys: list[bytes]) -> int:
@@ -78,8 +132,7 @@ def _spill(buf: _Buffer, writer: SpillWriter, keys: list[bytes]) -> int:
     table = buf.table()
     buf.clear()
     table = table.take(pc.sort_indices(table, sort_keys=[("id", "ascending")]))
-    ids = [s.encode("utf-8") for s in table.column("id").to_pylist()]
-    writer.write_run(table, bucket_cuts(ids, keys))
+    writer.write_run(table, bucket_cuts(_Utf8Keys(table.column("id")), keys))
     return int(pc.sum(table.column("pii_redactions")).as_py() or 0)
 
 
@@ -127,10 +180,10 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
 
     shard = InputShard(inp.name, inp.location, inp.size, inp.mtime, inp.source_id)
     stats = ReadStats()
-    c = buf.cols
-    ids, tbs, texts, sources, lines = c["id"], c["text_bytes"], c["text"], c["source"], c["line"]
-    urls, langs, nch, shas, piis, vals = c["url"], c["lang"], c["n_chars"], c["sha256"], c["pii_redactions"], c["val"]
-    vp = cfg.content.val_permille
+    assert not len(buf) or buf.source == index, "a run never spans two inputs"
+    buf.source = index
+    ids, texts, lines, urls, langs = buf.ids, buf.texts, buf.lines, buf.urls, buf.langs
+    nch, shas, piis = buf.n_chars, buf.shas, buf.piis
     sha256 = hashlib.sha256
     policy = None
     if cfg.content.clean is not None:
@@ -139,24 +192,21 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
         policy = CleanPolicy(**cfg.content.clean)
     for rec in iter_records(shard, corpus=cfg.content.corpus, bad_records=cfg.content.bad_records,
                             quarantine=quarantine, stats=stats):
-        raw = rec.text.encode("utf-8")
+        line, id_, text, url, lang, pii = rec
+        raw = text.encode("utf-8")
         if policy is not None:
-            reasons = quarantine_reasons(rec.text, len(raw), policy, utf8=raw)
+            reasons = quarantine_reasons(text, len(raw), policy, utf8=raw)
             if reasons:
                 cleaned.add(rec, reasons)
                 continue
-        digest = sha256(raw).digest()
-        ids.append(rec.id)
-        tbs.append(len(raw))
-        texts.append(raw)  # the UTF-8 bytes already made for the hash: Arrow takes them as they are
-        sources.append(index)
-        lines.append(rec.line)
-        urls.append(rec.url)
-        langs.append(rec.lang)
-        nch.append(len(rec.text))
-        shas.append(digest)
-        piis.append(rec.pii_count)
-        vals.append(int.from_bytes(digest[:8], "big") % 1000 < vp)
+        ids.append(id_)
+        texts.append(raw)  # the UTF-8 bytes made for the hash: the spill takes them as they are
+        lines.append(line)
+        urls.append(url)
+        langs.append(lang)
+        nch.append(len(text))
+        shas.append(sha256(raw).digest())
+        piis.append(pii)
         buf.text_bytes += len(raw)
         if buf.text_bytes >= budget:
             spill()
@@ -210,7 +260,7 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
     writer = SpillWriter(task, run.spill_file(task), run.spill_index(task), cfg.execution.intermediate_compression)
     receipts, pii_spans = _restore(run, task, writer)
     done = {r.index for r in receipts}
-    buf = _Buffer()
+    buf = _Buffer(cfg.content.val_permille)
 
     def spill() -> None:
         nonlocal pii_spans
