@@ -31,17 +31,23 @@ def binary_array(width: int, data: bytes) -> pa.Array:
     return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(data) // width, [None, pa.py_buffer(data)])
 
 
-def string_array(data: bytes, sizes: np.ndarray) -> pa.Array:
-    """A string array over `data`: valid UTF-8 values of the given byte sizes, concatenated.
+def offsets_of(sizes: np.ndarray) -> np.ndarray:
+    """The n + 1 int64 offsets of n values of the given sizes, laid end to end."""
+    offsets = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return offsets
+
+
+def string_array(data, offsets: np.ndarray) -> pa.Array:
+    """A string array over `data` (bytes-like, valid UTF-8), value i at [offsets[i], offsets[i+1]).
 
     large_string when the values pass int32 offsets (a spill budget of 2 GiB or more):
     sorting and slicing work on it, and IPC batches are cast back (`spill.section_blob`).
     """
-    offsets = np.zeros(len(sizes) + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
+    n = len(offsets) - 1
     if offsets[-1] > MAX_STRING_BYTES:
-        return pa.LargeStringArray.from_buffers(len(sizes), pa.py_buffer(offsets), pa.py_buffer(data))
-    return pa.StringArray.from_buffers(len(sizes), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
+        return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
 
 
 def utf8_array(strings: list[str]) -> pa.Array:
@@ -49,6 +55,6 @@ def utf8_array(strings: list[str]) -> pa.Array:
     joined = "".join(strings)
     data = joined.encode("utf-8")
     if len(data) == len(joined):
-        return string_array(data, lengths(strings))
+        return string_array(data, offsets_of(lengths(strings)))
     encoded = [s.encode("utf-8") for s in strings]
-    return string_array(b"".join(encoded), lengths(encoded))
+    return string_array(b"".join(encoded), offsets_of(lengths(encoded)))

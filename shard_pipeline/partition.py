@@ -7,6 +7,7 @@ the task's one spill file as bucket sections.
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -57,43 +58,46 @@ class PartitionReceipt:
 
 
 class _Buffer:
-    """The documents read since the last spill: one Python object per field, converted in bulk.
+    """The documents read since the last spill, held as compactly as a Python loop allows.
 
-    `table` builds each column from one joined buffer (`columns`), not object by object: the
-    texts are the UTF-8 bytes `read_into` hashed, taken as they are. A buffer holds one input's
-    documents (a run never spans two inputs), so the source is one number.
+    Texts and digests go end to end into two bytearrays, numbers into typed arrays; only the
+    short strings stay objects. `table` makes each column from one buffer (`columns`), not
+    object by object, and texts are the UTF-8 bytes `read_into` hashed, taken as they are.
+    A buffer holds one input's documents (a run never spans two inputs): one source number.
     """
 
     def __init__(self, val_permille: int) -> None:
         self.val_permille = val_permille
         self.source = 0
+        self.texts = bytearray()  # UTF-8, as hashed, end to end
+        self.ends = array("q")  # offset in `texts` where each document's text ends
+        self.shas = bytearray()  # 32-byte digests
         self.ids: list[str] = []
-        self.texts: list[bytes] = []  # UTF-8, as hashed
-        self.lines: list[int] = []
         self.urls: list[str] = []
         self.langs: list[str] = []
-        self.n_chars: list[int] = []
-        self.shas: list[bytes] = []
-        self.piis: list[int] = []
-        self.text_bytes = 0
+        self.lines = array("q")
+        self.n_chars = array("q")
+        self.piis = array("q")
 
     def clear(self) -> None:
-        """Empty the lists in place: the reading loop holds references to them."""
-        for col in (self.ids, self.texts, self.lines, self.urls, self.langs, self.n_chars, self.shas, self.piis):
-            col.clear()
-        self.text_bytes = 0
+        """Empty every column in place (the reading loop holds references to them); no Arrow
+        array may still view `texts` or `shas`."""
+        for col in (self.texts, self.ends, self.shas, self.ids, self.urls, self.langs, self.lines, self.n_chars,
+                    self.piis):
+            del col[:]
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def table(self) -> pa.Table:
-        """The buffer as a SPILL_SCHEMA table (unsorted); the lists are left as they are."""
-        text_bytes = C.lengths(self.texts)
-        sha = b"".join(self.shas)
+        """The buffer as a SPILL_SCHEMA table (unsorted); its text and sha256 columns view the buffer."""
+        offsets = np.zeros(len(self) + 1, np.int64)
+        offsets[1:] = self.ends
+        sha = bytes(self.shas)  # small; val_flags and the column share one copy that clear() does not touch
         columns = {
             "id": C.utf8_array(self.ids),
-            "text_bytes": C.fixed_array(pa.int32(), text_bytes.astype(np.int32)),
-            "text": C.string_array(b"".join(self.texts), text_bytes),
+            "text_bytes": C.fixed_array(pa.int32(), np.diff(offsets).astype(np.int32)),
+            "text": C.string_array(self.texts, offsets),
             "source": C.fixed_array(pa.int32(), np.full(len(self), self.source, np.int32)),
             "line": C.fixed_array(pa.int64(), np.array(self.lines, np.int64)),
             "url": C.utf8_array(self.urls),
@@ -130,8 +134,8 @@ class _Utf8Keys(Sequence):
 def _spill(buf: _Buffer, writer: SpillWriter, keys: list[bytes]) -> int:
     """Sort the buffer by id, append it as one run of bucket sections; return its PII span count."""
     table = buf.table()
+    table = table.take(pc.sort_indices(table, sort_keys=[("id", "ascending")]))  # a copy: the buffer is free
     buf.clear()
-    table = table.take(pc.sort_indices(table, sort_keys=[("id", "ascending")]))
     writer.write_run(table, bucket_cuts(_Utf8Keys(table.column("id")), keys))
     return int(pc.sum(table.column("pii_redactions")).as_py() or 0)
 
@@ -182,8 +186,8 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
     stats = ReadStats()
     assert not len(buf) or buf.source == index, "a run never spans two inputs"
     buf.source = index
-    ids, texts, lines, urls, langs = buf.ids, buf.texts, buf.lines, buf.urls, buf.langs
-    nch, shas, piis = buf.n_chars, buf.shas, buf.piis
+    texts, ends, shas, ids, urls, langs = buf.texts, buf.ends, buf.shas, buf.ids, buf.urls, buf.langs
+    lines, nch, piis = buf.lines, buf.n_chars, buf.piis
     sha256 = hashlib.sha256
     policy = None
     if cfg.content.clean is not None:
@@ -199,16 +203,16 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
             if reasons:
                 cleaned.add(rec, reasons)
                 continue
+        texts += raw  # the UTF-8 bytes made for the hash: the spill takes them as they are
+        ends.append(len(texts))
+        shas += sha256(raw).digest()
         ids.append(id_)
-        texts.append(raw)  # the UTF-8 bytes made for the hash: the spill takes them as they are
-        lines.append(line)
         urls.append(url)
         langs.append(lang)
+        lines.append(line)
         nch.append(len(text))
-        shas.append(sha256(raw).digest())
         piis.append(pii)
-        buf.text_bytes += len(raw)
-        if buf.text_bytes >= budget:
+        if len(texts) >= budget:
             spill()
     return stats
 

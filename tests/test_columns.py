@@ -5,6 +5,7 @@ import hashlib
 import random
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pytest
 
@@ -26,8 +27,8 @@ def test_utf8_array_equals_per_object_conversion(strings):
 
 def test_string_array_is_large_past_int32_offsets(monkeypatch):
     monkeypatch.setattr(C, "MAX_STRING_BYTES", 4)
-    assert C.string_array(b"abcd", np.array([2, 2])).type == pa.string()
-    got = C.string_array(b"abcde", np.array([2, 3]))
+    assert C.string_array(b"abcd", C.offsets_of(np.array([2, 2]))).type == pa.string()
+    got = C.string_array(b"abcde", C.offsets_of(np.array([2, 3])))
     assert got.type == pa.large_string() and got.to_pylist() == ["ab", "cde"]
 
 
@@ -49,40 +50,82 @@ def test_val_flags_follow_split_of():
         assert val_flags(b"".join(digests), vp).tolist() == want
 
 
-def _fill(buf: _Buffer, docs) -> dict[str, list]:
-    """Fill the buffer as read_into does; return the columns as the former per-object buffer held them."""
+def _read(tmp_path, docs, val_permille: int, budget: int = 1 << 40, spill=lambda buf: None) -> tuple[_Buffer, pa.Table]:
+    """read_into on a shard of `docs`; and the table the former per-object buffer made of the same records."""
+    from types import SimpleNamespace
+
+    from shard_pipeline.corpus import InputShard
+    from shard_pipeline.partition import read_into
+    from shard_pipeline.reader import ReadStats, iter_records
+    from shard_pipeline.synth import write_jsonl_zst
+
+    path = tmp_path / f"in-{len(docs)}.jsonl.zst"
+    write_jsonl_zst(path, [orjson.dumps({"id": i, "text": t, "u": u, "openlid-v3": {"lang": [lang]}, "pii": [[0, 1]] * p})
+                           for i, t, u, lang, p in docs], frames=2)
+    inp = SimpleNamespace(name="in", location=str(path), size=None, mtime=None, source_id="src")
+    cfg = SimpleNamespace(content=SimpleNamespace(clean=None, corpus="v4", bad_records="fail"))
+    buf = _Buffer(val_permille)
+    read_into(buf, inp, 7, cfg, None, lambda: spill(buf), budget)
     cols: dict[str, list] = {name: [] for name in SPILL_SCHEMA.names}
-    for line, (id_, text, url, lang, pii) in enumerate(docs, 1):
-        raw = text.encode()
+    for rec in iter_records(InputShard("in", str(path), None, None, "src"), corpus="v4", stats=ReadStats()):
+        raw = rec.text.encode()
         digest = hashlib.sha256(raw).digest()
-        for lst, v in ((buf.ids, id_), (buf.texts, raw), (buf.lines, line), (buf.urls, url), (buf.langs, lang),
-                       (buf.n_chars, len(text)), (buf.shas, digest), (buf.piis, pii)):
-            lst.append(v)
-        row = dict(id=id_, text_bytes=len(raw), text=text, source=buf.source, line=line, url=url, lang=lang,
-                   n_chars=len(text), sha256=digest, pii_redactions=pii,
-                   val=int.from_bytes(digest[:8], "big") % 1000 < buf.val_permille)
+        row = dict(id=rec.id, text_bytes=len(raw), text=rec.text, source=7, line=rec.line, url=rec.url, lang=rec.lang,
+                   n_chars=len(rec.text), sha256=digest, pii_redactions=rec.pii_count,
+                   val=int.from_bytes(digest[:8], "big") % 1000 < val_permille)
         for k, v in row.items():
             cols[k].append(v)
-    return cols
+    return buf, pa.Table.from_pydict(cols, schema=SPILL_SCHEMA)
+
+
+def _docs(seed: int, n: int) -> list[tuple]:
+    rng = random.Random(seed)
+    return [(f"{rng.getrandbits(64):016x}" + ("é" if i % 7 == 0 else ""), "text " * rng.randrange(50) + "😀" * (i % 3),
+             f"https://example.org/{i}" + ("/ü" if i % 5 == 0 else ""), "eng_Latn" if i % 4 else "und", i % 3)
+            for i in range(n)]
 
 
 @pytest.mark.parametrize("max_string_bytes", [INT32_OFFSETS, 1000])
-def test_buffer_table_and_spill_bytes_equal_from_pydict(monkeypatch, max_string_bytes):
+def test_buffer_table_and_spill_bytes_equal_from_pydict(tmp_path, monkeypatch, max_string_bytes):
     """Also with large_string columns (a run past 2 GiB, simulated with a low limit): same spill bytes."""
     monkeypatch.setattr(C, "MAX_STRING_BYTES", max_string_bytes)
-    rng = random.Random(1)
-    docs = [(f"{rng.getrandbits(64):016x}" + ("é" if i % 7 == 0 else ""), "text " * rng.randrange(50) + "😀" * (i % 3),
-             f"https://example.org/{i}" + ("/ü" if i % 5 == 0 else ""), "eng_Latn" if i % 4 else "und", i % 3)
-            for i in range(300)]
-    buf = _Buffer(val_permille=300)
-    buf.source = 7
-    reference = pa.Table.from_pydict(_fill(buf, docs), schema=SPILL_SCHEMA)
+    buf, reference = _read(tmp_path, _docs(1, 300), val_permille=300)
     table = buf.table()
     table.validate(full=True)
     assert table.cast(SPILL_SCHEMA).equals(reference)
     assert (table.schema == SPILL_SCHEMA) == (max_string_bytes == INT32_OFFSETS)
     assert section_blob(table, "lz4").equals(section_blob(reference, "lz4"))
 
+
+def test_large_string_run_spills_the_same_bytes(tmp_path, monkeypatch):
+    """A run sorted as large_string (past 2 GiB of text, simulated) writes the same sections; the
+    buffer is empty and reusable after a spill."""
+    from shard_pipeline.partition import _spill
+    from shard_pipeline.spill import SpillWriter
+
+    files = []
+    for limit in (INT32_OFFSETS, 500):
+        monkeypatch.setattr(C, "MAX_STRING_BYTES", limit)
+        buf, _ = _read(tmp_path, _docs(2, 500), val_permille=100)
+        w = SpillWriter(0, tmp_path / f"{limit}.spill", tmp_path / f"{limit}.index.arrow")
+        _spill(buf, w, [b"4", b"8", b"c"])
+        assert len(buf) == 0 and not buf.texts and not buf.shas
+        w.close()
+        files.append(((tmp_path / f"{limit}.spill").read_bytes(), w.sections))
+    assert files[0] == files[1]
+
+
+def test_read_into_spills_at_the_budget(tmp_path):
+    """The budget counts UTF-8 text bytes; the runs cover every document."""
+    runs = []
+
+    def spill(buf):
+        runs.append((len(buf), len(buf.texts)))
+        buf.clear()
+
+    buf, reference = _read(tmp_path, _docs(3, 200), val_permille=0, budget=2000, spill=spill)
+    assert len(runs) > 3 and all(text_bytes >= 2000 for _, text_bytes in runs)
+    assert sum(n for n, _ in runs) + len(buf) == reference.num_rows
 
 def test_stage_processes_run_without_pandas():
     """stages/_common.py keeps pandas out; pyarrow then converts Python objects without it."""
@@ -96,22 +139,3 @@ def test_stage_processes_run_without_pandas():
             "assert 'pandas' not in sys.modules")
     subprocess.run([sys.executable, "-c", code, str(stages)], check=True)
 
-
-def test_large_string_run_spills_the_same_bytes(tmp_path, monkeypatch):
-    """A run sorted as large_string (past 2 GiB of text, simulated) writes the same sections."""
-    from shard_pipeline.partition import _spill
-    from shard_pipeline.spill import SpillWriter
-
-    rng = random.Random(2)
-    docs = [(f"{rng.getrandbits(64):016x}", "word " * rng.randrange(40), f"https://e.org/{i}", "eng_Latn", 0)
-            for i in range(500)]
-    files = []
-    for limit in (INT32_OFFSETS, 500):
-        monkeypatch.setattr(C, "MAX_STRING_BYTES", limit)
-        buf = _Buffer(val_permille=100)
-        _fill(buf, docs)
-        w = SpillWriter(0, tmp_path / f"{limit}.spill", tmp_path / f"{limit}.index.arrow")
-        _spill(buf, w, [b"4", b"8", b"c"])
-        w.close()
-        files.append(((tmp_path / f"{limit}.spill").read_bytes(), w.sections))
-    assert files[0] == files[1]
