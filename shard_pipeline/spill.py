@@ -161,15 +161,18 @@ class SpillReader:
     def __init__(self, data_path: Path):
         self._fd = os.open(data_path, os.O_RDONLY)
 
-    def _open(self, s: Section, options: pa.ipc.IpcReadOptions | None = None) -> pa.ipc.RecordBatchFileReader:
-        return pa.ipc.open_file(pa.PythonFile(_SectionFile(self._fd, s), mode="r"), options=options)
+    def _open(self, s: Section, fields: list[int] | None = None) -> pa.ipc.RecordBatchFileReader:
+        """Batches are decompressed on the calling thread: handing 32-row buffers to Arrow's
+        pool cost more than it saved, like on the writing side (`section_blob`)."""
+        opts = pa.ipc.IpcReadOptions(included_fields=fields, use_threads=False)
+        return pa.ipc.open_file(pa.PythonFile(_SectionFile(self._fd, s), mode="r"), options=opts)
 
     def _reader(self, s: Section) -> pa.ipc.RecordBatchFileReader:
         return self._open(s)
 
     def order_columns(self, s: Section) -> pa.Table:
         """Only id and text_bytes: the bucket's order is fixed before any text is read or decompressed."""
-        return self._open(s, pa.ipc.IpcReadOptions(included_fields=ORDER_FIELDS)).read_all()
+        return self._open(s, ORDER_FIELDS).read_all()
 
     def rows(self, s: Section, lo: int, hi: int) -> pa.Table:
         """Rows [lo, hi) of a section, decompressing only the batches that hold them."""
