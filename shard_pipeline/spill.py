@@ -68,11 +68,20 @@ def section_blob(table: pa.Table, compression: str) -> bytes:
     """
     sink = pa.BufferOutputStream()
     opts = pa.ipc.IpcWriteOptions(compression=compression, use_threads=False)
-    cast = table.schema != SPILL_SCHEMA
+    large = table.schema != SPILL_SCHEMA
     with pa.ipc.new_file(sink, SPILL_SCHEMA, options=opts) as w:
         for batch in table.to_batches(max_chunksize=BATCH_ROWS):
-            w.write_batch(batch.cast(SPILL_SCHEMA) if cast else batch)
+            w.write_batch(_from_large(batch) if large else batch)
     return sink.getvalue()
+
+
+def _from_large(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A batch sliced from a large_string run, as SPILL_SCHEMA. Its large_string columns are
+    copied before the cast: a slice keeps the run's 64-bit offsets, which the cast refuses past
+    2 GiB. (Same values as a string run; the IPC bytes differ slightly, the outputs do not.)"""
+    columns = [c if c.type == f.type else pa.concat_arrays([c]).cast(f.type)
+               for c, f in zip(batch.columns, SPILL_SCHEMA)]
+    return pa.RecordBatch.from_arrays(columns, schema=SPILL_SCHEMA)
 
 
 class SpillWriter:
