@@ -18,7 +18,7 @@ class RepeatedId(Exception):
 
 
 class Readers:
-    """One memory-mapped reader per partition task's spill file, opened on first use."""
+    """One reader (an fd, read with pread) per partition task's spill file, opened on first use."""
 
     def __init__(self, run: RunDir):
         self.run = run

@@ -7,11 +7,15 @@ the task's one spill file as bucket sections.
 from __future__ import annotations
 
 import hashlib
+from array import array
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import columns as C
 from .buckets import boundary_keys, bucket_cuts
 from .reader import QuarantineWriter, ReadStats, iter_records
 from .faults import fault_point
@@ -54,32 +58,85 @@ class PartitionReceipt:
 
 
 class _Buffer:
-    """Column lists for the documents read since the last spill."""
+    """The documents read since the last spill, held as compactly as a Python loop allows.
 
-    def __init__(self) -> None:
-        self.cols: dict[str, list] = {name: [] for name in SPILL_SCHEMA.names}
-        self.text_bytes = 0
+    Texts and digests go end to end into two bytearrays, numbers into typed arrays; only the
+    short strings stay objects. `table` makes each column from one buffer (`columns`), not
+    object by object, and texts are the UTF-8 bytes `read_into` hashed, taken as they are.
+    A buffer holds one input's documents (a run never spans two inputs): one source number.
+    """
+
+    def __init__(self, val_permille: int) -> None:
+        self.val_permille = val_permille
+        self.source = 0
+        self.texts = bytearray()  # UTF-8, as hashed, end to end
+        self.ends = array("q")  # offset in `texts` where each document's text ends
+        self.shas = bytearray()  # 32-byte digests
+        self.ids: list[str] = []
+        self.urls: list[str] = []
+        self.langs: list[str] = []
+        self.lines = array("q")
+        self.n_chars = array("q")
+        self.piis = array("q")
 
     def clear(self) -> None:
-        """Empty the lists in place: the reading loop holds references to them."""
-        for col in self.cols.values():
-            col.clear()
-        self.text_bytes = 0
+        """Empty every column in place (the reading loop holds references to them); no Arrow
+        array may still view `texts` or `shas`."""
+        for col in (self.texts, self.ends, self.shas, self.ids, self.urls, self.langs, self.lines, self.n_chars,
+                    self.piis):
+            del col[:]
 
     def __len__(self) -> int:
-        return len(self.cols["id"])
+        return len(self.ids)
 
     def table(self) -> pa.Table:
-        return pa.Table.from_pydict(self.cols, schema=SPILL_SCHEMA)
+        """The buffer as a SPILL_SCHEMA table (unsorted); its text and sha256 columns view the buffer."""
+        offsets = np.zeros(len(self) + 1, np.int64)
+        offsets[1:] = self.ends
+        sha = bytes(self.shas)  # small; val_flags and the column share one copy that clear() does not touch
+        columns = {
+            "id": C.utf8_array(self.ids),
+            "text_bytes": C.fixed_array(pa.int32(), np.diff(offsets).astype(np.int32)),
+            "text": C.string_array(self.texts, offsets),
+            "source": C.fixed_array(pa.int32(), np.full(len(self), self.source, np.int32)),
+            "line": C.fixed_array(pa.int64(), np.array(self.lines, np.int64)),
+            "url": C.utf8_array(self.urls),
+            "lang": C.utf8_array(self.langs),
+            "n_chars": C.fixed_array(pa.int32(), np.array(self.n_chars, np.int32)),
+            "sha256": C.binary_array(32, sha),
+            "pii_redactions": C.fixed_array(pa.int32(), np.array(self.piis, np.int32)),
+            "val": C.bool_array(val_flags(sha, self.val_permille)),
+        }
+        schema = pa.schema([f.with_type(columns[f.name].type) for f in SPILL_SCHEMA])  # string or large_string
+        return pa.Table.from_pydict(columns, schema=schema)
+
+
+def val_flags(sha256s: bytes, val_permille: int) -> np.ndarray:
+    """`shard.split_of(...) == "val"` for each of the concatenated 32-byte digests, vectorised."""
+    heads = np.frombuffer(sha256s, dtype=">u8").reshape(-1, 4)[:, 0]
+    return heads % 1000 < val_permille
+
+
+class _Utf8Keys(Sequence):
+    """A sorted string array seen as UTF-8 bytes, decoded on access: `bucket_cuts` bisects it,
+    touching a few ids per bucket instead of converting every id of the run."""
+
+    def __init__(self, ids: pa.ChunkedArray) -> None:
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> bytes:
+        return self.ids[i].as_py().encode("utf-8")
 
 
 def _spill(buf: _Buffer, writer: SpillWriter, keys: list[bytes]) -> int:
     """Sort the buffer by id, append it as one run of bucket sections; return its PII span count."""
     table = buf.table()
+    table = table.take(pc.sort_indices(table, sort_keys=[("id", "ascending")]))  # a copy: the buffer is free
     buf.clear()
-    table = table.take(pc.sort_indices(table, sort_keys=[("id", "ascending")]))
-    ids = [s.encode("utf-8") for s in table.column("id").to_pylist()]
-    writer.write_run(table, bucket_cuts(ids, keys))
+    writer.write_run(table, bucket_cuts(_Utf8Keys(table.column("id")), keys))
     return int(pc.sum(table.column("pii_redactions")).as_py() or 0)
 
 
@@ -127,10 +184,10 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
 
     shard = InputShard(inp.name, inp.location, inp.size, inp.mtime, inp.source_id)
     stats = ReadStats()
-    c = buf.cols
-    ids, tbs, texts, sources, lines = c["id"], c["text_bytes"], c["text"], c["source"], c["line"]
-    urls, langs, nch, shas, piis, vals = c["url"], c["lang"], c["n_chars"], c["sha256"], c["pii_redactions"], c["val"]
-    vp = cfg.content.val_permille
+    assert not len(buf) or buf.source == index, "a run never spans two inputs"
+    buf.source = index
+    texts, ends, shas, ids, urls, langs = buf.texts, buf.ends, buf.shas, buf.ids, buf.urls, buf.langs
+    lines, nch, piis = buf.lines, buf.n_chars, buf.piis
     sha256 = hashlib.sha256
     policy = None
     if cfg.content.clean is not None:
@@ -139,26 +196,23 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
         policy = CleanPolicy(**cfg.content.clean)
     for rec in iter_records(shard, corpus=cfg.content.corpus, bad_records=cfg.content.bad_records,
                             quarantine=quarantine, stats=stats):
-        raw = rec.text.encode("utf-8")
+        line, id_, text, url, lang, pii = rec
+        raw = text.encode("utf-8")
         if policy is not None:
-            reasons = quarantine_reasons(rec.text, len(raw), policy, utf8=raw)
+            reasons = quarantine_reasons(text, len(raw), policy, utf8=raw)
             if reasons:
                 cleaned.add(rec, reasons)
                 continue
-        digest = sha256(raw).digest()
-        ids.append(rec.id)
-        tbs.append(len(raw))
-        texts.append(raw)  # the UTF-8 bytes already made for the hash: Arrow takes them as they are
-        sources.append(index)
-        lines.append(rec.line)
-        urls.append(rec.url)
-        langs.append(rec.lang)
-        nch.append(len(rec.text))
-        shas.append(digest)
-        piis.append(rec.pii_count)
-        vals.append(int.from_bytes(digest[:8], "big") % 1000 < vp)
-        buf.text_bytes += len(raw)
-        if buf.text_bytes >= budget:
+        texts += raw  # the UTF-8 bytes made for the hash: the spill takes them as they are
+        ends.append(len(texts))
+        shas += sha256(raw).digest()
+        ids.append(id_)
+        urls.append(url)
+        langs.append(lang)
+        lines.append(line)
+        nch.append(len(text))
+        piis.append(pii)
+        if len(texts) >= budget:
             spill()
     return stats
 
@@ -210,7 +264,7 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
     writer = SpillWriter(task, run.spill_file(task), run.spill_index(task), cfg.execution.intermediate_compression)
     receipts, pii_spans = _restore(run, task, writer)
     done = {r.index for r in receipts}
-    buf = _Buffer()
+    buf = _Buffer(cfg.content.val_permille)
 
     def spill() -> None:
         nonlocal pii_spans

@@ -9,6 +9,7 @@ byte is written once and read back once (by the one writer whose rows it is).
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,12 +65,28 @@ class Section:
 
 
 def section_blob(table: pa.Table, compression: str) -> bytes:
+    """One section as an Arrow IPC file in BATCH_ROWS-row batches.
+
+    Compressed on the calling thread: Arrow's thread pool costs more CPU than it saves on
+    buffers of 32 rows (-25% CPU measured, same bytes), and the cores already run other tasks.
+    A run of 2 GiB of text or more arrives with large_string columns: each batch is cast back.
+    """
     sink = pa.BufferOutputStream()
-    opts = pa.ipc.IpcWriteOptions(compression=compression)
+    opts = pa.ipc.IpcWriteOptions(compression=compression, use_threads=False)
+    large = table.schema != SPILL_SCHEMA
     with pa.ipc.new_file(sink, SPILL_SCHEMA, options=opts) as w:
         for batch in table.to_batches(max_chunksize=BATCH_ROWS):
-            w.write_batch(batch)
+            w.write_batch(_from_large(batch) if large else batch)
     return sink.getvalue()
+
+
+def _from_large(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A batch sliced from a large_string run, as SPILL_SCHEMA. Its large_string columns are
+    copied before the cast: a slice keeps the run's 64-bit offsets, which the cast refuses past
+    2 GiB. (Same values as a string run; the IPC bytes differ slightly, the outputs do not.)"""
+    columns = [c if c.type == f.type else pa.concat_arrays([c]).cast(f.type)
+               for c, f in zip(batch.columns, SPILL_SCHEMA)]
+    return pa.RecordBatch.from_arrays(columns, schema=SPILL_SCHEMA)
 
 
 class SpillWriter:
@@ -158,25 +175,63 @@ def read_arrow(path: Path) -> pa.Table:
 
 
 class SpillReader:
-    """Random access to the sections of one task's spill file (memory-mapped, zero-copy)."""
+    """Random access to the sections of one task's spill file."""
 
     def __init__(self, data_path: Path):
-        self._mm = pa.memory_map(str(data_path))
+        self._fd = os.open(data_path, os.O_RDONLY)
+
+    def _open(self, s: Section, fields: list[int] | None = None) -> pa.ipc.RecordBatchFileReader:
+        """Batches are decompressed on the calling thread: handing 32-row buffers to Arrow's
+        pool cost more than it saved, like on the writing side (`section_blob`)."""
+        opts = pa.ipc.IpcReadOptions(included_fields=fields, use_threads=False)
+        return pa.ipc.open_file(pa.PythonFile(_SectionFile(self._fd, s), mode="r"), options=opts)
 
     def _reader(self, s: Section) -> pa.ipc.RecordBatchFileReader:
-        return pa.ipc.open_file(self._mm.read_at(s.length, s.offset))
+        return self._open(s)
 
     def order_columns(self, s: Section) -> pa.Table:
-        """Only id, text_bytes and val: the bucket's order is fixed before any text is decompressed."""
-        opts = pa.ipc.IpcReadOptions(included_fields=ORDER_FIELDS)
-        return pa.ipc.open_file(self._mm.read_at(s.length, s.offset), options=opts).read_all()
+        """Only id, text_bytes and val: the bucket's order is fixed before any text is read or decompressed."""
+        return self._open(s, ORDER_FIELDS).read_all()
 
     def rows(self, s: Section, lo: int, hi: int) -> pa.Table:
         """Rows [lo, hi) of a section, decompressing only the batches that hold them."""
         return SectionCursor(self, s).rows(lo, hi)
 
     def close(self) -> None:
-        self._mm.close()
+        os.close(self._fd)
+
+
+class _SectionFile(io.RawIOBase):
+    """One section of a spill file as a file of its own, read with pread.
+
+    Writers used to memory-map the spill files, and every page they touched stayed in their
+    RSS (file-backed: reclaimable, but a cgroup charges it to the job), so a writer's RSS grew
+    with its bucket. Through this window Arrow copies only the buffers it asks for (with
+    `included_fields`, only those columns' bytes), and they are freed with the batch.
+    """
+
+    def __init__(self, fd: int, s: Section):
+        super().__init__()
+        self._fd, self._start, self._length, self._pos = fd, s.offset, s.length, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        self._pos = pos + (0, self._pos, self._length)[whence]
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._length - self._pos if n < 0 else min(n, self._length - self._pos)
+        data = os.pread(self._fd, n, self._start + self._pos) if n > 0 else b""
+        self._pos += len(data)
+        return data
 
 
 class SectionCursor:

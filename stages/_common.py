@@ -10,6 +10,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+class _WithoutPandas:
+    """Import finder that reports pandas as not installed.
+
+    pyarrow imports pandas (0.4 s, 60 MB) the first time it converts Python objects, only to
+    recognise pandas inputs; no stage passes any. pyarrow treats the ImportError as "no pandas".
+    (`sys.modules["pandas"] = None` is not enough: pyarrow's compiled import returns the None.)
+    """
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "pandas":
+            raise ModuleNotFoundError("pandas is kept out of hplt-shard stage processes", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _WithoutPandas())
+
+
 def parse(stage: str, array: bool) -> tuple[Path, int]:
     p = argparse.ArgumentParser(prog=f"stages/{stage}.py", description=f"hplt-shard {stage} stage (one task)")
     p.add_argument("rundir", type=Path)

@@ -1,0 +1,147 @@
+"""Bulk Arrow builders of the partition buffer: the same arrays, and spill bytes, as per-object conversion."""
+from __future__ import annotations
+
+import hashlib
+import random
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pytest
+
+from shard_pipeline import columns as C
+from shard_pipeline.partition import _Buffer, val_flags
+from shard_pipeline.shard import split_of
+from shard_pipeline.spill import SPILL_SCHEMA, section_blob
+
+INT32_OFFSETS = C.MAX_STRING_BYTES
+STRINGS = [["a", "bc", "", "0123456789abcdef"], ["ascii", "ünï", "😀x", ""], []]
+
+
+@pytest.mark.parametrize("strings", STRINGS)
+def test_utf8_array_equals_per_object_conversion(strings):
+    got = C.utf8_array(strings)
+    assert got.equals(pa.array(strings, pa.string()))
+    got.validate(full=True)
+
+
+def test_string_array_is_large_past_int32_offsets(monkeypatch):
+    monkeypatch.setattr(C, "MAX_STRING_BYTES", 4)
+    assert C.string_array(b"abcd", C.offsets_of(np.array([2, 2]))).type == pa.string()
+    got = C.string_array(b"abcde", C.offsets_of(np.array([2, 3])))
+    assert got.type == pa.large_string() and got.to_pylist() == ["ab", "cde"]
+
+
+def test_fixed_bool_binary_arrays():
+    assert C.fixed_array(pa.int32(), np.array([1, -2, 3], np.int32)).equals(pa.array([1, -2, 3], pa.int32()))
+    flags = np.array([True, False, True] * 7)
+    assert C.bool_array(flags).equals(pa.array(flags.tolist(), pa.bool_()))
+    digests = [hashlib.sha256(bytes([i])).digest() for i in range(5)]
+    assert C.binary_array(32, b"".join(digests)).equals(pa.array(digests, pa.binary(32)))
+
+
+def test_val_flags_follow_split_of():
+    rng = random.Random(6)
+    digests = [rng.randbytes(32) for _ in range(2000)]
+    edge = (999).to_bytes(8, "big") + bytes(24), (1000).to_bytes(8, "big") + bytes(24), b"\xff" * 32
+    digests += list(edge)
+    for vp in (0, 1, 249, 500, 1000):
+        want = [split_of(d, vp) == "val" for d in digests]
+        assert val_flags(b"".join(digests), vp).tolist() == want
+
+
+def _read(tmp_path, docs, val_permille: int, budget: int = 1 << 40, spill=lambda buf: None) -> tuple[_Buffer, pa.Table]:
+    """read_into on a shard of `docs`; and the table the former per-object buffer made of the same records."""
+    from types import SimpleNamespace
+
+    from shard_pipeline.corpus import InputShard
+    from shard_pipeline.partition import read_into
+    from shard_pipeline.reader import ReadStats, iter_records
+    from shard_pipeline.synth import write_jsonl_zst
+
+    path = tmp_path / f"in-{len(docs)}.jsonl.zst"
+    write_jsonl_zst(path, [orjson.dumps({"id": i, "text": t, "u": u, "openlid-v3": {"lang": [lang]}, "pii": [[0, 1]] * p})
+                           for i, t, u, lang, p in docs], frames=2)
+    inp = SimpleNamespace(name="in", location=str(path), size=None, mtime=None, source_id="src")
+    cfg = SimpleNamespace(content=SimpleNamespace(clean=None, corpus="v4", bad_records="fail"))
+    buf = _Buffer(val_permille)
+    read_into(buf, inp, 7, cfg, None, lambda: spill(buf), budget)
+    cols: dict[str, list] = {name: [] for name in SPILL_SCHEMA.names}
+    for rec in iter_records(InputShard("in", str(path), None, None, "src"), corpus="v4", stats=ReadStats()):
+        raw = rec.text.encode()
+        digest = hashlib.sha256(raw).digest()
+        row = dict(id=rec.id, text_bytes=len(raw), text=rec.text, source=7, line=rec.line, url=rec.url, lang=rec.lang,
+                   n_chars=len(rec.text), sha256=digest, pii_redactions=rec.pii_count,
+                   val=int.from_bytes(digest[:8], "big") % 1000 < val_permille)
+        for k, v in row.items():
+            cols[k].append(v)
+    return buf, pa.Table.from_pydict(cols, schema=SPILL_SCHEMA)
+
+
+def _docs(seed: int, n: int) -> list[tuple]:
+    rng = random.Random(seed)
+    return [(f"{rng.getrandbits(64):016x}" + ("é" if i % 7 == 0 else ""), "text " * rng.randrange(50) + "😀" * (i % 3),
+             f"https://example.org/{i}" + ("/ü" if i % 5 == 0 else ""), "eng_Latn" if i % 4 else "und", i % 3)
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("max_string_bytes", [INT32_OFFSETS, 1000])
+def test_buffer_table_and_spill_bytes_equal_from_pydict(tmp_path, monkeypatch, max_string_bytes):
+    """Also with large_string columns (a run past 2 GiB, simulated with a low limit): same spill values."""
+    monkeypatch.setattr(C, "MAX_STRING_BYTES", max_string_bytes)
+    buf, reference = _read(tmp_path, _docs(1, 300), val_permille=300)
+    table = buf.table()
+    table.validate(full=True)
+    assert table.cast(SPILL_SCHEMA).equals(reference)
+    assert (table.schema == SPILL_SCHEMA) == (max_string_bytes == INT32_OFFSETS)
+    blob = section_blob(table, "lz4")
+    assert pa.ipc.open_file(blob).read_all().equals(reference)
+    if max_string_bytes == INT32_OFFSETS:
+        assert blob.equals(section_blob(reference, "lz4"))
+
+
+def test_large_string_run_spills_the_same_rows(tmp_path, monkeypatch):
+    """A run sorted as large_string (past 2 GiB of text, simulated) writes the same sections and
+    values (the 2.4 GB case was run by hand: bench/RESULTS.md section 7); the buffer is empty and
+    reusable after a spill."""
+    from shard_pipeline.partition import _spill
+    from shard_pipeline.spill import SpillReader, SpillWriter
+
+    runs = []
+    for limit in (INT32_OFFSETS, 500):
+        monkeypatch.setattr(C, "MAX_STRING_BYTES", limit)
+        buf, _ = _read(tmp_path, _docs(2, 500), val_permille=100)
+        w = SpillWriter(0, tmp_path / f"{limit}.spill", tmp_path / f"{limit}.index.arrow")
+        _spill(buf, w, [b"4", b"8", b"c"])
+        assert len(buf) == 0 and not buf.texts and not buf.shas
+        w.close()
+        reader = SpillReader(tmp_path / f"{limit}.spill")
+        runs.append([((s.bucket, s.rows, s.text_bytes), reader.rows(s, 0, s.rows)) for s in w.sections])
+        reader.close()
+    assert [k for k, _ in runs[0]] == [k for k, _ in runs[1]] and len(runs[0]) == 4
+    assert all(a.equals(b) for (_, a), (_, b) in zip(*runs))
+
+def test_read_into_spills_at_the_budget(tmp_path):
+    """The budget counts UTF-8 text bytes; the runs cover every document."""
+    runs = []
+
+    def spill(buf):
+        runs.append((len(buf), len(buf.texts)))
+        buf.clear()
+
+    buf, reference = _read(tmp_path, _docs(3, 200), val_permille=0, budget=2000, spill=spill)
+    assert len(runs) > 3 and all(text_bytes >= 2000 for _, text_bytes in runs)
+    assert sum(n for n, _ in runs) + len(buf) == reference.num_rows
+
+def test_stage_processes_run_without_pandas():
+    """stages/_common.py keeps pandas out; pyarrow then converts Python objects without it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    stages = Path(__file__).resolve().parent.parent / "stages"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import _common, pyarrow as pa; "
+            "assert pa.array([1, None]).null_count == 1; pa.Table.from_pydict({'a': ['x']}); "
+            "assert 'pandas' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code, str(stages)], check=True)
+
