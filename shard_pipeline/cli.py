@@ -213,7 +213,7 @@ def describe(args, subset, shards, lay: layout_mod.Layout, executor: str, settin
         f"  partition  {lay.partition_tasks:>6} tasks  mem {lay.partition_mem:>5}  time {lay.partition_time}",
         f"  plan       {1:>6} task   mem {lay.plan_mem:>5}  time {lay.job_time}",
         f"  write      {lay.write_tasks:>6} tasks  mem {lay.write_mem:>5}  time {lay.write_time}",
-        f"  finalize   {1:>6} task   mem {lay.job_mem:>5}  time {lay.job_time}",
+        f"  finalize   {1:>6} task   mem {lay.job_mem:>5}  time {lay.job_time}  cpus {lay.finalize_cpus}",
         f"  queued at once: {lay.partition_tasks + lay.write_tasks + 2} (MAX_TASKS {settings.max_tasks}); array throttle %{lay.throttle}",
         f"id buckets       {lay.buckets:,}",
         f"sorted runs      ~{lay.sorted_runs:,} (text / spill budget {human_bytes(lay.spill_bytes)}), ~{lay.sections:,} "
@@ -320,7 +320,8 @@ def submit_slurm(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings,
     throttle = max(1, min(len(t.get("partition", [])) + len(t.get("write", [])), settings.max_tasks))
     spec = {"partition": (ex.mem["partition"], ex.time["partition"], throttle), "plan": (ex.mem.get("plan", ex.mem["job"]), ex.time["job"], None),
             "write": (ex.mem["write"], ex.time["write"], throttle), "finalize": (ex.mem["job"], ex.time["job"], None)}
-    stages = [StageJobs(stage, tuple(t[stage]), *spec[stage]) for stage in ("partition", "plan", "write", "finalize") if t.get(stage)]
+    stages = [StageJobs(stage, tuple(t[stage]), *spec[stage], cpus=ex.cpus.get(stage, 1))
+              for stage in ("partition", "plan", "write", "finalize") if t.get(stage)]
     sub = submit_chain(s, run.root, stages, max_size=max_array_size())
     record = read_json(run.run_json)
     record["submissions"].append({"kind": kind, "submitted_at": _time.time(), "jobs": sub.jobs})
@@ -450,6 +451,7 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         buckets=lay.buckets, spill_bytes=lay.spill_bytes, python=python,
         mem={"partition": lay.partition_mem, "plan": lay.plan_mem, "write": lay.write_mem, "job": lay.job_mem},
         time={"partition": lay.partition_time, "write": lay.write_time, "job": lay.job_time},
+        cpus={"finalize": lay.finalize_cpus} if lay.finalize_cpus > 1 else {},
         counts_index=str(settings.counts_index) if settings.counts_index else None,
     )
     method, boundaries = choose_boundaries(sample.ids, lay.buckets)

@@ -23,6 +23,10 @@ TEXT_BYTES_PER_DOC = 3500  # HPLT v4 English: ~27.5 TB of text / 7.86 B document
 PROCESS_BYTES = 300 << 20  # interpreter, pyarrow, numpy
 PLAN_BYTES_PER_SECTION = 213  # index columns, the sort permutation and the sorted copy: 27 M sections -> 5.0-5.4 GiB
 HEADROOM = 1.25  # on the estimates: allocator slack, a byte-balanced plan's bucket order
+PARQUET_PER_JSON = 1 / 6  # output bytes per input JSON byte (bench/RESULTS.md: Parquet ~0.35 x text)
+HASH_BYTES_PER_CPU_S = 1e9  # sha256 of one core (SHA extensions: 1-2 GB/s)
+FINALIZE_HASH_SECONDS = 900  # finalize gets the cores to re-hash the output in about this long
+MAX_FINALIZE_CPUS = 16
 ORDER_BYTES_PER_ROW = 60  # a writer's order arrays of one bucket
 
 
@@ -46,6 +50,7 @@ class Layout:
     job_time: str
     spill_bytes: int
     throttle: int
+    finalize_cpus: int = 1
     sorted_runs: int = 0  # estimated, all partition tasks together
     sections: int = 0  # estimated index entries: what the plan holds and writers open
     plan_mem: str = ""
@@ -111,6 +116,12 @@ def stage_memory(*, docs: int, text_bytes: int, spill_bytes: int, inputs: int, b
     return StageMemory(runs, sections, int(plan * HEADROOM), int(write * HEADROOM))
 
 
+def finalize_cpus(json_bytes: int) -> int:
+    """Cores for finalize, whose re-hash of every output file runs a thread per core (~10 TB at v4 English)."""
+    need = json_bytes * PARQUET_PER_JSON / (HASH_BYTES_PER_CPU_S * FINALIZE_HASH_SECONDS)
+    return max(1, min(MAX_FINALIZE_CPUS, math.ceil(need)))
+
+
 def estimate_docs(sizes: Sequence[int | None], known: dict[int, int], compressed_per_doc: float | None = None) -> int:
     """Exact where known (counts index, or a shard the head sample read to its end), else from bytes."""
     per = compressed_per_doc or COMPRESSED_BYTES_PER_DOC
@@ -174,6 +185,7 @@ def plan_layout(
         job_time=time_limit or minutes_to_slurm(30),
         spill_bytes=spill,
         throttle=min(p + w, task_budget),
+        finalize_cpus=finalize_cpus(json_bytes),
         sorted_runs=need.sorted_runs,
         sections=need.sections,
         plan_mem=at_least(job_mem, need.plan_bytes),

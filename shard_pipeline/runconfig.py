@@ -88,6 +88,7 @@ class Execution:
     python: str
     mem: dict[str, str] = field(default_factory=dict)
     time: dict[str, str] = field(default_factory=dict)
+    cpus: dict[str, int] = field(default_factory=dict)  # per stage where more than 1 (finalize)
     intermediate_compression: str = "lz4"
     counts_index: str | None = None
 

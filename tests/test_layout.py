@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from shard_pipeline.layout import at_least, pack_by_bytes, parse_mem, plan_layout, stage_memory
+from shard_pipeline.layout import MAX_FINALIZE_CPUS, at_least, finalize_cpus, pack_by_bytes, parse_mem, plan_layout, stage_memory
 from tests.pipeline_util import make_corpus
 from tests.test_submitter import opt, submit
 
@@ -55,3 +55,21 @@ def test_plan_job_is_submitted_with_the_plan_memory(tmp_path, fake_slurm):
     mem = json.loads((tmp_path / "run" / "config.json").read_text())["execution"]["mem"]
     by_name = {opt(a, "--job-name").rsplit("-", 1)[1]: opt(a, "--mem") for a in fake_slurm("sbatch")}
     assert by_name == {"partition": mem["partition"], "plan": mem["plan"], "write": mem["write"], "finalize": mem["job"]}
+
+
+def test_finalize_gets_cores_for_its_re_hash_at_scale_only():
+    assert finalize_cpus(10**9) == 1
+    assert finalize_cpus(6 * 3 * 900 * 10**9) == 3  # 3 core-periods of output to hash
+    lay = plan_layout(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="16G", job_mem="16G")
+    assert lay.finalize_cpus == MAX_FINALIZE_CPUS  # ~17 TB of Parquet
+
+
+def test_finalize_is_submitted_with_its_cpus(tmp_path, fake_slurm):
+    from shard_pipeline.executors.slurm import SlurmSettings, StageJobs, sbatch_argv
+
+    s = SlurmSettings("small", None, "/usr/bin/python3", (), "hs-x")
+    argv = sbatch_argv(s, StageJobs("finalize", (0,), "4G", "00:30:00", cpus=16), tmp_path, 0, [0], ["1"])
+    assert opt(argv, "--cpus-per-task") == "16"
+    root = make_corpus(tmp_path, n_docs=40)
+    assert submit(tmp_path, root) == 0
+    assert {opt(a, "--cpus-per-task") for a in fake_slurm("sbatch")} == {"1"}  # a small run: one core each

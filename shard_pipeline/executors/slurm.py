@@ -35,6 +35,7 @@ class StageJobs:
     mem: str
     time: str
     throttle: int | None = None
+    cpus: int = 1  # finalize re-hashes the output with a thread per core
 
 
 @dataclass
@@ -118,7 +119,7 @@ def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, l
         "--array", array_spec(local, stage.throttle),
         "--output", str(rundir / "logs" / stage.stage / "%A_%a.log"),
         "--ntasks", "1",
-        "--cpus-per-task", "1",
+        "--cpus-per-task", str(stage.cpus),
         "--mem", stage.mem,
         "--time", stage.time,
         "--requeue",
