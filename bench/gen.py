@@ -1,6 +1,6 @@
 """Parallel, cached generation of HPLT v4-shaped corpora for the benchmark.
 
-Same records as ``python -m shard_pipeline.synth`` (it calls the generator's own ``_record``
+Same records as ``python -m shard_pipeline.input.synth`` (it calls the generator's own ``_record``
 and ``write_jsonl_zst``), but shards are generated in a process pool, and one big shard can be
 generated as several parts (each its own zstd frame, concatenated: a valid multi-frame zstd
 stream, as HPLT v4 pool files are). A corpus is keyed by its parameters and reused when its
@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO))
 
 import orjson  # noqa: E402
 
-from shard_pipeline import synth  # noqa: E402
+from shard_pipeline.input import synth  # noqa: E402
 
 LANG = "eng_Latn"
 

@@ -234,7 +234,7 @@ def run_datatrove(corpus_dir: Path, work: Path, cores: int) -> dict:
 
 def _prepare_run(argv: list[str]) -> dict:
     """Run ./hplt-shard's submitter in-process, stopping where the local executor would start."""
-    import shard_pipeline.cli as cli
+    import shard_pipeline.submit.cli as cli
 
     captured: dict = {}
 
@@ -256,7 +256,7 @@ def _prepare_run(argv: list[str]) -> dict:
 
 
 def _run_task(python: str, stage: str, rundir: Path, task: int, sampler: TreeSampler) -> dict:
-    from shard_pipeline.executors import task_argv
+    from shard_pipeline.submit.executors import task_argv
 
     log = rundir / "logs" / stage / f"local_{task}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -549,7 +549,7 @@ def main() -> int:
     root = (opts.corpus_root.resolve() if opts.corpus_root
             else gen.ensure_corpus(work, opts.docs, names, opts.text_bytes, opts.seed, opts.parts, opts.cores))
     gen_s = time.perf_counter() - t0
-    from shard_pipeline.corpus import find_shards
+    from shard_pipeline.input.corpus import find_shards
 
     files = [Path(s.location) for s in find_shards("eng_Latn", corpus="v4", local_root=root, wds=opts.wds)]
     tag = opts.tag or f"{root.name}{'-wds' + opts.wds if opts.wds else ''}-{opts.executor}"

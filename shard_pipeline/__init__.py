@@ -1,0 +1,6 @@
+"""hplt-shard: a sharded web corpus in, deterministic verified Parquet training shards out.
+
+Sub-packages by role, in the direction data flows:
+input/ (read the corpus) -> stages/ (partition, plan, write, finalize) -> contract/ (the output rules);
+run/ (the run directory and its state) and submit/ (the command line and executors) drive them.
+"""

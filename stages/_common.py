@@ -44,7 +44,7 @@ def parse(stage: str, array: bool) -> tuple[Path, int]:
 
 
 def main(stage: str, fn, array: bool = True) -> None:
-    from shard_pipeline.rundir import RunDir
+    from shard_pipeline.run.rundir import RunDir
 
     rundir, task = parse(stage, array)
     try:

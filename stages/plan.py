@@ -3,6 +3,6 @@
 import _common
 
 if __name__ == "__main__":
-    from shard_pipeline.plan import run_plan
+    from shard_pipeline.stages.plan import run_plan
 
     _common.main("plan", lambda run, task: f"{run_plan(run)['rows']} rows", array=False)

@@ -12,7 +12,7 @@ import orjson
 import pytest
 import zstandard
 
-from shard_pipeline.shard import read_shards
+from shard_pipeline.contract.shard import read_shards
 from tests.pipeline_util import LANG, records, run_cli, tree_bytes, write_records
 
 GOOD = 6  # good records around each bad one

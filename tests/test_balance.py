@@ -1,4 +1,4 @@
-"""shard_pipeline.balance: shard counts for data-parallel ranks and byte-balanced cuts."""
+"""shard_pipeline.stages.balance: shard counts for data-parallel ranks and byte-balanced cuts."""
 from __future__ import annotations
 
 import random
@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from shard_pipeline.balance import (
+from shard_pipeline.stages.balance import (
     balance_report,
     byte_balanced_cuts,
     cut_in_block,

@@ -1,4 +1,4 @@
-"""shard_pipeline.card: the dataset card loads with `datasets` and agrees with DuckDB; the ledger."""
+"""shard_pipeline.stages.card: the dataset card loads with `datasets` and agrees with DuckDB; the ledger."""
 from __future__ import annotations
 
 import hashlib
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from shard_pipeline import synth
-from shard_pipeline.balance import balance_report
-from shard_pipeline.card import (
+from shard_pipeline.input import synth
+from shard_pipeline.stages.balance import balance_report
+from shard_pipeline.stages.card import (
     LEDGER_KEYS,
     dataset_card,
     hf_license,
@@ -18,8 +18,8 @@ from shard_pipeline.card import (
     ledger_rows,
     size_category,
 )
-from shard_pipeline.clean import CleanPolicy, summary
-from shard_pipeline.shard import Doc, split_of, write_shards
+from shard_pipeline.stages.clean import CleanPolicy, summary
+from shard_pipeline.contract.shard import Doc, split_of, write_shards
 
 VAL_PERMILLE = 200
 PROVENANCE = {

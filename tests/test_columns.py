@@ -9,10 +9,10 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from shard_pipeline import columns as C
-from shard_pipeline.partition import _Buffer, val_flags
-from shard_pipeline.shard import split_of
-from shard_pipeline.spill import SPILL_SCHEMA, section_blob
+from shard_pipeline.stages import columns as C
+from shard_pipeline.stages.partition import _Buffer, val_flags
+from shard_pipeline.contract.shard import split_of
+from shard_pipeline.stages.spill import SPILL_SCHEMA, section_blob
 
 INT32_OFFSETS = C.MAX_STRING_BYTES
 STRINGS = [["a", "bc", "", "0123456789abcdef"], ["ascii", "ünï", "😀x", ""], []]
@@ -54,10 +54,10 @@ def _read(tmp_path, docs, val_permille: int, budget: int = 1 << 40, spill=lambda
     """read_into on a shard of `docs`; and the table the former per-object buffer made of the same records."""
     from types import SimpleNamespace
 
-    from shard_pipeline.corpus import InputShard
-    from shard_pipeline.partition import read_into
-    from shard_pipeline.reader import ReadStats, iter_records
-    from shard_pipeline.synth import write_jsonl_zst
+    from shard_pipeline.input.corpus import InputShard
+    from shard_pipeline.stages.partition import read_into
+    from shard_pipeline.input.reader import ReadStats, iter_records
+    from shard_pipeline.input.synth import write_jsonl_zst
 
     path = tmp_path / f"in-{len(docs)}.jsonl.zst"
     write_jsonl_zst(path, [orjson.dumps({"id": i, "text": t, "u": u, "openlid-v3": {"lang": [lang]}, "pii": [[0, 1]] * p})
@@ -104,8 +104,8 @@ def test_large_string_run_spills_the_same_rows(tmp_path, monkeypatch):
     """A run sorted as large_string (past 2 GiB of text, simulated) writes the same sections and
     values (the 2.4 GB case was run by hand: bench/RESULTS.md section 7); the buffer is empty and
     reusable after a spill."""
-    from shard_pipeline.partition import _spill
-    from shard_pipeline.spill import SpillReader, SpillWriter
+    from shard_pipeline.stages.partition import _spill
+    from shard_pipeline.stages.spill import SpillReader, SpillWriter
 
     runs = []
     for limit in (INT32_OFFSETS, 500):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from shard_pipeline import counts_index
-from shard_pipeline.corpus import InputShard, find_shards
-from shard_pipeline.counts_index import HEADER, CountRow, index_path, lookup, record
+from shard_pipeline.input import counts_index
+from shard_pipeline.input.corpus import InputShard, find_shards
+from shard_pipeline.input.counts_index import HEADER, CountRow, index_path, lookup, record
 
 REPO = Path(__file__).resolve().parent.parent
 WHEN = "2026-10-15T12:00:00Z"
@@ -151,7 +151,7 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from shard_pipeline.counts_index import CountRow, record
+    from shard_pipeline.input.counts_index import CountRow, record
     root, tag, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     for k in range(n):
         row = CountRow(f"{k}_{tag}.jsonl.zst", k, k, k, "test", "2026-01-01T00:00:00Z")

@@ -18,8 +18,8 @@ import orjson
 import pytest
 import zstandard
 
-from shard_pipeline.corpus import InputShard
-from shard_pipeline.reader import (
+from shard_pipeline.input.corpus import InputShard
+from shard_pipeline.input.reader import (
     REASONS,
     BadRecord,
     CorruptShard,
@@ -464,7 +464,7 @@ def _handler(state: _Files) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def http_files(monkeypatch: pytest.MonkeyPatch) -> Iterator:
     """start(state) -> base URL of a server on 127.0.0.1; start.sleeps records backoff sleeps."""
-    import shard_pipeline.reader as reader_mod
+    import shard_pipeline.input.reader as reader_mod
 
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
@@ -540,8 +540,8 @@ def test_http_404_shard_is_an_error(http_files) -> None:  # type: ignore[no-unty
 _MEASURE = textwrap.dedent(
     """
     import resource, sys
-    from shard_pipeline.corpus import InputShard
-    from shard_pipeline.reader import ReadStats, iter_records
+    from shard_pipeline.input.corpus import InputShard
+    from shard_pipeline.input.reader import ReadStats, iter_records
     shard = InputShard("9_1", sys.argv[1], None, None, "x")
     stats = ReadStats()
     it = iter_records(shard, corpus="v4", stats=stats)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shard_pipeline import cli
+from shard_pipeline.submit import cli
 from tests.pipeline_util import make_corpus, run_cli, tree_bytes
 from tests.slurm_util import job_records, wait_for_jobs
 from tests.test_pipeline_slurm import slurm_conf, submit

@@ -1,4 +1,4 @@
-"""The corpus-shard contract (docs/formats/corpus-shard.md), tested through shard_pipeline.shard.
+"""The corpus-shard contract (docs/formats/corpus-shard.md), tested through shard_pipeline.contract.shard.
 
 The first fourteen tests are the seed's section 4 table, under its names; the rest are the
 author's list ("Your tests"). Property-style tests draw documents from random.Random(seed).
@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import shard_pipeline.shard as shard_mod
-from shard_pipeline.shard import (
+import shard_pipeline.contract.shard as shard_mod
+from shard_pipeline.contract.shard import (
     DEDUP_DEFAULTS,
     DEFAULT_ROW_GROUP_BYTES,
     SCHEMA,

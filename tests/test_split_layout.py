@@ -14,10 +14,10 @@ import duckdb
 import numpy as np
 import pytest
 
-from shard_pipeline import cli
-from shard_pipeline.balance import byte_balanced_cuts
-from shard_pipeline.shard import ShardFile, build_manifest, read_shards, split_of, write_manifest, write_shards
-from shard_pipeline.verify import verify_output
+from shard_pipeline.submit import cli
+from shard_pipeline.stages.balance import byte_balanced_cuts
+from shard_pipeline.contract.shard import ShardFile, build_manifest, read_shards, split_of, write_manifest, write_shards
+from shard_pipeline.contract.verify import verify_output
 from tests.manifest_schema import assert_valid_manifest
 from tests.pipeline_util import (
     LANG,
@@ -180,7 +180,7 @@ def test_a_repeated_id_across_the_two_sets_is_an_error(tmp_path, capsys):
 
 def _hand_made_dirs_output(tmp_path, *, misplace: bool = False, id_in_both: bool = False, sets=("train", "validation")):
     """A dirs output assembled from write_shards sets, to show what --verify checks."""
-    from shard_pipeline.shard import Doc
+    from shard_pipeline.contract.shard import Doc
 
     recs = records(30, seed=53, text_bytes=200)
     docs = [Doc(r["id"], r["text"], {"url": r["u"], "license_spdx": "CC0-1.0"}) for r in recs]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shard_pipeline import cli
+from shard_pipeline.submit import cli
 from tests.pipeline_util import LANG, make_corpus
 
 def conf(tmp_path: Path, text: str = "") -> Path:

@@ -13,7 +13,7 @@ import orjson
 import pytest
 import zstandard
 
-from shard_pipeline.synth import generate_corpus, make_record, write_jsonl_zst
+from shard_pipeline.input.synth import generate_corpus, make_record, write_jsonl_zst
 
 REPO = Path(__file__).resolve().parent.parent
 # Required keys measured in every record (hplt-format.md 1.2 and 1.3).
@@ -168,7 +168,7 @@ def test_generate_corpus_is_deterministic(tmp_path: Path) -> None:
 
 def test_cli(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    run = [sys.executable, "-m", "shard_pipeline.synth"]
+    run = [sys.executable, "-m", "shard_pipeline.input.synth"]
     help_text = subprocess.run(run + ["--help"], capture_output=True, text=True, env=env, check=True).stdout
     for opt in ("--corpus", "--n-docs", "--shards", "--seed", "--text-bytes", "--id-style", "--frames"):
         assert opt in help_text

@@ -7,8 +7,8 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from shard_pipeline import cli
-from shard_pipeline.shard import read_shards
+from shard_pipeline.submit import cli
+from shard_pipeline.contract.shard import read_shards
 from tests.manifest_schema import assert_valid_manifest
 from tests.pipeline_util import LANG, records, run_cli, write_records
 
@@ -100,7 +100,7 @@ def test_verify_finds_a_damaged_pipeline_shard(tmp_path, capsys):
 def test_dp_ranks_give_a_multiple_of_the_lcm_balanced_by_bytes(tmp_path):
     import numpy as np
 
-    from shard_pipeline.balance import byte_balanced_cuts
+    from shard_pipeline.stages.balance import byte_balanced_cuts
 
     recs = records(120, seed=31, text_bytes=300)
     for k in range(0, 120, 7):  # uneven sizes, so byte balance differs from row balance

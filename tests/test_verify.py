@@ -1,4 +1,4 @@
-"""shard_pipeline.verify: a correct output verifies; each kind of damage is found and named.
+"""shard_pipeline.contract.verify: a correct output verifies; each kind of damage is found and named.
 
 Outputs come from write_shards on random documents (random.Random, fixed seeds) with small
 shard_rows and row_group_bytes, so there are several shards and several row groups per shard.
@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shard_pipeline.shard import DICTIONARY_COLUMNS, SCHEMA, Doc, row_group_bounds, shard_name, write_shards
-from shard_pipeline.verify import ROW_PROBLEM_CAP, SCHEMA_PATH, Problem, _GroupCutChecker, main, verify_output
+from shard_pipeline.contract.shard import DICTIONARY_COLUMNS, SCHEMA, Doc, row_group_bounds, shard_name, write_shards
+from shard_pipeline.contract.verify import ROW_PROBLEM_CAP, SCHEMA_PATH, Problem, _GroupCutChecker, main, verify_output
 
 MANIFEST = "_MANIFEST.json"
 SHARD_ROWS = 12
@@ -485,11 +485,11 @@ def test_shallow_skips_rows_only(out: Path, capsys) -> None:
 
 
 def test_run_as_module(out: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "shard_pipeline.verify", str(out)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "shard_pipeline.contract.verify", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout) == (0, "OK: 53 rows in 5 shards verified\n")
     (out / "x").write_text("")
-    proc = subprocess.run([sys.executable, "-m", "shard_pipeline.verify", str(out)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "shard_pipeline.contract.verify", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout) == (1, "x: stray file: not listed in the manifest\n")
 

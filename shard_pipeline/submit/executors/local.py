@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import task_argv
+from shard_pipeline.submit.executors import task_argv
 
 
 class StageFailed(Exception):

@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .rundir import RunDir
-from .runconfig import RunConfig
-from .spill import INDEX_SCHEMA, Section, SpillReader
+from shard_pipeline.run.rundir import RunDir
+from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.stages.spill import INDEX_SCHEMA, Section, SpillReader
 
 
 class RepeatedId(Exception):

@@ -4,7 +4,7 @@ Independent of any run directory, and trusting nothing the writer recorded: ever
 `_MANIFEST.json` is recomputed from the shards, every file is re-hashed, every row re-derived.
 The rules are docs/formats/corpus-shard.md; docs/verify.md lists what is checked.
 
-    python -m shard_pipeline.verify OUT [--shallow]
+    python -m shard_pipeline.contract.verify OUT [--shallow]
 
 Memory stays bounded: files are hashed in blocks and shards are read one row group at a time.
 The only state that grows with the corpus is the set of rows that are *not* their own cluster
@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .shard import (
+from shard_pipeline.contract.shard import (
     DICTIONARY_COLUMNS,
     MANIFEST_FORMAT,
     MANIFEST_NAME,
@@ -45,7 +45,7 @@ from .shard import (
     split_of,
 )
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "docs" / "formats" / "corpus-manifest.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "docs" / "formats" / "corpus-manifest.schema.json"
 ROW_PROBLEM_CAP = 20  # row-level problems reported per kind; the rest are counted
 _HASH_BLOCK = 1 << 20
 _PLAIN_COLUMNS = frozenset(c for c in SCHEMA.names if c not in DICTIONARY_COLUMNS)
@@ -698,7 +698,7 @@ def verify_output(out: Path, *, deep: bool = True) -> list[Problem]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m shard_pipeline.verify",
+        prog="python -m shard_pipeline.contract.verify",
         description="Verify a hplt-shard output folder against docs/formats/corpus-shard.md. "
         "Exit 0: verified; 1: problems found (one line each); 2: bad usage.",
     )

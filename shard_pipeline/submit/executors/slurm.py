@@ -6,6 +6,8 @@ the fixed stages/slurm_job.sh, which gets its values as positional arguments.
 """
 from __future__ import annotations
 
+from shard_pipeline.errors import UserError
+
 import getpass
 import re
 import subprocess
@@ -13,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from . import STAGES_DIR, stage_script
+from shard_pipeline.submit.executors import STAGES_DIR
+
+from shard_pipeline.submit.executors import stage_script
 
 JOB_SCRIPT = STAGES_DIR / "slurm_job.sh"
 DEFAULT_MAX_ARRAY_SIZE = 1001
@@ -22,7 +26,7 @@ DEFAULT_MAX_ARRAY_SIZE = 1001
 REQUEUE_SIGNAL_SECONDS = 300
 
 
-class SubmitError(Exception):
+class SubmitError(UserError):
     """sbatch refused a submission; the jobs already queued for the run were cancelled."""
 
 

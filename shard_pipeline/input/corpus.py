@@ -10,6 +10,8 @@ the HPLT sampler does, so a run's scope is known before anything is read.
 
 from __future__ import annotations
 
+from shard_pipeline.errors import UserError
+
 import difflib
 import os
 import re
@@ -29,7 +31,7 @@ _NAME_RE = re.compile(r"^(\d+)_(\d+)(?:\.([A-Za-z0-9]+))?$")
 _DIGITS_RE = re.compile(r"(\d+)")
 
 
-class InputError(Exception):
+class InputError(UserError):
     """The input cannot be found or the selection is empty; the message says what was looked for."""
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..rundir import STAGES
+from shard_pipeline.run.rundir import STAGES
 
-STAGES_DIR = Path(__file__).resolve().parent.parent.parent / "stages"
+STAGES_DIR = Path(__file__).resolve().parents[3] / "stages"
 
 
 def stage_script(stage: str) -> Path:

@@ -16,12 +16,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .faults import fault_point
-from .rundir import RunDir, file_stamp, read_json, write_json_atomic
-from .runconfig import RunConfig
-from .shard import SCHEMA, ShardFile, row_group_bounds, write_shard_file
-from .order import BucketOrder, Readers, sections_of
-from .spill import SectionCursor, read_arrow
+from shard_pipeline.run.faults import fault_point
+from shard_pipeline.run.rundir import RunDir, file_stamp, read_json, write_json_atomic
+from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.contract.shard import SCHEMA, ShardFile, row_group_bounds, write_shard_file
+from shard_pipeline.stages.order import BucketOrder, Readers, sections_of
+from shard_pipeline.stages.spill import SectionCursor, read_arrow
 
 
 class ShardAssembler:
@@ -129,7 +129,7 @@ def _progress_path(run: RunDir, task: int) -> Path:
 
 def _finished_before(run: RunDir, task: int, out_tmp: Path) -> dict[int, dict[str, Any]]:
     """Shards a stopped attempt of this task already wrote and that still match their record."""
-    from .resume import file_matches
+    from shard_pipeline.run.resume import file_matches
 
     path = _progress_path(run, task)
     if not path.exists():

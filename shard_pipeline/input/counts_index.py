@@ -20,7 +20,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from .corpus import SUFFIX, InputShard
+from shard_pipeline.input.corpus import SUFFIX, InputShard
 
 HEADER = ("shard", "bytes", "mtime", "docs", "method", "counted")
 HEADER_LINE = "\t".join(HEADER)

@@ -1,6 +1,8 @@
 """The submitter: `./hplt-shard LANG ...` finds the input, lays out the jobs, and runs or submits them."""
 from __future__ import annotations
 
+from shard_pipeline.errors import EXIT_USAGE, UserError
+
 import argparse
 import json
 import os
@@ -12,17 +14,17 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import layout as layout_mod
-from .rundir import RUN_FORMAT, RunDir, write_json_atomic
-from .runconfig import Content, Execution, InputRef, RunConfig
-from .claim import OutHeld, claim, release
-from .shard import DEFAULT_ROW_GROUP_BYTES, check_replaceable
+from shard_pipeline.submit import layout as layout_mod
+from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, write_json_atomic
+from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
+from shard_pipeline.run.claim import claim, release
+from shard_pipeline.contract.shard import DEFAULT_ROW_GROUP_BYTES, check_replaceable
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SHARD_ROWS = 1_000_000
 
 
-class UsageError(Exception):
+class UsageError(UserError):
     """A problem with the command line, the conf or the input selection: nothing was written."""
 
 
@@ -88,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve_settings(args: argparse.Namespace):
-    from .config import load_settings
+    from shard_pipeline.submit.settings import load_settings
 
     cli = {
         "ACCOUNT": args.account,
@@ -104,7 +106,7 @@ def resolve_settings(args: argparse.Namespace):
 
 
 def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
-    from .corpus import find_shards
+    from shard_pipeline.input.corpus import find_shards
 
     root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
     base_url = None
@@ -121,13 +123,13 @@ def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
 
 
 def parse_dp_ranks(spec: str) -> tuple[int, ...]:
-    from .balance import parse_dp_ranks as parse
+    from shard_pipeline.stages.balance import parse_dp_ranks as parse
 
     return parse(spec)
 
 
 def clean_policy(settings) -> dict:
-    from .clean import CleanPolicy
+    from shard_pipeline.stages.clean import CleanPolicy
 
     return CleanPolicy.from_conf(dict(settings.clean_values)).to_json()
 
@@ -146,7 +148,7 @@ def task_budget(args: argparse.Namespace, settings, executor: str) -> int:
     """MAX_TASKS, and under Slurm also what the user's submit limit leaves (queued jobs counted)."""
     budget = settings.max_tasks
     if executor == "slurm" and settings.submit_limit:
-        from .executors.slurm import queued_jobs
+        from shard_pipeline.submit.executors.slurm import queued_jobs
 
         room = settings.submit_limit - queued_jobs()
         if room < 4:
@@ -156,7 +158,7 @@ def task_budget(args: argparse.Namespace, settings, executor: str) -> int:
 
 
 def known_counts(settings, corpus: str, subset: str, lang: str, shards: Sequence) -> dict[int, int]:
-    from .counts_index import lookup
+    from shard_pipeline.input.counts_index import lookup
 
     if not settings.counts_index:
         return {}
@@ -287,8 +289,8 @@ class _Held:
 def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: int, out: Path) -> int:
     import time as _time
 
-    from .executors.local import StageFailed, run_all
-    from .rundir import read_json
+    from shard_pipeline.submit.executors.local import StageFailed, run_all
+    from shard_pipeline.run.rundir import read_json
 
     record = read_json(run.run_json)
     record["submissions"].append({"kind": "local", "submitted_at": _time.time(), "tasks": tasks, "jobs": []})
@@ -312,8 +314,8 @@ def submit_slurm(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings,
     """Queue the stages that have tasks; each depends on every array chunk of the one before."""
     import time as _time
 
-    from .executors.slurm import SlurmSettings, StageJobs, max_array_size, submit_chain
-    from .rundir import read_json
+    from shard_pipeline.submit.executors.slurm import SlurmSettings, StageJobs, max_array_size, submit_chain
+    from shard_pipeline.run.rundir import read_json
 
     ex = cfg.execution
     s = SlurmSettings(settings.worker_partition, settings.account, ex.python, settings.module_loads, f"hs-{lang}")
@@ -336,9 +338,9 @@ def submit_slurm(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings,
 
 def resume(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Redo only what an interrupted run has not finished; same bytes as an uninterrupted run."""
-    from .executors.slurm import queued_jobs_of
-    from .resume import ResumeRefused, changed_inputs, describe, plan_resume, run_job_ids
-    from .rundir import read_json
+    from shard_pipeline.submit.executors.slurm import queued_jobs_of
+    from shard_pipeline.run.resume import ResumeRefused, changed_inputs, describe, plan_resume, run_job_ids
+    from shard_pipeline.run.rundir import read_json
 
     run = RunDir(args.resume.resolve())
     if not run.config_json.exists():
@@ -381,24 +383,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return run_command(args, argv)
-    except (UsageError, FileExistsError, ValueError, OutHeld) as exc:
+    except UserError as exc:  # conf, input, path and resume problems name file, line and reason
         print(f"hplt-shard: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # input and conf errors from the library name file, line and reason
-        name = type(exc).__name__
-        if name in ("ConfError", "InputError", "SubmitError", "ResumeRefused"):
-            print(f"hplt-shard: {exc}", file=sys.stderr)
-            return 2
-        raise
+        return exc.exit_code
+    except (FileExistsError, ValueError) as exc:  # TODO(#12): raise UserError at the source instead
+        print(f"hplt-shard: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.verify:
-        from .verify import main as verify_main
+        from shard_pipeline.contract.verify import main as verify_main
 
         return verify_main([str(args.verify)])
     if args.status:
-        from .status import status_text
+        from shard_pipeline.run.status import status_text
 
         run = RunDir(args.status.resolve())
         if not run.config_json.exists():
@@ -415,7 +414,7 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     subset, shards = find_inputs(args, settings)
     executor = choose_executor(args)
     known = known_counts(settings, args.corpus, subset, args.lang, shards)
-    from .buckets import choose_boundaries, sample_heads
+    from shard_pipeline.stages.buckets import choose_boundaries, sample_heads
 
     sample = sample_heads(shards, corpus=args.corpus)
     lay = make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc,

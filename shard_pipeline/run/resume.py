@@ -7,20 +7,22 @@ before anything reaches OUT; a mismatch there drops the writer's receipt so the 
 """
 from __future__ import annotations
 
+from shard_pipeline.errors import UserError
+
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .rundir import RunDir, read_json
-from .runconfig import RunConfig
-from .shard import file_sha256
+from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.contract.shard import file_sha256
 
 HASH_MAX_BYTES = 1 << 30
 
 
-class ResumeRefused(Exception):
+class ResumeRefused(UserError):
     """The run cannot be resumed as it is (jobs still queued, inputs changed, ...)."""
 
 
@@ -126,7 +128,7 @@ def plan_resume(run: RunDir) -> ResumePlan:
 
 
 def _swapped(run: RunDir, cfg: RunConfig) -> bool:
-    from .finalize import already_swapped
+    from shard_pipeline.stages.finalize import already_swapped
 
     plan = read_json(run.plan_json)
     return already_swapped(run, cfg, plan, Path(cfg.execution.out)) is not None

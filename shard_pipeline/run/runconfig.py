@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .shard import MANIFEST_FORMAT
+from shard_pipeline.contract.shard import MANIFEST_FORMAT
 
 
 @dataclass(frozen=True)

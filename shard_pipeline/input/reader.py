@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 import orjson
 import zstandard
 
-from .corpus import InputShard
+from shard_pipeline.input.corpus import InputShard
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .shard import Doc
+    from shard_pipeline.contract.shard import Doc
 
 REASONS: tuple[str, ...] = (
     "empty_line",  # a blank line (only whitespace) between records
@@ -804,7 +804,7 @@ def _reject(
 
 def to_doc(rec: HpltRecord, shard: InputShard, license_spdx: str) -> Doc:
     """The contract's Doc for one record; see docs/hplt-mapping.md for every field."""
-    from .shard import Doc  # imported here: shard.py pulls in pyarrow, the reader does not need it
+    from shard_pipeline.contract.shard import Doc  # imported here: shard.py pulls in pyarrow, the reader does not need it
 
     return Doc(
         id=rec.id,

@@ -15,13 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import columns as C
-from .buckets import boundary_keys, bucket_cuts
-from .reader import QuarantineWriter, ReadStats, iter_records
-from .faults import fault_point
-from .rundir import RunDir, file_stamp, read_json, write_json_atomic
-from .runconfig import InputRef, RunConfig
-from .spill import SPILL_SCHEMA, Section, SpillWriter
+from shard_pipeline.stages import columns as C
+from shard_pipeline.stages.buckets import boundary_keys, bucket_cuts
+from shard_pipeline.input.reader import QuarantineWriter, ReadStats, iter_records
+from shard_pipeline.run.faults import fault_point
+from shard_pipeline.run.rundir import RunDir, file_stamp, read_json, write_json_atomic
+from shard_pipeline.run.runconfig import InputRef, RunConfig
+from shard_pipeline.stages.spill import SPILL_SCHEMA, Section, SpillWriter
 
 
 @dataclass
@@ -180,7 +180,7 @@ class CleanedSink:
 def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantine: QuarantineWriter | None,
               spill, budget: int, cleaned: CleanedSink | None = None) -> ReadStats:
     """Stream one input shard into the buffer, spilling whenever its text reaches the budget."""
-    from .corpus import InputShard
+    from shard_pipeline.input.corpus import InputShard
 
     shard = InputShard(inp.name, inp.location, inp.size, inp.mtime, inp.source_id)
     stats = ReadStats()
@@ -191,7 +191,7 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
     sha256 = hashlib.sha256
     policy = None
     if cfg.content.clean is not None:
-        from .clean import CleanPolicy, quarantine_reasons
+        from shard_pipeline.stages.clean import CleanPolicy, quarantine_reasons
 
         policy = CleanPolicy(**cfg.content.clean)
     for rec in iter_records(shard, corpus=cfg.content.corpus, bad_records=cfg.content.bad_records,

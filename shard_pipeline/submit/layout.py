@@ -104,7 +104,7 @@ def stage_memory(*, docs: int, text_bytes: int, spill_bytes: int, inputs: int, b
     its bucket (one per run). Both grow with text / spill budget: the partition task's memory
     sets them.
     """
-    from .spill import BATCH_ROWS
+    from shard_pipeline.stages.spill import BATCH_ROWS
 
     runs = inputs + -(-text_bytes // max(1, spill_bytes))  # a run never spans two inputs: each ends a partial one
     docs_per_run = max(1, docs // max(1, runs))

@@ -5,12 +5,14 @@ Slurm jobs of one run live in many processes over hours, so a process lock canno
 """
 from __future__ import annotations
 
+from shard_pipeline.errors import UserError
+
 from pathlib import Path
 
 from filelock import FileLock
 
 
-class OutHeld(Exception):
+class OutHeld(UserError):
     """Another unfinished run holds this OUT."""
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
-from .shard import manifest_sets
+from shard_pipeline.contract.shard import manifest_sets
 
 LEDGER_KEYS: tuple[str, ...] = ("source_id", "location", "bytes", "mtime", "documents", "license_spdx")
 LAYOUTS = ("dirs", "column")

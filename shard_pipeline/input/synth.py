@@ -324,7 +324,7 @@ def generate_corpus(
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m shard_pipeline.synth",
+        prog="python -m shard_pipeline.input.synth",
         description="Write an HPLT-shaped synthetic corpus: ROOT/LANG/<shard>.jsonl.zst.",
     )
     p.add_argument("root", type=Path, help="corpus root (the folder that will hold LANG/)")

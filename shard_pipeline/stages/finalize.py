@@ -12,12 +12,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .claim import release
-from .counts_index import CountRow, record
-from .faults import fault_point
-from .rundir import RunDir, read_json, write_json_atomic
-from .runconfig import RunConfig
-from .shard import (
+from shard_pipeline.run.claim import release
+from shard_pipeline.input.counts_index import CountRow, record
+from shard_pipeline.run.faults import fault_point
+from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
+from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.contract.shard import (
     MANIFEST_NAME,
     SPLIT_DIRS,
     ShardFile,
@@ -225,7 +225,7 @@ def write_cleaned(run: RunDir, cfg: RunConfig, path: Path) -> Path:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from .partition import CLEANED_SCHEMA
+    from shard_pipeline.stages.partition import CLEANED_SCHEMA
 
     parts = [pq.read_table(p) for p in sorted((run.root / "quarantine").glob("clean-*.parquet"))]
     table = pa.concat_tables(parts) if parts else CLEANED_SCHEMA.empty_table()
@@ -240,7 +240,7 @@ def write_cleaned(run: RunDir, cfg: RunConfig, path: Path) -> Path:
 
 def rank_balance(dp_ranks, shard_bytes: list[int]) -> dict[str, Any]:
     """For each rank count that divides the shard count, how evenly equal contiguous runs of shards load ranks."""
-    from .balance import balance_report
+    from shard_pipeline.stages.balance import balance_report
 
     ranks = [r for r in dp_ranks if len(shard_bytes) % r == 0]
     return {"ranks": balance_report(shard_bytes, ranks) if ranks else {},
@@ -249,7 +249,7 @@ def rank_balance(dp_ranks, shard_bytes: list[int]) -> dict[str, Any]:
 
 def balance_of(content, manifest: dict[str, Any]) -> dict[str, Any]:
     """How evenly ranks that take equal contiguous runs of shards are loaded (text bytes), per shard set."""
-    from .balance import shard_multiple
+    from shard_pipeline.stages.balance import shard_multiple
 
     head = {
         "cut": "byte-balanced",
@@ -265,8 +265,8 @@ def balance_of(content, manifest: dict[str, Any]) -> dict[str, Any]:
 def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
                       manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """OUT's files besides the shards (dataset card, ledger, --clean quarantine), for the manifest."""
-    from . import card
-    from .clean import CleanPolicy, summary
+    from shard_pipeline.stages import card
+    from shard_pipeline.stages.clean import CleanPolicy, summary
 
     c = cfg.content
     listed = []

@@ -9,6 +9,8 @@ PYTHON, sizes, times). Precedence: command line > conf > preset > default.
 
 from __future__ import annotations
 
+from shard_pipeline.errors import UserError
+
 import difflib
 import re
 import sys
@@ -35,7 +37,7 @@ KEYS: dict[str, str] = {
 
 
 def _clean_keys() -> dict[str, str]:
-    from .clean import CONF_KEYS
+    from shard_pipeline.stages.clean import CONF_KEYS
 
     return dict(CONF_KEYS)
 
@@ -65,7 +67,7 @@ _TIME_RES = (
 )
 
 
-class ConfError(Exception):
+class ConfError(UserError):
     """A configuration problem; str() is ``<file>:<line>: <reason>`` (or ``command line: ...``)."""
 
     def __init__(self, where: str, reason: str) -> None:
