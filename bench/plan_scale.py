@@ -28,8 +28,8 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from shard_pipeline.run.rundir import RunDir, write_json_atomic  # noqa: E402
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig  # noqa: E402
+from shard_pipeline.run.rundir import RunDir, write_json_atomic  # noqa: E402
 from shard_pipeline.stages.spill import INDEX_SCHEMA, write_arrow  # noqa: E402
 
 DOCS = 7_860_000_000  # HPLT v4 English

@@ -235,21 +235,20 @@ def run_datatrove(corpus_dir: Path, work: Path, cores: int) -> dict:
 def _prepare_run(argv: list[str]) -> dict:
     """Run ./hplt-shard's submitter in-process, stopping where the local executor would start."""
     import shard_pipeline.submit.cli as cli
+    import shard_pipeline.submit.executors.local as local
 
     captured: dict = {}
 
-    def capture(run, cfg, tasks, jobs, out):  # tasks: {stage: [task ids]} (older cli: the Layout)
-        if not isinstance(tasks, dict):
-            tasks = cli.stage_tasks(tasks)
+    def capture(run, cfg, tasks, jobs, out):  # tasks: {stage: [task ids]}
         captured.update(run=run, cfg=cfg, tasks={k: list(v) for k, v in tasks.items()}, out=out)
         return 0
 
-    real = cli.run_local
-    cli.run_local = capture
+    real = local.run_local
+    local.run_local = capture
     try:
         rc = cli.main(argv)
     finally:
-        cli.run_local = real
+        local.run_local = real
     if rc != 0 or not captured:
         raise RuntimeError(f"hplt-shard submitter failed (rc {rc})")
     return captured

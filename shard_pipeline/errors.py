@@ -14,3 +14,7 @@ class UserError(Exception):
     """A problem the user can fix (arguments, conf, inputs, paths); ``str()`` is the whole message."""
 
     exit_code = EXIT_USAGE
+
+
+class UsageError(UserError):
+    """A problem with the command line, the conf or the input selection: nothing was written."""

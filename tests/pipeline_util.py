@@ -13,11 +13,11 @@ from typing import Sequence
 
 import orjson
 
-from shard_pipeline.submit import cli
+from shard_pipeline.contract.shard import MANIFEST_NAME, split_of, write_shards
 from shard_pipeline.input.corpus import find_shards
 from shard_pipeline.input.reader import ReadStats, iter_records, to_doc
-from shard_pipeline.contract.shard import MANIFEST_NAME, split_of, write_shards
 from shard_pipeline.input.synth import generate_corpus, make_record, write_jsonl_zst
+from shard_pipeline.submit import cli
 
 LANG = "eng_Latn"
 LICENSE = "CC0-1.0"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from shard_pipeline.contract.shard import Doc, split_of, write_shards
 from shard_pipeline.input import synth
 from shard_pipeline.stages.balance import balance_report
 from shard_pipeline.stages.card import (
@@ -19,7 +20,6 @@ from shard_pipeline.stages.card import (
     size_category,
 )
 from shard_pipeline.stages.clean import CleanPolicy, summary
-from shard_pipeline.contract.shard import Doc, split_of, write_shards
 
 VAL_PERMILLE = 200
 PROVENANCE = {

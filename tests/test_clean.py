@@ -10,10 +10,15 @@ from dataclasses import fields
 
 import pytest
 
-from shard_pipeline.stages import clean
-
 from shard_pipeline.input import synth
-from shard_pipeline.stages.clean import CONF_KEYS, REASONS, CleanPolicy, quarantine_reasons, summary
+from shard_pipeline.stages import clean
+from shard_pipeline.stages.clean import (
+    CONF_KEYS,
+    REASONS,
+    CleanPolicy,
+    quarantine_reasons,
+    summary,
+)
 
 DEFAULT = CleanPolicy()
 _CTRL_CHARS = frozenset(chr(c) for c in [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])

@@ -9,9 +9,9 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from shard_pipeline.contract.shard import split_of
 from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.partition import _Buffer, val_flags
-from shard_pipeline.contract.shard import split_of
 from shard_pipeline.stages.spill import SPILL_SCHEMA, section_blob
 
 INT32_OFFSETS = C.MAX_STRING_BYTES
@@ -55,9 +55,9 @@ def _read(tmp_path, docs, val_permille: int, budget: int = 1 << 40, spill=lambda
     from types import SimpleNamespace
 
     from shard_pipeline.input.corpus import InputShard
-    from shard_pipeline.stages.partition import read_into
     from shard_pipeline.input.reader import ReadStats, iter_records
     from shard_pipeline.input.synth import write_jsonl_zst
+    from shard_pipeline.stages.partition import read_into
 
     path = tmp_path / f"in-{len(docs)}.jsonl.zst"
     write_jsonl_zst(path, [orjson.dumps({"id": i, "text": t, "u": u, "openlid-v3": {"lang": [lang]}, "pii": [[0, 1]] * p})

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from shard_pipeline.submit.settings import KEYS, ConfError, Settings, load_settings, parse_conf
+from shard_pipeline.submit.settings import (
+    KEYS,
+    ConfError,
+    Settings,
+    load_settings,
+    parse_conf,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 REQUIRED_KEYS = {

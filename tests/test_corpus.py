@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from shard_pipeline.input.corpus import InputError, find_shards, parse_sources, parse_wds
+from shard_pipeline.input.corpus import (
+    InputError,
+    find_shards,
+    parse_sources,
+    parse_wds,
+)
 
 V4_ENGLISH = ["10_1.cc", "9_1.cc", "9_2.cc", "9_10.cc", "9_1.ia", "9_1.ab", "8_30.ia", "5_3.cc", "1_1.cc"]
 V3_NAMES = ["10_1", "9_1", "9_2", "9_103", "5_1", "1_1", "1_2"]

@@ -12,7 +12,13 @@ import pytest
 
 from shard_pipeline.input import counts_index
 from shard_pipeline.input.corpus import InputShard, find_shards
-from shard_pipeline.input.counts_index import HEADER, CountRow, index_path, lookup, record
+from shard_pipeline.input.counts_index import (
+    HEADER,
+    CountRow,
+    index_path,
+    lookup,
+    record,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 WHEN = "2026-10-15T12:00:00Z"

@@ -3,7 +3,15 @@ from __future__ import annotations
 
 import json
 
-from shard_pipeline.submit.layout import MAX_FINALIZE_CPUS, at_least, finalize_cpus, pack_by_bytes, parse_mem, plan_layout, stage_memory
+from shard_pipeline.submit.layout import (
+    MAX_FINALIZE_CPUS,
+    at_least,
+    finalize_cpus,
+    pack_by_bytes,
+    parse_mem,
+    plan_layout,
+    stage_memory,
+)
 from tests.pipeline_util import make_corpus
 from tests.test_submitter import opt, submit
 
@@ -65,7 +73,11 @@ def test_finalize_gets_cores_for_its_re_hash_at_scale_only():
 
 
 def test_finalize_is_submitted_with_its_cpus(tmp_path, fake_slurm):
-    from shard_pipeline.submit.executors.slurm import SlurmSettings, StageJobs, sbatch_argv
+    from shard_pipeline.submit.executors.slurm import (
+        SlurmSettings,
+        StageJobs,
+        sbatch_argv,
+    )
 
     s = SlurmSettings("small", None, "/usr/bin/python3", (), "hs-x")
     argv = sbatch_argv(s, StageJobs("finalize", (0,), "4G", "00:30:00", cpus=16), tmp_path, 0, [0], ["1"])

@@ -10,7 +10,15 @@ import pytest
 from shard_pipeline.contract.shard import read_shards
 from tests.manifest_schema import assert_valid_manifest
 from tests.pipeline_util import (
-    LANG, config_sha, expected_output, make_corpus, manifest, records, run_cli, tree_bytes, write_records,
+    LANG,
+    config_sha,
+    expected_output,
+    make_corpus,
+    manifest,
+    records,
+    run_cli,
+    tree_bytes,
+    write_records,
 )
 
 

@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LANG, LICENSE, config_sha, expected_output, make_corpus, records, tree_bytes, write_records
+from tests.pipeline_util import (
+    LANG,
+    LICENSE,
+    config_sha,
+    expected_output,
+    make_corpus,
+    records,
+    tree_bytes,
+    write_records,
+)
 from tests.slurm_util import job_records, squeue_reasons, wait_for_jobs
 
 TIMEOUT = 240

@@ -114,8 +114,8 @@ def test_damaged_shard_found_by_finalize_is_rewritten_on_resume(tmp_path, monkey
     data[200] ^= 0xFF
     shard.write_bytes(bytes(data))
     os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size and mtime: only a hash sees it
-    from shard_pipeline.stages.finalize import FinalizeError, run_finalize
     from shard_pipeline.run.rundir import RunDir
+    from shard_pipeline.stages.finalize import FinalizeError, run_finalize
 
     with pytest.raises(FinalizeError, match="sha256"):
         run_finalize(RunDir(run_dir))

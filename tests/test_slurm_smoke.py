@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm_util import job_records, job_state, sbatch, squeue_reasons, wait_for_jobs
+from tests.slurm_util import (
+    job_records,
+    job_state,
+    sbatch,
+    squeue_reasons,
+    wait_for_jobs,
+)
 
 pytestmark = pytest.mark.usefixtures("slurm_cluster")
 

@@ -14,10 +14,17 @@ import duckdb
 import numpy as np
 import pytest
 
-from shard_pipeline.submit import cli
-from shard_pipeline.stages.balance import byte_balanced_cuts
-from shard_pipeline.contract.shard import ShardFile, build_manifest, read_shards, split_of, write_manifest, write_shards
+from shard_pipeline.contract.shard import (
+    ShardFile,
+    build_manifest,
+    read_shards,
+    split_of,
+    write_manifest,
+    write_shards,
+)
 from shard_pipeline.contract.verify import verify_output
+from shard_pipeline.stages.balance import byte_balanced_cuts
+from shard_pipeline.submit import cli
 from tests.manifest_schema import assert_valid_manifest
 from tests.pipeline_util import (
     LANG,

@@ -12,6 +12,7 @@ import pytest
 from shard_pipeline.submit import cli
 from tests.pipeline_util import LANG, make_corpus
 
+
 def conf(tmp_path: Path, text: str = "") -> Path:
     c = tmp_path / "t.conf"
     c.write_text("PRESET=local\nACCOUNT=project_462000001\n" + text)

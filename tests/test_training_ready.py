@@ -7,8 +7,8 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from shard_pipeline.submit import cli
 from shard_pipeline.contract.shard import read_shards
+from shard_pipeline.submit import cli
 from tests.manifest_schema import assert_valid_manifest
 from tests.pipeline_util import LANG, records, run_cli, write_records
 

@@ -18,8 +18,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shard_pipeline.contract.shard import DICTIONARY_COLUMNS, SCHEMA, Doc, row_group_bounds, shard_name, write_shards
-from shard_pipeline.contract.verify import ROW_PROBLEM_CAP, SCHEMA_PATH, Problem, _GroupCutChecker, main, verify_output
+from shard_pipeline.contract.shard import (
+    DICTIONARY_COLUMNS,
+    SCHEMA,
+    Doc,
+    row_group_bounds,
+    shard_name,
+    write_shards,
+)
+from shard_pipeline.contract.verify import (
+    ROW_PROBLEM_CAP,
+    SCHEMA_PATH,
+    Problem,
+    _GroupCutChecker,
+    main,
+    verify_output,
+)
 
 MANIFEST = "_MANIFEST.json"
 SHARD_ROWS = 12

@@ -39,9 +39,9 @@ from shard_pipeline.contract.shard import (
     SPLITS,
     ShardFile,
     build_manifest,
+    manifest_sets,
     set_shard_name,
     shard_name,
-    manifest_sets,
     split_of,
 )
 

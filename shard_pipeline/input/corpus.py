@@ -10,8 +10,6 @@ the HPLT sampler does, so a run's scope is known before anything is read.
 
 from __future__ import annotations
 
-from shard_pipeline.errors import UserError
-
 import difflib
 import os
 import re
@@ -21,6 +19,8 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from shard_pipeline.errors import UserError
 
 SUFFIX = ".jsonl.zst"
 SOURCES = ("cc", "ia", "ab")  # Common Crawl, Internet Archive, ArchiveBot

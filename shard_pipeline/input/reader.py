@@ -804,7 +804,9 @@ def _reject(
 
 def to_doc(rec: HpltRecord, shard: InputShard, license_spdx: str) -> Doc:
     """The contract's Doc for one record; see docs/hplt-mapping.md for every field."""
-    from shard_pipeline.contract.shard import Doc  # imported here: shard.py pulls in pyarrow, the reader does not need it
+    from shard_pipeline.contract.shard import (
+        Doc,  # imported here: shard.py pulls in pyarrow, the reader does not need it
+    )
 
     return Doc(
         id=rec.id,

@@ -5,11 +5,11 @@ Slurm jobs of one run live in many processes over hours, so a process lock canno
 """
 from __future__ import annotations
 
-from shard_pipeline.errors import UserError
-
 from pathlib import Path
 
 from filelock import FileLock
+
+from shard_pipeline.errors import UsageError, UserError
 
 
 class OutHeld(UserError):
@@ -43,3 +43,26 @@ def release(out: Path, rundir: Path) -> None:
         if holder(out) == str(rundir):
             p.unlink()
     Path(str(p) + ".lock").unlink(missing_ok=True)
+
+
+def run_lock(root: Path):
+    """Held while this process runs or submits the run: a second resume of the same run is refused."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(root / ".run.lock"), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise UsageError(f"{root} is being run or resumed by another hplt-shard process") from None
+    return _Held(lock)
+
+
+class _Held:
+    def __init__(self, lock):
+        self.lock = lock
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()

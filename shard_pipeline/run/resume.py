@@ -7,17 +7,16 @@ before anything reaches OUT; a mismatch there drops the writer's receipt so the 
 """
 from __future__ import annotations
 
-from shard_pipeline.errors import UserError
-
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shard_pipeline.run.rundir import RunDir, read_json
-from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.contract.shard import file_sha256
+from shard_pipeline.errors import UserError
+from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.run.rundir import RunDir, read_json
 
 HASH_MAX_BYTES = 1 << 30
 

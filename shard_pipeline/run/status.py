@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shard_pipeline.submit.executors.local import last_error_line
-from shard_pipeline.run.rundir import STAGES, RunDir, read_json
 from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.run.rundir import STAGES, RunDir, read_json
+from shard_pipeline.submit.executors.local import last_error_line
 
 
 @dataclass
@@ -133,7 +133,7 @@ def _hms(seconds: float) -> str:
 
 
 def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> str:
-    from shard_pipeline.submit.cli import human_bytes
+    from shard_pipeline.units import human_bytes
 
     cfg = read_json(run.config_json)
     lines = [f"run {run.root}  config {cfg['config_sha256'][:12]}  executor {cfg['execution']['executor']}",

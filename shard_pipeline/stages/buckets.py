@@ -87,7 +87,12 @@ def sample_heads(shards, *, corpus: str, per_shard: int = 2000, total: int = 100
     purpose: the partition stage reads every byte and reports them; a sample only steers
     balance and the job layout, never the output.
     """
-    from shard_pipeline.input.reader import BadRecord, CorruptShard, ReadStats, iter_records
+    from shard_pipeline.input.reader import (
+        BadRecord,
+        CorruptShard,
+        ReadStats,
+        iter_records,
+    )
 
     per = max(10, min(per_shard, total // max(1, len(shards))))
     sample = HeadSample()

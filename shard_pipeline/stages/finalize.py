@@ -12,11 +12,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from shard_pipeline.run.claim import release
-from shard_pipeline.input.counts_index import CountRow, record
-from shard_pipeline.run.faults import fault_point
-from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
-from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.contract.shard import (
     MANIFEST_NAME,
     SPLIT_DIRS,
@@ -29,7 +24,11 @@ from shard_pipeline.contract.shard import (
     swap_into_place,
     write_manifest,
 )
-
+from shard_pipeline.input.counts_index import CountRow, record
+from shard_pipeline.run.claim import release
+from shard_pipeline.run.faults import fault_point
+from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 
 EXTRA_NAMES = ("README.md", "LEDGER.jsonl", "quarantine.parquet", "clean_policy.json", "balance.json")
 LEDGER_NAME = "LEDGER.jsonl"

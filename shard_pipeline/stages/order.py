@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.stages.spill import INDEX_SCHEMA, Section, SpillReader
 
 

@@ -15,12 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shard_pipeline.stages import columns as C
-from shard_pipeline.stages.buckets import boundary_keys, bucket_cuts
 from shard_pipeline.input.reader import QuarantineWriter, ReadStats, iter_records
 from shard_pipeline.run.faults import fault_point
-from shard_pipeline.run.rundir import RunDir, file_stamp, read_json, write_json_atomic
 from shard_pipeline.run.runconfig import InputRef, RunConfig
+from shard_pipeline.run.rundir import RunDir, file_stamp, read_json, write_json_atomic
+from shard_pipeline.stages import columns as C
+from shard_pipeline.stages.buckets import boundary_keys, bucket_cuts
 from shard_pipeline.stages.spill import SPILL_SCHEMA, Section, SpillWriter
 
 

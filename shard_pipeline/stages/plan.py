@@ -16,10 +16,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shard_pipeline.contract.shard import (
+    fresh_tmp_dir,
+    set_shard_name,
+    shard_bounds,
+    shard_sets,
+)
 from shard_pipeline.run.faults import fault_point
-from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.runconfig import RunConfig
-from shard_pipeline.contract.shard import fresh_tmp_dir, set_shard_name, shard_bounds, shard_sets
+from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.stages.spill import INDEX_SCHEMA, read_arrow, write_arrow
 
 
@@ -149,7 +154,12 @@ def byte_balanced_bounds(run: RunDir, cfg: RunConfig, buckets: list[BucketPlan],
     cumulative bytes exactly; only the buckets that hold a cut are ordered (their ids and
     text_bytes read), so the plan never holds more than one bucket's order.
     """
-    from shard_pipeline.stages.balance import cut_targets, cuts_from_raw, cuts_in_block, shard_count_for
+    from shard_pipeline.stages.balance import (
+        cut_targets,
+        cuts_from_raw,
+        cuts_in_block,
+        shard_count_for,
+    )
     from shard_pipeline.stages.order import BucketOrder, Readers, sections_of
 
     c = cfg.content

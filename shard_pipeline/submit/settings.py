@@ -9,14 +9,14 @@ PYTHON, sizes, times). Precedence: command line > conf > preset > default.
 
 from __future__ import annotations
 
-from shard_pipeline.errors import UserError
-
 import difflib
 import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from shard_pipeline.errors import UserError
 
 KEYS: dict[str, str] = {
     "ACCOUNT": "Slurm project account for the jobs (sbatch --account); optional where the cluster has a default",

@@ -1,13 +1,18 @@
 """Local executor: the stages in order, each stage's tasks in a bounded process pool, blocking."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from shard_pipeline.run.claim import release
+from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.submit.executors import task_argv
 
 
@@ -60,3 +65,25 @@ def run_all(python: str, rundir: Path, layout: dict[str, Sequence[int]], jobs: i
     for stage in ("partition", "plan", "write", "finalize"):
         if layout.get(stage):  # a resume runs only what is unfinished
             run_stage(python, stage, rundir, layout[stage], jobs)
+
+
+def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: int, out: Path) -> int:
+
+    from shard_pipeline.submit.executors.local import StageFailed, run_all
+
+    record = read_json(run.run_json)
+    record["submissions"].append({"kind": "local", "submitted_at": time.time(), "tasks": tasks, "jobs": []})
+    write_json_atomic(run.run_json, record)
+    try:
+        run_all(sys.executable, run.root, tasks, jobs)
+    except StageFailed as exc:
+        release(out, run.root)
+        print(f"hplt-shard: {exc}", file=sys.stderr)
+        print(f"hplt-shard: run directory {run.root}; the previous {out} is untouched", file=sys.stderr)
+        return 1
+    manifest = json.loads((out / "_MANIFEST.json").read_text())
+    print(f"done: {manifest['rows']:,} documents in {len(manifest['shards'])} shards "
+          f"(train {manifest['splits']['train']:,}, val {manifest['splits']['val']:,})")
+    print(f"output:  {out}  (manifest {out / '_MANIFEST.json'})")
+    print(f"run dir: {run.root}  (validation.json, logs/)")
+    return 0

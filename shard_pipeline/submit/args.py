@@ -1,0 +1,71 @@
+"""The command line of ./hplt-shard: its options, their defaults and help."""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from shard_pipeline.contract.shard import DEFAULT_ROW_GROUP_BYTES
+
+DEFAULT_SHARD_ROWS = 1_000_000
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hplt-shard",
+        description="Turn one language of a sharded HPLT corpus into deterministic Parquet training shards.",
+        epilog="Examples:\n"
+        "  ./hplt-shard eng_Latn --corpus v4 --dry-run\n"
+        "  ./hplt-shard fin_Latn --corpus v4 --wds 9-10 --out /scratch/p/fin-shards\n"
+        "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --out out/example --executor local\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("lang", nargs="?", help="HPLT language code, e.g. eng_Latn, fin_Latn")
+    p.add_argument("--corpus", choices=("v3", "v4"), default="v4", help="HPLT release layout (default v4)")
+    p.add_argument("--local-root", type=Path, help="folder holding LANG/ (v4 clean|noisy root, v3 sorted); default from the preset")
+    p.add_argument("--wds", help="WDS scores to include: 9-10, 8,9,10, 10 (default: all shards)")
+    p.add_argument("--sources", help="v4 English source tags to include: cc,ia,ab (default: all)")
+    p.add_argument("--out", type=Path, help="output folder (replaced atomically when the run finishes)")
+    p.add_argument("--run-dir", type=Path, help="run directory (default runs/<corpus>-<subset>-<LANG>-<wds>)")
+    p.add_argument("--executor", choices=("slurm", "local"), help="default: slurm when sbatch is on PATH, else local")
+    p.add_argument("--shard-rows", type=int, default=DEFAULT_SHARD_ROWS, help=f"rows per output shard (default {DEFAULT_SHARD_ROWS:,})")
+    p.add_argument("--val-permille", type=int, default=5, help="validation share in thousandths (default 5)")
+    p.add_argument("--row-group-bytes", type=int, default=DEFAULT_ROW_GROUP_BYTES, help="text bytes per row group (default 64 MiB)")
+    p.add_argument("--license", help="SPDX license of the packaging (conf LICENSE; HPLT presets: CC0-1.0)")
+    p.add_argument("--dataset", help="dataset name in the manifest (default hplt-<corpus>-<subset>-<LANG>)")
+    p.add_argument("--dataset-version", default="1", help="dataset version in the manifest (default 1)")
+    p.add_argument("--bad-records", choices=("fail", "quarantine"), default="fail",
+                   help="fail at the first bad record (default), or count and keep it in the run's quarantine/")
+    p.add_argument("--shard-bytes", type=int,
+                   help="cut shards balanced by text bytes, about this many each (instead of every --shard-rows rows)")
+    p.add_argument("--dp-ranks", help="data-parallel rank counts, e.g. 128,448: the shard count becomes a multiple of "
+                   "their lcm and shards are balanced by text bytes; the balance is recorded in OUT/balance.json")
+    p.add_argument("--split-layout", choices=("column", "dirs"), default="column",
+                   help="column (default): one shard set with a split column; dirs: OUT/train/ and OUT/validation/, "
+                        "one shard set per split (rows keep their split column)")
+    p.add_argument("--clean", action="store_true",
+                   help="quarantine documents that match the cleaning policy (thresholds: CLEAN_* conf keys); "
+                        "they are kept in OUT/quarantine.parquet with their reasons")
+    p.add_argument("--dataset-card", action="store_true",
+                   help="also write OUT/README.md (a dataset card for datasets.load_dataset) and OUT/LEDGER.jsonl")
+    p.add_argument("--conf", type=Path, help="conf file (default ./hplt-shard.conf if present)")
+    p.add_argument("--preset", help="preset name under presets/ (conf PRESET)")
+    p.add_argument("--account", help="Slurm account (conf ACCOUNT)")
+    p.add_argument("--partition", dest="worker_partition", help="Slurm partition (conf WORKER_PARTITION)")
+    p.add_argument("--counts-index", help="shared counts index directory (conf COUNTS_INDEX)")
+    p.add_argument("--max-tasks", type=int, help="array tasks this run may queue (conf MAX_TASKS)")
+    p.add_argument("--mem", help="memory per task of every stage, e.g. 4G (default conf WORKER_MEM); a partition task "
+                   "buffers mem/8 of text; the plan and write jobs get more when the layout estimates they need it")
+    p.add_argument("--time", help="wall time per task (default estimated from bytes)")
+    p.add_argument("--partition-tasks", type=int, help="override the number of partition tasks")
+    p.add_argument("--write-tasks", type=int, help="override the number of write tasks")
+    p.add_argument("--buckets", type=int, help="advanced: id buckets (default from the estimated documents)")
+    p.add_argument("--spill-bytes", type=int, help="advanced: text bytes a partition task buffers before it spills a sorted run (default mem/8)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="local executor: tasks at once (default: cores)")
+    p.add_argument("--dry-run", action="store_true", help="show the scope and job layout; write and submit nothing "
+                   "(with --resume: show what would be redone)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--resume", type=Path, metavar="RUNDIR", help="finish an interrupted run: redo only what is unfinished")
+    g.add_argument("--status", type=Path, metavar="RUNDIR", help="show where a run stands (per stage, failures, ETA)")
+    g.add_argument("--verify", type=Path, metavar="OUT", help="check an output folder against its manifest and the contract")
+    return p

@@ -1,0 +1,107 @@
+"""The scope of a submission: settings, input shards, known counts, executor and job layout.
+
+Everything `--dry-run` shows is computed here, and nothing here writes a file.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+from typing import Sequence
+
+from shard_pipeline.errors import UsageError
+from shard_pipeline.submit import layout as layout_mod
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def resolve_settings(args: argparse.Namespace):
+    from shard_pipeline.submit.settings import load_settings
+
+    cli = {
+        "ACCOUNT": args.account,
+        "WORKER_PARTITION": args.worker_partition,
+        "COUNTS_INDEX": args.counts_index,
+        "MAX_TASKS": str(args.max_tasks) if args.max_tasks else None,
+        "LICENSE": args.license,
+        "PRESET": args.preset,
+        "WORKER_MEM": args.mem,
+        "TIME_LIMIT": args.time,
+    }
+    return load_settings(cli=cli, conf_path=args.conf, repo_root=REPO_ROOT)
+
+
+def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
+    from shard_pipeline.input.corpus import find_shards
+
+    root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
+    base_url = None
+    if root is None:
+        if args.corpus == "v4":
+            raise UsageError("v4 needs --local-root (or V4_ROOT in the conf/preset): HPLT v4 has no public shard map")
+        base_url = settings.v3_base_url
+        subset = "sorted"
+    else:
+        root = Path(root)
+        subset = root.name
+    shards = find_shards(args.lang, corpus=args.corpus, local_root=root, base_url=base_url, wds=args.wds, sources=args.sources)
+    return subset, shards
+
+
+def known_counts(settings, corpus: str, subset: str, lang: str, shards: Sequence) -> dict[int, int]:
+    from shard_pipeline.input.counts_index import lookup
+
+    if not settings.counts_index:
+        return {}
+    by_name = lookup(Path(settings.counts_index), corpus, subset, lang, shards)
+    return {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
+
+
+def choose_executor(args: argparse.Namespace) -> str:
+    return args.executor or ("slurm" if shutil.which("sbatch") else "local")
+
+
+def task_budget(args: argparse.Namespace, settings, executor: str) -> int:
+    """MAX_TASKS, and under Slurm also what the user's submit limit leaves (queued jobs counted)."""
+    budget = settings.max_tasks
+    if executor == "slurm" and settings.submit_limit:
+        from shard_pipeline.submit.executors.slurm import queued_jobs
+
+        room = settings.submit_limit - queued_jobs()
+        if room < 4:
+            raise UsageError(f"only {room} of SUBMIT_LIMIT={settings.submit_limit} queue slots are free; a run needs at least 4")
+        budget = min(budget, room)
+    return budget
+
+
+def make_layout(args, settings, shards, known, executor, compressed_per_doc=None,
+                text_per_doc=None) -> layout_mod.Layout:
+    for name in ("shard_rows", "row_group_bytes", "shard_bytes"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if not 0 <= args.val_permille <= 1000:
+        raise UsageError("--val-permille must be in [0, 1000]")
+    # Locally every task is a process start (~2 s of imports): a few tasks per core are enough.
+    budget = task_budget(args, settings, executor) if executor == "slurm" else 4 * max(1, args.jobs) + 2
+    return layout_mod.plan_layout(
+        [s.size for s in shards],
+        known,
+        shard_rows=args.shard_rows,
+        task_budget=budget,
+        partition_mem=settings.worker_mem,
+        job_mem=settings.worker_mem,
+        time_limit=settings.time_limit,
+        partition_tasks=args.partition_tasks,
+        write_tasks=args.write_tasks,
+        buckets=args.buckets,
+        spill_bytes=args.spill_bytes,
+        compressed_per_doc=compressed_per_doc,
+        text_per_doc=text_per_doc,
+        row_group_bytes=args.row_group_bytes,
+    )
+
+
+def default_run_dir(args: argparse.Namespace, subset: str) -> Path:
+    wds = (args.wds or "all").replace(",", "_")
+    src = f"-{args.sources.replace(',', '_')}" if args.sources else ""
+    return REPO_ROOT / "runs" / f"{args.corpus}-{subset}-{args.lang}-{wds}{src}"
