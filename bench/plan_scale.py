@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig  # noqa: E402
+from shard_pipeline.run.registry import STAGE_NAMES  # noqa: E402
 from shard_pipeline.run.rundir import RunDir, write_json_atomic  # noqa: E402
 from shard_pipeline.stages.spill import INDEX_SCHEMA, write_arrow  # noqa: E402
 
@@ -59,7 +60,7 @@ def build_run(root: Path, tasks: int, runs: int, buckets: int, split_layout: str
     if root.exists():
         shutil.rmtree(root)
     run = RunDir(root)
-    run.create()
+    run.create(STAGE_NAMES)
     inputs = tuple(InputRef(f"{t}_1.jsonl.zst", f"/scratch/hplt/{t}_1.jsonl.zst", 16 << 30, 0, f"{t}_1")
                    for t in range(tasks))
     rows_per_section = max(2, DOCS // (tasks * runs * buckets))

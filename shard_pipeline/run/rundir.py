@@ -6,28 +6,16 @@ One layout for all executors, so a task can be rerun by hand from the command in
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-STAGES = ("partition", "plan", "write", "finalize")
+from shard_pipeline.files import write_json_atomic  # noqa: F401  (the stages import it from here)
+
 # The format of the files stages hand each other (spill index, plan.json, receipts). A run
 # directory is resumed only by code of the same format: 2 = per-split counts in the index,
 # shard sets in the plan (--split-layout).
 RUN_FORMAT = 2
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON via a temp file + fsync + rename: a reader never sees half a receipt."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1, ensure_ascii=False, sort_keys=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def file_stamp(path: Path) -> dict[str, int]:
@@ -82,8 +70,18 @@ class RunDir:
     def partition_receipt(self, task: int) -> Path:
         return self.root / "partition" / f"task-{task:05d}.receipt.json"
 
+    def partition_checkpoint(self, task: int) -> Path:
+        return self.root / "partition" / f"task-{task:05d}.checkpoint.json"
+
     def quarantine_file(self, task: int) -> Path:
         return self.root / "quarantine" / f"task-{task:05d}.jsonl"
+
+    def cleaned_file(self, input_index: int) -> Path:
+        """The documents --clean removed from one input (partition writes it, finalize gathers them)."""
+        return self.root / "quarantine" / f"clean-{input_index:05d}.parquet"
+
+    def cleaned_files(self) -> list[Path]:
+        return sorted((self.root / "quarantine").glob("clean-*.parquet"))
 
     # written by plan
     @property
@@ -98,6 +96,10 @@ class RunDir:
     def write_receipt(self, task: int) -> Path:
         return self.root / "write" / f"task-{task:05d}.receipt.json"
 
+    def write_progress(self, task: int) -> Path:
+        """The shards a write task finished so far: a restarted attempt keeps them."""
+        return self.root / "write" / f"task-{task:05d}.progress.json"
+
     @property
     def validation_json(self) -> Path:
         return self.root / "validation.json"
@@ -109,10 +111,11 @@ class RunDir:
     def config(self) -> dict[str, Any]:
         return read_json(self.config_json)
 
-    def create(self) -> None:
-        """Make a new run directory; an existing one is refused (use --resume or move it)."""
+    def create(self, stages: Iterable[str]) -> None:
+        """Make a new run directory with a log folder per stage (sbatch writes logs into them);
+        an existing one is refused (use --resume or move it)."""
         if self.root.exists():
             raise FileExistsError(f"run directory {self.root} exists; use --resume {self.root} or move it away")
         self.root.mkdir(parents=True)
-        for sub in ("tasks", "partition", "write", "quarantine", *(f"logs/{s}" for s in STAGES)):
+        for sub in ("tasks", "partition", "write", "quarantine", *(f"logs/{s}" for s in stages)):
             (self.root / sub).mkdir(parents=True, exist_ok=True)

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig
-from shard_pipeline.run.rundir import STAGES, RunDir, read_json
-from shard_pipeline.submit.executors.local import last_error_line
+from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.tasklog import last_error_line
 
 
 @dataclass
@@ -55,15 +56,6 @@ def squeue_states(job_ids: list[str], run=subprocess.run) -> dict[str, str]:
     return states
 
 
-def _done(run: RunDir, stage: str, task: int) -> bool:
-    return {
-        "partition": run.partition_receipt(task),
-        "plan": run.plan_json,
-        "write": run.write_receipt(task),
-        "finalize": run.done_marker,
-    }[stage].exists()
-
-
 def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]]) -> Path | None:
     for j in chunks:
         local = task - j["offset"]
@@ -75,18 +67,18 @@ def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]]) 
 
 
 def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[StageStatus]:
-    cfg = RunConfig.from_json(read_json(run.config_json))
+    rs = RunState(run)
     record = read_json(run.run_json)
     jobs = latest_jobs(record)
     if queue is None:
         queue = squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks])
-    totals = {"partition": cfg.execution.partition_tasks, "plan": 1, "write": cfg.execution.write_tasks, "finalize": 1}
     out = []
-    for stage in STAGES:
-        st = StageStatus(stage, totals[stage])
+    for reg in STAGES:
+        stage = reg.name
+        st = StageStatus(stage, reg.tasks(rs.cfg))
         chunks = jobs.get(stage, [])
-        for task in range(totals[stage]):
-            if _done(run, stage, task):
+        for task in range(st.total):
+            if reg.is_done(rs, task):
                 st.done += 1
                 continue
             state = next((queue.get(f"{j['job_id']}_{task - j['offset']}") for j in chunks
@@ -109,7 +101,7 @@ def progress(run: RunDir) -> dict[str, Any]:
     cfg = RunConfig.from_json(read_json(run.config_json))
     docs = compressed = 0
     for t in range(cfg.execution.partition_tasks):
-        for path in (run.partition_receipt(t), run.root / "partition" / f"task-{t:05d}.checkpoint.json"):
+        for path in (run.partition_receipt(t), run.partition_checkpoint(t)):
             if path.exists():
                 inputs = read_json(path)["inputs"]
                 docs += sum(i["read"] for i in inputs)

@@ -18,7 +18,6 @@ from shard_pipeline.contract.shard import (
     ShardFile,
     build_manifest,
     file_sha256,
-    load_manifest,
     manifest_sets,
     row_group_bounds,
     swap_into_place,
@@ -27,6 +26,7 @@ from shard_pipeline.contract.shard import (
 from shard_pipeline.input.counts_index import CountRow, record
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.faults import fault_point
+from shard_pipeline.run.registry import already_swapped
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 
@@ -119,29 +119,6 @@ def update_counts_index(cfg: RunConfig, run: RunDir) -> int:
     return len(rows)
 
 
-def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path) -> dict[str, Any] | None:
-    """OUT's manifest, if an earlier attempt of this finalize already swapped this run's output in.
-
-    Finalize can be killed between the swap and its last steps; rerun, it must finish those
-    steps, not fail on an OUT.tmp that is gone (or holds the old version).
-    """
-    try:
-        manifest = load_manifest(out)
-    except (OSError, ValueError):
-        return None
-    if manifest.get("config_sha256") != cfg.content.sha256() or manifest.get("rows") != plan["rows"]:
-        return None
-    recorded = {}
-    for wt in plan["write_tasks"]:
-        path = run.write_receipt(wt["task"])
-        if not path.exists():
-            return None
-        recorded.update({s["name"]: s["sha256"] for s in read_json(path)["shards"]})
-    if {s["name"]: s["sha256"] for s in manifest["shards"]} != recorded:
-        return None
-    return manifest
-
-
 def run_finalize(run: RunDir) -> dict[str, Any]:
     cfg = RunConfig.from_json(read_json(run.config_json))
     plan = read_json(run.plan_json)
@@ -218,25 +195,6 @@ def _write_bytes(path: Path, data: bytes) -> Path:
     return path
 
 
-def write_cleaned(run: RunDir, cfg: RunConfig, path: Path) -> Path:
-    """All documents the --clean policy removed, in id order, one zstd Parquet file: never lost."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    from shard_pipeline.stages.partition import CLEANED_SCHEMA
-
-    parts = [pq.read_table(p) for p in sorted((run.root / "quarantine").glob("clean-*.parquet"))]
-    table = pa.concat_tables(parts) if parts else CLEANED_SCHEMA.empty_table()
-    table = table.take(pc.sort_indices(table, [("id", "ascending")]))
-    with pq.ParquetWriter(str(path), CLEANED_SCHEMA, compression="zstd") as w:
-        if table.num_rows:
-            sizes = pc.binary_length(table.column("text")).to_pylist()
-            for a, b in row_group_bounds(sizes, cfg.content.row_group_bytes):
-                w.write_table(table.slice(a, b - a).combine_chunks(), row_group_size=b - a)
-    return path
-
-
 def rank_balance(dp_ranks, shard_bytes: list[int]) -> dict[str, Any]:
     """For each rank count that divides the shard count, how evenly equal contiguous runs of shards load ranks."""
     from shard_pipeline.stages.balance import balance_report
@@ -266,6 +224,7 @@ def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Pa
     """OUT's files besides the shards (dataset card, ledger, --clean quarantine), for the manifest."""
     from shard_pipeline.stages import card
     from shard_pipeline.stages.clean import CleanPolicy, summary
+    from shard_pipeline.stages.cleaned import write_cleaned
 
     c = cfg.content
     listed = []

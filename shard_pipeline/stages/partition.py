@@ -21,6 +21,7 @@ from shard_pipeline.run.runconfig import InputRef, RunConfig
 from shard_pipeline.run.rundir import RunDir, file_stamp, read_json, write_json_atomic
 from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.buckets import boundary_keys, bucket_cuts
+from shard_pipeline.stages.cleaned import CleanedSink
 from shard_pipeline.stages.spill import SPILL_SCHEMA, Section, SpillWriter
 
 
@@ -140,43 +141,6 @@ def _spill(buf: _Buffer, writer: SpillWriter, keys: list[bytes]) -> int:
     return int(pc.sum(table.column("pii_redactions")).as_py() or 0)
 
 
-CLEANED_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("source_id", pa.string()), ("url", pa.string()),
-                            ("line", pa.int64()), ("reasons", pa.list_(pa.string()))])
-
-
-class CleanedSink:
-    """Documents the --clean policy removed from one input, kept whole in Parquet with their reasons."""
-
-    def __init__(self, path, source_id: str):
-        self.path, self.source_id = path, source_id
-        self.partial = path.with_name(path.name + ".partial")
-        self.writer = None
-        self.count = 0
-        self.reasons: dict[str, int] = {}
-
-    def add(self, rec, reasons: tuple[str, ...]) -> None:
-        import pyarrow.parquet as pq
-
-        if self.writer is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.writer = pq.ParquetWriter(str(self.partial), CLEANED_SCHEMA, compression="zstd")
-        self.writer.write_table(pa.Table.from_pylist(
-            [{"id": rec.id, "text": rec.text, "source_id": self.source_id, "url": rec.url, "line": rec.line,
-              "reasons": list(reasons)}], schema=CLEANED_SCHEMA))
-        self.count += 1
-        for r in reasons:
-            self.reasons[r] = self.reasons.get(r, 0) + 1
-
-    def close(self) -> None:
-        import os
-
-        if self.writer is not None:
-            self.writer.close()
-            os.replace(self.partial, self.path)
-        else:
-            self.path.unlink(missing_ok=True)
-
-
 def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantine: QuarantineWriter | None,
               spill, budget: int, cleaned: CleanedSink | None = None) -> ReadStats:
     """Stream one input shard into the buffer, spilling whenever its text reaches the budget."""
@@ -217,17 +181,13 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
     return stats
 
 
-def _checkpoint_path(run: RunDir, task: int):
-    return run.root / "partition" / f"task-{task:05d}.checkpoint.json"
-
-
 def _restore(run: RunDir, task: int, writer: SpillWriter) -> tuple[list[InputReceipt], int]:
     """Continue a task that was stopped (time limit, node failure) after its last whole input.
 
     The spill and quarantine files are cut back to where the checkpoint left them, so a task
     that restarts writes exactly the bytes an uninterrupted one would have.
     """
-    cp_path = _checkpoint_path(run, task)
+    cp_path = run.partition_checkpoint(task)
     qpath = run.quarantine_file(task)
     if not cp_path.exists():
         qpath.unlink(missing_ok=True)
@@ -245,7 +205,7 @@ def _save_checkpoint(run: RunDir, task: int, writer: SpillWriter, receipts: list
     if quarantine is not None:
         quarantine.close()  # flushed and fsynced; it reopens in append mode on the next bad record
     qpath = run.quarantine_file(task)
-    write_json_atomic(_checkpoint_path(run, task), {
+    write_json_atomic(run.partition_checkpoint(task), {
         "inputs": [asdict(r) for r in receipts],
         "spill_bytes": writer.flush(),
         "sections": [asdict(s) for s in writer.sections],
@@ -277,7 +237,7 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
             if index in done:
                 continue
             inp = cfg.content.inputs[index]
-            cleaned = CleanedSink(run.root / "quarantine" / f"clean-{index:05d}.parquet", inp.source_id)
+            cleaned = CleanedSink(run.cleaned_file(index), inp.source_id)
             stats = read_into(buf, inp, index, cfg, quarantine, spill, budget, cleaned)
             cleaned.close()
             if len(buf):
@@ -308,6 +268,6 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
         quarantine_file=str(qpath.relative_to(run.root)) if qpath.exists() else None,
     )
     write_json_atomic(run.partition_receipt(task), asdict(receipt))
-    _checkpoint_path(run, task).unlink(missing_ok=True)
+    run.partition_checkpoint(task).unlink(missing_ok=True)
     return receipt
 

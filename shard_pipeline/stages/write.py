@@ -23,6 +23,7 @@ from shard_pipeline.contract.shard import (
     write_shard_file,
 )
 from shard_pipeline.run.faults import fault_point
+from shard_pipeline.run.registry import file_matches
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, file_stamp, read_json, write_json_atomic
 from shard_pipeline.stages.order import BucketOrder, Readers, sections_of
@@ -128,15 +129,9 @@ def write_one_shard(asm: ShardAssembler, out_tmp: Path, name: str, start: int, s
     return ShardFile(name, shard.rows, shard.bytes, shard.sha256, shard.text_bytes, shard.train, shard.val)
 
 
-def _progress_path(run: RunDir, task: int) -> Path:
-    return run.root / "write" / f"task-{task:05d}.progress.json"
-
-
 def _finished_before(run: RunDir, task: int, out_tmp: Path) -> dict[int, dict[str, Any]]:
     """Shards a stopped attempt of this task already wrote and that still match their record."""
-    from shard_pipeline.run.resume import file_matches
-
-    path = _progress_path(run, task)
+    path = run.write_progress(task)
     if not path.exists():
         return {}
     kept = {}
@@ -174,10 +169,10 @@ def run_write(run: RunDir, task: int) -> dict[str, Any]:
             fault_point("write-start", task)
             sf = write_one_shard(asm, out_tmp, planned["name"], start, stop, cfg.content.row_group_bytes, task)
             shards.append({"index": i, **asdict(sf), "stamp": file_stamp(out_tmp / sf.name)})
-            write_json_atomic(_progress_path(run, task), {"shards": shards})
+            write_json_atomic(run.write_progress(task), {"shards": shards})
     finally:
         readers.close()
     receipt = {"task": task, "shards": shards}
     write_json_atomic(run.write_receipt(task), receipt)
-    _progress_path(run, task).unlink(missing_ok=True)
+    run.write_progress(task).unlink(missing_ok=True)
     return receipt

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 from shard_pipeline.contract.shard import check_replaceable
 from shard_pipeline.errors import UsageError
 from shard_pipeline.run.claim import claim, run_lock
+from shard_pipeline.run.registry import STAGE_NAMES, all_tasks
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_atomic
 from shard_pipeline.submit import layout as layout_mod
@@ -79,7 +80,7 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
           f"{lay.write_tasks} write tasks; {len(boundaries) + 1} buckets ({method})", file=sys.stderr)
     with run_lock(run.root):
-        return start(run, cfg, stage_tasks(lay), executor, args.jobs, settings, "submit")
+        return start(run, cfg, all_tasks(cfg), executor, args.jobs, settings, "submit")
 
 
 def parse_dp_ranks(spec: str) -> tuple[int, ...]:
@@ -106,7 +107,7 @@ def git_state() -> dict[str, Any]:
 
 def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, boundaries: dict, argv: Sequence[str],
                   settings, executor: str) -> None:
-    run.create()
+    run.create(STAGE_NAMES)
     write_json_atomic(run.config_json, cfg.to_json())
     write_json_atomic(run.buckets_json, boundaries)
     run.shard_list.write_text("".join(s.location + "\n" for s in shards))
@@ -126,10 +127,6 @@ def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, b
         "settings": {k: str(v) for k, v in asdict(settings).items()},
         "submissions": [],
     })
-
-
-def stage_tasks(lay: layout_mod.Layout) -> dict[str, list[int]]:
-    return {"partition": list(range(lay.partition_tasks)), "plan": [0], "write": list(range(lay.write_tasks)), "finalize": [0]}
 
 
 def start(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], executor: str, jobs: int, settings,

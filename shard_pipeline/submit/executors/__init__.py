@@ -4,15 +4,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from shard_pipeline.run.rundir import STAGES
+from shard_pipeline.run.registry import stage as registered
 
 STAGES_DIR = Path(__file__).resolve().parents[3] / "stages"
 
 
 def stage_script(stage: str) -> Path:
-    if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r}")
-    return STAGES_DIR / f"{stage}.py"
+    return STAGES_DIR / f"{registered(stage).name}.py"
 
 
 def task_argv(python: str, stage: str, rundir: Path, task: int) -> list[str]:

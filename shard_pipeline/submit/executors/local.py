@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from shard_pipeline.run.claim import release
+from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
+from shard_pipeline.run.tasklog import last_error_line
 from shard_pipeline.submit.executors import task_argv
 
 
@@ -26,15 +28,6 @@ class TaskResult:
     task: int
     returncode: int
     log: Path
-
-
-def last_error_line(log: Path) -> str:
-    try:
-        lines = [l for l in log.read_text(errors="replace").splitlines() if l.strip()]
-    except FileNotFoundError:
-        return "(no log)"
-    errors = [l for l in lines if l.startswith("ERROR") or "Error" in l]
-    return (errors or lines or ["(empty log)"])[-1]
 
 
 def run_task(python: str, stage: str, rundir: Path, task: int) -> TaskResult:
@@ -61,16 +54,13 @@ def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs:
 
 
 def run_all(python: str, rundir: Path, layout: dict[str, Sequence[int]], jobs: int) -> None:
-    """Run partition -> plan -> write -> finalize; a failed stage stops the chain (like afterok)."""
-    for stage in ("partition", "plan", "write", "finalize"):
-        if layout.get(stage):  # a resume runs only what is unfinished
-            run_stage(python, stage, rundir, layout[stage], jobs)
+    """Run the stages in order; a failed stage stops the chain (like afterok)."""
+    for stage in STAGES:
+        if layout.get(stage.name):  # a resume runs only what is unfinished
+            run_stage(python, stage.name, rundir, layout[stage.name], jobs)
 
 
 def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: int, out: Path) -> int:
-
-    from shard_pipeline.submit.executors.local import StageFailed, run_all
-
     record = read_json(run.run_json)
     record["submissions"].append({"kind": "local", "submitted_at": time.time(), "tasks": tasks, "jobs": []})
     write_json_atomic(run.run_json, record)

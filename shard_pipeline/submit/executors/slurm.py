@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline.errors import UserError
+from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.submit.executors import STAGES_DIR, stage_script
@@ -166,21 +167,12 @@ def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *,
 
 def submit_run(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings, lang: str, kind: str) -> int:
     """Queue the stages that have tasks; each depends on every array chunk of the one before."""
-
-    from shard_pipeline.submit.executors.slurm import (
-        SlurmSettings,
-        StageJobs,
-        max_array_size,
-        submit_chain,
-    )
-
     ex = cfg.execution
     s = SlurmSettings(settings.worker_partition, settings.account, ex.python, settings.module_loads, f"hs-{lang}")
     throttle = max(1, min(len(t.get("partition", [])) + len(t.get("write", [])), settings.max_tasks))
-    spec = {"partition": (ex.mem["partition"], ex.time["partition"], throttle), "plan": (ex.mem.get("plan", ex.mem["job"]), ex.time["job"], None),
-            "write": (ex.mem["write"], ex.time["write"], throttle), "finalize": (ex.mem["job"], ex.time["job"], None)}
-    stages = [StageJobs(stage, tuple(t[stage]), *spec[stage], cpus=ex.cpus.get(stage, 1))
-              for stage in ("partition", "plan", "write", "finalize") if t.get(stage)]
+    stages = [StageJobs(s.name, tuple(t[s.name]), ex.mem.get(s.mem_key, ex.mem["job"]), ex.time[s.time_key],
+                        throttle if s.array else None, cpus=ex.cpus.get(s.name, 1))
+              for s in STAGES if t.get(s.name)]
     sub = submit_chain(s, run.root, stages, max_size=max_array_size())
     record = read_json(run.run_json)
     record["submissions"].append({"kind": kind, "submitted_at": time.time(), "jobs": sub.jobs})
@@ -188,6 +180,6 @@ def submit_run(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings, l
     for j in sub.jobs:
         print(f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}")
     print(f"run dir: {run.root}")
-    print(f"watch:   squeue --me -n hs-{lang}-partition,hs-{lang}-plan,hs-{lang}-write,hs-{lang}-finalize")
+    print(f"watch:   squeue --me -n {','.join(f'hs-{lang}-{s.name}' for s in STAGES)}")
     print(f"done when {run.done_marker} exists; output appears at {cfg.execution.out}")
     return 0

@@ -1,0 +1,186 @@
+"""The stages, written once: their order, array or single, entry point, and when a task is done.
+
+The executors queue or run `STAGES` in order; `--status` and `--resume` both ask `problem()`
+whether a task is done, so they never disagree. A task is done only when its receipt parses
+and agrees with the files it names: sizes and mtimes always, sha256 for files up to
+HASH_MAX_BYTES (bigger ones are re-hashed by finalize before anything reaches OUT; a mismatch
+there drops the writer's receipt so the next --resume redoes it). Once DONE exists, every
+task of the run is done.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable
+
+from shard_pipeline.files import file_sha256
+from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.run.rundir import RunDir, read_json
+
+HASH_MAX_BYTES = 1 << 30
+
+
+def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None) -> str | None:
+    """None when `path` is what its receipt recorded, else why not."""
+    if not path.is_file():
+        return f"{path.name} missing"
+    st = path.stat()
+    if st.st_size != stamp.get("bytes"):
+        return f"{path.name} has {st.st_size} bytes, its receipt {stamp.get('bytes')}"
+    if "mtime_ns" in stamp and st.st_mtime_ns != stamp["mtime_ns"]:
+        return f"{path.name} was modified after its receipt was written"
+    if sha256 and st.st_size <= HASH_MAX_BYTES and file_sha256(path) != sha256:
+        return f"{path.name} sha256 differs from its receipt"
+    return None
+
+
+def read_receipt(path: Path) -> dict[str, Any] | None:
+    """A receipt's JSON, or None when it is missing or cut short."""
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
+
+
+def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path) -> dict[str, Any] | None:
+    """OUT's manifest, if an earlier attempt of this run's finalize already swapped its output in.
+
+    Finalize can be killed between the swap and its last steps; rerun, it must finish those
+    steps, not fail on an OUT.tmp that is gone (or holds the old version).
+    """
+    from shard_pipeline.contract.shard import load_manifest
+
+    try:
+        manifest = load_manifest(out)
+    except (OSError, ValueError):
+        return None
+    if manifest.get("config_sha256") != cfg.content.sha256() or manifest.get("rows") != plan["rows"]:
+        return None
+    recorded = {}
+    for wt in plan["write_tasks"]:
+        receipt = read_receipt(run.write_receipt(wt["task"]))
+        if receipt is None:
+            return None
+        recorded.update({s["name"]: s["sha256"] for s in receipt["shards"]})
+    if {s["name"]: s["sha256"] for s in manifest["shards"]} != recorded:
+        return None
+    return manifest
+
+
+class RunState:
+    """The run dir as the done-checks read it; config, plan and the swap are read once."""
+
+    def __init__(self, run: RunDir) -> None:
+        self.run = run
+
+    @cached_property
+    def cfg(self) -> RunConfig:
+        return RunConfig.from_json(read_json(self.run.config_json))
+
+    @cached_property
+    def finished(self) -> bool:
+        return self.run.done_marker.exists()
+
+    @cached_property
+    def plan(self) -> dict[str, Any] | None:
+        return read_receipt(self.run.plan_json)
+
+    @cached_property
+    def swapped(self) -> bool:
+        """Finalize exchanged OUT already: the shards left OUT.tmp, their receipts still hold."""
+        return self.plan is not None and already_swapped(self.run, self.cfg, self.plan, Path(self.cfg.execution.out)) is not None
+
+
+def _missing(path: Path) -> str:
+    return "no receipt" if not path.exists() else "receipt unreadable"
+
+
+def partition_problem(state: RunState, task: int) -> str | None:
+    run = state.run
+    rc = read_receipt(run.partition_receipt(task))
+    if rc is None:
+        return _missing(run.partition_receipt(task))
+    if not run.spill_index(task).is_file():
+        return "index missing"
+    return file_matches(run.spill_file(task), rc.get("spill_stamp", {}), rc.get("spill_sha256"))
+
+
+def plan_problem(state: RunState, task: int) -> str | None:
+    if state.plan is None:
+        return "no plan"
+    if not state.run.sections.is_file():
+        return "sections.arrow missing"
+    return None
+
+
+def write_problem(state: RunState, task: int) -> str | None:
+    run = state.run
+    rc = read_receipt(run.write_receipt(task))
+    if rc is None:
+        return _missing(run.write_receipt(task))
+    if state.plan is None:
+        return "no plan"
+    if state.swapped:
+        return None  # finalize was stopped after the exchange: the shards are in OUT
+    tmp = Path(state.plan["tmp_dir"])
+    for s in rc["shards"]:
+        why = file_matches(tmp / s["name"], s.get("stamp", {"bytes": s["bytes"]}), s["sha256"])
+        if why:
+            return why
+    return None
+
+
+def finalize_problem(state: RunState, task: int) -> str | None:
+    return None if state.run.done_marker.exists() else "not done"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage: `tasks(cfg)` of them (1 unless an array), each done when `problem` says None."""
+
+    name: str
+    array: bool
+    entry: str  # "module:function" taking (RunDir, task); imported only where a task runs
+    summary: Callable[[Any], str]  # the result, as the last line of a task's log
+    check: Callable[[RunState, int], str | None]
+    mem_key: str  # the Execution.mem and .time entries its jobs get
+    time_key: str
+
+    def tasks(self, cfg: RunConfig) -> int:
+        if not self.array:
+            return 1
+        return getattr(cfg.execution, f"{self.name}_tasks")
+
+    def problem(self, state: RunState, task: int) -> str | None:
+        """Why `task` is not done (None: done)."""
+        return None if state.finished else self.check(state, task)
+
+    def is_done(self, run: RunDir | RunState, task: int) -> bool:
+        return self.problem(run if isinstance(run, RunState) else RunState(run), task) is None
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("partition", True, "shard_pipeline.stages.partition:run_partition", lambda r: f"{r.rows} rows",
+          partition_problem, "partition", "partition"),
+    Stage("plan", False, "shard_pipeline.stages.plan:run_plan", lambda r: f"{r['rows']} rows",
+          plan_problem, "plan", "job"),
+    Stage("write", True, "shard_pipeline.stages.write:run_write", lambda r: f"{len(r['shards'])} shards",
+          write_problem, "write", "write"),
+    Stage("finalize", False, "shard_pipeline.stages.finalize:run_finalize", lambda r: f"{r['rows']} rows in place",
+          finalize_problem, "job", "job"),
+)
+STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
+BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}
+
+
+def stage(name: str) -> Stage:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown stage {name!r} (stages: {', '.join(STAGE_NAMES)})") from None
+
+
+def all_tasks(cfg: RunConfig) -> dict[str, list[int]]:
+    """Every task of every stage: what a new run queues."""
+    return {s.name: list(range(s.tasks(cfg))) for s in STAGES}

@@ -1,0 +1,55 @@
+"""The stage registry: one sequence of stages, one rule for "done" that --status and --resume share."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from shard_pipeline.run.registry import STAGE_NAMES, STAGES, RunState
+from shard_pipeline.run.resume import plan_resume
+from shard_pipeline.run.rundir import RunDir
+from shard_pipeline.run.status import stage_statuses
+from tests.pipeline_util import make_corpus, run_cli
+
+ARGS = ("--shard-rows", "25", "--partition-tasks", "2", "--write-tasks", "3", "--buckets", "4")
+
+
+def test_the_stage_sequence():
+    assert STAGE_NAMES == ("partition", "plan", "write", "finalize")
+    assert [s.array for s in STAGES] == [True, False, True, False]
+
+
+def test_a_changed_file_under_a_receipt_is_not_done_for_status_and_resume(tmp_path, monkeypatch):
+    root = make_corpus(tmp_path, n_docs=90)
+    run_dir = tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap")
+    assert run_cli(root, tmp_path / "out", run_dir, *ARGS) == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    run = RunDir(run_dir)
+    write = STAGES[STAGE_NAMES.index("write")]
+    assert all(write.is_done(run, t) for t in range(3))
+
+    # write task 1's first shard: same size, other bytes, its receipt untouched
+    receipt = json.loads(run.write_receipt(1).read_text())
+    shard = Path(json.loads(run.plan_json.read_text())["tmp_dir"]) / receipt["shards"][0]["name"]
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    st = shard.stat()
+    os.utime(shard, ns=(st.st_atime_ns, receipt["shards"][0]["stamp"]["mtime_ns"]))  # even with its old mtime
+
+    assert not write.is_done(run, 1) and write.is_done(run, 0)
+    assert "sha256" in write.problem(RunState(run), 1)
+    rp = plan_resume(run)
+    assert rp.tasks["write"] == [1] and rp.tasks["finalize"] == [0]
+    assert "partition" not in rp.tasks and "plan" not in rp.tasks
+    by_stage = {s.stage: s for s in stage_statuses(run, queue={})}
+    assert by_stage["write"].done == 2 and by_stage["partition"].done == 2 and by_stage["plan"].done == 1
+
+    # a partition spill rewritten after its receipt: both call partition task 0 (and all after it) not done
+    spill = run.spill_file(0)
+    spill.write_bytes(spill.read_bytes())
+    os.utime(spill, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    rp = plan_resume(run)
+    assert rp.tasks["partition"] == [0] and rp.tasks["write"] == [0, 1, 2]
+    assert {s.stage: s.done for s in stage_statuses(run, queue={})}["partition"] == 1
