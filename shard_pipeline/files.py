@@ -72,13 +72,19 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     write_bytes_atomic(path, json_bytes(obj))
 
 
-def sha256_of(f: BinaryIO) -> tuple[int, str]:
-    """(bytes read, hex sha256) of an open file from its position to its end."""
-    h = hashlib.sha256()
+def hash_into(h: "hashlib._Hash", f: BinaryIO) -> int:
+    """Feed an open file, from its position to its end, to hasher `h`; return the bytes read."""
     size = 0
     while block := f.read(HASH_BLOCK):
         h.update(block)
         size += len(block)
+    return size
+
+
+def sha256_of(f: BinaryIO) -> tuple[int, str]:
+    """(bytes read, hex sha256) of an open file from its position to its end."""
+    h = hashlib.sha256()
+    size = hash_into(h, f)
     return size, h.hexdigest()
 
 

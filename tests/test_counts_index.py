@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from shard_pipeline import files
 from shard_pipeline.input import counts_index
 from shard_pipeline.input.corpus import InputShard, find_shards
 from shard_pipeline.input.counts_index import (
@@ -134,7 +135,7 @@ def test_failed_write_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.Mo
     def boom(*args: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(counts_index.os, "replace", boom)
+    monkeypatch.setattr(files.os, "replace", boom)  # the one atomic write (shard_pipeline.files)
     with pytest.raises(OSError, match="disk full"):
         record(idx, "v4", "clean", "eng_Latn", [row_for(shards[1], 2)])
     assert path.read_bytes() == before

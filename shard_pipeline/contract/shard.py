@@ -22,6 +22,8 @@ from typing import Any, BinaryIO, Iterable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from shard_pipeline.files import file_sha256, fsync_dir, sha256_of, write_bytes_atomic  # noqa: F401  (file_sha256: re-exported)
+
 SCHEMA = pa.schema(
     [
         pa.field("id", pa.string(), nullable=False),
@@ -355,16 +357,6 @@ def _count_val(column: pa.ChunkedArray) -> int:
     return int(pc.sum(pc.equal(column, "val").cast(pa.int64())).as_py() or 0)
 
 
-def file_sha256(path: Path, chunk: int = 8 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(chunk)
-            if not block:
-                return h.hexdigest()
-            h.update(block)
-
-
 # ---------------------------------------------------------------- manifest
 
 
@@ -414,11 +406,7 @@ def manifest_bytes(manifest: dict[str, Any]) -> bytes:
 
 
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
-    path = directory / MANIFEST_NAME
-    with open(path, "wb") as f:
-        f.write(manifest_bytes(manifest))
-        f.flush()
-        os.fsync(f.fileno())
+    write_bytes_atomic(directory / MANIFEST_NAME, manifest_bytes(manifest))
 
 
 def load_manifest(out: Path) -> dict[str, Any]:
@@ -484,14 +472,6 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, f"renameat2({a}, {b}, RENAME_EXCHANGE): {os.strerror(err)}")
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def swap_into_place(tmp: Path, out: Path) -> None:
     """Make `tmp` the new `out`; at every moment `out` is the complete old or the complete new one.
 
@@ -513,7 +493,7 @@ def swap_into_place(tmp: Path, out: Path) -> None:
         os.rename(out, old)
         os.rename(tmp, out)
         shutil.rmtree(old)
-    _fsync_dir(out.parent)
+    fsync_dir(out.parent)
 
 
 # ---------------------------------------------------------------- the in-memory writer and reader
@@ -602,12 +582,10 @@ def _verified_open(out: Path, entry: dict[str, Any]) -> BinaryIO:
     """
     path = Path(out) / entry["name"]
     f = open(path, "rb")
-    h = hashlib.sha256()
-    while block := f.read(8 << 20):
-        h.update(block)
-    if h.hexdigest() != entry["sha256"]:
+    _, digest = sha256_of(f)
+    if digest != entry["sha256"]:
         f.close()
-        raise TamperedShard(f"{path}: sha256 {h.hexdigest()} differs from the manifest's {entry['sha256']}")
+        raise TamperedShard(f"{path}: sha256 {digest} differs from the manifest's {entry['sha256']}")
     f.seek(0)
     return f
 

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from shard_pipeline.files import sha256_of
 from shard_pipeline.contract.shard import (
     DICTIONARY_COLUMNS,
     MANIFEST_FORMAT,
@@ -47,7 +48,6 @@ from shard_pipeline.contract.shard import (
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "docs" / "formats" / "corpus-manifest.schema.json"
 ROW_PROBLEM_CAP = 20  # row-level problems reported per kind; the rest are counted
-_HASH_BLOCK = 1 << 20
 _PLAIN_COLUMNS = frozenset(c for c in SCHEMA.names if c not in DICTIONARY_COLUMNS)
 
 # A date with a time of day, ISO 8601 or RFC 2822 style, anywhere in a string value.
@@ -112,15 +112,8 @@ def _is_int(v: Any) -> bool:
 
 def _stream_sha256(path: Path) -> tuple[int, str]:
     """(size, hex sha256) of the bytes actually read, block by block."""
-    h = hashlib.sha256()
-    size = 0
     with open(path, "rb") as f:
-        while True:
-            block = f.read(_HASH_BLOCK)
-            if not block:
-                return size, h.hexdigest()
-            h.update(block)
-            size += len(block)
+        return sha256_of(f)
 
 
 # ---------------------------------------------------------------- 1. the manifest

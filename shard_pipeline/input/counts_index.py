@@ -11,15 +11,14 @@ replace the file atomically, so concurrent runs and users never lose rows.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
 
+from shard_pipeline.files import shared_mode, write_bytes_atomic
 from shard_pipeline.input.corpus import SUFFIX, InputShard
 
 HEADER = ("shard", "bytes", "mtime", "docs", "method", "counted")
@@ -117,9 +116,7 @@ def _file_mode(path: Path) -> int:
     try:
         return path.stat().st_mode & 0o777
     except FileNotFoundError:
-        mask = os.umask(0o022)
-        os.umask(mask)
-        return 0o666 & ~mask
+        return shared_mode()
 
 
 def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[CountRow]) -> None:
@@ -147,30 +144,4 @@ def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[Count
         body = HEADER_LINE + "\n"
         body += "".join(merged[name] + "\n" for name in sorted(merged, key=lambda n: (_natural(n), n)))
         body += "".join(line + "\n" for line in foreign)
-        mode = _file_mode(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(body)
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the rename durable; some filesystems refuse directory fsync, which is fine."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        write_bytes_atomic(path, body.encode("utf-8"), _file_mode(path))

@@ -9,11 +9,9 @@ sections 1.2 (v3) and 1.3 (v4). Everything is a pure function of the seed.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import re
 import sys
-import tempfile
 from array import array
 from collections.abc import Iterable, Sequence
 from operator import itemgetter
@@ -21,6 +19,8 @@ from pathlib import Path
 
 import orjson
 import zstandard
+
+from shard_pipeline.files import atomic_file
 
 ID_STYLES = ("hex", "web", "sorted", "prefix")
 CORPORA = ("v3", "v4")
@@ -226,12 +226,6 @@ def _frames_of(lines: list[bytes], frames: int) -> list[list[bytes]]:
     return out
 
 
-def _current_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_jsonl_zst(path: Path, lines: Iterable[bytes], *, frames: int = 1, level: int = 3) -> int:
     """Write lines (each without its newline) as ``.jsonl.zst``; return the compressed size.
 
@@ -242,24 +236,15 @@ def write_jsonl_zst(path: Path, lines: Iterable[bytes], *, frames: int = 1, leve
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     cctx = zstandard.ZstdCompressor(level=level)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            if frames <= 1:
-                with cctx.stream_writer(out, closefd=False) as w:
-                    for line in lines:
-                        w.write(line)
-                        w.write(b"\n")
-            else:
-                for group in _frames_of(list(lines), frames):
-                    out.write(cctx.compress(b"".join(line + b"\n" for line in group)))
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp makes 0600; shards are shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as out:
+        if frames <= 1:
+            with cctx.stream_writer(out, closefd=False) as w:
+                for line in lines:
+                    w.write(line)
+                    w.write(b"\n")
+        else:
+            for group in _frames_of(list(lines), frames):
+                out.write(cctx.compress(b"".join(line + b"\n" for line in group)))
     return path.stat().st_size
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from shard_pipeline.errors import UsageError, UserError
+from shard_pipeline.run.rundir import RunDir
 
 
 class OutHeld(UserError):
@@ -49,7 +50,7 @@ def run_lock(root: Path):
     """Held while this process runs or submits the run: a second resume of the same run is refused."""
     from filelock import FileLock, Timeout
 
-    lock = FileLock(str(root / ".run.lock"), timeout=0)
+    lock = FileLock(str(RunDir(root).lock_file), timeout=0)
     try:
         lock.acquire()
     except Timeout:

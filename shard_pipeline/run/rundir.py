@@ -57,8 +57,20 @@ class RunDir:
     def task_file(self, stage: str, task: int) -> Path:
         return self.root / "tasks" / f"{stage}-{task:05d}.json"
 
+    @property
+    def lock_file(self) -> Path:
+        """Held while a process runs or submits the run (claim.run_lock)."""
+        return self.root / ".run.lock"
+
     def log_dir(self, stage: str) -> Path:
         return self.root / "logs" / stage
+
+    def local_log(self, stage: str, task: int) -> Path:
+        return self.log_dir(stage) / f"local_{task}.log"
+
+    def array_log(self, stage: str, job_id: str, index: int | str) -> Path:
+        """A Slurm array task's log; `index` is local to its array chunk ("%a" in the sbatch pattern)."""
+        return self.log_dir(stage) / f"{job_id}_{index}.log"
 
     # written by partition
     def spill_file(self, task: int) -> Path:

@@ -59,10 +59,10 @@ def squeue_states(job_ids: list[str], run=subprocess.run) -> dict[str, str]:
 def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]]) -> Path | None:
     for j in chunks:
         local = task - j["offset"]
-        p = run.log_dir(stage) / f"{j['job_id']}_{local}.log"
+        p = run.array_log(stage, j["job_id"], local)
         if p.exists():
             return p
-    p = run.log_dir(stage) / f"local_{task}.log"
+    p = run.local_log(stage, task)
     return p if p.exists() else None
 
 

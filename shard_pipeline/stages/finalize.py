@@ -19,11 +19,11 @@ from shard_pipeline.contract.shard import (
     build_manifest,
     file_sha256,
     manifest_sets,
-    row_group_bounds,
     swap_into_place,
     write_manifest,
 )
 from shard_pipeline.input.counts_index import CountRow, record
+from shard_pipeline.files import write_bytes_atomic
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.registry import already_swapped
@@ -188,10 +188,7 @@ def _listed(path: Path) -> dict[str, Any]:
 
 
 def _write_bytes(path: Path, data: bytes) -> Path:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    write_bytes_atomic(path, data)
     return path
 
 

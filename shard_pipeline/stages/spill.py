@@ -18,6 +18,8 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
+from shard_pipeline.files import atomic_file, hash_into
+
 SPILL_SCHEMA = pa.schema(
     [
         pa.field("id", pa.string(), nullable=False),
@@ -113,8 +115,7 @@ class SpillWriter:
         with open(self.data_path, "r+b") as f:
             f.truncate(offset)
         with open(self.data_path, "rb") as f:
-            while block := f.read(8 << 20):
-                self.sha256.update(block)
+            hash_into(self.sha256, f)
         self._f = open(self.data_path, "ab")
         self._offset, self.sections, self.runs = offset, list(sections), runs
 
@@ -157,16 +158,9 @@ class SpillWriter:
 
 def write_arrow(path: Path, table: pa.Table) -> None:
     """An Arrow IPC file, written atomically (temp + fsync + rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with pa.OSFile(str(tmp), "wb") as f:
+    with atomic_file(path) as f:
         with pa.ipc.new_file(f, table.schema) as w:
             w.write_table(table)
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 def read_arrow(path: Path) -> pa.Table:

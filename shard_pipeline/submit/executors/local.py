@@ -31,7 +31,7 @@ class TaskResult:
 
 
 def run_task(python: str, stage: str, rundir: Path, task: int) -> TaskResult:
-    log = rundir / "logs" / stage / f"local_{task}.log"
+    log = RunDir(rundir).local_log(stage, task)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as f:
         rc = subprocess.run(task_argv(python, stage, rundir, task), stdout=f, stderr=subprocess.STDOUT).returncode

@@ -122,7 +122,7 @@ def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, l
     argv += [
         "--job-name", f"{s.job_prefix}-{stage.stage}",
         "--array", array_spec(local, stage.throttle),
-        "--output", str(rundir / "logs" / stage.stage / "%A_%a.log"),
+        "--output", str(RunDir(rundir).array_log(stage.stage, "%A", "%a")),
         "--ntasks", "1",
         "--cpus-per-task", str(stage.cpus),
         "--mem", stage.mem,
