@@ -1,5 +1,7 @@
-"""Sizes as people read them."""
+"""Sizes as people read them and as Slurm takes them."""
 from __future__ import annotations
+
+import re
 
 
 def human_bytes(n: float) -> str:
@@ -9,3 +11,21 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
         n /= 1000
     return str(n)
+
+
+_MEM_UNITS = {"": 1 << 20, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+class BadMemorySize(ValueError):
+    """A memory size that is not one Slurm takes."""
+
+
+def parse_mem(value: str) -> int:
+    """A Slurm memory size in bytes, with Slurm's meaning: a bare number is megabytes (MiB),
+    K/M/G/T are binary multiples (4G = 4096M). The layout sizes buffers from the same number
+    sbatch gets, so `--mem 4000` and `--mem 4000M` are one budget."""
+    m = re.fullmatch(r"([1-9][0-9]*)([KMGT]?)", value.strip())
+    if not m:
+        raise BadMemorySize(f"{value[:40]!r} is not a Slurm memory size: a positive number of megabytes, "
+                           "or one with a K, M, G or T suffix (e.g. 4000, 500M, 4G)")
+    return int(m.group(1)) * _MEM_UNITS[m.group(2)]

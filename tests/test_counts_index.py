@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline import files
-from shard_pipeline.input import counts_index
 from shard_pipeline.input.corpus import InputShard, find_shards
 from shard_pipeline.input.counts_index import (
     HEADER,

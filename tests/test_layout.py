@@ -9,7 +9,7 @@ from shard_pipeline.submit.layout import (
     finalize_cpus,
     pack_by_bytes,
     parse_mem,
-    plan_layout,
+    lay_out_jobs,
     stage_memory,
 )
 from tests.pipeline_util import make_corpus
@@ -42,17 +42,17 @@ def test_sections_are_runs_times_buckets_and_shrink_with_partition_memory():
 
 
 def test_plan_and_writers_get_the_memory_the_model_asks_for_at_hplt_scale():
-    lay = plan_layout(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="4G", job_mem="4G")
+    lay = lay_out_jobs(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="4G", job_mem="4G")
     assert (lay.partition_tasks, lay.write_tasks) == (99, 99)
     assert lay.sections > 50_000_000  # 512 MiB runs of 27.5 TB of text
     assert parse_mem(lay.plan_mem) >= 213 * lay.sections and parse_mem(lay.write_mem) > parse_mem("4G")
     assert lay.partition_mem == "4G"  # the user's choice stays for the stage it sizes
-    roomy = plan_layout(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="32G", job_mem="32G")
+    roomy = lay_out_jobs(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="32G", job_mem="32G")
     assert roomy.plan_mem == "32G" and roomy.write_mem == "32G"  # already enough: unchanged
 
 
 def test_small_runs_keep_the_configured_memory():
-    lay = plan_layout([50_000_000] * 4, {}, shard_rows=100_000, task_budget=20, partition_mem="4G", job_mem="4G")
+    lay = lay_out_jobs([50_000_000] * 4, {}, shard_rows=100_000, task_budget=20, partition_mem="4G", job_mem="4G")
     assert (lay.plan_mem, lay.write_mem) == ("4G", "4G")
     assert at_least("4G", 5 << 30) == "5G" and at_least("8G", 5 << 30) == "8G"
 
@@ -68,7 +68,7 @@ def test_plan_job_is_submitted_with_the_plan_memory(tmp_path, fake_slurm):
 def test_finalize_gets_cores_for_its_re_hash_at_scale_only():
     assert finalize_cpus(10**9) == 1
     assert finalize_cpus(6 * 3 * 900 * 10**9) == 3  # 3 core-periods of output to hash
-    lay = plan_layout(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="16G", job_mem="16G")
+    lay = lay_out_jobs(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="16G", job_mem="16G")
     assert lay.finalize_cpus == MAX_FINALIZE_CPUS  # ~17 TB of Parquet
 
 
@@ -85,3 +85,22 @@ def test_finalize_is_submitted_with_its_cpus(tmp_path, fake_slurm):
     root = make_corpus(tmp_path, n_docs=40)
     assert submit(tmp_path, root) == 0
     assert {opt(a, "--cpus-per-task") for a in fake_slurm("sbatch")} == {"1"}  # a small run: one core each
+
+
+def test_a_bare_memory_number_is_megabytes_as_for_slurm():
+    assert parse_mem("4000") == parse_mem("4000M") == 4000 << 20 and parse_mem("4G") == 4096 << 20
+    lays = [lay_out_jobs([50_000_000] * 4, {}, shard_rows=100_000, task_budget=20, partition_mem=m, job_mem=m)
+            for m in ("4000", "4000M")]
+    assert lays[0].spill_bytes == lays[1].spill_bytes == (4000 << 20) // 8
+    assert lays[0].write_mem == "4000" and lays[0].plan_mem == "4000"  # enough: kept as given
+
+
+def test_a_garbage_memory_value_is_one_clear_error(tmp_path, capsys):
+    root = make_corpus(tmp_path, n_docs=10)
+    from shard_pipeline.submit import cli
+
+    code = cli.main(["eng_Latn", "--corpus", "v4", "--local-root", str(root), "--executor", "local",
+                     "--license", "CC0-1.0", "--mem", "lots", "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "WORKER_MEM 'lots' is not a Slurm memory size" in err and "Traceback" not in err

@@ -6,9 +6,10 @@ submission would queue.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Sequence
+
+from shard_pipeline.units import parse_mem
 
 # HPLT v4 clean English: 18.15 TB compressed / 7.86 B documents.
 COMPRESSED_BYTES_PER_DOC = 2309
@@ -54,13 +55,6 @@ class Layout:
     sorted_runs: int = 0  # estimated, all partition tasks together
     sections: int = 0  # estimated index entries: what the plan holds and writers open
     plan_mem: str = ""
-
-
-def parse_mem(mem: str) -> int:
-    m = re.fullmatch(r"(\d+)([KMGT]?)B?", mem.strip().upper())
-    if not m:
-        raise ValueError(f"memory {mem!r}: expected e.g. 500M, 4G")
-    return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " ")
 
 
 def minutes_to_slurm(minutes: float) -> str:
@@ -128,7 +122,7 @@ def estimate_docs(sizes: Sequence[int | None], known: dict[int, int], compressed
     return sum(known[i] if i in known else int((s or 0) / per) for i, s in enumerate(sizes))
 
 
-def plan_layout(
+def lay_out_jobs(
     sizes: Sequence[int | None],
     known_docs: dict[int, int],
     *,

@@ -83,7 +83,7 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
         raise UsageError("--val-permille must be in [0, 1000]")
     # Locally every task is a process start (~2 s of imports): a few tasks per core are enough.
     budget = task_budget(args, settings, executor) if executor == "slurm" else 4 * max(1, args.jobs) + 2
-    return layout_mod.plan_layout(
+    return layout_mod.lay_out_jobs(
         [s.size for s in shards],
         known,
         shard_rows=args.shard_rows,

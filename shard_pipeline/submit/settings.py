@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shard_pipeline.errors import UserError
+from shard_pipeline.units import BadMemorySize, parse_mem
 
 KEYS: dict[str, str] = {
     "ACCOUNT": "Slurm project account for the jobs (sbatch --account); optional where the cluster has a default",
     "WORKER_PARTITION": "Slurm partition for every stage, e.g. LUMI 'small'",
     "PYTHON": "interpreter on the compute nodes that has hplt-shard installed (a path or a command name)",
     "MODULE_LOAD_CMD": "modules each job loads before Python: exactly 'module load NAME [NAME...]'",
-    "WORKER_MEM": "memory per task for stages whose need does not grow with data, e.g. 4G or 500M",
+    "WORKER_MEM": "memory per task for stages whose need does not grow with data, e.g. 4G, 500M or 4000 (megabytes, as Slurm reads it)",
     "MAX_TASKS": "array tasks one run may queue at once (also the array throttle)",
     "SUBMIT_LIMIT": "the partition's cap on submitted jobs per user (LUMI small: 220); the submitter fits under it",
     "COUNTS_INDEX": "shared counts index directory (relative paths: relative to the repository root)",
@@ -52,7 +53,6 @@ _KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _MODULE_RE = re.compile(r"^[A-Za-z0-9._+/@][A-Za-z0-9._+/@-]*$")  # no leading '-': never an option
 _PYTHON_RE = re.compile(r"^[A-Za-z0-9._+/][A-Za-z0-9._+/@-]*$")
 _PARTITION_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(,[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
-_MEM_RE = re.compile(r"^[1-9][0-9]*[KMGT]?$")
 _INT_RE = re.compile(r"^[1-9][0-9]*$")
 _SPDX_RE = re.compile(r"^(LicenseRef-)?[A-Za-z0-9][A-Za-z0-9.+-]*$")
 _PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -192,6 +192,14 @@ def _check_time(value: str, where: str) -> str:
     raise ConfError(where, f"TIME_LIMIT {value!r} is not a Slurm time: minutes, HH:MM:SS or D-HH:MM:SS")
 
 
+def _check_mem(key: str, value: str, where: str) -> str:
+    try:
+        parse_mem(value)
+    except BadMemorySize as exc:
+        raise ConfError(where, f"{key} {exc}") from None
+    return value
+
+
 def _shaped(pattern: re.Pattern[str], what: str) -> Callable[[str, str, str], str]:
     def check(key: str, value: str, where: str) -> str:
         if not pattern.match(value):
@@ -206,7 +214,7 @@ _CHECKS: dict[str, Callable[[str, str, str], str]] = {
     "PYTHON": _shaped(
         _PYTHON_RE, "a path or command name (no spaces or shell characters: it is run directly, not by a shell)"
     ),
-    "WORKER_MEM": _shaped(_MEM_RE, "a Slurm memory size such as 4G or 500M"),
+    "WORKER_MEM": lambda key, value, where: _check_mem(key, value, where),
     "MAX_TASKS": _shaped(_INT_RE, "a positive integer"),
     "SUBMIT_LIMIT": _shaped(_INT_RE, "a positive integer"),
     "LICENSE": _shaped(_SPDX_RE, "an SPDX license id such as CC0-1.0"),
