@@ -3,6 +3,4 @@
 import _common
 
 if __name__ == "__main__":
-    from shard_pipeline.stages.finalize import run_finalize
-
-    _common.main("finalize", lambda run, task: f"{run_finalize(run)['rows']} rows in place", array=False)
+    _common.main("finalize")

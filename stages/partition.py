@@ -3,6 +3,4 @@
 import _common
 
 if __name__ == "__main__":
-    from shard_pipeline.stages.partition import run_partition
-
-    _common.main("partition", lambda run, task: f"{run_partition(run, task).rows} rows")
+    _common.main("partition")

@@ -3,6 +3,4 @@
 import _common
 
 if __name__ == "__main__":
-    from shard_pipeline.stages.plan import run_plan
-
-    _common.main("plan", lambda run, task: f"{run_plan(run)['rows']} rows", array=False)
+    _common.main("plan")

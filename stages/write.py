@@ -3,6 +3,4 @@
 import _common
 
 if __name__ == "__main__":
-    from shard_pipeline.stages.write import run_write
-
-    _common.main("write", lambda run, task: f"{len(run_write(run, task)['shards'])} shards")
+    _common.main("write")

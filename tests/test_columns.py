@@ -134,14 +134,12 @@ def test_read_into_spills_at_the_budget(tmp_path):
     assert sum(n for n, _ in runs) + len(buf) == reference.num_rows
 
 def test_stage_processes_run_without_pandas():
-    """stages/_common.py keeps pandas out; pyarrow then converts Python objects without it."""
+    """The task runner keeps pandas out; pyarrow then converts Python objects without it."""
     import subprocess
     import sys
-    from pathlib import Path
 
-    stages = Path(__file__).resolve().parent.parent / "stages"
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import _common, pyarrow as pa; "
+    code = ("import sys; from shard_pipeline.run.task import keep_pandas_out; keep_pandas_out(); import pyarrow as pa; "
             "assert pa.array([1, None]).null_count == 1; pa.Table.from_pydict({'a': ['x']}); "
             "assert 'pandas' not in sys.modules")
-    subprocess.run([sys.executable, "-c", code, str(stages)], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True)
 

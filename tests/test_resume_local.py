@@ -178,7 +178,7 @@ def test_second_resume_of_a_run_is_refused(tmp_path, monkeypatch, reference):
     finally:
         first.kill()
         first.wait()
-        subprocess.run(["pkill", "-f", f"stages/plan.py {run_dir}"])
+        subprocess.run(["pkill", "-f", f"shard_pipeline.run.task plan {run_dir}"])
     assert resume(run_dir) == 0
     assert tree_bytes(out) == expected
 

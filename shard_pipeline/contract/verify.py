@@ -46,7 +46,7 @@ from shard_pipeline.contract.shard import (
     split_of,
 )
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "docs" / "formats" / "corpus-manifest.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parent / "corpus-manifest.schema.json"  # shipped with the package
 ROW_PROBLEM_CAP = 20  # row-level problems reported per kind; the rest are counted
 _PLAIN_COLUMNS = frozenset(c for c in SCHEMA.names if c not in DICTIONARY_COLUMNS)
 

@@ -1,6 +1,7 @@
 """A task's log: where it is, and the last error line a failed task leaves there for --status."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 
@@ -12,3 +13,19 @@ def last_error_line(log: Path) -> str:
         return "(no log)"
     errors = [l for l in lines if l.startswith("ERROR") or "Error" in l]
     return (errors or lines or ["(empty log)"])[-1]
+
+
+# Progress lines: one per partition input, one per written shard. Their format is stable (the
+# timestamp comes from the logging format), so --status and people can read them:
+#   2026-12-02T19:20:01 partition task 3 input 2/5 9_1.cc.jsonl.zst: 40,000 docs, 194.0 MB, 35.2 MB/s
+#   2026-12-02T19:31:40 write task 1 shard 3/8 shard-00003-of-00020.parquet: 1,000,000 rows, 1203.5 MB, 41.0 s
+log = logging.getLogger("hplt_shard")
+
+
+def input_line(task: int, k: int, n: int, name: str, docs: int, compressed_bytes: int, seconds: float) -> str:
+    mb = compressed_bytes / 1e6
+    return f"partition task {task} input {k}/{n} {name}: {docs:,} docs, {mb:.1f} MB, {mb / max(seconds, 1e-9):.1f} MB/s"
+
+
+def shard_line(task: int, k: int, n: int, name: str, rows: int, nbytes: int, seconds: float) -> str:
+    return f"write task {task} shard {k}/{n} {name}: {rows:,} rows, {nbytes / 1e6:.1f} MB, {seconds:.1f} s"

@@ -7,6 +7,7 @@ the task's one spill file as bucket sections.
 from __future__ import annotations
 
 import hashlib
+import time
 from array import array
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -19,6 +20,7 @@ from shard_pipeline.input.reader import QuarantineWriter, ReadStats, iter_record
 from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.runconfig import InputRef, RunConfig
 from shard_pipeline.run.rundir import RunDir, file_stamp, read_json, write_json_atomic
+from shard_pipeline.run.tasklog import input_line, log
 from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.buckets import boundary_keys, bucket_cuts
 from shard_pipeline.stages.cleaned import CleanedSink
@@ -233,10 +235,11 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
     qpath = run.quarantine_file(task)
     quarantine = QuarantineWriter(qpath) if cfg.content.bad_records == "quarantine" else None
     try:
-        for index in spec["inputs"]:
+        for k, index in enumerate(spec["inputs"], 1):
             if index in done:
                 continue
             inp = cfg.content.inputs[index]
+            started = time.monotonic()
             cleaned = CleanedSink(run.cleaned_file(index), inp.source_id)
             stats = read_into(buf, inp, index, cfg, quarantine, spill, budget, cleaned)
             cleaned.close()
@@ -247,6 +250,8 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
                                          stats.json_bytes, stats.compressed_bytes, cleaned.count,
                                          dict(sorted(cleaned.reasons.items()))))
             _save_checkpoint(run, task, writer, receipts, pii_spans, quarantine)
+            log.info(input_line(task, k, len(spec["inputs"]), inp.name, stats.read, stats.compressed_bytes,
+                                time.monotonic() - started))
             fault_point("partition-after-input", task)
     finally:
         if quarantine is not None:

@@ -8,6 +8,7 @@ any byte of the bucket is written.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator
@@ -26,6 +27,7 @@ from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.registry import file_matches
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, file_stamp, read_json, write_json_atomic
+from shard_pipeline.run.tasklog import log, shard_line
 from shard_pipeline.stages.order import BucketOrder, Readers, sections_of
 from shard_pipeline.stages.spill import SectionCursor, read_arrow
 
@@ -167,9 +169,11 @@ def run_write(run: RunDir, task: int) -> dict[str, Any]:
             asm = assemblers[k]
             start, stop = planned["rows"]
             fault_point("write-start", task)
+            started = time.monotonic()
             sf = write_one_shard(asm, out_tmp, planned["name"], start, stop, cfg.content.row_group_bytes, task)
             shards.append({"index": i, **asdict(sf), "stamp": file_stamp(out_tmp / sf.name)})
             write_json_atomic(run.write_progress(task), {"shards": shards})
+            log.info(shard_line(task, i - a + 1, b - a, sf.name, sf.rows, sf.bytes, time.monotonic() - started))
     finally:
         readers.close()
     receipt = {"task": task, "shards": shards}

@@ -96,12 +96,24 @@ def clean_policy(settings) -> dict:
 
 
 def git_state() -> dict[str, Any]:
+    """The commit of the checkout the code runs from (None for an installed package)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from shard_pipeline.paths import checkout_root
+
     try:
-        commit = subprocess.run(["git", "-C", str(scope.REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = bool(subprocess.run(["git", "-C", str(scope.REPO_ROOT), "status", "--porcelain"], capture_output=True, text=True, timeout=10).stdout.strip())
+        __version__ = version("hplt-shard")
+    except PackageNotFoundError:
+        __version__ = None
+    root = checkout_root()
+    if root is None:
+        return {"commit": None, "dirty": None, "version": __version__}
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True, timeout=10).stdout.strip())
     except (OSError, subprocess.TimeoutExpired):
-        return {"commit": None, "dirty": None}
-    return {"commit": commit or None, "dirty": dirty}
+        return {"commit": None, "dirty": None, "version": __version__}
+    return {"commit": commit or None, "dirty": dirty, "version": __version__}
 
 
 

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline.errors import UsageError
+from shard_pipeline.paths import PRESET_DIR, home
 from shard_pipeline.submit import layout as layout_mod
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def resolve_settings(args: argparse.Namespace):
@@ -28,7 +27,7 @@ def resolve_settings(args: argparse.Namespace):
         "WORKER_MEM": args.mem,
         "TIME_LIMIT": args.time,
     }
-    return load_settings(cli=cli, conf_path=args.conf, repo_root=REPO_ROOT)
+    return load_settings(cli=cli, conf_path=args.conf, repo_root=home(), preset_dir=PRESET_DIR)
 
 
 def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
@@ -104,4 +103,4 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
 def default_run_dir(args: argparse.Namespace, subset: str) -> Path:
     wds = (args.wds or "all").replace(",", "_")
     src = f"-{args.sources.replace(',', '_')}" if args.sources else ""
-    return REPO_ROOT / "runs" / f"{args.corpus}-{subset}-{args.lang}-{wds}{src}"
+    return home() / "runs" / f"{args.corpus}-{subset}-{args.lang}-{wds}{src}"

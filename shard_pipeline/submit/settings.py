@@ -27,9 +27,9 @@ KEYS: dict[str, str] = {
     "WORKER_MEM": "memory per task for stages whose need does not grow with data, e.g. 4G, 500M or 4000 (megabytes, as Slurm reads it)",
     "MAX_TASKS": "array tasks one run may queue at once (also the array throttle)",
     "SUBMIT_LIMIT": "the partition's cap on submitted jobs per user (LUMI small: 220); the submitter fits under it",
-    "COUNTS_INDEX": "shared counts index directory (relative paths: relative to the repository root)",
+    "COUNTS_INDEX": "shared counts index directory (relative paths: relative to the checkout, or the current directory when installed)",
     "LICENSE": "SPDX id written to every row's license_spdx, e.g. CC0-1.0 for HPLT",
-    "PRESET": "name of a preset in presets/ whose values this conf overrides, e.g. lumi",
+    "PRESET": "name of a shipped preset (shard_pipeline/submit/presets/) whose values this conf overrides, e.g. lumi",
     "V3_BASE_URL": "HPLT v3 download base holding <lang>.map, e.g. https://data.hplt-project.org/three/sorted",
     "V3_ROOT": "local HPLT v3 root holding <lang>/ (e.g. .../hplt/3.0/sorted); used instead of HTTP when set",
     "V4_ROOT": "local HPLT v4 root holding <lang>/ (e.g. .../hplt/4.0/clean)",
@@ -47,7 +47,6 @@ KEYS.update(_clean_keys())  # the --clean thresholds (CLEAN_MAX_BYTES, ...), doc
 
 DEFAULT_V3_BASE_URL = "https://data.hplt-project.org/three/sorted"
 CONF_NAME = "hplt-shard.conf"
-PRESET_DIR = "presets"
 
 _KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _MODULE_RE = re.compile(r"^[A-Za-z0-9._+/@][A-Za-z0-9._+/@-]*$")  # no leading '-': never an option
@@ -235,10 +234,10 @@ def _check(key: str, value: str, where: str) -> str:
 # Layering
 
 
-def _preset_path(name: str, repo_root: Path, where: str) -> Path:
-    path = repo_root / PRESET_DIR / f"{name}.conf"
+def _preset_path(name: str, preset_dir: Path, where: str) -> Path:
+    path = preset_dir / f"{name}.conf"
     if not path.is_file():
-        known = sorted(p.stem for p in (repo_root / PRESET_DIR).glob("*.conf"))
+        known = sorted(p.stem for p in preset_dir.glob("*.conf"))
         raise ConfError(where, f"unknown preset {name!r}: no {path} (presets: {', '.join(known) or 'none'})")
     return path
 
@@ -249,15 +248,18 @@ def _resolve(value: str, base: Path) -> Path:
     return path if path.is_absolute() else base / path
 
 
-def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_root: Path) -> Settings:
+def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_root: Path,
+                  preset_dir: Path | None = None) -> Settings:
     """Merge command line > conf > preset > built-in defaults and validate every value.
 
     ``cli`` maps conf keys to command-line values (None: not given). The conf
     is ``conf_path`` or, if that is None, ``<repo_root>/hplt-shard.conf`` when
     it exists. Relative paths from a conf or preset are relative to
-    ``repo_root``; from the command line, to the current directory.
+    ``repo_root``; from the command line, to the current directory. Presets are read from
+    ``preset_dir`` (default ``<repo_root>/presets``; the command passes the packaged ones).
     """
     repo_root = Path(repo_root)
+    preset_dir = Path(preset_dir) if preset_dir is not None else repo_root / "presets"
     unknown = [k for k in cli if k not in KEYS]
     if unknown:
         raise ValueError(f"unknown setting(s) {unknown}; known: {', '.join(KEYS)}")
@@ -275,7 +277,7 @@ def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_ro
     preset_name = None
     if preset_entry is not None:
         preset_name = _check("PRESET", *preset_entry)
-        preset = _parse_lines(_preset_path(preset_name, repo_root, preset_entry[1]))
+        preset = _parse_lines(_preset_path(preset_name, preset_dir, preset_entry[1]))
         if "PRESET" in preset:
             raise ConfError(preset["PRESET"][1], "a preset may not name another PRESET")
         layers.append(preset)

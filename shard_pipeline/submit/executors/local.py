@@ -15,7 +15,7 @@ from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.tasklog import last_error_line
-from shard_pipeline.submit.executors import task_argv
+from shard_pipeline.submit.executors import task_argv, task_env
 
 
 class StageFailed(Exception):
@@ -34,7 +34,8 @@ def run_task(python: str, stage: str, rundir: Path, task: int) -> TaskResult:
     log = RunDir(rundir).local_log(stage, task)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as f:
-        rc = subprocess.run(task_argv(python, stage, rundir, task), stdout=f, stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run(task_argv(python, stage, rundir, task), stdout=f, stderr=subprocess.STDOUT,
+                            env=task_env()).returncode
     return TaskResult(stage, task, rc, log)
 
 

@@ -2,7 +2,7 @@
 
 No orchestrator job and nothing polling: a failed stage cancels the ones after it through
 --kill-on-invalid-dep=yes. Every value reaches sbatch as an argv element; the batch script is
-the fixed stages/slurm_job.sh, which gets its values as positional arguments.
+the fixed slurm_job.sh shipped next to this module, which gets its values as positional arguments.
 """
 from __future__ import annotations
 
@@ -15,15 +15,13 @@ from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline.errors import UserError
+from shard_pipeline.paths import JOB_SCRIPT, PACKAGE_PARENT
 from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
-from shard_pipeline.submit.executors import STAGES_DIR, stage_script
-
-JOB_SCRIPT = STAGES_DIR / "slurm_job.sh"
 DEFAULT_MAX_ARRAY_SIZE = 1001
 # Seconds before the time limit at which Slurm sends USR1 to the batch shell, which requeues
-# the task (stages/slurm_job.sh); the task then resumes from its last checkpoint.
+# the task (slurm_job.sh); the task then resumes from its last checkpoint.
 REQUEUE_SIGNAL_SECONDS = 300
 
 
@@ -133,7 +131,7 @@ def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, l
     ]
     if depends_on:
         argv += ["--dependency", "afterok:" + ":".join(depends_on), "--kill-on-invalid-dep=yes"]
-    argv += [str(JOB_SCRIPT), s.python, str(stage_script(stage.stage)), str(rundir), str(offset), *s.module_loads]
+    argv += [str(JOB_SCRIPT), s.python, str(PACKAGE_PARENT), stage.stage, str(rundir), str(offset), *s.module_loads]
     return argv
 
 

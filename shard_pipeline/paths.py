@@ -1,0 +1,27 @@
+"""Where the code and its data files are, and where an invocation's defaults live.
+
+The presets, the manifest schema and the Slurm batch script ship inside the package, so an
+installed `hplt-shard` finds them as a checkout does. Defaults that name a place (the conf
+`hplt-shard.conf`, `runs/`, `counts-index/`) are relative to `home()`: the checkout when the
+code runs from one (as `./hplt-shard` does), else the current directory.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_PARENT = PACKAGE_DIR.parent  # what PYTHONPATH needs for `python -m shard_pipeline...`
+PRESET_DIR = PACKAGE_DIR / "submit" / "presets"
+MANIFEST_SCHEMA = PACKAGE_DIR / "contract" / "corpus-manifest.schema.json"
+JOB_SCRIPT = PACKAGE_DIR / "submit" / "executors" / "slurm_job.sh"
+
+
+def checkout_root() -> Path | None:
+    """The source checkout this code runs from, or None when it is installed (site-packages)."""
+    root = PACKAGE_PARENT
+    return root if (root / "pyproject.toml").is_file() and (root / "hplt-shard").is_file() else None
+
+
+def home() -> Path:
+    """The folder default paths are relative to: the checkout, else the current directory."""
+    return checkout_root() or Path.cwd()
