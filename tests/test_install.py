@@ -1,0 +1,67 @@
+"""A real install: `pip install .` (not editable) into a fresh venv gives a `hplt-shard` that runs
+the bundled example from any folder, with its presets, schema and stage entry points packaged."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline_util import tree_bytes
+
+REPO = Path(__file__).resolve().parent.parent
+SKIP = shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__", "runs", ".pytest_cache")
+
+
+@pytest.mark.slow
+def test_pip_install_gives_a_command_that_runs_from_any_folder(tmp_path):
+    src = tmp_path / "src"  # a copy, so that the build leaves nothing in the checkout
+    shutil.copytree(REPO, src, symlinks=True, ignore=SKIP)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(src)], capture_output=True, text=True, timeout=900)
+    assert pip.returncode == 0, pip.stderr
+    shutil.rmtree(src)  # the installed package must not need its source
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    hplt_shard = str(venv / "bin" / "hplt-shard")
+    example = REPO / "examples" / "hplt-v4" / "clean"
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    p = subprocess.run([hplt_shard, "eng_Latn", "--corpus", "v4", "--local-root", str(example), "--out", "X",
+                        "--executor", "local", "--license", "CC0-1.0", "--shard-rows", "100"],
+                       cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = elsewhere / "X"
+    assert (out / "_MANIFEST.json").is_file()
+    runs = list((elsewhere / "runs").iterdir())  # an installed command keeps runs/ in the current folder
+    assert len(runs) == 1 and (runs[0] / "DONE").is_file()
+    log = (runs[0] / "logs" / "partition" / "local_0.log").read_text()
+    assert "-m shard_pipeline.run.task partition" in log and "PYTHONPATH" not in log  # the installed package ran
+
+    verify = subprocess.run([hplt_shard, "--verify", "X"], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    packaged = ("import jsonschema; from shard_pipeline.paths import JOB_SCRIPT, MANIFEST_SCHEMA, PRESET_DIR; "
+                "assert JOB_SCRIPT.is_file() and MANIFEST_SCHEMA.is_file() and (PRESET_DIR / 'lumi.conf').is_file()")
+    assert subprocess.run([str(venv / "bin" / "python"), "-c", packaged], cwd=elsewhere, env=env).returncode == 0
+
+    # the packaged presets are found, and the bytes are those of the checkout's ./hplt-shard
+    dry = subprocess.run([hplt_shard, "eng_Latn", "--local-root", str(example), "--preset", "lumi", "--executor", "local",
+                          "--license", "CC0-1.0", "--dry-run"], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert dry.returncode == 0 and "dry run" in dry.stdout, dry.stderr
+    ref = subprocess.run([str(REPO / "hplt-shard"), "eng_Latn", "--corpus", "v4", "--local-root", str(example),
+                          "--out", str(tmp_path / "ref"), "--run-dir", str(tmp_path / "ref-run"), "--executor", "local",
+                          "--license", "CC0-1.0", "--shard-rows", "100"], capture_output=True, text=True, timeout=600)
+    assert ref.returncode == 0, ref.stderr
+    assert tree_bytes(out) == tree_bytes(tmp_path / "ref")
+
+
+def test_the_checkout_paths_are_the_packaged_files():
+    """presets/, the schema and stages/slurm_job.sh in the checkout are links to the one packaged copy."""
+    from shard_pipeline.paths import JOB_SCRIPT, MANIFEST_SCHEMA, PRESET_DIR
+
+    assert (REPO / "presets").resolve() == PRESET_DIR
+    assert (REPO / "docs" / "formats" / "corpus-manifest.schema.json").resolve() == MANIFEST_SCHEMA
+    assert (REPO / "stages" / "slurm_job.sh").resolve() == JOB_SCRIPT
