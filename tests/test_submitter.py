@@ -130,3 +130,12 @@ def test_no_license_is_an_error_before_anything(tmp_path, fake_slurm, capsys):
                      "--run-dir", str(tmp_path / "run"), "--conf", str(c)]) == 2
     assert "no license" in capsys.readouterr().err
     assert not (tmp_path / "run").exists() and fake_slurm("sbatch") == []
+
+
+@pytest.mark.parametrize("flag", ["--slurm-partition", "--partition"])
+def test_slurm_partition_option_and_its_alias(tmp_path, fake_slurm, flag):
+    root = make_corpus(tmp_path, n_docs=20)
+    assert submit(tmp_path, root, flag, "debug", "--partition-tasks", "2") == 0
+    sb = fake_slurm("sbatch")
+    assert sb and all(opt(a, "--partition") == "debug" for a in sb)
+    assert opt(sb[0], "--array").split("%")[0] == "0-1"  # --partition-tasks is its own option

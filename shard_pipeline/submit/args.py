@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--conf", type=Path, help="conf file (default ./hplt-shard.conf if present)")
     p.add_argument("--preset", help="preset name under presets/ (conf PRESET)")
     p.add_argument("--account", help="Slurm account (conf ACCOUNT)")
-    p.add_argument("--partition", dest="worker_partition", help="Slurm partition (conf WORKER_PARTITION)")
+    p.add_argument("--slurm-partition", "--partition", dest="worker_partition",
+                   help="Slurm partition of every job (conf WORKER_PARTITION); --partition is an alias")
     p.add_argument("--counts-index", help="shared counts index directory (conf COUNTS_INDEX)")
     p.add_argument("--max-tasks", type=int, help="array tasks this run may queue (conf MAX_TASKS)")
     p.add_argument("--mem", help="memory per task of every stage, e.g. 4G; a bare number is megabytes, as for sbatch (default conf WORKER_MEM); a partition task "
