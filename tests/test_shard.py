@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import shard_pipeline.contract.replace as replace_mod
 import shard_pipeline.contract.shard as shard_mod
 from shard_pipeline.contract.shard import (
     DEDUP_DEFAULTS,
@@ -728,9 +729,9 @@ def test_atomic_replace(tmp_path, monkeypatch):
     import shutil
 
     shutil_rmtree = shutil.rmtree
-    monkeypatch.setattr(shard_mod, "shutil", SimpleNamespace(rmtree=checked_rmtree))
+    monkeypatch.setattr(replace_mod, "shutil", SimpleNamespace(rmtree=checked_rmtree))
     m2 = write(v2, out, shard_rows=10)
-    monkeypatch.setattr(shard_mod, "shutil", shutil)
+    monkeypatch.setattr(replace_mod, "shutil", shutil)
     assert seen and all(ok for ok, _ in seen)
     assert seen[-1][1] == 8  # the old version is deleted only once the new one is in place
     assert not tmp.exists()
@@ -748,7 +749,7 @@ def test_atomic_replace(tmp_path, monkeypatch):
     assert not tmp.exists() and snapshot(out) == before
 
     # 4. The two-rename fallback (no renameat2 exchange) also replaces completely.
-    monkeypatch.setattr(shard_mod, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(replace_mod, "_exchange", lambda a, b: False)
     write(v2, out, shard_rows=10)
     assert snapshot(out) == snapshot(fresh)
     assert sorted(os.listdir(tmp_path)) == ["fresh", "out"]  # no out.tmp, no out.old

@@ -49,7 +49,7 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path
     Finalize can be killed between the swap and its last steps; rerun, it must finish those
     steps, not fail on an OUT.tmp that is gone (or holds the old version).
     """
-    from shard_pipeline.contract.shard import load_manifest
+    from shard_pipeline.contract.manifest import load_manifest
 
     try:
         manifest = load_manifest(out)

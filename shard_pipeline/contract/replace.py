@@ -1,0 +1,89 @@
+"""Replacing OUT atomically: OUT.tmp is filled, then exchanged with OUT in one step.
+
+At every moment OUT is the complete old or the complete new version; anything that is not a
+previous output is never replaced (a typo must not delete $HOME).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import shutil
+from pathlib import Path
+
+from shard_pipeline.contract.manifest import MANIFEST_FORMAT, load_manifest
+from shard_pipeline.files import fsync_dir
+
+
+def tmp_dir_for(out: Path) -> Path:
+    return out.with_name(out.name + ".tmp")
+
+
+def fresh_tmp_dir(out: Path) -> Path:
+    """`out.tmp`, emptied: a stale one from a crashed run is removed first."""
+    tmp = tmp_dir_for(out)
+    if tmp.is_symlink() or tmp.is_file():
+        tmp.unlink()
+    elif tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def check_replaceable(out: Path) -> None:
+    """Refuse to replace anything that is not a previous output (a typo must not delete $HOME)."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise FileExistsError(f"{out} exists and is not a directory; refusing to replace it")
+    if out.exists() and any(out.iterdir()):
+        try:
+            load_manifest(out)
+        except (OSError, ValueError):
+            raise FileExistsError(f"{out} exists, is not empty and holds no {MANIFEST_FORMAT} manifest; "
+                                  "refusing to replace it") from None
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two directories (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    libc_name = ctypes.util.find_library("c")
+    if not libc_name:
+        return False
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    fn = getattr(libc, "renameat2", None)
+    if fn is None:
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, f"renameat2({a}, {b}, RENAME_EXCHANGE): {os.strerror(err)}")
+
+
+def swap_into_place(tmp: Path, out: Path) -> None:
+    """Make `tmp` the new `out`; at every moment `out` is the complete old or the complete new one.
+
+    With an existing `out`, the two directories are exchanged in one renameat2(RENAME_EXCHANGE)
+    and the old version (now at `tmp`) is deleted. Filesystems without it (some network
+    filesystems) fall back to rename(out, out.old) + rename(tmp, out), which leaves a window of
+    two syscalls in which `out` is absent but `out.old` is complete.
+    """
+    check_replaceable(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not out.exists():
+        os.rename(tmp, out)
+    elif _exchange(tmp, out):
+        shutil.rmtree(tmp)
+    else:
+        old = out.with_name(out.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        os.rename(out, old)
+        os.rename(tmp, out)
+        shutil.rmtree(old)
+    fsync_dir(out.parent)

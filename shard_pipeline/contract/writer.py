@@ -1,0 +1,94 @@
+"""Writing one contract shard: one Parquet row group per table, zstd, hashed as it is written."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import BinaryIO, Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shard_pipeline.contract.rules import COLUMNS, DICTIONARY_COLUMNS, SCHEMA, ShardFile
+
+
+class _HashingSink:
+    """A write-only file object that hashes what passes through, so a shard is hashed as written."""
+
+    def __init__(self, f: BinaryIO):
+        self._f = f
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data) -> int:
+        mv = memoryview(data)
+        self.sha256.update(mv)
+        self.size += mv.nbytes
+        return self._f.write(mv)
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self._f.closed
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:  # the owner closes the real file after fsync
+        pass
+
+
+def write_shard_file(path: Path, groups: Iterable[pa.Table]) -> ShardFile:
+    """Write one shard: one Parquet row group per table in `groups`, zstd, the contract schema.
+
+    Each table is written as exactly one row group (combined into single chunks first, so the
+    bytes do not depend on how the caller's arrays were chunked). The file is fsynced.
+    """
+    rows = text_bytes = val = 0
+    with open(path, "wb") as f:
+        sink = _HashingSink(f)
+        writer = pq.ParquetWriter(
+            pa.PythonFile(sink, mode="w"),
+            SCHEMA,
+            compression="zstd",
+            use_dictionary=DICTIONARY_COLUMNS,
+        )
+        try:
+            for table in groups:
+                if table.num_rows == 0:
+                    continue
+                table = table.select(COLUMNS).cast(SCHEMA).combine_chunks()
+                writer.write_table(table, row_group_size=table.num_rows)
+                rows += table.num_rows
+                text_bytes += _utf8_bytes(table.column("text"))
+                val += _count_val(table.column("split"))
+        finally:
+            writer.close()
+        f.flush()
+        os.fsync(f.fileno())
+    return ShardFile(
+        name=path.name,
+        rows=rows,
+        bytes=sink.size,
+        sha256=sink.sha256.hexdigest(),
+        text_bytes=text_bytes,
+        train=rows - val,
+        val=val,
+    )
+
+
+def _utf8_bytes(column: pa.ChunkedArray) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.sum(pc.binary_length(column)).as_py() or 0)
+
+
+def _count_val(column: pa.ChunkedArray) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.sum(pc.equal(column, "val").cast(pa.int64())).as_py() or 0)
