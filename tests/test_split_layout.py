@@ -1,4 +1,4 @@
-"""--split-layout dirs: train/ and validation/, each its own contract shard set (issue 7, part 2).
+"""--split-layout dirs: train/ and validation/, each its own contract shard set.
 
 Each set must be byte for byte what `write_shards` makes of that split's documents alone, and the
 top-level manifest must list both sets and every file, so --verify, read_shards, `datasets` and

@@ -2,8 +2,8 @@
 
 Tests, the bundled example and the benchmark need shards that look like the
 real release files (same field set, same file names, multi-frame zstd) without
-downloading any of them. Field shapes follow ``shared/reference/hplt-format.md``
-sections 1.2 (v3) and 1.3 (v4). Everything is a pure function of the seed.
+downloading any of them. Field shapes follow the v3 and v4 release formats
+(``docs/hplt-mapping.md``). Everything is a pure function of the seed.
 """
 
 from __future__ import annotations

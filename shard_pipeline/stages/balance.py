@@ -1,4 +1,4 @@
-"""Shards balanced for data-parallel ranks (issue 7).
+"""Shards balanced for data-parallel ranks.
 
 A training job with R data-parallel ranks gives each rank an equal, contiguous run of shard files
 in name order. For every rank to see the same amount of text, two things must hold:
