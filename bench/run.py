@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE))
 import gen  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
-STAGES = ("partition", "plan", "write", "finalize")
+from shard_pipeline.run.registry import STAGE_NAMES as STAGES  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------------------
@@ -255,13 +255,13 @@ def _prepare_run(argv: list[str]) -> dict:
 
 
 def _run_task(python: str, stage: str, rundir: Path, task: int, sampler: TreeSampler) -> dict:
-    from shard_pipeline.submit.executors import task_argv
+    from shard_pipeline.submit.executors import task_argv, task_env
 
     log = rundir / "logs" / stage / f"local_{task}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with open(log, "wb") as f:
-        p = subprocess.Popen(task_argv(python, stage, rundir, task), stdout=f, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(task_argv(python, stage, rundir, task), stdout=f, stderr=subprocess.STDOUT, env=task_env())
         sampler.roots.add(p.pid)
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -355,9 +355,9 @@ class StageWatch(_Poller):
                 argv = []
             stage = None
             if self.rundir in argv:
-                for a in argv:
+                for a, b in zip(argv, argv[1:]):  # by hand (stages/<s>.py) or as the executors start it
                     for s in STAGES:
-                        if a.endswith(f"stages/{s}.py"):
+                        if a.endswith(f"stages/{s}.py") or (a == "shard_pipeline.run.task" and b == s):
                             stage = s
             self._cmd[pid] = stage
         return self._cmd[pid]
