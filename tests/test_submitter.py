@@ -139,3 +139,23 @@ def test_slurm_partition_option_and_its_alias(tmp_path, fake_slurm, flag):
     sb = fake_slurm("sbatch")
     assert sb and all(opt(a, "--partition") == "debug" for a in sb)
     assert opt(sb[0], "--array").split("%")[0] == "0-1"  # --partition-tasks is its own option
+
+
+@pytest.mark.parametrize("extra, says", [
+    (("--wds", "11"), "bad --wds spec '11'"),
+    (("--sources", "xx"), "unknown source 'xx'"),
+    (("--dp-ranks", "0"), "dp ranks: 0"),
+])
+def test_bad_specs_are_one_line_usage_errors(tmp_path, capsys, extra, says):
+    root = make_corpus(tmp_path, n_docs=10)
+    assert submit(tmp_path, root, "--executor", "local", *extra) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_an_out_that_is_not_an_output_is_a_usage_error(tmp_path, capsys):
+    root = make_corpus(tmp_path, n_docs=10)
+    (tmp_path / "out").write_text("precious")
+    assert submit(tmp_path, root, "--executor", "local") == 2
+    assert "refusing to replace it" in capsys.readouterr().err
+    assert (tmp_path / "out").read_text() == "precious"

@@ -13,7 +13,12 @@ import shutil
 from pathlib import Path
 
 from shard_pipeline.contract.manifest import MANIFEST_FORMAT, load_manifest
+from shard_pipeline.errors import UserError
 from shard_pipeline.files import fsync_dir
+
+
+class NotReplaceable(UserError, FileExistsError):
+    """OUT exists and is not a previous output: it is never replaced."""
 
 
 def tmp_dir_for(out: Path) -> Path:
@@ -34,12 +39,12 @@ def fresh_tmp_dir(out: Path) -> Path:
 def check_replaceable(out: Path) -> None:
     """Refuse to replace anything that is not a previous output (a typo must not delete $HOME)."""
     if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise FileExistsError(f"{out} exists and is not a directory; refusing to replace it")
+        raise NotReplaceable(f"{out} exists and is not a directory; refusing to replace it")
     if out.exists() and any(out.iterdir()):
         try:
             load_manifest(out)
         except (OSError, ValueError):
-            raise FileExistsError(f"{out} exists, is not empty and holds no {MANIFEST_FORMAT} manifest; "
+            raise NotReplaceable(f"{out} exists, is not empty and holds no {MANIFEST_FORMAT} manifest; "
                                   "refusing to replace it") from None
 
 

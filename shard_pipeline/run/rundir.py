@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from shard_pipeline.errors import UserError
 from shard_pipeline.files import write_json_atomic  # noqa: F401  (the stages import it from here)
 
 # The format of the files stages hand each other (spill index, plan.json, receipts). A run
@@ -27,6 +28,10 @@ def file_stamp(path: Path) -> dict[str, int]:
 def read_json(path: Path) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+class RunDirExists(UserError, FileExistsError):
+    """A new run was given a run directory that exists: run directories are never reused."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ class RunDir:
         """Make a new run directory with a log folder per stage (sbatch writes logs into them);
         an existing one is refused (use --resume or move it)."""
         if self.root.exists():
-            raise FileExistsError(f"run directory {self.root} exists; use --resume {self.root} or move it away")
+            raise RunDirExists(f"run directory {self.root} exists; use --resume {self.root} or move it away")
         self.root.mkdir(parents=True)
         for sub in ("tasks", "partition", "write", "quarantine", *(f"logs/{s}" for s in stages)):
             (self.root / sub).mkdir(parents=True, exist_ok=True)

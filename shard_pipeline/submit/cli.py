@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from shard_pipeline.errors import EXIT_USAGE, UsageError, UserError
+from shard_pipeline.errors import UsageError, UserError
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import launch
 from shard_pipeline.submit.args import build_parser
@@ -19,9 +19,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:  # conf, input, path and resume problems name file, line and reason
         print(f"hplt-shard: {exc}", file=sys.stderr)
         return exc.exit_code
-    except (FileExistsError, ValueError) as exc:  # TODO(#12): raise UserError at the source instead
-        print(f"hplt-shard: {exc}", file=sys.stderr)
-        return EXIT_USAGE
 
 
 def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:

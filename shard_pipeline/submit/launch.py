@@ -86,13 +86,15 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def parse_dp_ranks(spec: str) -> tuple[int, ...]:
     from shard_pipeline.stages.balance import parse_dp_ranks as parse
 
-    return parse(spec)
+    with scope.usage_errors():
+        return parse(spec)
 
 
 def clean_policy(settings) -> dict:
     from shard_pipeline.stages.clean import CleanPolicy
 
-    return CleanPolicy.from_conf(dict(settings.clean_values)).to_json()
+    with scope.usage_errors():  # a CLEAN_* value of the conf
+        return CleanPolicy.from_conf(dict(settings.clean_values)).to_json()
 
 
 def git_state() -> dict[str, Any]:

@@ -6,12 +6,22 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline.errors import UsageError
 from shard_pipeline.paths import PRESET_DIR, home
 from shard_pipeline.submit import layout as layout_mod
+
+
+@contextmanager
+def usage_errors():
+    """Turn the ValueError of a parser of user input into a UsageError (one line, exit 2)."""
+    try:
+        yield
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def resolve_settings(args: argparse.Namespace):
@@ -31,7 +41,12 @@ def resolve_settings(args: argparse.Namespace):
 
 
 def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
-    from shard_pipeline.input.corpus import find_shards
+    from shard_pipeline.input.corpus import find_shards, parse_sources, parse_wds
+
+    with usage_errors():  # the specs are user input: their ValueError is a usage error
+        for spec, parse in ((args.wds, parse_wds), (args.sources, parse_sources)):
+            if spec is not None:
+                parse(spec)
 
     root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
     base_url = None
@@ -52,7 +67,8 @@ def known_counts(settings, corpus: str, subset: str, lang: str, shards: Sequence
 
     if not settings.counts_index:
         return {}
-    by_name = lookup(Path(settings.counts_index), corpus, subset, lang, shards)
+    with usage_errors():  # a counts index the user pointed at is unreadable (the message names it)
+        by_name = lookup(Path(settings.counts_index), corpus, subset, lang, shards)
     return {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
 
 
