@@ -5,7 +5,7 @@ import os
 import sys
 from pathlib import Path
 
-from shard_pipeline.paths import PACKAGE_PARENT
+from shard_pipeline.paths import checkout_root
 from shard_pipeline.run.registry import stage as registered
 
 
@@ -14,7 +14,15 @@ def task_argv(python: str, stage: str, rundir: Path, task: int) -> list[str]:
     return [python or sys.executable, "-m", "shard_pipeline.run.task", registered(stage).name, str(rundir), "--task", str(task)]
 
 
+def checkout_path() -> str:
+    """What a task puts first on PYTHONPATH: the checkout the submitter runs from, "" when installed."""
+    root = checkout_root()
+    return str(root) if root else ""
+
+
 def task_env() -> dict[str, str]:
-    """The environment of a task: this package first on PYTHONPATH (a checkout need not be installed)."""
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": f"{PACKAGE_PARENT}{os.pathsep + path if path else ''}"}
+    """The environment of a task: a checkout first on PYTHONPATH (it need not be installed)."""
+    root, path = checkout_path(), os.environ.get("PYTHONPATH")
+    if not root:
+        return dict(os.environ)
+    return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep + path if path else ''}"}

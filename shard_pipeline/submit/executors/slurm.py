@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline.errors import UserError
-from shard_pipeline.paths import JOB_SCRIPT, PACKAGE_PARENT
+from shard_pipeline.paths import JOB_SCRIPT
 from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
+from shard_pipeline.submit.executors import checkout_path
 DEFAULT_MAX_ARRAY_SIZE = 1001
 # Seconds before the time limit at which Slurm sends USR1 to the batch shell, which requeues
 # the task (slurm_job.sh); the task then resumes from its last checkpoint.
@@ -131,7 +132,7 @@ def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, l
     ]
     if depends_on:
         argv += ["--dependency", "afterok:" + ":".join(depends_on), "--kill-on-invalid-dep=yes"]
-    argv += [str(JOB_SCRIPT), s.python, str(PACKAGE_PARENT), stage.stage, str(rundir), str(offset), *s.module_loads]
+    argv += [str(JOB_SCRIPT), s.python, checkout_path() or "-", stage.stage, str(rundir), str(offset), *s.module_loads]
     return argv
 
 
