@@ -15,11 +15,13 @@ from typing import Any
 from shard_pipeline.contract.shard import (
     MANIFEST_NAME,
     SPLIT_DIRS,
+    TMP_MARKER,
     ShardFile,
     build_manifest,
     file_sha256,
     load_manifest,
     manifest_sets,
+    tmp_owner,
     row_group_bounds,
     swap_into_place,
     write_manifest,
@@ -91,7 +93,7 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[Sh
             problems.append(f"{path}: bytes or sha256 differ from its receipt")
             damaged.add(s["task"])
         shards.append(ShardFile(s["name"], s["rows"], s["bytes"], s["sha256"], s["text_bytes"], s["train"], s["val"]))
-    stray = unexpected_files(tmp, {p["name"] for p in planned} | {MANIFEST_NAME, *EXTRA_NAMES})
+    stray = unexpected_files(tmp, {p["name"] for p in planned} | {MANIFEST_NAME, TMP_MARKER, *EXTRA_NAMES})
     if stray:
         problems.append(f"{tmp}: unexpected files {', '.join(stray)}")
     if problems:
@@ -142,6 +144,21 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path
     return manifest
 
 
+def left_by_exchange(tmp: Path, run: RunDir) -> bool:
+    """True when `tmp` is what an exchange of this run left there: the previous output (a
+    manifest), an empty folder, or this run's own staging folder. Anything else is not ours."""
+    if tmp.is_symlink() or not tmp.is_dir():
+        return False
+    if tmp_owner(tmp) == str(run.root) or not any(tmp.iterdir()):
+        return True
+    try:
+        load_manifest(tmp)
+    except (OSError, ValueError):
+        print(f"finalize: {tmp} is not this run's and is left as it is", flush=True)
+        return False
+    return True
+
+
 def run_finalize(run: RunDir) -> dict[str, Any]:
     cfg = RunConfig.from_json(read_json(run.config_json))
     plan = read_json(run.plan_json)
@@ -152,7 +169,7 @@ def run_finalize(run: RunDir) -> dict[str, Any]:
     manifest = already_swapped(run, cfg, plan, out)
     if manifest is None:
         manifest = check_and_swap(run, cfg, plan, tmp, out)
-    elif tmp.exists():
+    elif tmp.exists() and left_by_exchange(tmp, run):
         shutil.rmtree(tmp)  # the previous version, left by an attempt stopped right after the exchange
     counted = update_counts_index(cfg, run)
     validation = {

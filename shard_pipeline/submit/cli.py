@@ -22,6 +22,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileExistsError, ValueError) as exc:  # TODO(#12): raise UserError at the source instead
         print(f"hplt-shard: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as exc:  # a path the submitter could not read or write: one line, never a traceback
+        print(f"hplt-shard: {os_error_line(exc, args)}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def os_error_line(exc: OSError, args: argparse.Namespace) -> str:
+    """What was being done, the path and the reason, from an OSError nobody mapped closer to its source."""
+    doing = ("reading the run directory" if args.status or args.resume else
+             "checking the output folder" if args.verify else "preparing the run")
+    where = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 else "") if exc.filename else "(no path)"
+    return f"{doing} failed: {where}: {exc.strerror or exc}"
 
 
 def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:

@@ -16,17 +16,18 @@ from typing import Any, Sequence
 
 from shard_pipeline.contract.shard import check_replaceable
 from shard_pipeline.errors import UsageError
-from shard_pipeline.run.claim import claim, run_lock
+from shard_pipeline.run.claim import check_claimable, claim, run_lock
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_atomic
 from shard_pipeline.submit import layout as layout_mod
-from shard_pipeline.submit import scope
+from shard_pipeline.submit import guards, scope
 from shard_pipeline.submit.report import describe
 
 
 def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Find the inputs, lay out the jobs, and (unless --dry-run) write the run dir and start it."""
     settings = scope.resolve_settings(args)
+    guards.check_content_args(args)
     if not settings.license:
         raise UsageError("no license: give --license SPDX or LICENSE in the conf (HPLT presets use CC0-1.0)")
     subset, shards = scope.find_inputs(args, settings)
@@ -43,13 +44,12 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return 0
     if args.out is None:
         raise UsageError("--out is required (the output folder)")
-    out = args.out.resolve()
+    out = guards.check_out_path(args.out)
     check_replaceable(out)
     run = RunDir((args.run_dir or scope.default_run_dir(args, subset)).resolve())
     if run.root.exists():
         raise UsageError(f"run directory {run.root} exists; use --resume {run.root} or move it away")
-    if run.root == out or out in run.root.parents or run.root in out.parents:
-        raise UsageError("--out and --run-dir must not contain each other")
+    guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
     content = Content(
         corpus=args.corpus, subset=subset, lang=args.lang,
         dataset=args.dataset or f"hplt-{args.corpus}-{subset}-{args.lang}", version=args.dataset_version,
@@ -59,7 +59,7 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         dataset_card=args.dataset_card,
         clean=clean_policy(settings) if args.clean else None,
         shard_bytes=args.shard_bytes,
-        dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks else (),
+        dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks is not None else (),
         split_layout=args.split_layout,
     )
     python = settings.python if executor == "slurm" else sys.executable
@@ -74,8 +74,10 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     method, boundaries = choose_boundaries(sample.ids, lay.buckets)
     execution = Execution(**{**asdict(execution), "buckets": len(boundaries) + 1})
     cfg = RunConfig(content, execution)
-    claim(out, run.root)
-    write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv], settings, executor)
+    check_claimable(out, run.root)  # before the run dir exists: a refused run leaves nothing behind
+    with guards.doing(f"creating the run directory {run.root}"):
+        write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv], settings, executor)
+    claim(out, run.root)  # only once the run dir exists: a failed start never leaves a claim
     print(f"config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
           f"{lay.write_tasks} write tasks; {len(boundaries) + 1} buckets ({method})", file=sys.stderr)
     with run_lock(run.root):

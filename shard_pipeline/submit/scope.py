@@ -31,6 +31,12 @@ def resolve_settings(args: argparse.Namespace):
     return load_settings(cli=cli, conf_path=args.conf, repo_root=REPO_ROOT)
 
 
+def input_root(args: argparse.Namespace, settings) -> Path | None:
+    """The local folder holding LANG/, or None for inputs listed by URL."""
+    root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
+    return Path(root) if root is not None else None
+
+
 def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
     from shard_pipeline.input.corpus import find_shards
 
