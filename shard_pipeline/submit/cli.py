@@ -22,6 +22,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileExistsError, ValueError) as exc:  # TODO(#12): raise UserError at the source instead
         print(f"hplt-shard: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:  # before any task started (a local run handles its own Ctrl-C: it stops its workers)
+        print("hplt-shard: interrupted", file=sys.stderr)
+        return 130
     except OSError as exc:  # a path the submitter could not read or write: one line, never a traceback
         print(f"hplt-shard: {os_error_line(exc, args)}", file=sys.stderr)
         return EXIT_USAGE
@@ -41,13 +44,14 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
         return verify_main([str(args.verify)])
     if args.status:
-        from shard_pipeline.run.status import status_text
+        from shard_pipeline.run.status import status_report
 
         run = RunDir(args.status.resolve())
         if not run.config_json.exists():
             raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
-        print(status_text(run))
-        return 0
+        text, code = status_report(run)
+        print(text)
+        return code
     if args.resume:
         return launch.resume_run(args, argv)
     if not args.lang:
