@@ -36,6 +36,12 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from shard_pipeline.stages.buckets import choose_boundaries, sample_heads
 
     sample = sample_heads(shards, corpus=args.corpus)
+    from shard_pipeline.input.shape import check_record_shape
+
+    check_record_shape(shards, args.corpus)
+    disagree = scope.index_disagreements(settings, args.corpus, subset, args.lang, shards, sample.complete)
+    for d in disagree:  # HPLT releases are immutable: a file that no longer matches its row is a signal
+        print(f"hplt-shard: warning: {d.describe()} (was the file replaced?)", file=sys.stderr)
     lay = scope.make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc,
                       sample.text_per_doc)
     if args.dry_run:
@@ -77,6 +83,10 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     check_claimable(out, run.root)  # before the run dir exists: a refused run leaves nothing behind
     with guards.doing(f"creating the run directory {run.root}"):
         write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv], settings, executor)
+    if disagree:
+        record = read_json(run.run_json)
+        record["counts_index_disagreements"] = [d.to_json() for d in disagree]
+        write_json_atomic(run.run_json, record)
     claim(out, run.root)  # only once the run dir exists: a failed start never leaves a claim
     print(f"config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
           f"{lay.write_tasks} write tasks; {len(boundaries) + 1} buckets ({method})", file=sys.stderr)

@@ -63,6 +63,17 @@ def known_counts(settings, corpus: str, subset: str, lang: str, shards: Sequence
     return {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
 
 
+def index_disagreements(settings, corpus: str, subset: str, lang: str, shards: Sequence,
+                        complete: dict[int, int]) -> list:
+    """Counts-index rows that name another size or mtime than the file has (with its count when known)."""
+    from shard_pipeline.input.counts_index import disagreements
+
+    if not settings.counts_index:
+        return []
+    docs_now = {shards[i].name: n for i, n in complete.items()}
+    return disagreements(Path(settings.counts_index), corpus, subset, lang, shards, docs_now)
+
+
 def choose_executor(args: argparse.Namespace) -> str:
     return args.executor or ("slurm" if shutil.which("sbatch") else "local")
 
