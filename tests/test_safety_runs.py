@@ -114,3 +114,39 @@ def test_ctrl_c_stops_the_workers_and_prints_the_resume_command(tmp_path):
     # the printed command finishes the run
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
     assert json.loads((tmp_path / "out" / "_MANIFEST.json").read_text())["rows"] == 40
+
+
+def test_lock_waits_are_bounded_and_end_in_a_message(tmp_path, monkeypatch):
+    import pytest
+    from filelock import FileLock
+
+    from shard_pipeline.errors import UsageError
+    from shard_pipeline.input import counts_index
+    from shard_pipeline.run import claim as claim_mod
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(claim_mod, "LOCK_TIMEOUT", 0.3)
+    held = FileLock(str(claim_mod.claim_path(out)) + ".lock")
+    held.acquire()
+    try:
+        with pytest.raises(UsageError, match="could not lock .* within 0 s"):
+            claim_mod.claim(out, tmp_path / "run")
+    finally:
+        held.release()
+    claim_mod.claim(out, tmp_path / "run")  # free again: taken at once
+
+    idx = tmp_path / "index"
+    row = counts_index.CountRow("9_1.jsonl.zst", 10, 0, 3, "hplt-shard-read", "2026-01-01T00:00:00Z")
+    counts_index.record(idx, "v4", "clean", LANG, [row])
+    monkeypatch.setattr(counts_index, "LOCK_TIMEOUT", 0.3)
+    held = FileLock(str(counts_index.index_path(idx, "v4", "clean", LANG)) + ".lock")
+    held.acquire()
+    try:
+        with pytest.raises(TimeoutError, match="could not lock the counts index"):
+            counts_index.record(idx, "v4", "clean", LANG, [row])
+    finally:
+        held.release()
+    # a folder where no lock file can be made (as /proc): an error at once, not a wait until the timeout
+    monkeypatch.setattr(counts_index, "index_path", lambda *a: Path("/proc/hplt-shard-index.tsv"))
+    with pytest.raises(OSError, match="cannot lock the counts index"):
+        counts_index.record(idx, "v4", "clean", LANG, [row])
