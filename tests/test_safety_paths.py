@@ -122,3 +122,9 @@ def test_the_marker_never_reaches_out(tmp_path):
     root = make_corpus(tmp_path, n_docs=30)
     assert run_cli(root, tmp_path / "out", tmp_path / "run", "--shard-rows", "10") == 0
     assert not list((tmp_path / "out").rglob(TMP_MARKER)) and manifest(tmp_path / "out")["rows"] == 30
+
+
+def test_overlap_is_refused_at_dry_run_too(tmp_path, capsys):
+    root = make_corpus(tmp_path, n_docs=20)
+    assert run_cli(root, tmp_path / "out", tmp_path / "out" / "run", "--dry-run") == 2
+    assert "lies inside --out" in capsys.readouterr().err

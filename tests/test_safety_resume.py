@@ -110,3 +110,12 @@ def test_resume_refuses_content_options_by_name(failed_local_run, capsys, flag, 
     err = capsys.readouterr().err
     assert flag in err and "cannot change on resume" in err
     assert not (failed_local_run / "DONE").exists()
+
+
+def test_status_is_busy_while_a_process_holds_the_run(failed_local_run, capsys):
+    from shard_pipeline.run.claim import run_lock
+
+    with run_lock(failed_local_run):
+        assert cli.main(["--status", str(failed_local_run)]) == EXIT_BUSY
+    assert "in progress" in capsys.readouterr().out
+    assert cli.main(["--status", str(failed_local_run)]) == EXIT_STOPPED

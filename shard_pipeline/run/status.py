@@ -232,9 +232,29 @@ def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
         return f"done: output at {cfg['execution']['out']}", EXIT_DONE
     if busy:
         return "in progress", EXIT_BUSY
+    if held_by_a_process(run):
+        return "in progress (an hplt-shard process is running or resuming it here)", EXIT_BUSY
     if failed:
         return f"stopped with failures: fix the cause, then ./hplt-shard --resume {run.root}", EXIT_STOPPED
     return f"not running and not done: ./hplt-shard --resume {run.root}", EXIT_STOPPED
+
+
+def held_by_a_process(run: RunDir) -> bool:
+    """True while a local run or a resume holds the run's lock (its tasks have logs but no receipts yet)."""
+    from filelock import FileLock, Timeout
+
+    path = run.root / ".run.lock"
+    if not path.exists():
+        return False
+    lock = FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        return True
+    except OSError:
+        return False
+    lock.release()
+    return False
 
 
 def status_report(run: RunDir) -> tuple[str, int]:

@@ -40,22 +40,26 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     check_record_shape(shards, args.corpus)
     disagree = scope.index_disagreements(settings, args.corpus, subset, args.lang, shards, sample.complete)
-    for d in disagree:  # HPLT releases are immutable: a file that no longer matches its row is a signal
+    for d in disagree[:10]:  # HPLT releases are immutable: a file that no longer matches its row is a signal
         print(f"hplt-shard: warning: {d.describe()} (was the file replaced?)", file=sys.stderr)
+    if len(disagree) > 10:
+        print(f"hplt-shard: warning: {len(disagree) - 10} more input shards disagree with the counts index "
+              "(all listed in run.json at submit)", file=sys.stderr)
     lay = scope.make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc,
                       sample.text_per_doc)
+    run = RunDir((args.run_dir or scope.default_run_dir(args, subset)).resolve())
+    if args.out is not None:  # the path rules hold at --dry-run too
+        out = guards.check_out_path(args.out)
+        check_replaceable(out)
+        guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
     if args.dry_run:
         print(describe(args, subset, shards, lay, executor, settings))
         print("dry run: nothing written, nothing submitted")
         return 0
     if args.out is None:
         raise UsageError("--out is required (the output folder)")
-    out = guards.check_out_path(args.out)
-    check_replaceable(out)
-    run = RunDir((args.run_dir or scope.default_run_dir(args, subset)).resolve())
     if run.root.exists():
         raise UsageError(f"run directory {run.root} exists; use --resume {run.root} or move it away")
-    guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
     content = Content(
         corpus=args.corpus, subset=subset, lang=args.lang,
         dataset=args.dataset or f"hplt-{args.corpus}-{subset}-{args.lang}", version=args.dataset_version,
