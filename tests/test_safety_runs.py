@@ -39,16 +39,38 @@ def test_out_under_proc_ends_in_a_message_not_a_hang(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
-def test_unreadable_language_folder_is_one_line(tmp_path, capsys):
+def test_unreadable_language_folder_is_one_line(tmp_path, capsys, monkeypatch):
     root = make_corpus(tmp_path, n_docs=20)
     lang_dir = root / LANG
-    moved = tmp_path / "elsewhere"
-    lang_dir.rename(moved)
-    lang_dir.symlink_to(tmp_path / "a_file_not_a_dir")  # a folder link that cannot be listed
-    (tmp_path / "a_file_not_a_dir").write_text("x")
+    real_scandir = os.scandir
+
+    def denied(path="."):  # what a folder without read permission gives a non-root user
+        if Path(path) == lang_dir:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", denied)
     rc = run_cli(root, tmp_path / "out", tmp_path / "run")
     err = capsys.readouterr().err
-    assert rc == 2 and "Traceback" not in err and str(lang_dir) in err
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"cannot list the language folder {lang_dir}: Permission denied" in err
+
+
+def test_oserror_anywhere_at_the_submitter_is_one_line(tmp_path, capsys, monkeypatch):
+    from shard_pipeline.submit import launch
+
+    root = make_corpus(tmp_path, n_docs=20)
+
+    def broken(*a, **k):
+        raise OSError(5, "Input/output error", str(tmp_path / "somewhere"))
+
+    monkeypatch.setattr(launch, "git_state", broken)  # any unmapped OSError while the run is prepared
+    rc = run_cli(root, tmp_path / "out", tmp_path / "run")
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert f"{tmp_path / 'somewhere'}: Input/output error" in err and "writing the run directory" in err
+    assert not (tmp_path / "out.hplt-shard-claim").exists()
+    assert not (tmp_path / "run").exists()  # the half-made run dir of this start is gone: a retry is not refused
 
 
 def test_failure_after_the_swap_says_out_was_replaced(tmp_path, capsys, monkeypatch):

@@ -86,12 +86,15 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     cfg = RunConfig(content, execution)
     check_claimable(out, run.root)  # before the run dir exists: a refused run leaves nothing behind
     with guards.doing(f"creating the run directory {run.root}"):
-        write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv], settings, executor)
-    if disagree:
-        record = read_json(run.run_json)
-        record["counts_index_disagreements"] = [d.to_json() for d in disagree]
-        write_json_atomic(run.run_json, record)
-    claim(out, run.root)  # only once the run dir exists: a failed start never leaves a claim
+        run.create()
+    try:
+        with guards.doing(f"writing the run directory {run.root}"):
+            write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv],
+                          settings, executor, {"counts_index_disagreements": [d.to_json() for d in disagree]} if disagree else {})
+        claim(out, run.root)  # only once the run dir is whole: a failed start never leaves a claim
+    except BaseException:
+        shutil.rmtree(run.root, ignore_errors=True)  # made a moment ago by this process; nothing ran in it
+        raise
     print(f"config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
           f"{lay.write_tasks} write tasks; {len(boundaries) + 1} buckets ({method})", file=sys.stderr)
     with run_lock(run.root):
@@ -121,8 +124,7 @@ def git_state() -> dict[str, Any]:
 
 
 def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, boundaries: dict, argv: Sequence[str],
-                  settings, executor: str) -> None:
-    run.create()
+                  settings, executor: str, extra: dict[str, Any] | None = None) -> None:
     write_json_atomic(run.config_json, cfg.to_json())
     write_json_atomic(run.buckets_json, boundaries)
     run.shard_list.write_text("".join(s.location + "\n" for s in shards))
@@ -141,6 +143,7 @@ def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, b
         "layout": {k: v for k, v in asdict(lay).items() if k != "packing"},
         "settings": {k: str(v) for k, v in asdict(settings).items()},
         "submissions": [],
+        **(extra or {}),
     })
 
 
