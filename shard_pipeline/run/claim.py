@@ -5,6 +5,7 @@ Slurm jobs of one run live in many processes over hours, so a process lock canno
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -29,27 +30,23 @@ def holder(out: Path) -> str | None:
 LOCK_TIMEOUT = 60.0  # seconds; the claim is held for milliseconds, so a longer wait means a stuck lock
 
 
+@contextlib.contextmanager
 def _locked(p: Path):
     """The claim's file lock, bounded: a lock that cannot be taken ends in a message, never a hang."""
     from filelock import Timeout
 
     lock_file = Path(str(p) + ".lock")
     probe_writable(lock_file)
-
-    class _Bounded:
-        def __enter__(self):
-            self.lock = FileLock(str(lock_file), timeout=LOCK_TIMEOUT)
-            try:
-                self.lock.acquire()
-            except Timeout:
-                raise UsageError(f"could not lock {lock_file} within {LOCK_TIMEOUT:.0f} s: another hplt-shard "
-                                 "process holds it, or the filesystem does not support locks") from None
-            return self
-
-        def __exit__(self, *exc):
-            self.lock.release()
-
-    return _Bounded()
+    lock = FileLock(str(lock_file), timeout=LOCK_TIMEOUT)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise UsageError(f"could not lock {lock_file} within {LOCK_TIMEOUT:.0f} s: another hplt-shard "
+                         "process holds it, or the filesystem does not support locks") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def check_claimable(out: Path, rundir: Path) -> None:
