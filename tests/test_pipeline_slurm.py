@@ -95,7 +95,7 @@ def test_failing_partition_cancels_the_chain_and_keeps_old_out(slurm_cluster, tm
     assert "9_1.ia.jsonl.zst:4" in logs and "not_object" in logs
     # --status names the failed task, its log and its error, from the run directory
     capsys.readouterr()
-    assert cli.main(["--status", str(tmp_path / "run2")]) == 0
+    assert cli.main(["--status", str(tmp_path / "run2")]) == 1  # failed (#11: not 0)
     status = capsys.readouterr().out
     assert "FAILED partition task" in status and "not_object" in status and f"{jobs[0]['job_id']}_" in status
 

@@ -333,7 +333,8 @@ def _expect_corrupt(shard: InputShard, reason: str) -> tuple[CorruptShard, ReadS
             n += 1
     e = err.value
     assert e.reason == reason and e.location == shard.location
-    assert str(e).startswith(f"{shard.location}: line {e.line}: {reason}: ")
+    where = "before the first line" if e.line == 0 else f"line {e.line}"  # never "line 0" (#11)
+    assert str(e).startswith(f"{shard.location}: {where}: {reason}: ")
     return e, stats, n
 
 

@@ -187,7 +187,7 @@ def test_status_shows_failures_then_done(tmp_path, monkeypatch, reference, capsy
     root, expected = reference
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "write-mid-shard:1:enospc")
     capsys.readouterr()
-    assert cli.main(["--status", str(run_dir)]) == 0
+    assert cli.main(["--status", str(run_dir)]) == 1  # stopped with failures (#11: not 0)
     text = capsys.readouterr().out
     lines = {l.split()[0]: l.split()[1:] for l in text.splitlines() if l.split() and l.split()[0] in
              ("partition", "plan", "write", "finalize")}

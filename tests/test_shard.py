@@ -710,9 +710,11 @@ def test_atomic_replace(tmp_path, monkeypatch):
     assert snapshot(out) == before
     assert [(d.id, d.text) for d in read_shards(out)] == rows_before
 
-    # 3. A stale out.tmp with junk (the crashed run's, plus more) is cleared by the next success.
+    # 3. A stale out.tmp with junk (the crashed run's, plus more) is cleared by the next success:
+    # it carries the marker write_shards leaves (an unmarked one is refused, below).
     tmp = tmp_path / "out.tmp"
     tmp.mkdir(exist_ok=True)
+    (tmp / shard_mod.TMP_MARKER).write_text(shard_mod.WRITE_SHARDS_OWNER + "\n")
     (tmp / "junk.txt").write_text("junk")
     (tmp / "sub").mkdir()
     (tmp / "sub" / "deeper.parquet").write_bytes(b"PAR1junk")
@@ -743,8 +745,12 @@ def test_atomic_replace(tmp_path, monkeypatch):
     assert sorted(d.id for d in read_shards(out)) == sorted(d.id for d in v2)
     assert m2["rows"] == 8
 
-    # A stale out.tmp that is a plain file is cleared too.
+    # An out.tmp that is a plain file was not made by hplt-shard: refused and kept (#11).
     tmp.write_text("not a directory")
+    with pytest.raises(FileExistsError, match="not made by hplt-shard"):
+        write(v1, out, shard_rows=10)
+    assert tmp.read_text() == "not a directory"
+    tmp.unlink()
     write(v1, out, shard_rows=10)
     assert not tmp.exists() and snapshot(out) == before
 
@@ -904,6 +910,10 @@ def test_stale_tmp_cleared_on_success(tmp_path):
     stale = tmp_path / "out.tmp"
     stale.mkdir()
     (stale / "shard-00000-of-00009.parquet").write_bytes(b"half a shard")
+    with pytest.raises(FileExistsError, match="not made by hplt-shard"):  # unmarked: never removed (#11)
+        write([doc("a:1", "x")], out)
+    assert (stale / "shard-00000-of-00009.parquet").read_bytes() == b"half a shard"
+    (stale / shard_mod.TMP_MARKER).write_text(shard_mod.WRITE_SHARDS_OWNER + "\n")  # a crashed write_shards'
     write([doc("a:1", "x")], out)
     assert not stale.exists()
     assert sorted(os.listdir(out)) == [MANIFEST, "shard-00000-of-00001.parquet"]

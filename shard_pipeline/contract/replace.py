@@ -25,14 +25,50 @@ def tmp_dir_for(out: Path) -> Path:
     return out.with_name(out.name + ".tmp")
 
 
-def fresh_tmp_dir(out: Path) -> Path:
-    """`out.tmp`, emptied: a stale one from a crashed run is removed first."""
+# The marker a writer leaves inside `out.tmp` when it creates it: its text names the owner (a run
+# directory, or WRITE_SHARDS_OWNER). Only a marked `out.tmp` with the same owner is ever removed:
+# a folder the user made (`mydata.tmp/notes.txt`) or another run's is refused and left alone.
+TMP_MARKER = ".hplt-shard-tmp"
+WRITE_SHARDS_OWNER = "write_shards"
+
+
+def tmp_owner(tmp: Path) -> str | None:
+    """Who made `tmp` (the marker's text), or None when it holds no marker (or is not a directory)."""
+    try:
+        return (tmp / TMP_MARKER).read_text(encoding="utf-8").strip() or None
+    except (NotADirectoryError, FileNotFoundError):
+        return None
+
+
+def check_tmp_free(out: Path, owner: str) -> None:
+    """Refuse an existing `out.tmp` that `owner` did not make; nothing is removed here."""
     tmp = tmp_dir_for(out)
-    if tmp.is_symlink() or tmp.is_file():
-        tmp.unlink()
-    elif tmp.exists():
+    if not (tmp.is_symlink() or tmp.exists()):
+        return
+    made_by = None if tmp.is_symlink() or not tmp.is_dir() else tmp_owner(tmp)
+    if made_by == owner:
+        return
+    if made_by is None:
+        raise NotReplaceable(f"{tmp} exists and was not made by hplt-shard (no {TMP_MARKER} marker); "
+                             f"it is the staging folder of --out {out}: move it away or choose another --out")
+    raise NotReplaceable(f"{tmp} belongs to another run ({made_by}); finish that run with --resume {made_by}, "
+                         f"or remove {tmp} if that run is abandoned")
+
+
+def fresh_tmp_dir(out: Path, owner: str = WRITE_SHARDS_OWNER) -> Path:
+    """`out.tmp`, empty but for its marker naming `owner`: one left by the same owner is removed first.
+
+    An `out.tmp` without the marker, or marked by another owner, is refused and never removed.
+    """
+    check_tmp_free(out, owner)
+    tmp = tmp_dir_for(out)
+    if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
+    with open(tmp / TMP_MARKER, "w", encoding="utf-8") as f:
+        f.write(owner + "\n")
+        f.flush()
+        os.fsync(f.fileno())
     return tmp
 
 
@@ -79,6 +115,7 @@ def swap_into_place(tmp: Path, out: Path) -> None:
     two syscalls in which `out` is absent but `out.old` is complete.
     """
     check_replaceable(out)
+    (tmp / TMP_MARKER).unlink(missing_ok=True)  # the marker never reaches OUT
     out.parent.mkdir(parents=True, exist_ok=True)
     if not out.exists():
         os.rename(tmp, out)
@@ -86,7 +123,8 @@ def swap_into_place(tmp: Path, out: Path) -> None:
         shutil.rmtree(tmp)
     else:
         old = out.with_name(out.name + ".old")
-        if old.exists():
+        if old.is_symlink() or old.exists():
+            check_replaceable(old)  # only a previous output (a manifest) or an empty folder is removed
             shutil.rmtree(old)
         os.rename(out, old)
         os.rename(tmp, out)

@@ -25,7 +25,11 @@ from shard_pipeline.contract.manifest import (  # noqa: F401  (re-exported)
     write_manifest,
 )
 from shard_pipeline.contract.replace import (  # noqa: F401  (re-exported)
+    TMP_MARKER,
+    WRITE_SHARDS_OWNER,
     check_replaceable,
+    check_tmp_free,
+    tmp_owner,
     fresh_tmp_dir,
     swap_into_place,
     tmp_dir_for,
@@ -84,6 +88,7 @@ def write_shards(
     check_manifest_args(dataset=dataset, version=version, config_sha256=config_sha256, filters=filters, dedup=dedup,
                         ledger_ref=ledger_ref)
     check_replaceable(out)
+    check_tmp_free(out, WRITE_SHARDS_OWNER)
     rows = [doc_row(d, val_permille) for d in docs]
     rows.sort(key=lambda r: r["id"])
     for a, b in zip(rows, rows[1:]):

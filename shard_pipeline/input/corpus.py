@@ -149,23 +149,77 @@ def _check_corpus(corpus: str) -> None:
         raise ValueError(f"corpus must be one of {', '.join(CORPORA)}, not {corpus!r}")
 
 
+def not_a_shard_file(path: str) -> str | None:
+    """Why `path` (links followed) cannot be read as a shard, or None when it is a readable regular file."""
+    import stat
+
+    if os.path.islink(path) and not os.path.exists(path):
+        return f"dangling symbolic link to {os.readlink(path)}"
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    try:
+        os.close(os.open(path, os.O_RDONLY))
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    return None
+
+
+class InputChanged(UserError):
+    """An input shard differs from what the run listed (its size or mtime): it is never read as it is now."""
+
+
+def check_unchanged(location: str, size: int | None, mtime: int | None, when: str) -> None:
+    """Raise InputChanged when a local input's size or mtime differs from the listing (URLs: no stat, no check)."""
+    if size is None or mtime is None:
+        return
+    try:
+        st = os.stat(location)
+    except OSError as exc:
+        raise InputChanged(f"{location}: {when}: cannot stat it ({exc.strerror}); it was listed with size {size}, "
+                           f"mtime {mtime}") from None
+    if st.st_size != size or int(st.st_mtime) != mtime:
+        raise InputChanged(f"{location} changed since the run listed it ({when}): size {size} -> {st.st_size}, "
+                           f"mtime {mtime} -> {int(st.st_mtime)}; the run reads inputs exactly as listed in "
+                           "shard_inventory.tsv; restore the file or start a new run")
+
+
 def _local_shards(lang: str, corpus: str, root: Path, wds: str | None, sources: str | None) -> list[InputShard]:
     root = Path(os.path.abspath(root))
     if not root.is_dir():
         raise InputError(f"corpus root {root} does not exist (looked for {root}/{lang}/*{SUFFIX})")
     lang_dir = root / lang
     if not lang_dir.is_dir():
-        known = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        try:
+            known = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:
+            known = []
         close = difflib.get_close_matches(lang, known, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else (f"; {len(known)} languages there" if known else "")
         raise InputError(f"unknown language {lang!r}: no directory {lang_dir}{hint}")
     entries = {}
-    with os.scandir(lang_dir) as it:
-        for entry in it:
-            if entry.name.startswith(".") or not entry.name.endswith(SUFFIX):
-                continue  # hidden statistics files such as .8_30.ia.filter.json
-            if entry.is_file():  # follows symlinks, as catalogue copies may use them
-                entries[entry.name[: -len(SUFFIX)]] = entry
+    broken = []
+    try:
+        with os.scandir(lang_dir) as it:
+            for entry in it:
+                if entry.name.startswith(".") or not entry.name.endswith(SUFFIX):
+                    continue  # hidden statistics files such as .8_30.ia.filter.json
+                why = not_a_shard_file(entry.path)  # follows symlinks, as catalogue copies may use them
+                if why:
+                    broken.append(f"{entry.path} ({why})")
+                else:
+                    entries[entry.name[: -len(SUFFIX)]] = entry
+    except OSError as exc:
+        raise InputError(f"cannot list the language folder {lang_dir}: {exc.strerror or exc}") from None
+    if broken:
+        more = f" and {len(broken) - 5} more" if len(broken) > 5 else ""
+        raise InputError(f"{len(broken)} entries in {lang_dir} are named like shards but are not readable files: "
+                         + "; ".join(sorted(broken)[:5]) + more + " (fix or move them; nothing was started)")
     if not entries:
         raise InputError(f"no shards in {lang_dir} (looked for {lang_dir}/*{SUFFIX})")
     where = str(lang_dir)

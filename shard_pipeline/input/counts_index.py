@@ -11,6 +11,7 @@ replace the file atomically, so concurrent runs and users never lose rows.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -107,6 +108,44 @@ def lookup(root: Path, corpus: str, subset: str, lang: str, shards: Sequence[Inp
     return known
 
 
+@dataclass(frozen=True)
+class Disagreement:
+    """An index row whose size or mtime differs from the file it names: HPLT releases are
+    immutable, so this means the file was replaced or the index is wrong; never passed over in silence."""
+
+    shard: InputShard
+    row: CountRow
+    docs_now: int | None  # the file's document count, when already known (a head sample read it whole)
+
+    def describe(self) -> str:
+        now = f"{self.docs_now} documents" if self.docs_now is not None else "documents not counted yet"
+        return (f"{self.shard.location}: the counts index says {self.row.bytes} bytes, mtime {self.row.mtime}, "
+                f"{self.row.docs} documents; the file has {self.shard.size} bytes, mtime {self.shard.mtime}, {now}")
+
+    def to_json(self) -> dict:
+        return {"file": self.shard.location, "index_bytes": self.row.bytes, "file_bytes": self.shard.size,
+                "index_mtime": self.row.mtime, "file_mtime": self.shard.mtime, "index_docs": self.row.docs,
+                "file_docs": self.docs_now}
+
+
+def disagreements(root: Path, corpus: str, subset: str, lang: str, shards: Sequence[InputShard],
+                  docs_now: dict[str, int] | None = None) -> list[Disagreement]:
+    """Local shards whose index row records another size or mtime than the file has now."""
+    rows: dict[str, CountRow] = {}
+    for line in _read(index_path(root, corpus, subset, lang)):
+        row = _parse_row(line)
+        if row is not None:
+            rows[row.shard] = row
+    out = []
+    for shard in shards:
+        row = rows.get(shard.name + SUFFIX)
+        if row is None or shard.size is None or shard.mtime is None:
+            continue
+        if row.bytes != shard.size or row.mtime != shard.mtime:
+            out.append(Disagreement(shard, row, (docs_now or {}).get(shard.name)))
+    return out
+
+
 def _natural(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in _DIGITS_RE.split(name))
 
@@ -119,19 +158,36 @@ def _file_mode(path: Path) -> int:
         return shared_mode()
 
 
-def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[CountRow]) -> None:
+def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[CountRow]) -> list[str]:
     """Merge rows into the index: same-shard rows are replaced, all others kept.
 
     Callers pass rows only from full reads. The merge runs under
     ``<file>.lock``; the new file is written next to the old one, fsynced and
     renamed over it, so a reader sees the old or the new file, never half.
+    Returns the replaced rows that described another size or mtime (said, never silent).
+    The lock wait is bounded: a lock that cannot be had ends in an OSError naming it.
     """
+    from filelock import Timeout
+
     if not rows:
-        return
+        return []
     path = index_path(root, corpus, subset, lang)
     path.parent.mkdir(parents=True, exist_ok=True)
     new_lines = {row.shard: row.to_line() for row in rows}
-    with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT, mode=0o666):
+    lock_file = str(path) + ".lock"
+    try:
+        os.close(os.open(lock_file, os.O_CREAT | os.O_RDWR, 0o666))  # an error now, not a wait until the timeout
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot lock the counts index: {exc.strerror}", lock_file) from None
+    lock = FileLock(lock_file, timeout=LOCK_TIMEOUT, mode=0o666)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise TimeoutError(f"could not lock the counts index {lock_file} within {LOCK_TIMEOUT:.0f} s "
+                           "(another writer holds it)") from None
+    replaced: list[str] = []
+    by_shard = {r.shard: r for r in rows}
+    try:
         merged: dict[str, str] = {}
         foreign: list[str] = []
         for line in _read(path):
@@ -140,8 +196,15 @@ def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[Count
                 foreign.append(line)  # not ours to judge: keep it verbatim
             else:
                 merged[row.shard] = line
+                new = by_shard.get(row.shard)
+                if new is not None and (new.bytes, new.mtime) != (row.bytes, row.mtime):
+                    replaced.append(f"{row.shard}: {row.bytes} bytes, mtime {row.mtime}, {row.docs} documents -> "
+                                    f"{new.bytes} bytes, mtime {new.mtime}, {new.docs} documents")
         merged.update(new_lines)
         body = HEADER_LINE + "\n"
         body += "".join(merged[name] + "\n" for name in sorted(merged, key=lambda n: (_natural(n), n)))
         body += "".join(line + "\n" for line in foreign)
         write_bytes_atomic(path, body.encode("utf-8"), _file_mode(path))
+    finally:
+        lock.release()
+    return replaced

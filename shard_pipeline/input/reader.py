@@ -93,6 +93,8 @@ class CorruptShard(_LineError):
     """
 
     def __str__(self) -> str:
+        if self.line == 0:  # nothing was decompressed: there is no line to name, the detail has the byte offset
+            return f"{self.location}: before the first line: {self.reason}: {self.detail}"
         return f"{self.location}: line {self.line}: {self.reason}: {self.detail}"
 
 

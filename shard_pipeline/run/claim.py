@@ -5,6 +5,8 @@ Slurm jobs of one run live in many processes over hours, so a process lock canno
 """
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 from filelock import FileLock
@@ -26,11 +28,64 @@ def holder(out: Path) -> str | None:
     return p.read_text().strip() if p.exists() else None
 
 
+LOCK_TIMEOUT = 60.0  # seconds; the claim is held for milliseconds, so a longer wait means a stuck lock
+
+
+@contextlib.contextmanager
+def _locked(p: Path):
+    """The claim's file lock, bounded: a lock that cannot be taken ends in a message, never a hang."""
+    from filelock import Timeout
+
+    lock_file = Path(str(p) + ".lock")
+    probe_writable(lock_file)
+    lock = FileLock(str(lock_file), timeout=LOCK_TIMEOUT)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise UsageError(f"could not lock {lock_file} within {LOCK_TIMEOUT:.0f} s: another hplt-shard "
+                         "process holds it, or the filesystem does not support locks") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def check_claimable(out: Path, rundir: Path) -> None:
+    """Refuse (without writing anything) an OUT that another unfinished run holds, or whose folder cannot take a claim."""
+    p = claim_path(out)
+    if not p.parent.is_dir():
+        if p.parent.exists() or not os.access(_existing_parent(p.parent), os.W_OK | os.X_OK):
+            raise UsageError(f"cannot create the folder of --out: {p.parent} (not a writable folder)")
+        return
+    probe_writable(Path(str(p) + ".lock"))
+    current = holder(out)
+    if current and current != str(rundir) and not (Path(current) / "DONE").exists():
+        raise OutHeld(f"{out} is held by run {current}; finish it with --resume {current}, or remove {p}")
+
+
+def probe_writable(lock_file: Path) -> None:
+    """Open (creating) the lock file once: filelock retries a file it cannot create until its
+    timeout, so a folder such as /proc would look like a held lock instead of an error."""
+    existed = lock_file.exists()
+    try:
+        os.close(os.open(lock_file, os.O_CREAT | os.O_RDWR, 0o666))
+        if not existed:
+            lock_file.unlink()
+    except OSError as exc:
+        raise UsageError(f"cannot write beside OUT: {lock_file}: {exc.strerror} (needed to claim the output folder)") from None
+
+
+def _existing_parent(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
 def claim(out: Path, rundir: Path) -> None:
     """Mark OUT as held by `rundir`, refusing one that another unfinished run holds."""
     p = claim_path(out)
     p.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(p) + ".lock"):
+    with _locked(p):
         current = holder(out)
         if current and current != str(rundir) and not (Path(current) / "DONE").exists():
             raise OutHeld(f"{out} is held by run {current}; finish it with --resume {current}, or remove {p}")
@@ -40,7 +95,7 @@ def claim(out: Path, rundir: Path) -> None:
 def release(out: Path, rundir: Path) -> None:
     """Drop the claim if `rundir` holds it (never another run's)."""
     p = claim_path(out)
-    with FileLock(str(p) + ".lock"):
+    with _locked(p):
         if holder(out) == str(rundir):
             p.unlink()
     Path(str(p) + ".lock").unlink(missing_ok=True)

@@ -5,6 +5,8 @@ the run's own job ids while they are in it.
 """
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -15,6 +17,11 @@ from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.tasklog import last_error_line
+
+# Exit codes of --status (documented in docs/operations.md and --help).
+EXIT_DONE = 0
+EXIT_STOPPED = 1  # failed, or stopped before the end: --resume continues it
+EXIT_BUSY = 3  # jobs still queued or running
 
 
 @dataclass
@@ -66,6 +73,64 @@ def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]]) 
     return p if p.exists() else None
 
 
+_LOG_REASONS = (  # what slurmstepd / slurmd write into a task's log when Slurm ends it
+    (re.compile(r"oom[-_ ]kill|out of memory|OUT_OF_MEMORY", re.I), "OUT_OF_MEMORY"),
+    (re.compile(r"DUE TO TIME LIMIT|TIMEOUT", re.I), "TIMEOUT"),
+    (re.compile(r"DUE TO NODE FAIL|NODE_FAIL", re.I), "NODE_FAIL"),
+    (re.compile(r"DUE TO PREEMPTION|PREEMPTED", re.I), "PREEMPTED"),
+)
+SACCT_REASONS = ("OUT_OF_MEMORY", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "CANCELLED", "FAILED")
+
+
+def slurm_reason(log: Path, run=subprocess.run) -> str | None:
+    """Why Slurm ended a task (OUT_OF_MEMORY, TIMEOUT, NODE_FAIL, ...): from sacct when it is
+    installed and remembers the job, else from the lines Slurm wrote into the log; None if unknown."""
+    m = re.fullmatch(r"(\d+)_(\d+)\.log", log.name)
+    if m and shutil.which("sacct"):
+        try:
+            p = run(["sacct", "-n", "-P", "-X", "-j", f"{m[1]}_{m[2]}", "-o", "State"],
+                    capture_output=True, text=True, timeout=30)
+            states = [l.split()[0] for l in p.stdout.splitlines() if l.strip()]
+        except (OSError, subprocess.TimeoutExpired, IndexError):
+            states = []
+        for state in reversed(states):
+            if state in SACCT_REASONS[:4]:
+                return state
+    try:
+        tail = log.read_text(errors="replace")[-20000:]
+    except OSError:
+        return None
+    for pattern, reason in _LOG_REASONS:
+        if pattern.search(tail):
+            return reason
+    return None
+
+
+def _doubled(mem: str) -> str:
+    m = re.fullmatch(r"(\d+)([KMGT]?)B?", mem.strip(), re.I)
+    return f"{2 * int(m[1])}{m[2].upper()}" if m else f"more than {mem}"
+
+
+def _doubled_time(limit: str) -> str:
+    parts = limit.split(":")
+    if len(parts) == 3 and all(p.isdigit() for p in parts):
+        seconds = 2 * (int(parts[0]) * 3600 + int(parts[1]) * 60 + int(parts[2]))
+        return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+    return f"more than {limit}"
+
+
+def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str) -> str:
+    """The command that helps after this reason: more memory, more time, or just another try."""
+    ex = cfg.execution
+    key = stage if stage in ("partition", "write") else ("plan" if stage == "plan" and "plan" in ex.mem else "job")
+    if reason == "OUT_OF_MEMORY":
+        return f"./hplt-shard --resume {run.root} --mem {_doubled(ex.mem.get(key, ex.mem.get('job', '4G')))}"
+    if reason == "TIMEOUT":
+        tkey = stage if stage in ex.time else "job"
+        return f"./hplt-shard --resume {run.root} --time {_doubled_time(ex.time.get(tkey, '01:00:00'))}"
+    return f"./hplt-shard --resume {run.root}"
+
+
 def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[StageStatus]:
     rs = RunState(run)
     record = read_json(run.run_json)
@@ -91,7 +156,11 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
                 continue
             log = _task_log(run, stage, task, chunks)
             if log is not None:
-                st.failed.append((task, str(log), last_error_line(log)))
+                err = last_error_line(log)
+                reason = slurm_reason(log)
+                if reason:
+                    err = f"{reason} ({resume_hint(run, rs.cfg, stage, reason)}); last line: {err}"
+                st.failed.append((task, str(log), err))
         out.append(st)
     return out
 
@@ -141,18 +210,51 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> st
         lines.append(f"FAILED {stage} task {t}: {err}\n       log: {log}")
     if len(failed) > 20:
         lines.append(f"... and {len(failed) - 20} more failed tasks")
-    if run.done_marker.exists():
-        state = f"done: output at {cfg['execution']['out']}"
-    elif failed and not any(st.running or st.pending for st in statuses):
-        state = f"stopped with failures: fix the cause, then ./hplt-shard --resume {run.root}"
-    elif any(st.running or st.pending for st in statuses):
-        state = "in progress"
-    else:
-        state = f"not running and not done: ./hplt-shard --resume {run.root}"
+    state, _ = run_state(run, statuses)
     lines.append(f"state: {state}")
     return "\n".join(lines)
 
 
+def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
+    """The one-line state and the exit code of --status (docs/operations.md)."""
+    cfg = read_json(run.config_json)
+    failed = any(st.failed for st in statuses)
+    busy = any(st.running or st.pending for st in statuses)
+    if run.done_marker.exists():
+        return f"done: output at {cfg['execution']['out']}", EXIT_DONE
+    if busy:
+        return "in progress", EXIT_BUSY
+    if held_by_a_process(run):
+        return "in progress (an hplt-shard process is running or resuming it here)", EXIT_BUSY
+    if failed:
+        return f"stopped with failures: fix the cause, then ./hplt-shard --resume {run.root}", EXIT_STOPPED
+    return f"not running and not done: ./hplt-shard --resume {run.root}", EXIT_STOPPED
+
+
+def held_by_a_process(run: RunDir) -> bool:
+    """True while a local run or a resume holds the run's lock (its tasks have logs but no receipts yet)."""
+    from filelock import FileLock, Timeout
+
+    path = run.root / ".run.lock"
+    if not path.exists():
+        return False
+    lock = FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        return True
+    except OSError:
+        return False
+    lock.release()
+    return False
+
+
+def status_report(run: RunDir) -> tuple[str, int]:
+    """The --status text and its exit code: 0 done, 1 failed or stopped, 3 still queued or running."""
+    statuses = stage_statuses(run)
+    return render(run, statuses, progress(run)), run_state(run, statuses)[1]
+
+
 def status_text(run: RunDir) -> str:
-    return render(run, stage_statuses(run), progress(run))
+    return status_report(run)[0]
 

@@ -15,10 +15,13 @@ from typing import Any
 from shard_pipeline.contract.shard import (
     MANIFEST_NAME,
     SPLIT_DIRS,
+    TMP_MARKER,
     ShardFile,
     build_manifest,
     file_sha256,
     manifest_sets,
+    load_manifest,
+    tmp_owner,
     swap_into_place,
     write_manifest,
 )
@@ -36,6 +39,10 @@ LEDGER_NAME = "LEDGER.jsonl"
 
 class FinalizeError(Exception):
     """A receipt disagrees with the plan or with the file on disk: OUT is left as it was."""
+
+
+class AfterSwapError(Exception):
+    """A step after the swap failed: OUT already holds this run's output; --resume finishes the rest."""
 
 
 def hash_files(directory: Path, names: list[str]) -> dict[str, str | None]:
@@ -91,7 +98,7 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[Sh
             problems.append(f"{path}: bytes or sha256 differ from its receipt")
             damaged.add(s["task"])
         shards.append(ShardFile(s["name"], s["rows"], s["bytes"], s["sha256"], s["text_bytes"], s["train"], s["val"]))
-    stray = unexpected_files(tmp, {p["name"] for p in planned} | {MANIFEST_NAME, *EXTRA_NAMES})
+    stray = unexpected_files(tmp, {p["name"] for p in planned} | {MANIFEST_NAME, TMP_MARKER, *EXTRA_NAMES})
     if stray:
         problems.append(f"{tmp}: unexpected files {', '.join(stray)}")
     if problems:
@@ -101,11 +108,11 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[Sh
     return shards
 
 
-def update_counts_index(cfg: RunConfig, run: RunDir) -> int:
+def update_counts_index(cfg: RunConfig, run: RunDir) -> tuple[int, list[str]]:
     """Record every input's exact document count (a full read) in the shared counts index."""
     root = cfg.execution.counts_index
     if not root:
-        return 0
+        return 0, []
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     rows = []
     for t in range(cfg.execution.partition_tasks):
@@ -115,8 +122,25 @@ def update_counts_index(cfg: RunConfig, run: RunDir) -> int:
                 continue
             rows.append(CountRow(Path(ref.location).name, ref.size, ref.mtime, inp["read"], "hplt-shard-read", now))
     c = cfg.content
-    record(Path(root), c.corpus, c.subset, c.lang, rows)
-    return len(rows)
+    replaced = record(Path(root), c.corpus, c.subset, c.lang, rows)
+    for line in replaced:  # HPLT releases are immutable: a row for another file state is a signal, said aloud
+        print(f"finalize: counts index row replaced (the file differs from what was counted before): {line}", flush=True)
+    return len(rows), replaced
+
+
+def left_by_exchange(tmp: Path, run: RunDir) -> bool:
+    """True when `tmp` is what an exchange of this run left there: the previous output (a
+    manifest), an empty folder, or this run's own staging folder. Anything else is not ours."""
+    if tmp.is_symlink() or not tmp.is_dir():
+        return False
+    if tmp_owner(tmp) == str(run.root) or not any(tmp.iterdir()):
+        return True
+    try:
+        load_manifest(tmp)
+    except (OSError, ValueError):
+        print(f"finalize: {tmp} is not this run's and is left as it is", flush=True)
+        return False
+    return True
 
 
 def run_finalize(run: RunDir) -> dict[str, Any]:
@@ -129,9 +153,21 @@ def run_finalize(run: RunDir) -> dict[str, Any]:
     manifest = already_swapped(run, cfg, plan, out)
     if manifest is None:
         manifest = check_and_swap(run, cfg, plan, tmp, out)
-    elif tmp.exists():
+    elif tmp.exists() and left_by_exchange(tmp, run):
         shutil.rmtree(tmp)  # the previous version, left by an attempt stopped right after the exchange
-    counted = update_counts_index(cfg, run)
+    try:
+        fault_point("finalize-after-swap")
+        return finish(run, cfg, plan, manifest, out)
+    except Exception as exc:  # OUT is already the new output: say so, the previous one is gone
+        raise AfterSwapError(f"{out} now holds this run's complete output (swapped in; the previous version is "
+                             f"gone); a step after the swap failed: {type(exc).__name__}: {exc}; "
+                             f"fix it, then --resume {run.root} finishes the last steps") from exc
+
+
+def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The steps after the swap: counts index, validation.json, DONE, the claim released."""
+    c = cfg.content
+    counted, replaced = update_counts_index(cfg, run)
     validation = {
         "config_sha256": c.sha256(),
         "out": str(out),
@@ -146,6 +182,7 @@ def run_finalize(run: RunDir) -> dict[str, Any]:
         "splits": manifest["splits"],
         "receipts_match_disk": True,
         "counts_index_rows": counted,
+        "counts_index_replaced": replaced,
     }
     write_json_atomic(run.validation_json, validation)
     run.done_marker.write_text("ok\n")
@@ -179,7 +216,6 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
     write_manifest(tmp, manifest)
     fault_point("finalize-before-swap")
     swap_into_place(tmp, out)
-    fault_point("finalize-after-swap")
     return manifest
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shard_pipeline.input.corpus import check_unchanged
 from shard_pipeline.input.reader import QuarantineWriter, ReadStats, iter_records
 from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.runconfig import InputRef, RunConfig
@@ -240,9 +241,11 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
                 continue
             inp = cfg.content.inputs[index]
             started = time.monotonic()
+            check_unchanged(inp.location, inp.size, inp.mtime, "before reading it")
             cleaned = CleanedSink(run.cleaned_file(index), inp.source_id)
             stats = read_into(buf, inp, index, cfg, quarantine, spill, budget, cleaned)
             cleaned.close()
+            check_unchanged(inp.location, inp.size, inp.mtime, "while it was read")
             if len(buf):
                 spill()  # a run never spans two inputs, so each input is a checkpoint
             receipts.append(InputReceipt(index, inp.source_id, inp.name, inp.size, inp.mtime, stats.read,

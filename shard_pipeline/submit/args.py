@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(with --resume: show what would be redone)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--resume", type=Path, metavar="RUNDIR", help="finish an interrupted run: redo only what is unfinished")
-    g.add_argument("--status", type=Path, metavar="RUNDIR", help="show where a run stands (per stage, failures, ETA)")
+    g.add_argument("--status", type=Path, metavar="RUNDIR", help="show where a run stands (per stage, failures, ETA); "
+                   "exit 0 done, 1 failed or stopped (--resume continues it), 3 still queued or running")
     g.add_argument("--verify", type=Path, metavar="OUT", help="check an output folder against its manifest and the contract")
     return p

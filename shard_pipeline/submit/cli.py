@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from shard_pipeline.errors import UsageError, UserError
+from shard_pipeline.errors import EXIT_USAGE, UsageError, UserError
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import launch
 from shard_pipeline.submit.args import build_parser
@@ -19,6 +19,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:  # conf, input, path and resume problems name file, line and reason
         print(f"hplt-shard: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:  # before any task started (a local run handles its own Ctrl-C: it stops its workers)
+        print("hplt-shard: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # a path the submitter could not read or write: one line, never a traceback
+        print(f"hplt-shard: {os_error_line(exc, args)}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def os_error_line(exc: OSError, args: argparse.Namespace) -> str:
+    """What was being done, the path and the reason, from an OSError nobody mapped closer to its source."""
+    doing = ("reading the run directory" if args.status or args.resume else
+             "checking the output folder" if args.verify else "preparing the run")
+    where = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 else "") if exc.filename else "(no path)"
+    return f"{doing} failed: {where}: {exc.strerror or exc}"
 
 
 def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -27,13 +41,14 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
         return verify_main([str(args.verify)])
     if args.status:
-        from shard_pipeline.run.status import status_text
+        from shard_pipeline.run.status import status_report
 
         run = RunDir(args.status.resolve())
         if not run.config_json.exists():
             raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
-        print(status_text(run))
-        return 0
+        text, code = status_report(run)
+        print(text)
+        return code
     if args.resume:
         return launch.resume_run(args, argv)
     if not args.lang:

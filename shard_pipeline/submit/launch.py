@@ -16,18 +16,19 @@ from typing import Any, Sequence
 
 from shard_pipeline.contract.shard import check_replaceable
 from shard_pipeline.errors import UsageError
-from shard_pipeline.run.claim import claim, run_lock
+from shard_pipeline.run.claim import check_claimable, claim, run_lock
 from shard_pipeline.run.registry import STAGE_NAMES, all_tasks
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_atomic
 from shard_pipeline.submit import layout as layout_mod
-from shard_pipeline.submit import scope
+from shard_pipeline.submit import guards, scope
 from shard_pipeline.submit.report import describe
 
 
 def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Find the inputs, lay out the jobs, and (unless --dry-run) write the run dir and start it."""
     settings = scope.resolve_settings(args)
+    guards.check_content_args(args)
     if not settings.license:
         raise UsageError("no license: give --license SPDX or LICENSE in the conf (HPLT presets use CC0-1.0)")
     subset, shards = scope.find_inputs(args, settings)
@@ -36,21 +37,30 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from shard_pipeline.stages.buckets import choose_boundaries, sample_heads
 
     sample = sample_heads(shards, corpus=args.corpus)
+    from shard_pipeline.input.shape import check_record_shape
+
+    check_record_shape(shards, args.corpus)
+    disagree = scope.index_disagreements(settings, args.corpus, subset, args.lang, shards, sample.complete)
+    for d in disagree[:10]:  # HPLT releases are immutable: a file that no longer matches its row is a signal
+        print(f"hplt-shard: warning: {d.describe()} (was the file replaced?)", file=sys.stderr)
+    if len(disagree) > 10:
+        print(f"hplt-shard: warning: {len(disagree) - 10} more input shards disagree with the counts index "
+              "(all listed in run.json at submit)", file=sys.stderr)
     lay = scope.make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc,
                       sample.text_per_doc)
+    run = RunDir((args.run_dir or scope.default_run_dir(args, subset)).resolve())
+    if args.out is not None:  # the path rules hold at --dry-run too
+        out = guards.check_out_path(args.out)
+        check_replaceable(out)
+        guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
     if args.dry_run:
         print(describe(args, subset, shards, lay, executor, settings))
         print("dry run: nothing written, nothing submitted")
         return 0
     if args.out is None:
         raise UsageError("--out is required (the output folder)")
-    out = args.out.resolve()
-    check_replaceable(out)
-    run = RunDir((args.run_dir or scope.default_run_dir(args, subset)).resolve())
     if run.root.exists():
         raise UsageError(f"run directory {run.root} exists; use --resume {run.root} or move it away")
-    if run.root == out or out in run.root.parents or run.root in out.parents:
-        raise UsageError("--out and --run-dir must not contain each other")
     content = Content(
         corpus=args.corpus, subset=subset, lang=args.lang,
         dataset=args.dataset or f"hplt-{args.corpus}-{subset}-{args.lang}", version=args.dataset_version,
@@ -60,7 +70,7 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         dataset_card=args.dataset_card,
         clean=clean_policy(settings) if args.clean else None,
         shard_bytes=args.shard_bytes,
-        dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks else (),
+        dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks is not None else (),
         split_layout=args.split_layout,
     )
     python = settings.python if executor == "slurm" else sys.executable
@@ -75,8 +85,17 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     method, boundaries = choose_boundaries(sample.ids, lay.buckets)
     execution = Execution(**{**asdict(execution), "buckets": len(boundaries) + 1})
     cfg = RunConfig(content, execution)
-    claim(out, run.root)
-    write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv], settings, executor)
+    check_claimable(out, run.root)  # before the run dir exists: a refused run leaves nothing behind
+    with guards.doing(f"creating the run directory {run.root}"):
+        run.create(STAGE_NAMES)
+    try:
+        with guards.doing(f"writing the run directory {run.root}"):
+            write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv],
+                          settings, executor, {"counts_index_disagreements": [d.to_json() for d in disagree]} if disagree else {})
+        claim(out, run.root)  # only once the run dir is whole: a failed start never leaves a claim
+    except BaseException:
+        shutil.rmtree(run.root, ignore_errors=True)  # made a moment ago by this process; nothing ran in it
+        raise
     print(f"config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
           f"{lay.write_tasks} write tasks; {len(boundaries) + 1} buckets ({method})", file=sys.stderr)
     with run_lock(run.root):
@@ -120,8 +139,7 @@ def git_state() -> dict[str, Any]:
 
 
 def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, boundaries: dict, argv: Sequence[str],
-                  settings, executor: str) -> None:
-    run.create(STAGE_NAMES)
+                  settings, executor: str, extra: dict[str, Any] | None = None) -> None:
     write_json_atomic(run.config_json, cfg.to_json())
     write_json_atomic(run.buckets_json, boundaries)
     run.shard_list.write_text("".join(s.location + "\n" for s in shards))
@@ -140,6 +158,7 @@ def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, b
         "layout": {k: v for k, v in asdict(lay).items() if k != "packing"},
         "settings": {k: str(v) for k, v in asdict(settings).items()},
         "submissions": [],
+        **(extra or {}),
     })
 
 
@@ -166,11 +185,17 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from shard_pipeline.run.resume import describe as describe_resume
     from shard_pipeline.submit.executors.slurm import queued_jobs_of
 
+    from shard_pipeline.submit.args import build_parser
+    from shard_pipeline.submit.resume_args import check_resume_options, with_resources
+
+    overrides = check_resume_options(build_parser(), argv)
     run = RunDir(args.resume.resolve())
     if not run.config_json.exists():
         raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
     cfg = RunConfig.from_json(read_json(run.config_json))
     record = read_json(run.run_json)
+    resources = {**record.get("resources", {}), **overrides}  # a later resume keeps an earlier --mem
+    cfg = with_resources(cfg, resources)
     executor = args.executor or record["executor"]
     made_by = record.get("run_format", 1)
     if made_by != RUN_FORMAT:
@@ -197,4 +222,9 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         out = Path(cfg.execution.out)
         claim(out, run.root)
         settings = scope.resolve_settings(args) if executor == "slurm" else None
+        if resources:
+            record = read_json(run.run_json)
+            record["resources"] = resources
+            write_json_atomic(run.run_json, record)
+            print(f"resources for the resubmitted tasks: {', '.join(f'{k}={v}' for k, v in resources.items())}")
         return start(run, cfg, rp.tasks, executor, args.jobs, settings, "resume")

@@ -40,6 +40,12 @@ def resolve_settings(args: argparse.Namespace):
     return load_settings(cli=cli, conf_path=args.conf, repo_root=home(), preset_dir=PRESET_DIR)
 
 
+def input_root(args: argparse.Namespace, settings) -> Path | None:
+    """The local folder holding LANG/, or None for inputs listed by URL."""
+    root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
+    return Path(root) if root is not None else None
+
+
 def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
     from shard_pipeline.input.corpus import find_shards, parse_sources, parse_wds
 
@@ -70,6 +76,17 @@ def known_counts(settings, corpus: str, subset: str, lang: str, shards: Sequence
     with usage_errors():  # a counts index the user pointed at is unreadable (the message names it)
         by_name = lookup(Path(settings.counts_index), corpus, subset, lang, shards)
     return {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
+
+
+def index_disagreements(settings, corpus: str, subset: str, lang: str, shards: Sequence,
+                        complete: dict[int, int]) -> list:
+    """Counts-index rows that name another size or mtime than the file has (with its count when known)."""
+    from shard_pipeline.input.counts_index import disagreements
+
+    if not settings.counts_index:
+        return []
+    docs_now = {shards[i].name: n for i, n in complete.items()}
+    return disagreements(Path(settings.counts_index), corpus, subset, lang, shards, docs_now)
 
 
 def choose_executor(args: argparse.Namespace) -> str:

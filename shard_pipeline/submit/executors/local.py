@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,12 +34,55 @@ class TaskResult:
     log: Path
 
 
+class _Workers:
+    """The task processes alive now, each in its own process group, so that Ctrl-C can stop them all.
+
+    Tasks run in new sessions: a terminal's SIGINT reaches only the executor, which then ends
+    every task's group (the task and anything it started) and starts no new one.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.procs: set[subprocess.Popen] = set()
+        self.stopping = False
+
+    def run(self, argv: list[str], log, env=None) -> int:
+        with self.lock:
+            if self.stopping:
+                return -signal.SIGTERM
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+            self.procs.add(proc)
+        try:
+            return proc.wait()
+        finally:
+            with self.lock:
+                self.procs.discard(proc)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM every task's process group, then SIGKILL what is still alive after `grace` seconds."""
+        with self.lock:
+            self.stopping = True
+            procs = list(self.procs)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for p in procs:
+                if p.poll() is None:
+                    try:
+                        os.killpg(p.pid, sig)
+                    except ProcessLookupError:
+                        pass
+            deadline = time.monotonic() + grace
+            while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+
+WORKERS = _Workers()
+
+
 def run_task(python: str, stage: str, rundir: Path, task: int) -> TaskResult:
     log = RunDir(rundir).local_log(stage, task)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as f:
-        rc = subprocess.run(task_argv(python, stage, rundir, task), stdout=f, stderr=subprocess.STDOUT,
-                            env=task_env()).returncode
+        rc = WORKERS.run(task_argv(python, stage, rundir, task), f, env=task_env())
     return TaskResult(stage, task, rc, log)
 
 
@@ -43,22 +90,70 @@ def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs:
               progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> None:
     done = 0
     failed: list[TaskResult] = []
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
         for r in pool.map(lambda t: run_task(python, stage, rundir, t), tasks):
             done += 1
             if r.returncode != 0:
                 failed.append(r)
             progress(f"{stage:<9} {done}/{len(tasks)} tasks" + (f", {len(failed)} failed" if failed else ""))
+    except KeyboardInterrupt:
+        WORKERS.stop()  # before the pool waits for its threads: they wait on these processes
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise Interrupted(stage, done, len(tasks)) from None
+    pool.shutdown(wait=True)
     if failed:
         lines = [f"  task {r.task}: {last_error_line(r.log)}  (log: {r.log})" for r in failed]
         raise StageFailed(f"{stage}: {len(failed)} of {len(tasks)} tasks failed\n" + "\n".join(lines))
 
 
+class Interrupted(Exception):
+    """Ctrl-C: the workers were stopped during `stage`, after `done` of its `total` tasks returned."""
+
+    def __init__(self, stage: str, done: int, total: int) -> None:
+        super().__init__(stage, done, total)
+        self.stage, self.done, self.total = stage, done, total
+        self.finished: list[str] = []
+
+
 def run_all(python: str, rundir: Path, layout: dict[str, Sequence[int]], jobs: int) -> None:
     """Run the stages in order; a failed stage stops the chain (like afterok)."""
+    finished: list[str] = []
     for stage in STAGES:
         if layout.get(stage.name):  # a resume runs only what is unfinished
-            run_stage(python, stage.name, rundir, layout[stage.name], jobs)
+            try:
+                run_stage(python, stage.name, rundir, layout[stage.name], jobs)
+            except Interrupted as exc:
+                exc.finished = finished
+                raise
+            finished.append(stage.name)
+
+
+def out_now(run: RunDir, cfg: RunConfig, out: Path) -> str:
+    """What OUT holds now, truthfully: this run's output (swapped in, last steps unfinished) or what it held before."""
+    from shard_pipeline.contract.shard import load_manifest
+
+    try:
+        manifest = load_manifest(out)
+    except (OSError, ValueError):
+        manifest = None
+    if manifest is not None and manifest.get("config_sha256") == cfg.content.sha256() and run.plan_json.exists():
+        try:
+            plan = read_json(run.plan_json)
+        except (OSError, ValueError):
+            plan = None
+        if plan is not None and manifest.get("rows") == plan.get("rows") and not _stale_before(out, run):
+            return (f"{out} now holds this run's complete output (it was swapped in; the previous version is gone); "
+                    "only the steps after the swap are unfinished")
+    return f"{out} is as it was before this run (nothing of this run reached it)"
+
+
+def _stale_before(out: Path, run: RunDir) -> bool:
+    """True when OUT's manifest predates this run's plan: an earlier identical run's output, not ours."""
+    try:
+        return (out / "_MANIFEST.json").stat().st_mtime < run.plan_json.stat().st_mtime
+    except OSError:
+        return True
 
 
 def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: int, out: Path) -> int:
@@ -70,8 +165,17 @@ def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: in
     except StageFailed as exc:
         release(out, run.root)
         print(f"hplt-shard: {exc}", file=sys.stderr)
-        print(f"hplt-shard: run directory {run.root}; the previous {out} is untouched", file=sys.stderr)
+        print(f"hplt-shard: run directory {run.root}; {out_now(run, cfg, out)}", file=sys.stderr)
         return 1
+    except Interrupted as exc:
+        release(out, run.root)
+        done = ", ".join(exc.finished) or "none"
+        print(f"\nhplt-shard: interrupted (Ctrl-C): every task process was stopped. Stages finished: {done}; "
+              f"{exc.stage} stopped after {exc.done} of {exc.total} tasks.", file=sys.stderr)
+        print(f"hplt-shard: {out_now(run, cfg, out)}", file=sys.stderr)
+        print(f"hplt-shard: to continue: ./hplt-shard --resume {shlex.quote(str(run.root))} --executor local",
+              file=sys.stderr)
+        return 130
     manifest = json.loads((out / "_MANIFEST.json").read_text())
     print(f"done: {manifest['rows']:,} documents in {len(manifest['shards'])} shards "
           f"(train {manifest['splits']['train']:,}, val {manifest['splits']['val']:,})")

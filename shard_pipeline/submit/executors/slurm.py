@@ -174,7 +174,10 @@ def submit_run(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings, l
               for s in STAGES if t.get(s.name)]
     sub = submit_chain(s, run.root, stages, max_size=max_array_size())
     record = read_json(run.run_json)
-    record["submissions"].append({"kind": kind, "submitted_at": time.time(), "jobs": sub.jobs})
+    record["submissions"].append({"kind": kind, "submitted_at": time.time(), "jobs": sub.jobs,
+                                  "resources": {"mem": dict(ex.mem), "time": dict(ex.time),
+                                                "partition": settings.worker_partition, "account": settings.account,
+                                                "max_tasks": settings.max_tasks}})
     write_json_atomic(run.run_json, record)
     for j in sub.jobs:
         print(f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}")

@@ -1,0 +1,78 @@
+"""Checks at submit time that keep a run from touching what it did not make.
+
+A run removes or replaces only what it can prove it made: OUT (a previous output), its own
+OUT.tmp (marked inside) and its own run directory. So no two of the run directory, the input
+root, OUT and OUT.tmp may be the same folder or lie one inside the other.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from pathlib import Path
+
+from shard_pipeline.contract.shard import check_manifest_args, check_tmp_free, tmp_dir_for
+from shard_pipeline.errors import UsageError
+
+
+def inside(a: Path, b: Path) -> bool:
+    """True when `a` is `b` or lies under it."""
+    return a == b or b in a.parents
+
+
+def check_no_overlap(named: dict[str, Path | None]) -> None:
+    """Refuse any two of these folders that are equal or nested, in either direction (one message per pair)."""
+    items = [(name, Path(os.path.realpath(p))) for name, p in named.items() if p is not None]
+    for i, (na, a) in enumerate(items):
+        for nb, b in items[i + 1:]:
+            if a == b:
+                raise UsageError(f"{na} {a} and {nb} {b} are the same folder; they must be apart")
+            if inside(a, b) or inside(b, a):
+                inner, outer = ((na, a), (nb, b)) if inside(a, b) else ((nb, b), (na, a))
+                raise UsageError(f"{inner[0]} {inner[1]} lies inside {outer[0]} {outer[1]}; they must be apart "
+                                 "(a run replaces OUT and OUT.tmp and never touches its inputs)")
+
+
+def check_out_path(out_arg: Path) -> Path:
+    """The absolute OUT; a symlink there is refused (the contract: never follow a link to replace it)."""
+    given = Path(os.path.abspath(out_arg))
+    if given.is_symlink():
+        raise UsageError(f"--out {given} is a symbolic link (to {os.readlink(given)}); give the real folder")
+    return given.resolve()
+
+
+def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None) -> None:
+    """Before anything is written: the four folders apart, and no OUT.tmp this run did not make."""
+    check_no_overlap({"--run-dir": run_root, "input root": input_root, "--out": out, "OUT.tmp": tmp_dir_for(out)})
+    try:
+        check_tmp_free(out, str(run_root))
+    except FileExistsError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def check_content_args(args: argparse.Namespace) -> None:
+    """Content options that would fail later (at the manifest) are refused now, --dry-run included."""
+    try:
+        check_manifest_args(dataset=args.dataset or "default", version=args.dataset_version, config_sha256="0" * 64,
+                            filters=None, dedup=None, ledger_ref="LEDGER.jsonl")
+    except ValueError as exc:
+        raise UsageError(f"--dataset-version/--dataset: {exc}") from None
+    if args.dataset is not None and not args.dataset:
+        raise UsageError("--dataset must not be empty")
+    if args.dp_ranks is not None:
+        from shard_pipeline.stages.balance import parse_dp_ranks
+
+        try:
+            parse_dp_ranks(args.dp_ranks)
+        except ValueError as exc:
+            raise UsageError(f"--dp-ranks: {exc}") from None
+
+
+@contextlib.contextmanager
+def doing(what: str):
+    """Turn an OSError inside into one line saying what was being done, the path and the reason."""
+    try:
+        yield
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise UsageError(f"{what} failed: {where}{exc.strerror or exc}") from None

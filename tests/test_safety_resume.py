@@ -1,0 +1,121 @@
+"""--status exit codes and Slurm's reasons; --resume applies resources, refuses content options (#11, 3-4)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shard_pipeline.run.rundir import RunDir
+from shard_pipeline.run.status import EXIT_BUSY, EXIT_DONE, EXIT_STOPPED, slurm_reason
+from shard_pipeline.submit import cli
+from tests.pipeline_util import LANG, make_corpus, run_cli
+
+
+def conf(tmp_path: Path) -> Path:
+    c = tmp_path / "t.conf"
+    c.write_text("PRESET=local\nACCOUNT=project_462000001\n")
+    return c
+
+
+@pytest.fixture
+def failed_local_run(tmp_path, monkeypatch):
+    root = make_corpus(tmp_path, n_docs=40)
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:enospc")
+    assert run_cli(root, tmp_path / "out", tmp_path / "run", "--shard-rows", "10") == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    return tmp_path / "run"
+
+
+def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slurm):
+    run_dir = failed_local_run
+    assert (EXIT_DONE, EXIT_STOPPED, EXIT_BUSY) == (0, 1, 3)
+    assert cli.main(["--status", str(run_dir)]) == EXIT_STOPPED
+    # the same run seen while Slurm still holds one of its tasks: in progress
+    record = json.loads((run_dir / "run.json").read_text())
+    record["submissions"].append({"kind": "resume", "jobs": [{"stage": "write", "job_id": "777", "offset": 0}]})
+    (run_dir / "run.json").write_text(json.dumps(record))
+    # (squeue's answer is passed in: the fake squeue knows no job states)
+    from shard_pipeline.run import status as status_mod
+
+    statuses = status_mod.stage_statuses(RunDir(run_dir), queue={"777_0": "RUNNING"})
+    assert status_mod.run_state(RunDir(run_dir), statuses)[1] == EXIT_BUSY
+    assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == EXIT_DONE
+
+
+@pytest.mark.parametrize("line,reason", [
+    ("slurmstepd: error: Detected 1 oom_kill event in StepId=123.batch. Some of the step tasks have been OOM Killed.",
+     "OUT_OF_MEMORY"),
+    ("slurmstepd: error: *** JOB 123 ON nid001 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME LIMIT ***", "TIMEOUT"),
+    ("slurmstepd: error: *** JOB 123 ON nid001 CANCELLED AT 2026-01-01T00:00:00 DUE TO NODE FAILURE ***", "NODE_FAIL"),
+])
+def test_status_names_slurms_reason_and_the_flag_that_helps(failed_local_run, capsys, line, reason, monkeypatch):
+    run_dir = failed_local_run
+    monkeypatch.setenv("PATH", "/nonexistent")  # no sacct: the log alone tells
+    log = run_dir / "logs" / "write" / "local_0.log"
+    log.write_text(log.read_text() + line + "\n")
+    assert slurm_reason(log) == reason
+    assert cli.main(["--status", str(run_dir)]) == EXIT_STOPPED
+    text = capsys.readouterr().out
+    assert f"FAILED write task 0: {reason}" in text
+    hint = {"OUT_OF_MEMORY": f"--resume {run_dir} --mem ", "TIMEOUT": f"--resume {run_dir} --time ",
+            "NODE_FAIL": f"./hplt-shard --resume {run_dir})"}[reason]
+    assert hint in text
+
+
+def test_sacct_state_wins_when_sacct_is_there(tmp_path, monkeypatch):
+    log = tmp_path / "4242_3.log"
+    log.write_text("# job 4242_3\nKilled\n")
+    calls = []
+
+    class P:
+        stdout = "OUT_OF_MEMORY\n"
+
+    def fake_run(argv, **kw):
+        calls.append(argv)
+        return P()
+
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
+    assert slurm_reason(log, run=fake_run) == "OUT_OF_MEMORY"
+    assert calls and "4242_3" in calls[0]
+
+
+def test_resume_applies_mem_time_partition_and_records_them(tmp_path, fake_slurm, capsys):
+    root = make_corpus(tmp_path, n_docs=40)
+    base = [LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out"), "--run-dir",
+            str(tmp_path / "run"), "--license", "CC0-1.0", "--conf", str(conf(tmp_path)), "--executor", "slurm"]
+    assert cli.main(base) == 0
+    n_first = len(fake_slurm("sbatch"))
+    assert cli.main(["--resume", str(tmp_path / "run"), "--conf", str(conf(tmp_path)), "--mem", "16G",
+                     "--time", "12:00:00", "--partition", "largemem", "--account", "project_9", "--max-tasks", "7"]) == 0
+    again = fake_slurm("sbatch")[n_first:]
+    assert again, "the resume queued nothing"
+    for a in again:
+        assert a[a.index("--mem") + 1] == "16G" and a[a.index("--time") + 1] == "12:00:00"
+        assert a[a.index("--partition") + 1] == "largemem" and a[a.index("--account") + 1] == "project_9"
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["resources"] == {"mem": "16G", "time": "12:00:00", "worker_partition": "largemem",
+                                   "account": "project_9", "max_tasks": 7}
+    last = record["submissions"][-1]["resources"]
+    assert last["mem"]["write"] == "16G" and last["partition"] == "largemem" and last["max_tasks"] == 7
+
+
+@pytest.mark.parametrize("flag,value", [("--shard-rows", "5"), ("--val-permille", "9"), ("--license", "MIT"),
+                                        ("--clean", None), ("--dataset-version", "2"), ("--wds", "9")])
+def test_resume_refuses_content_options_by_name(failed_local_run, capsys, flag, value):
+    argv = ["--resume", str(failed_local_run), "--executor", "local", flag] + ([value] if value else [])
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert flag in err and "cannot change on resume" in err
+    assert not (failed_local_run / "DONE").exists()
+
+
+def test_status_is_busy_while_a_process_holds_the_run(failed_local_run, capsys):
+    from shard_pipeline.run.claim import run_lock
+
+    with run_lock(failed_local_run):
+        assert cli.main(["--status", str(failed_local_run)]) == EXIT_BUSY
+    assert "in progress" in capsys.readouterr().out
+    assert cli.main(["--status", str(failed_local_run)]) == EXIT_STOPPED
