@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from shard_pipeline.contract import replace as replace_mod
 from shard_pipeline.contract import shard as shard_mod
 from shard_pipeline.contract.shard import TMP_MARKER, fresh_tmp_dir, swap_into_place, tmp_owner
 from shard_pipeline.errors import UsageError
@@ -112,7 +113,7 @@ def test_two_rename_fallback_never_removes_a_user_out_old(tmp_path, monkeypatch)
     old.mkdir()
     (old / "keep.txt").write_text("mine")
     tmp = fresh_tmp_dir(out, owner="run-a")
-    monkeypatch.setattr(shard_mod, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(replace_mod, "_exchange", lambda a, b: False)
     with pytest.raises(FileExistsError):
         swap_into_place(tmp, out)
     assert (old / "keep.txt").read_text() == "mine"
