@@ -35,7 +35,6 @@ from shard_pipeline.input.records import (
     MAX_ID_CHARS,
     FastError,
     HpltRecord,
-    batch_is_plain,
     fast_decoder,
     strict_record,
     without_newline,
@@ -51,6 +50,7 @@ __all__ = [
 ]
 
 BAD_RECORD_MODES = ("fail", "quarantine")
+_GIVE_UP_MISSES = 256  # after this many lines the fast path did not accept, stop trying it if they are 1 in 4
 CORPORA = ("v3", "v4")
 
 
@@ -95,15 +95,14 @@ def iter_records(
 
 
 class _LineBatches:
-    """Complete lines, one list per decompressed chunk, split on b"\\n" only, each with its guard.
+    """Complete lines, one list per decompressed chunk, split on b"\\n" only.
 
     Each line keeps its b"\\n" (JSON whitespace to the decoders; stripped before a
     bad line is reported). ``BytesIO.readlines`` finds newlines with memchr,
     about 10x faster than ``bytes.split``, and handing the hot loop a list
     per chunk keeps the per-line cost to a list iteration. A line longer than
     a chunk grows in one bytearray, so a 200 MB document is held once, not in
-    pieces plus a joined copy. With each list comes ``batch_is_plain`` of its
-    bytes: whether the fast decoder may be tried on its lines.
+    pieces plus a joined copy.
     """
 
     def __init__(self, chunks: Iterator[bytes], stats: ReadStats) -> None:
@@ -111,29 +110,24 @@ class _LineBatches:
         self.stats = stats
         self.pending = bytearray()
 
-    def __iter__(self) -> Iterator[tuple[list, bool]]:
+    def __iter__(self) -> Iterator[list]:
         stats = self.stats
         for chunk in self.chunks:
             stats.json_bytes += len(chunk)
             lines: list = io.BytesIO(chunk).readlines()
-            start, end, joined = 0, len(chunk), None
             if self.pending:
                 self.pending += lines[0]
                 if self.pending[-1] != 10:  # still no newline: the chunk was all one line's middle
                     continue
-                start = len(lines[0])
-                lines[0] = joined = self.pending
+                lines[0] = self.pending
                 self.pending = bytearray()
             if lines[-1][-1] != 10:
-                tail = lines.pop()
-                self.pending += tail
-                end -= len(tail)
+                self.pending += lines.pop()
             if lines:
-                plain = batch_is_plain(memoryview(chunk)[start:end]) and (joined is None or batch_is_plain(joined))
-                yield lines, plain
+                yield lines
         if self.pending:  # a final line without a newline is a line
             final, self.pending = self.pending, bytearray()
-            yield [final], batch_is_plain(final)
+            yield [final]
 
 
 def _records(
@@ -154,15 +148,18 @@ def _records(
     new_record = tuple.__new__  # HpltRecord(...) would add a Python-level __new__ call per line
     max_id = MAX_ID_CHARS
     read0, kept0 = stats.read, stats.kept
-    line = kept = 0
+    line = kept = misses = 0
+    fast = True
     try:
-        for batch, plain in batches:
+        for batch in batches:
             # Counted per batch for speed; made exact in ``finally``.
             stats.read = read0 + line + len(batch)
             stats.kept = kept0 + kept
+            if fast and misses > _GIVE_UP_MISSES and misses * 4 > line:
+                fast = False  # records of a shape the Struct does not declare: the strict path alone is cheaper
             for raw in batch:
                 line += 1
-                if plain:
+                if fast:
                     try:
                         r = decode(raw)
                     except FastError:
@@ -183,6 +180,7 @@ def _records(
                                                           0 if pii is None else len(pii)))
                             continue
                 # Whatever the fast path did not accept, the strict path decides (and names).
+                misses += 1
                 rec = strict_record(raw, line, v4)
                 if rec.__class__ is HpltRecord:
                     kept += 1
