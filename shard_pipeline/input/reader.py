@@ -27,7 +27,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from shard_pipeline.input.corpus import InputShard
 from shard_pipeline.input.failures import REASONS, STREAM_REASONS, BadRecord, CorruptShard, StreamBroken
 from shard_pipeline.input.fetch import HTTP_BACKOFF, HTTP_RETRIES, compressed_chunks, is_url
 from shard_pipeline.input.quarantine import QuarantineWriter
@@ -43,6 +42,7 @@ from shard_pipeline.input.zstd_stream import inflate, open_decompressed
 
 if TYPE_CHECKING:  # pragma: no cover
     from shard_pipeline.contract.shard import Doc
+    from shard_pipeline.input.corpus import InputShard  # or anything with .location and .source_id (InputRef)
 
 __all__ = [
     "BAD_RECORD_MODES", "CORPORA", "MAX_ID_CHARS", "REASONS", "STREAM_REASONS", "BadRecord", "CorruptShard",

@@ -195,9 +195,7 @@ class CleanedSink:
 def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantine: QuarantineWriter | None,
               spill, budget: int, cleaned: CleanedSink | None = None) -> ReadStats:
     """Stream one input shard into the buffer, spilling whenever its text reaches the budget."""
-    from shard_pipeline.input.corpus import InputShard
-
-    shard = InputShard(inp.name, inp.location, inp.size, inp.mtime, inp.source_id)
+    shard = inp  # iter_records reads .location and .source_id; corpus.py (and urllib with it) is not imported
     stats = ReadStats()
     assert not len(buf) or buf.source == index, "a run never spans two inputs"
     buf.source = index
