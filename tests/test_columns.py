@@ -78,6 +78,26 @@ def _read(tmp_path, docs, val_permille: int, budget: int = 1 << 40, spill=lambda
     return buf, pa.Table.from_pydict(cols, schema=SPILL_SCHEMA)
 
 
+def _arrow_sorted(table: pa.Table) -> pa.Table:
+    """What partition did before sorting in Python: Arrow's stable sort by id, then take."""
+    import pyarrow.compute as pc
+
+    return table.take(pc.sort_indices(table, sort_keys=[("id", "ascending")]))
+
+
+def test_sorted_table_is_arrows_stable_sort(tmp_path):
+    """Repeated ids (stability) and ids across the planes (U+FFFF < U+1F600 in code points and in
+    UTF-8 bytes, not in UTF-16): Python's sort gives Arrow's order, and the same spill bytes."""
+    odd = ["a", "\uffff", "\U0001f600", "\u00e9", "z", "a\u0301", "A", "\U0010fffd", "\ufb01"]
+    docs = [(odd[i % len(odd)] + ("" if i % 3 else "-dup"), f"text {i} " * (i % 5), f"https://e.org/{i}", "eng_Latn", i % 2)
+            for i in range(200)]
+    buf, reference = _read(tmp_path, docs, val_permille=500)
+    reference = _arrow_sorted(reference)
+    table = buf.sorted_table()
+    assert table.equals(reference)
+    assert section_blob(table, "lz4").equals(section_blob(reference, "lz4"))
+
+
 def _docs(seed: int, n: int) -> list[tuple]:
     rng = random.Random(seed)
     return [(f"{rng.getrandbits(64):016x}" + ("é" if i % 7 == 0 else ""), "text " * rng.randrange(50) + "😀" * (i % 3),
@@ -90,7 +110,8 @@ def test_buffer_table_and_spill_bytes_equal_from_pydict(tmp_path, monkeypatch, m
     """Also with large_string columns (a run past 2 GiB, simulated with a low limit): same spill values."""
     monkeypatch.setattr(C, "MAX_STRING_BYTES", max_string_bytes)
     buf, reference = _read(tmp_path, _docs(1, 300), val_permille=300)
-    table = buf.table()
+    reference = _arrow_sorted(reference)
+    table = buf.sorted_table()
     table.validate(full=True)
     assert table.cast(SPILL_SCHEMA).equals(reference)
     assert (table.schema == SPILL_SCHEMA) == (max_string_bytes == INT32_OFFSETS)

@@ -465,12 +465,12 @@ def _handler(state: _Files) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def http_files(monkeypatch: pytest.MonkeyPatch) -> Iterator:
     """start(state) -> base URL of a server on 127.0.0.1; start.sleeps records backoff sleeps."""
-    import shard_pipeline.input.reader as reader_mod
+    import shard_pipeline.input.fetch as fetch_mod
 
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     sleeps: list[float] = []
-    monkeypatch.setattr(reader_mod.time, "sleep", sleeps.append)
+    monkeypatch.setattr(fetch_mod.time, "sleep", sleeps.append)
     servers = []
 
     def start(state: _Files) -> str:
