@@ -241,6 +241,8 @@ def _is_count(v: Any) -> bool:
 def check_manifest_args(*, dataset: Any, version: Any, config_sha256: Any, filters: Any, dedup: Any, ledger_ref: Any) -> None:
     """Refuse, before anything is written, what would make a manifest its own schema rejects."""
     for name, value in (("dataset", dataset), ("version", version), ("ledger_ref", ledger_ref)):
+        if name == "ledger_ref" and value is None:  # null: the output carries no ledger
+            continue
         if not isinstance(value, str) or not value:
             raise ValueError(f"{name} must be a non-empty str, got {value!r}")
     if not isinstance(config_sha256, str) or not re.fullmatch(r"[0-9a-f]{64}", config_sha256):
@@ -380,7 +382,7 @@ def build_manifest(
     filters: dict[str, Any] | None,
     dedup: dict[str, Any] | None,
     pii: dict[str, int],
-    ledger_ref: str,
+    ledger_ref: str | None,
     files: Sequence[dict[str, Any]] = (),
     split_layout: str = "column",
 ) -> dict[str, Any]:
@@ -530,7 +532,7 @@ def write_shards(
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     filters: dict[str, Any] | None = None,
     dedup: dict[str, Any] | None = None,
-    ledger_ref: str = "corpus/LEDGER.jsonl",
+    ledger_ref: str | None = "corpus/LEDGER.jsonl",
     config_sha256: str = "0" * 64,
 ) -> dict[str, Any]:
     """Write `docs` as contract shards into `out`, atomically; return the manifest.
