@@ -109,7 +109,7 @@ def test_training_ready_options_on_the_cluster(slurm_cluster, tmp_path, layout):
     sets = [[e for e in m["shards"] if e["name"].startswith(f)] for f in (("train/", "validation/") if layout == "dirs" else ("",))]
     assert all(len(entries) % 6 == 0 for entries in sets), [len(entries) for entries in sets]
     assert m["rows"] == 89 and m["counts"]["filters"]["clean:documents"] == 1
-    assert {f["name"] for f in m["files"]} == {"README.md", "_LEDGER.jsonl", "_quarantine/clean/documents.parquet",
+    assert {f["name"] for f in m["files"]} == {"README.md", "_LEDGER.jsonl", "__quarantine/clean/documents.parquet",
                                                "_clean_policy.json", "_balance.json"}
     assert cli.main(["--verify", str(out)]) == 0
     local = tmp_path / "out-local"

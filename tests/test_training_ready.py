@@ -33,14 +33,14 @@ def test_clean_quarantines_keeps_and_counts(tmp_path):
     assert m["counts"]["filters"]["clean:documents"] == 3
     assert m["counts"]["filters"]["clean:char_run"] == 1 and m["counts"]["filters"]["clean:repeated_lines"] == 1
     assert m["counts"]["filters"]["clean:control_chars"] == 1
-    q = pq.read_table(out / "_quarantine" / "clean" / "documents.parquet").to_pylist()
+    q = pq.read_table(out / "__quarantine" / "clean" / "documents.parquet").to_pylist()
     assert sorted(r["id"] for r in q) == sorted(recs[k]["id"] for k in (3, 7, 11))
     assert [r["id"] for r in q] == sorted(r["id"] for r in q)  # id order: deterministic
     assert {r["id"]: r["text"] for r in q}[recs[3]["id"]] == recs[3]["text"]  # whole, never rewritten
     policy = json.loads((out / "_clean_policy.json").read_text())
     assert policy["thresholds"]["max_char_run"] == 10_000 and policy["quarantined"] == 3
     listed = {f["name"] for f in m["files"]}
-    assert listed == {"_quarantine/clean/documents.parquet", "_clean_policy.json"}
+    assert listed == {"__quarantine/clean/documents.parquet", "_clean_policy.json"}
     on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
     assert on_disk == listed | {"_MANIFEST.json"} | {s["name"] for s in m["shards"]}
     assert m["ledger"] is None  # no card, no ledger: the manifest points at nothing that is not there

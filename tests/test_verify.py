@@ -161,8 +161,8 @@ def _list_extra(out: Path, names: list[str], ledger: object = "corpus/LEDGER.jso
     save(out, m)
 
 
-@pytest.mark.parametrize("name", ["README.md", "_LEDGER.jsonl", ".meta/notes.txt", "_quarantine/clean/documents.parquet",
-                                  "_stats/deep/x.json"])
+@pytest.mark.parametrize("name", ["README.md", "_LEDGER.jsonl", ".meta/notes.txt", "__quarantine/clean/documents.parquet",
+                                  ".cache/x/y.parquet", "_stats/deep/x.json"])
 def test_names_readers_skip_verify(out: Path, name: str) -> None:
     _list_extra(out, [name])
     assert verify_output(out) == ([] if name != "_LEDGER.jsonl" else
@@ -173,7 +173,8 @@ def test_names_readers_skip_verify(out: Path, name: str) -> None:
     ("stats/lengths.json", "does not start with '_' or '.'"),
     ("quarantine.parquet", "does not start with '_' or '.'"),
     ("_quarantine.parquet", "globs OUT/*.parquet and OUT/*/*.parquet would match it"),
-    ("_quarantine/documents.parquet", "globs OUT/*.parquet and OUT/*/*.parquet would match it"),
+    ("__quarantine/documents.parquet", "globs OUT/*.parquet and OUT/*/*.parquet would match it"),
+    ("_quarantine/clean/documents.parquet", "datasets.load_dataset(OUT) skips those, not '_' ones"),
     ("train/README.md", "only README.md may stay at the root"),
 ])
 def test_names_readers_would_take_for_data_are_reported_once(out: Path, name: str, why: str) -> None:

@@ -7,8 +7,10 @@ write. So, for every file in OUT that is not a shard (docs/formats/corpus-shard.
 
 * its first path component starts with ``_`` or ``.``; the one exception is the dataset card
   ``README.md``, which the Hugging Face Hub needs at the root;
-* a Parquet file with another schema lies two folders deep at least
-  (``_quarantine/clean/documents.parquet``), so neither glob reaches it.
+* a Parquet file with another schema lies two folders deep at least, under a ``__``- or
+  ``.``-prefixed folder (``__quarantine/clean/documents.parquet``): neither glob reaches it, and
+  ``datasets.load_dataset(OUT)``, which skips ``.*`` and ``__*`` folders (as ``__pycache__``) but
+  not ``_*`` ones, does not take it for a data file either.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ CARD_NAME = "README.md"  # the Hub reads the dataset card from the root: the one
 LEDGER_NAME = "_LEDGER.jsonl"  # --dataset-card: one JSON line per input shard
 BALANCE_NAME = "_balance.json"  # --dp-ranks / --shard-bytes: load per data-parallel rank count
 CLEAN_POLICY_NAME = "_clean_policy.json"  # --clean: thresholds and counts by reason
-CLEANED_NAME = "_quarantine/clean/documents.parquet"  # --clean: the documents set aside, whole
+CLEANED_NAME = "__quarantine/clean/documents.parquet"  # --clean: the documents set aside, whole
 ROOT_EXCEPTIONS = frozenset({CARD_NAME})
 # Outputs written before these names existed (issue 13) recorded the balance here.
 OLD_BALANCE_NAME = "balance.json"
@@ -33,8 +35,11 @@ def reader_problem(name: str) -> str | None:
         return ("not a shard, yet its name does not start with '_' or '.': pyarrow, Spark and Hadoop "
                 "read it as data (only README.md may stay at the root)")
     if name.endswith(".parquet") and len(parts) < 3:
-        return ("a Parquet file that is not a shard must lie two folders deep (e.g. _quarantine/clean/x.parquet): "
+        return ("a Parquet file that is not a shard must lie two folders deep (e.g. __quarantine/clean/x.parquet): "
                 "the globs OUT/*.parquet and OUT/*/*.parquet would match it")
+    if name.endswith(".parquet") and not parts[0].startswith(("__", ".")):
+        return ("a Parquet file that is not a shard must lie under a '__' or '.' folder (e.g. __quarantine/): "
+                "datasets.load_dataset(OUT) skips those, not '_' ones")
     return None
 
 

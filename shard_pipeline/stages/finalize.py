@@ -58,7 +58,7 @@ def hash_files(directory: Path, names: list[str]) -> dict[str, str | None]:
 def unexpected_files(tmp: Path, expected: set[str]) -> list[str]:
     """Paths under OUT.tmp (relative, folders included) that are not `expected`: left by an attempt cut short.
 
-    Folders that hold an expected file (at any depth, e.g. `_quarantine/` and `_quarantine/clean/`) are expected too.
+    Folders that hold an expected file (at any depth, e.g. `__quarantine/` and `__quarantine/clean/`) are expected too.
     """
     allowed = expected | ({p.as_posix() for name in expected for p in Path(name).parents} - {"."})
     return sorted(rel for rel in (p.relative_to(tmp).as_posix() for p in tmp.rglob("*")) if rel not in allowed)
