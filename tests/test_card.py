@@ -260,11 +260,11 @@ def test_card_says_pii_is_counted_not_redacted_and_where_the_other_files_are():
     field = next(line for line in card.splitlines() if line.startswith("| `pii_redactions` |"))
     assert "does not redact" in field and "still in `text`" in field
     assert "Personal data is not redacted" in card
-    for name in ("__quarantine/clean/documents.parquet", "_clean_policy.json", "_balance.json"):
+    for name in ("__quarantine/clean/documents.parquet", "__quarantine/clean/policy.json", "__balance/balance.json"):
         assert f"`{name}`" in card, name
     assert 'ignore_prefixes=[".", "_", "README"]' in card  # how pyarrow reads around the card itself
     bare = dataset_card(_manifest(balance=False), layout="column", ledger_name="L", policy=None, provenance=PROVENANCE)
-    assert "_quarantine" not in bare and "_balance.json" not in bare  # no pointer to a file the output lacks
+    assert "_quarantine" not in bare and "__balance/balance.json" not in bare  # no pointer to a file the output lacks
 
 
 def test_card_is_deterministic_and_machine_independent(tmp_path):

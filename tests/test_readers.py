@@ -33,8 +33,10 @@ DIRS = ("--split-layout", "dirs")
 OPTION_SETS = {
     "default": (),
     "clean": ("--clean",),
+    "clean, one shard": ("--clean", "--shard-rows", "1000000"),  # the default shard size: side files outnumber shards
     "card": ("--dataset-card",),
     "dp-ranks": ("--dp-ranks", "2,3"),
+    "one byte-balanced shard": ("--shard-bytes", "100000000"),  # a balance file and a single shard
     "dirs": DIRS,
     "clean+card+dp-ranks": ("--clean", "--dataset-card", "--dp-ranks", "2,3"),
     "all, dirs": ("--clean", "--dataset-card", "--dp-ranks", "2,3", *DIRS),
@@ -69,8 +71,8 @@ def outputs(tmp_path_factory, corpus) -> dict[str, Path]:
         if name not in made:
             base = tmp_path_factory.mktemp(re.sub(r"\W+", "-", name))
             out = base / "out"
-            assert run_cli(root, out, base / "run", *OPTION_SETS[name], "--val-permille", "200",
-                           "--shard-rows", "8") == 0
+            assert run_cli(root, out, base / "run", "--val-permille", "200", "--shard-rows", "8",
+                           *OPTION_SETS[name]) == 0
             made[name] = out
         return made[name]
 
@@ -111,7 +113,7 @@ def expected(out: Path, corpus) -> tuple[int, Counter]:
     ids = Counter(d.id for d in read_shards(out))
     assert sum(ids.values()) == m["rows"]
     _, recs = corpus
-    cleaned = {recs[k]["id"] for k in QUARANTINED} if "_clean_policy.json" in {f["name"] for f in m["files"]} else set()
+    cleaned = {recs[k]["id"] for k in QUARANTINED} if "__quarantine/clean/policy.json" in {f["name"] for f in m["files"]} else set()
     assert set(ids) == {r["id"] for r in recs} - cleaned  # nothing lost, nothing quarantined kept
     return m["rows"], ids
 

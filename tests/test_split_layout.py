@@ -97,7 +97,7 @@ def test_dirs_with_dp_ranks_balances_each_set(tmp_path):
     assert run_cli(tmp_path / "clean", out, tmp_path / "run", "--split-layout", "dirs", "--val-permille", "200",
                    "--dp-ranks", "2,3", "--shard-rows", "10", "--buckets", "4", "--write-tasks", "3") == 0
     m = manifest(out)
-    balance = json.loads((out / "_balance.json").read_text())
+    balance = json.loads((out / "__balance/balance.json").read_text())
     assert set(balance["sets"]) == {"train", "validation"}
     for folder, split in (("train", "train"), ("validation", "val")):
         entries = [e for e in m["shards"] if e["name"].startswith(folder + "/")]

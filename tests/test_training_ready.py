@@ -37,10 +37,10 @@ def test_clean_quarantines_keeps_and_counts(tmp_path):
     assert sorted(r["id"] for r in q) == sorted(recs[k]["id"] for k in (3, 7, 11))
     assert [r["id"] for r in q] == sorted(r["id"] for r in q)  # id order: deterministic
     assert {r["id"]: r["text"] for r in q}[recs[3]["id"]] == recs[3]["text"]  # whole, never rewritten
-    policy = json.loads((out / "_clean_policy.json").read_text())
+    policy = json.loads((out / "__quarantine/clean/policy.json").read_text())
     assert policy["thresholds"]["max_char_run"] == 10_000 and policy["quarantined"] == 3
     listed = {f["name"] for f in m["files"]}
-    assert listed == {"__quarantine/clean/documents.parquet", "_clean_policy.json"}
+    assert listed == {"__quarantine/clean/documents.parquet", "__quarantine/clean/policy.json"}
     on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
     assert on_disk == listed | {"_MANIFEST.json"} | {s["name"] for s in m["shards"]}
     assert m["ledger"] is None  # no card, no ledger: the manifest points at nothing that is not there
@@ -124,12 +124,12 @@ def test_dp_ranks_give_a_multiple_of_the_lcm_balanced_by_bytes(tmp_path):
     expected = [b - a for a, b in byte_balanced_cuts(sizes, 12)]
     assert [s["rows"] for s in m["shards"]] == expected
     assert [d.id for d in docs] == sorted(r["id"] for r in recs)
-    balance = json.loads((out / "_balance.json").read_text())
+    balance = json.loads((out / "__balance/balance.json").read_text())
     assert set(balance["ranks"]) == {"4", "6"} and balance["ranks"]["4"]["shards_per_rank"] == 3
     loads = [sum(s["text_bytes"] for s in m["shards"][r * 3:(r + 1) * 3]) for r in range(4)]
     dev = max(abs(x - sum(loads) / 4) for x in loads) / (sum(loads) / 4)
     assert abs(balance["ranks"]["4"]["max_relative_load_deviation"] - round(dev, 6)) < 1e-6
-    assert "_balance.json" in {f["name"] for f in m["files"]}
+    assert "__balance/balance.json" in {f["name"] for f in m["files"]}
     assert cli.main(["--verify", str(out)]) == 0
     # the same documents cut by rows: the same rows in the same order
     out2 = tmp_path / "out2"

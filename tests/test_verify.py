@@ -176,6 +176,7 @@ def test_names_readers_skip_verify(out: Path, name: str) -> None:
     ("__quarantine/documents.parquet", "globs OUT/*.parquet and OUT/*/*.parquet would match it"),
     ("_quarantine/clean/documents.parquet", "datasets.load_dataset(OUT) skips those, not '_' ones"),
     ("train/README.md", "only README.md may stay at the root"),
+    ("_balance.json", "JSON files outnumber them"),
 ])
 def test_names_readers_would_take_for_data_are_reported_once(out: Path, name: str, why: str) -> None:
     """issue 13: a non-shard file pyarrow, Spark or a shard glob would read as data breaks the readers of OUT."""

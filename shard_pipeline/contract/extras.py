@@ -10,7 +10,10 @@ write. So, for every file in OUT that is not a shard (docs/formats/corpus-shard.
 * a Parquet file with another schema lies two folders deep at least, under a ``__``- or
   ``.``-prefixed folder (``__quarantine/clean/documents.parquet``): neither glob reaches it, and
   ``datasets.load_dataset(OUT)``, which skips ``.*`` and ``__*`` folders (as ``__pycache__``) but
-  not ``_*`` ones, does not take it for a data file either.
+  not ``_*`` ones, does not take it for a data file either;
+* no ``.json`` file at the root but ``_MANIFEST.json``: without a card, ``load_dataset(OUT)``
+  picks its reader by the most common file extension (ties go to Parquet), so JSON side files at
+  the root would outvote an output of one shard. Hence ``__balance/`` and ``__quarantine/clean/``.
 """
 from __future__ import annotations
 
@@ -18,8 +21,8 @@ from pathlib import PurePosixPath
 
 CARD_NAME = "README.md"  # the Hub reads the dataset card from the root: the one exception
 LEDGER_NAME = "_LEDGER.jsonl"  # --dataset-card: one JSON line per input shard
-BALANCE_NAME = "_balance.json"  # --dp-ranks / --shard-bytes: load per data-parallel rank count
-CLEAN_POLICY_NAME = "_clean_policy.json"  # --clean: thresholds and counts by reason
+BALANCE_NAME = "__balance/balance.json"  # --dp-ranks / --shard-bytes: load per data-parallel rank count
+CLEAN_POLICY_NAME = "__quarantine/clean/policy.json"  # --clean: thresholds and counts by reason
 CLEANED_NAME = "__quarantine/clean/documents.parquet"  # --clean: the documents set aside, whole
 ROOT_EXCEPTIONS = frozenset({CARD_NAME})
 # Outputs written before these names existed (issue 13) recorded the balance here.
@@ -31,6 +34,9 @@ def reader_problem(name: str) -> str | None:
     parts = PurePosixPath(name).parts
     if name in ROOT_EXCEPTIONS:
         return None
+    if len(parts) == 1 and name.endswith(".json"):
+        return ("a JSON file at the root besides _MANIFEST.json: datasets.load_dataset(OUT) reads JSON instead of "
+                "the shards when JSON files outnumber them (put it in a '__' folder)")
     if not parts or not parts[0].startswith(("_", ".")):
         return ("not a shard, yet its name does not start with '_' or '.': pyarrow, Spark and Hadoop "
                 "read it as data (only README.md may stay at the root)")

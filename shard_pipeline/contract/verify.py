@@ -538,7 +538,7 @@ def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, 
     rows = md.num_rows
     if rows != e["rows"]:
         rep.add(name, f"{rows} rows, the manifest says {e['rows']}")
-    if params.get("byte_balanced"):  # cut by text bytes (_balance.json): every shard holds rows, none is empty
+    if params.get("byte_balanced"):  # cut by text bytes (__balance/balance.json): every shard holds rows, none is empty
         if rows == 0 and n > 1:
             rep.add(name, "0 rows; a byte-balanced shard set has no empty shard")
     elif not last and rows != shard_rows:
