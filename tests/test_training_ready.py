@@ -148,3 +148,16 @@ def test_shard_bytes_cuts_by_bytes(tmp_path):
     assert max(s["text_bytes"] for s in m["shards"]) - min(s["text_bytes"] for s in m["shards"]) <= 2 * max(
         len(r["text"].encode()) for r in recs)
     assert cli.main(["--verify", str(out)]) == 0
+
+
+def test_finalize_allows_the_folders_of_expected_files_and_nothing_else(tmp_path):
+    """The stray-file check before the swap: `__quarantine/` and `__quarantine/clean/` hold expected files."""
+    from shard_pipeline.stages.finalize import unexpected_files
+
+    for rel in ("shard-00000-of-00001.parquet", "__quarantine/clean/documents.parquet", "__quarantine/left.txt",
+                "__quarantine/clean/old.parquet", "train/x"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"x")
+    expected = {"shard-00000-of-00001.parquet", "__quarantine/clean/documents.parquet"}
+    assert unexpected_files(tmp_path, expected) == ["__quarantine/clean/old.parquet", "__quarantine/left.txt",
+                                                   "train", "train/x"]
