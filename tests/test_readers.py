@@ -72,7 +72,7 @@ def outputs(tmp_path_factory, corpus) -> dict[str, Path]:
             base = tmp_path_factory.mktemp(re.sub(r"\W+", "-", name))
             out = base / "out"
             assert run_cli(root, out, base / "run", "--val-permille", "200", "--shard-rows", "8",
-                           *OPTION_SETS[name]) == 0
+                           "--partition-tasks", "1", "--write-tasks", "1", *OPTION_SETS[name]) == 0  # few processes: fast
             made[name] = out
         return made[name]
 
