@@ -162,7 +162,7 @@ def _list_extra(out: Path, names: list[str], ledger: object = "corpus/LEDGER.jso
 
 
 @pytest.mark.parametrize("name", ["README.md", "_LEDGER.jsonl", ".meta/notes.txt", "__quarantine/clean/documents.parquet",
-                                  ".cache/x/y.parquet", "_stats/deep/x.json"])
+                                  ".cache/x/y.parquet", "_stats/deep/x.json", ".extra.json"])
 def test_names_readers_skip_verify(out: Path, name: str) -> None:
     _list_extra(out, [name])
     assert verify_output(out) == ([] if name != "_LEDGER.jsonl" else

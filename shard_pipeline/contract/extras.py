@@ -34,7 +34,7 @@ def reader_problem(name: str) -> str | None:
     parts = PurePosixPath(name).parts
     if name in ROOT_EXCEPTIONS:
         return None
-    if len(parts) == 1 and name.endswith(".json"):
+    if len(parts) == 1 and name.endswith(".json") and not name.startswith("."):  # datasets skips hidden files
         return ("a JSON file at the root besides _MANIFEST.json: datasets.load_dataset(OUT) reads JSON instead of "
                 "the shards when JSON files outnumber them (put it in a '__' folder)")
     if not parts or not parts[0].startswith(("_", ".")):
