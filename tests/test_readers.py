@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
@@ -136,7 +137,6 @@ def read_duckdb(out: Path, name: str) -> list[str]:
 
 
 def read_polars(out: Path, name: str) -> list[str]:
-    pl = pytest.importorskip("polars")
     return pl.scan_parquet(shard_glob(out, name)).select("id").collect()["id"].to_list()
 
 
