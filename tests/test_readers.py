@@ -17,6 +17,7 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 import duckdb
 import polars as pl
@@ -63,7 +64,7 @@ def corpus(tmp_path_factory) -> tuple[Path, list[dict]]:
 
 
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory, corpus) -> dict[str, Path]:
+def outputs(tmp_path_factory, corpus) -> Callable[[str], Path]:
     """Each option set's output, written on first use and shared by every reader."""
     root, _ = corpus
     made: dict[str, Path] = {}
@@ -77,7 +78,7 @@ def outputs(tmp_path_factory, corpus) -> dict[str, Path]:
             made[name] = out
         return made[name]
 
-    return get  # type: ignore[return-value]
+    return get
 
 
 @pytest.fixture(scope="module")
