@@ -119,9 +119,9 @@ def test_column_layout_loads_with_datasets_and_duckdb(tmp_path, hf):
     out = tmp_path / "out"
     manifest = write_column_layout(out, docs)
     policy = summary(CleanPolicy(), 7, {"char_run": 4, "control_chars": 5})
-    card = dataset_card(manifest, layout="column", ledger_name="LEDGER.jsonl", policy=policy, provenance=PROVENANCE)
+    card = dataset_card(manifest, layout="column", ledger_name="_LEDGER.jsonl", policy=policy, provenance=PROVENANCE)
     (out / "README.md").write_text(card, encoding="utf-8")
-    (out / "LEDGER.jsonl").write_bytes(ledger_bytes(ledger_rows(_inputs())))
+    (out / "_LEDGER.jsonl").write_bytes(ledger_bytes(ledger_rows(_inputs())))
 
     cache = tmp_path / "hf-cache"
     ds = hf.load_dataset(str(out), cache_dir=str(cache))
@@ -141,9 +141,9 @@ def test_dirs_layout_loads_with_datasets_and_duckdb(tmp_path, hf):
     train, val = split_counts(docs)
     out = tmp_path / "out"
     manifest = write_dirs_layout(out, docs)
-    card = dataset_card(manifest, layout="dirs", ledger_name="LEDGER.jsonl", policy=None, provenance=PROVENANCE)
+    card = dataset_card(manifest, layout="dirs", ledger_name="_LEDGER.jsonl", policy=None, provenance=PROVENANCE)
     (out / "README.md").write_text(card, encoding="utf-8")
-    (out / "LEDGER.jsonl").write_bytes(ledger_bytes(ledger_rows(_inputs())))
+    (out / "_LEDGER.jsonl").write_bytes(ledger_bytes(ledger_rows(_inputs())))
 
     ds = hf.load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))
     assert set(ds) == {"train", "validation"}
@@ -157,7 +157,7 @@ def test_a_split_without_rows_is_left_out(tmp_path, hf):
     docs = make_docs(150, seed=2)
     out = tmp_path / "out"
     manifest = write_shards(docs, out, dataset="d", version="1", shard_rows=100, val_permille=0)
-    card = dataset_card(manifest, layout="column", ledger_name="LEDGER.jsonl", policy=None, provenance=PROVENANCE)
+    card = dataset_card(manifest, layout="column", ledger_name="_LEDGER.jsonl", policy=None, provenance=PROVENANCE)
     fm = front_matter(card)
     assert [c["config_name"] for c in fm["configs"]] == ["default"]
     (out / "README.md").write_text(card, encoding="utf-8")
@@ -169,7 +169,7 @@ def test_an_empty_train_split_is_left_out_too(tmp_path, hf):
     docs = make_docs(40, seed=3)
     out = tmp_path / "out"
     manifest = write_shards(docs, out, dataset="d", version="1", shard_rows=100, val_permille=1000)
-    card = dataset_card(manifest, layout="column", ledger_name="LEDGER.jsonl", policy=None, provenance=PROVENANCE)
+    card = dataset_card(manifest, layout="column", ledger_name="_LEDGER.jsonl", policy=None, provenance=PROVENANCE)
     assert [(c["config_name"], c["data_files"][0]["split"]) for c in front_matter(card)["configs"]] == [("default", "validation")]
     (out / "README.md").write_text(card, encoding="utf-8")
     ds = hf.load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))
@@ -197,7 +197,7 @@ def _manifest(rows=1234, val=56, balance=True):
 
 
 def test_front_matter():
-    card = dataset_card(_manifest(), layout="dirs", ledger_name="LEDGER.jsonl", policy=summary(CleanPolicy(), 3, {}), provenance=PROVENANCE)
+    card = dataset_card(_manifest(), layout="dirs", ledger_name="_LEDGER.jsonl", policy=summary(CleanPolicy(), 3, {}), provenance=PROVENANCE)
     fm = front_matter(card)
     assert fm["license"] == "cc0-1.0"
     assert fm["task_categories"] == ["text-generation"]
@@ -224,7 +224,7 @@ def test_front_matter():
 
 def test_body_states_counts_rule_policy_balance_and_provenance():
     policy = summary(CleanPolicy(), 9_614, {"max_bytes": 3, "char_run": 9_611, "base64_blob": 20})
-    card = dataset_card(_manifest(), layout="column", ledger_name="LEDGER.jsonl", policy=policy, provenance={**PROVENANCE, "crawl": "CC-MAIN-2024|10"})
+    card = dataset_card(_manifest(), layout="column", ledger_name="_LEDGER.jsonl", policy=policy, provenance={**PROVENANCE, "crawl": "CC-MAIN-2024|10"})
     for needle in (
         "| train | 1,178 |",
         "| validation | 56 |",
@@ -242,7 +242,7 @@ def test_body_states_counts_rule_policy_balance_and_provenance():
         "`" + "cd" * 32 + "`",
         "| tool commit | 0123456789abcdef0123456789abcdef01234567 |",
         "| selection | WDS bins 9-10 |",
-        "`LEDGER.jsonl`",
+        "`_LEDGER.jsonl`",
         "| crawl | CC-MAIN-2024\\|10 |",
         "## Content notice",
         'load_dataset("path/to/this/dataset", "validation")',
@@ -252,8 +252,23 @@ def test_body_states_counts_rule_policy_balance_and_provenance():
     assert "## Balance" not in dataset_card(_manifest(balance=False), layout="column", ledger_name="L", policy=None, provenance=PROVENANCE)
 
 
+def test_card_says_pii_is_counted_not_redacted_and_where_the_other_files_are():
+    """HPLT stores PII spans and does not redact them (docs/hplt-mapping.md): the card must not say otherwise."""
+    policy = summary(CleanPolicy(), 2, {"char_run": 2})
+    card = dataset_card(_manifest(), layout="column", ledger_name="_LEDGER.jsonl", policy=policy, provenance=PROVENANCE)
+    assert "redacted upstream" not in card
+    field = next(line for line in card.splitlines() if line.startswith("| `pii_redactions` |"))
+    assert "does not redact" in field and "still in `text`" in field
+    assert "Personal data is not redacted" in card
+    for name in ("__quarantine/clean/documents.parquet", "__quarantine/clean/policy.json", "__balance/balance.json"):
+        assert f"`{name}`" in card, name
+    assert 'ignore_prefixes=[".", "_", "README"]' in card  # how pyarrow reads around the card itself
+    bare = dataset_card(_manifest(balance=False), layout="column", ledger_name="L", policy=None, provenance=PROVENANCE)
+    assert "_quarantine" not in bare and "__balance/balance.json" not in bare  # no pointer to a file the output lacks
+
+
 def test_card_is_deterministic_and_machine_independent(tmp_path):
-    args = dict(layout="dirs", ledger_name="LEDGER.jsonl", policy=summary(CleanPolicy(), 1, {"char_run": 1}), provenance=PROVENANCE)
+    args = dict(layout="dirs", ledger_name="_LEDGER.jsonl", policy=summary(CleanPolicy(), 1, {"char_run": 1}), provenance=PROVENANCE)
     a = dataset_card(_manifest(), **args)
     assert a == dataset_card(json.loads(json.dumps(_manifest())), **args)
     assert str(tmp_path) not in a and str(Path.home()) not in a

@@ -118,8 +118,8 @@ def test_training_ready_options_on_the_cluster(slurm_cluster, tmp_path, layout):
     sets = [[e for e in m["shards"] if e["name"].startswith(f)] for f in (("train/", "validation/") if layout == "dirs" else ("",))]
     assert all(len(entries) % 6 == 0 for entries in sets), [len(entries) for entries in sets]
     assert m["rows"] == 89 and m["counts"]["filters"]["clean:documents"] == 1
-    assert {f["name"] for f in m["files"]} == {"README.md", "LEDGER.jsonl", "quarantine.parquet", "clean_policy.json",
-                                               "balance.json"}
+    assert {f["name"] for f in m["files"]} == {"README.md", "_LEDGER.jsonl", "__quarantine/clean/documents.parquet",
+                                               "__quarantine/clean/policy.json", "__balance/balance.json"}
     assert cli.main(["--verify", str(out)]) == 0
     local = tmp_path / "out-local"
     assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(local), "--run-dir",

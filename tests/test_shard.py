@@ -293,7 +293,7 @@ def test_schema_compression_and_manifest(tmp_path):
         assert manifest_errors(b)
         with pytest.raises(AssertionError):
             assert_valid_manifest(b)
-    ok_files = {**on_disk, "files": [{"name": "LEDGER.jsonl", "bytes": 3, "sha256": "0" * 64, "rows": 1}]}
+    ok_files = {**on_disk, "files": [{"name": "_LEDGER.jsonl", "bytes": 3, "sha256": "0" * 64, "rows": 1}]}
     assert_valid_manifest(ok_files)
 
 

@@ -104,7 +104,7 @@ def test_dirs_with_dp_ranks_balances_each_set(tmp_path):
     assert run_cli(tmp_path / "clean", out, tmp_path / "run", "--split-layout", "dirs", "--val-permille", "200",
                    "--dp-ranks", "2,3", "--shard-rows", "10", "--buckets", "4", "--write-tasks", "3") == 0
     m = manifest(out)
-    balance = json.loads((out / "balance.json").read_text())
+    balance = json.loads((out / "__balance/balance.json").read_text())
     assert set(balance["sets"]) == {"train", "validation"}
     for folder, split in (("train", "train"), ("validation", "val")):
         entries = [e for e in m["shards"] if e["name"].startswith(folder + "/")]
@@ -120,7 +120,7 @@ def test_dirs_card_loads_with_datasets_and_duckdb(tmp_path, monkeypatch):
     out = tmp_path / "out"
     assert run_cli(root, out, tmp_path / "run", *DIRS, "--shard-rows", "30", "--dataset-card") == 0
     m = manifest(out)
-    assert {f["name"] for f in m["files"]} == {"README.md", "LEDGER.jsonl"}
+    assert {f["name"] for f in m["files"]} == {"README.md", "_LEDGER.jsonl"}
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))

@@ -33,15 +33,17 @@ def test_clean_quarantines_keeps_and_counts(tmp_path):
     assert m["counts"]["filters"]["clean:documents"] == 3
     assert m["counts"]["filters"]["clean:char_run"] == 1 and m["counts"]["filters"]["clean:repeated_lines"] == 1
     assert m["counts"]["filters"]["clean:control_chars"] == 1
-    q = pq.read_table(out / "quarantine.parquet").to_pylist()
+    q = pq.read_table(out / "__quarantine" / "clean" / "documents.parquet").to_pylist()
     assert sorted(r["id"] for r in q) == sorted(recs[k]["id"] for k in (3, 7, 11))
     assert [r["id"] for r in q] == sorted(r["id"] for r in q)  # id order: deterministic
     assert {r["id"]: r["text"] for r in q}[recs[3]["id"]] == recs[3]["text"]  # whole, never rewritten
-    policy = json.loads((out / "clean_policy.json").read_text())
+    policy = json.loads((out / "__quarantine/clean/policy.json").read_text())
     assert policy["thresholds"]["max_char_run"] == 10_000 and policy["quarantined"] == 3
     listed = {f["name"] for f in m["files"]}
-    assert listed == {"quarantine.parquet", "clean_policy.json"}
-    assert {p.name for p in out.iterdir()} == listed | {"_MANIFEST.json"} | {s["name"] for s in m["shards"]}
+    assert listed == {"__quarantine/clean/documents.parquet", "__quarantine/clean/policy.json"}
+    on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert on_disk == listed | {"_MANIFEST.json"} | {s["name"] for s in m["shards"]}
+    assert m["ledger"] is None  # no card, no ledger: the manifest points at nothing that is not there
     validation = json.loads((run_dir / "validation.json").read_text())
     for inp in validation["inputs"]:
         assert inp["read"] == inp["kept"] + sum(inp["quarantined"].values()) + inp["cleaned"]
@@ -63,9 +65,13 @@ def test_dataset_card_loads_with_datasets_and_duckdb(tmp_path, monkeypatch):
     out = tmp_path / "out"
     assert run_cli(root, out, tmp_path / "run", "--dataset-card", "--val-permille", "300", "--shard-rows", "15") == 0
     m = json.loads((out / "_MANIFEST.json").read_text())
-    assert m["ledger"] == "LEDGER.jsonl" and {f["name"] for f in m["files"]} == {"README.md", "LEDGER.jsonl"}
-    ledger = [json.loads(l) for l in (out / "LEDGER.jsonl").read_text().splitlines()]
+    assert m["ledger"] == "_LEDGER.jsonl" and {f["name"] for f in m["files"]} == {"README.md", "_LEDGER.jsonl"}
+    ledger = [json.loads(l) for l in (out / "_LEDGER.jsonl").read_text().splitlines()]
     assert [r["documents"] for r in ledger] == [25, 15] and all(r["license_spdx"] == "CC0-1.0" for r in ledger)
+    code = json.loads((tmp_path / "run" / "run.json").read_text())["code"]
+    commit_row = next(line for line in (out / "README.md").read_text().splitlines() if line.startswith("| tool commit |"))
+    assert code["commit"] and code["commit"] in commit_row  # the card names the commit run.json recorded
+    assert ("uncommitted changes" in commit_row) == bool(code["dirty"])
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
@@ -118,12 +124,12 @@ def test_dp_ranks_give_a_multiple_of_the_lcm_balanced_by_bytes(tmp_path):
     expected = [b - a for a, b in byte_balanced_cuts(sizes, 12)]
     assert [s["rows"] for s in m["shards"]] == expected
     assert [d.id for d in docs] == sorted(r["id"] for r in recs)
-    balance = json.loads((out / "balance.json").read_text())
+    balance = json.loads((out / "__balance/balance.json").read_text())
     assert set(balance["ranks"]) == {"4", "6"} and balance["ranks"]["4"]["shards_per_rank"] == 3
     loads = [sum(s["text_bytes"] for s in m["shards"][r * 3:(r + 1) * 3]) for r in range(4)]
     dev = max(abs(x - sum(loads) / 4) for x in loads) / (sum(loads) / 4)
     assert abs(balance["ranks"]["4"]["max_relative_load_deviation"] - round(dev, 6)) < 1e-6
-    assert "balance.json" in {f["name"] for f in m["files"]}
+    assert "__balance/balance.json" in {f["name"] for f in m["files"]}
     assert cli.main(["--verify", str(out)]) == 0
     # the same documents cut by rows: the same rows in the same order
     out2 = tmp_path / "out2"
@@ -142,3 +148,16 @@ def test_shard_bytes_cuts_by_bytes(tmp_path):
     assert max(s["text_bytes"] for s in m["shards"]) - min(s["text_bytes"] for s in m["shards"]) <= 2 * max(
         len(r["text"].encode()) for r in recs)
     assert cli.main(["--verify", str(out)]) == 0
+
+
+def test_finalize_allows_the_folders_of_expected_files_and_nothing_else(tmp_path):
+    """The stray-file check before the swap: `__quarantine/` and `__quarantine/clean/` hold expected files."""
+    from shard_pipeline.stages.finalize import unexpected_files
+
+    for rel in ("shard-00000-of-00001.parquet", "__quarantine/clean/documents.parquet", "__quarantine/left.txt",
+                "__quarantine/clean/old.parquet", "train/x"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"x")
+    expected = {"shard-00000-of-00001.parquet", "__quarantine/clean/documents.parquet"}
+    assert unexpected_files(tmp_path, expected) == ["__quarantine/clean/old.parquet", "__quarantine/left.txt",
+                                                   "train", "train/x"]

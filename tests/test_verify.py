@@ -151,17 +151,66 @@ def test_empty_corpus_and_single_shard_verify(tmp_path: Path, capsys) -> None:
 
 
 def test_extra_listed_files_verify_and_are_hashed(out: Path) -> None:
-    (out / "stats").mkdir()
-    extra = out / "stats" / "lengths.json"
+    (out / "_stats").mkdir()
+    extra = out / "_stats" / "lengths.json"
     extra.write_text('{"max": 3}\n')
     m = load(out)
-    m["files"] = [{"name": "stats/lengths.json", "bytes": extra.stat().st_size,
+    m["files"] = [{"name": "_stats/lengths.json", "bytes": extra.stat().st_size,
                    "sha256": hashlib.sha256(extra.read_bytes()).hexdigest(), "kind": "stats"}]
     save(out, m)
     assert verify_output(out) == []
     extra.write_text('{"max": 4}\n')  # same size, other bytes
     problems = verify_output(out)
-    assert files_of(problems) == {"stats/lengths.json"} and "sha256" in problems[0].what
+    assert files_of(problems) == {"_stats/lengths.json"} and "sha256" in problems[0].what
+
+
+def _list_extra(out: Path, names: list[str], ledger: object = "corpus/LEDGER.jsonl") -> None:
+    m = load(out)
+    m["files"] = []
+    for name in names:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(b"x\n")
+        m["files"].append({"name": name, "bytes": 2, "sha256": hashlib.sha256(b"x\n").hexdigest()})
+    m["ledger"] = ledger
+    save(out, m)
+
+
+@pytest.mark.parametrize("name", ["README.md", "_LEDGER.jsonl", ".meta/notes.txt", "__quarantine/clean/documents.parquet",
+                                  ".cache/x/y.parquet", "_stats/deep/x.json", ".extra.json"])
+def test_names_readers_skip_verify(out: Path, name: str) -> None:
+    _list_extra(out, [name])
+    assert verify_output(out) == ([] if name != "_LEDGER.jsonl" else
+                                  [Problem(MANIFEST, "OUT holds the ledger _LEDGER.jsonl but ledger is 'corpus/LEDGER.jsonl'")])
+
+
+@pytest.mark.parametrize("name, why", [
+    ("stats/lengths.json", "does not start with '_' or '.'"),
+    ("quarantine.parquet", "does not start with '_' or '.'"),
+    ("_quarantine.parquet", "globs OUT/*.parquet and OUT/*/*.parquet would match it"),
+    ("__quarantine/documents.parquet", "globs OUT/*.parquet and OUT/*/*.parquet would match it"),
+    ("_quarantine/clean/documents.parquet", "datasets.load_dataset(OUT) skips those, not '_' ones"),
+    ("train/README.md", "only README.md may stay at the root"),
+    ("_balance.json", "JSON files outnumber them"),
+])
+def test_names_readers_would_take_for_data_are_reported_once(out: Path, name: str, why: str) -> None:
+    """issue 13: a non-shard file pyarrow, Spark or a shard glob would read as data breaks the readers of OUT."""
+    _list_extra(out, [name])
+    problems = verify_output(out)
+    assert [p.file for p in problems] == [name] and why in problems[0].what  # once: not again as a schema error
+
+
+@pytest.mark.parametrize("ledger, listed, ok", [
+    (None, [], True),                                  # a run without a card: no ledger
+    ("corpus/LEDGER.jsonl", [], True),                 # write_shards' default: a ledger outside OUT
+    ("_LEDGER.jsonl", ["_LEDGER.jsonl"], True),        # --dataset-card
+    ("_LEDGER.jsonl", [], False),                      # points at a file OUT does not hold
+    (None, ["_LEDGER.jsonl"], False),                  # holds one, says it has none
+])
+def test_the_ledger_field_points_at_what_out_holds(out: Path, ledger, listed, ok) -> None:
+    _list_extra(out, listed, ledger=ledger)
+    problems = verify_output(out)
+    assert (problems == []) == ok, problems
+    assert all(p.file == MANIFEST and "ledger" in p.what for p in problems)
 
 
 # ---------------------------------------------------------------- damage the brief lists
@@ -460,11 +509,11 @@ def test_manifest_key_order(out: Path) -> None:
 
 def test_manifest_timestamp(out: Path) -> None:
     m = load(out)
-    (out / "README").write_text("hi\n")
-    m["files"] = [{"name": "README", "bytes": 3, "sha256": hashlib.sha256(b"hi\n").hexdigest(), "written_at": 1}]
+    (out / "_README").write_text("hi\n")
+    m["files"] = [{"name": "_README", "bytes": 3, "sha256": hashlib.sha256(b"hi\n").hexdigest(), "written_at": 1}]
     save(out, m)
     assert verify_output(out) == [Problem(MANIFEST, "files[0].written_at: key looks like a timestamp (1)")]
-    m["files"][0] = {"name": "README", "bytes": 3, "sha256": m["files"][0]["sha256"], "note": "built 2025-01-02T03:04:05Z"}
+    m["files"][0] = {"name": "_README", "bytes": 3, "sha256": m["files"][0]["sha256"], "note": "built 2025-01-02T03:04:05Z"}
     save(out, m)
     problems = verify_output(out)
     assert len(problems) == 1 and "value looks like a timestamp" in problems[0].what

@@ -35,6 +35,8 @@ def manifest_sets(manifest: dict[str, Any]) -> list[tuple[str, str | None, list[
 def check_manifest_args(*, dataset: Any, version: Any, config_sha256: Any, filters: Any, dedup: Any, ledger_ref: Any) -> None:
     """Refuse, before anything is written, what would make a manifest its own schema rejects."""
     for name, value in (("dataset", dataset), ("version", version), ("ledger_ref", ledger_ref)):
+        if name == "ledger_ref" and value is None:  # null: the output carries no ledger
+            continue
         if not isinstance(value, str) or not value:
             raise ValueError(f"{name} must be a non-empty str, got {value!r}")
     if not isinstance(config_sha256, str) or not re.fullmatch(r"[0-9a-f]{64}", config_sha256):
@@ -58,7 +60,7 @@ def build_manifest(
     filters: dict[str, Any] | None,
     dedup: dict[str, Any] | None,
     pii: dict[str, int],
-    ledger_ref: str,
+    ledger_ref: str | None,
     files: Sequence[dict[str, Any]] = (),
     split_layout: str = "column",
 ) -> dict[str, Any]:

@@ -73,7 +73,7 @@ def write_shards(
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     filters: dict[str, Any] | None = None,
     dedup: dict[str, Any] | None = None,
-    ledger_ref: str = "corpus/LEDGER.jsonl",
+    ledger_ref: str | None = "corpus/LEDGER.jsonl",
     config_sha256: str = "0" * 64,
 ) -> dict[str, Any]:
     """Write `docs` as contract shards into `out`, atomically; return the manifest.

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from shard_pipeline.contract.extras import BALANCE_NAME, OLD_BALANCE_NAME, ledger_problems, reader_problem
 from shard_pipeline.files import sha256_of
 from shard_pipeline.contract.shard import (
     DICTIONARY_COLUMNS,
@@ -264,6 +265,9 @@ def _key_words(key: str) -> set[str]:
     return {w.lower() for w in re.split(r"[_\-. ]+", key) if w}
 
 
+_FILE_NAME_ERROR = re.compile(r"files/\d+/name: ")
+
+
 def _check_manifest(out: Path, rep: _Report) -> dict[str, Any] | None:
     """Check check 1; return the manifest when the other checks can use it."""
     path = out / MANIFEST_NAME
@@ -293,7 +297,8 @@ def _check_manifest(out: Path, rep: _Report) -> dict[str, Any] | None:
         return None
     schema_errors = _schema_problems(m)
     for err in schema_errors or ():
-        rep.add(MANIFEST_NAME, f"does not match corpus-manifest.schema.json: {err}")
+        if not _FILE_NAME_ERROR.match(err):  # the file check says what is wrong with the name, on the file
+            rep.add(MANIFEST_NAME, f"does not match corpus-manifest.schema.json: {err}")
     expected = (json.dumps(m, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     if raw != expected:
         at = next((i for i, (a, b) in enumerate(zip(raw, expected)) if a != b), min(len(raw), len(expected)))
@@ -351,9 +356,15 @@ def _check_files(out: Path, m: dict[str, Any], rep: _Report) -> None:
         if not _safe_relative(name) or name == MANIFEST_NAME:
             rep.add(MANIFEST_NAME, f"files[{i}] has an unusable name {name!r} (must be a plain relative path inside OUT)")
             continue
+        why = reader_problem(name)
+        if why:
+            rep.add(name, why)
         if name in listed:
             rep.add(name, "listed twice in the manifest")
         listed[name] = e
+
+    for what in ledger_problems(m.get("ledger"), {e["name"] for e in files}):
+        rep.add(MANIFEST_NAME, what)
 
     # Everything on disk must be listed.
     for root, dirs, names in os.walk(out):
@@ -520,7 +531,7 @@ def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, 
     rows = md.num_rows
     if rows != e["rows"]:
         rep.add(name, f"{rows} rows, the manifest says {e['rows']}")
-    if params.get("byte_balanced"):  # cut by text bytes (balance.json): every shard holds rows, none is empty
+    if params.get("byte_balanced"):  # cut by text bytes (__balance/balance.json): every shard holds rows, none is empty
         if rows == 0 and n > 1:
             rep.add(name, "0 rows; a byte-balanced shard set has no empty shard")
     elif not last and rows != shard_rows:
@@ -587,7 +598,7 @@ def _check_shards(out: Path, m: dict[str, Any], rep: _Report, deep: bool) -> Non
     total_rows = total_text = 0
     train = val = 0
     unseen = False
-    byte_balanced = any(f.get("name") == "balance.json" for f in m.get("files", []))
+    byte_balanced = any(f.get("name") in (BALANCE_NAME, OLD_BALANCE_NAME) for f in m.get("files", []))
     for _, split, entries in manifest_sets(m):
         st = _RowState()  # each set is its own shard set: order, row indexes and clusters start again
         first = 0  # the set's index of the shard's first row

@@ -39,7 +39,7 @@ class Content:
     row_group_bytes: int
     bad_records: str
     inputs: tuple[InputRef, ...]
-    dataset_card: bool = False  # OUT also gets README.md (card) and LEDGER.jsonl, listed in the manifest
+    dataset_card: bool = False  # OUT also gets README.md (card) and _LEDGER.jsonl, listed in the manifest
     clean: dict | None = None  # the quarantine policy's thresholds (clean.CleanPolicy.to_json()), None = off
     shard_bytes: int | None = None  # byte-balanced shards of about this many text bytes (instead of shard_rows)
     dp_ranks: tuple[int, ...] = ()  # data-parallel rank counts the shard count must divide by (lcm)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
+from shard_pipeline.contract.extras import BALANCE_NAME, CLEAN_POLICY_NAME, CLEANED_NAME
 from shard_pipeline.contract.shard import manifest_sets
 
 LEDGER_KEYS: tuple[str, ...] = ("source_id", "location", "bytes", "mtime", "documents", "license_spdx")
@@ -59,7 +60,8 @@ _FIELDS = (
     ("n_chars", "int32", "length of `text` in Unicode code points"),
     ("sha256", "binary(32)", "SHA-256 of the UTF-8 text; decides the split"),
     ("minhash_cluster", "int64", "smallest row index of the row's near-duplicate cluster"),
-    ("pii_redactions", "int32", "PII spans redacted upstream"),
+    ("pii_redactions", "int32", "number of PII spans (e-mail addresses, IP addresses, phone numbers) HPLT's annotator "
+     "found in the text; HPLT marks them and does not redact them, so they are still in `text`"),
     ("split", "string", '`"train"` or `"val"`'),
 )
 
@@ -281,7 +283,8 @@ def dataset_card(
         b.append("")
         b.append(
             "Reason counts can add up to more than the total: one document can match several rules. "
-            "No kept document was rewritten; cleaning only selects whole documents."
+            "No kept document was rewritten; cleaning only selects whole documents. The quarantined documents "
+            f"are kept whole, with their reasons, in `{CLEANED_NAME}`; thresholds and counts are in `{CLEAN_POLICY_NAME}`."
         )
         if reasons:
             b += ["", "| reason | documents |", "|---|---:|"]
@@ -300,7 +303,7 @@ def dataset_card(
         for ranks, entry in balance.items():
             dev = float(entry["max_relative_load_deviation"])
             b.append(f"| {ranks} | {_n(int(entry['shards_per_rank']))} | {100 * dev:.4f}% |")
-        b += ["", "Load = text bytes of a rank's shards; deviation = max |load - mean| / mean."]
+        b += ["", f"Load = text bytes of a rank's shards; deviation = max |load - mean| / mean (also in `{BALANCE_NAME}`)."]
 
     b += ["", "## Provenance", "", "| | |", "|---|---|"]
     b.append(f"| source | {_cell(source)} |")
@@ -340,6 +343,11 @@ def dataset_card(
         "",
         "Large streaming jobs should list the files in name order (or from `_MANIFEST.json`) "
         "rather than rely on an object store's listing order.",
+        "",
+        "Every file other than the shards is named `_*` (or lies under a `_*` folder), which Arrow, Spark and Hadoop "
+        "skip, except this `README.md`: pyarrow would try to read it as Parquet, so open the folder with "
+        "`pyarrow.parquet.read_table(path, ignore_prefixes=[\".\", \"_\", \"README\"])` "
+        "(the same option for `pyarrow.dataset.dataset`), or read the shard glob above.",
     ]
 
     b += [
@@ -348,7 +356,8 @@ def dataset_card(
         "",
         "This is text collected from the public web. Automated filtering does not replace review for "
         "safety, privacy, licensing or fitness for a particular domain; apply the controls your use "
-        "case needs.",
+        "case needs. Personal data is not redacted: `pii_redactions` counts the spans HPLT's annotator "
+        "found, and they remain in the text.",
     ]
     return "\n".join(fm + b) + "\n"
 

@@ -54,6 +54,7 @@ def write_cleaned(run: RunDir, cfg: RunConfig, path: Path) -> Path:
     """All documents the --clean policy removed, in id order, one zstd Parquet file: never lost."""
     import pyarrow.parquet as pq
 
+    path.parent.mkdir(parents=True, exist_ok=True)
     parts = [pq.read_table(p) for p in run.cleaned_files()]
     table = pa.concat_tables(parts) if parts else CLEANED_SCHEMA.empty_table()
     table = table.take(pc.sort_indices(table, [("id", "ascending")]))

@@ -33,8 +33,10 @@ from shard_pipeline.run.registry import already_swapped
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 
-EXTRA_NAMES = ("README.md", "LEDGER.jsonl", "quarantine.parquet", "clean_policy.json", "balance.json")
-LEDGER_NAME = "LEDGER.jsonl"
+from shard_pipeline.contract.extras import BALANCE_NAME, CARD_NAME, CLEAN_POLICY_NAME, CLEANED_NAME, LEDGER_NAME
+
+# OUT's files besides the shards (contract/extras.py: named so that readers of OUT skip them).
+EXTRA_NAMES = (CARD_NAME, LEDGER_NAME, CLEANED_NAME, CLEAN_POLICY_NAME, BALANCE_NAME)
 
 
 class FinalizeError(Exception):
@@ -62,8 +64,11 @@ def hash_files(directory: Path, names: list[str]) -> dict[str, str | None]:
 
 
 def unexpected_files(tmp: Path, expected: set[str]) -> list[str]:
-    """Paths under OUT.tmp (relative, folders included) that are not `expected`: left by an attempt cut short."""
-    allowed = expected | ({str(Path(name).parent) for name in expected} - {"."})
+    """Paths under OUT.tmp (relative, folders included) that are not `expected`: left by an attempt cut short.
+
+    Folders that hold an expected file (at any depth, e.g. `__quarantine/` and `__quarantine/clean/`) are expected too.
+    """
+    allowed = expected | ({p.as_posix() for name in expected for p in Path(name).parents} - {"."})
     return sorted(rel for rel in (p.relative_to(tmp).as_posix() for p in tmp.rglob("*")) if rel not in allowed)
 
 
@@ -207,7 +212,7 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
             filters=plan["filters"],
             dedup=None,
             pii=plan["pii"],
-            ledger_ref=LEDGER_NAME if c.dataset_card else "corpus/LEDGER.jsonl",
+            ledger_ref=LEDGER_NAME if c.dataset_card else None,  # null: this output carries no ledger
             files=files,
             split_layout=c.split_layout,
         )
@@ -219,11 +224,12 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
     return manifest
 
 
-def _listed(path: Path) -> dict[str, Any]:
-    return {"name": path.name, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
+def _listed(tmp: Path, path: Path) -> dict[str, Any]:
+    return {"name": path.relative_to(tmp).as_posix(), "bytes": path.stat().st_size, "sha256": file_sha256(path)}
 
 
 def _write_bytes(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(path, data)
     return path
 
@@ -252,9 +258,24 @@ def balance_of(content, manifest: dict[str, Any]) -> dict[str, Any]:
     return {**head, **per_set[""]} if "" in per_set else {**head, "sets": per_set}
 
 
+def tool_commit(run: RunDir) -> str | None:
+    """The code commit run.json recorded at submission, marked when the tree had uncommitted changes."""
+    try:
+        code = read_json(run.run_json).get("code") or {}
+    except (OSError, ValueError):
+        return None
+    commit = code.get("commit")
+    if not commit:
+        return None
+    return f"{commit} (with uncommitted changes)" if code.get("dirty") else str(commit)
+
+
 def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
                       manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """OUT's files besides the shards (dataset card, ledger, --clean quarantine), for the manifest."""
+    """OUT's files besides the shards (balance, --clean quarantine and policy, card and ledger), for the manifest.
+
+    Their names (contract/extras.py) keep every reader of OUT on the shards alone.
+    """
     from shard_pipeline.stages import card
     from shard_pipeline.stages.clean import CleanPolicy, summary
     from shard_pipeline.stages.cleaned import write_cleaned
@@ -264,25 +285,26 @@ def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Pa
     policy = None
     if c.byte_balanced:
         report = balance_of(c, manifest)
-        listed.append(_listed(_write_bytes(tmp / "balance.json",
-                                           (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode())))
+        listed.append(_listed(tmp, _write_bytes(tmp / BALANCE_NAME,
+                                                (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode())))
         trained = report["sets"][SPLIT_DIRS["train"]] if "sets" in report else report
         manifest = {**manifest, "balance": trained["ranks"]}  # the card states the balance of what ranks train on
     if c.clean is not None:
         cons = plan["conservation"]
         policy = summary(CleanPolicy(**c.clean), cons.get("cleaned", 0), cons.get("clean_reasons", {}))
-        listed.append(_listed(write_cleaned(run, cfg, tmp / "quarantine.parquet")))
-        listed.append(_listed(_write_bytes(tmp / "clean_policy.json",
-                                           (json.dumps(policy, indent=2, ensure_ascii=False) + "\n").encode())))
+        listed.append(_listed(tmp, write_cleaned(run, cfg, tmp / CLEANED_NAME)))
+        listed.append(_listed(tmp, _write_bytes(tmp / CLEAN_POLICY_NAME,
+                                                (json.dumps(policy, indent=2, ensure_ascii=False) + "\n").encode())))
     if c.dataset_card:
         inputs = {i["index"]: i for t in range(cfg.execution.partition_tasks)
                   for i in read_json(run.partition_receipt(t))["inputs"]}
         rows = card.ledger_rows([{"source_id": ref.source_id, "location": ref.location, "bytes": ref.size,
                                   "mtime": ref.mtime, "documents": inputs[k]["read"], "license_spdx": c.license_spdx}
                                  for k, ref in enumerate(c.inputs)])
-        listed.append(_listed(_write_bytes(tmp / LEDGER_NAME, card.ledger_bytes(rows))))
+        listed.append(_listed(tmp, _write_bytes(tmp / LEDGER_NAME, card.ledger_bytes(rows))))
         provenance = {"license_spdx": c.license_spdx, "source": f"HPLT {c.corpus} {c.subset} {c.lang}",
-                      "selection": f"{len(c.inputs)} input shards", "tool": "hplt-shard", "language": [c.lang]}
+                      "selection": f"{len(c.inputs)} input shards", "tool": "hplt-shard",
+                      "tool_commit": tool_commit(run), "language": [c.lang]}
         text = card.dataset_card(manifest, layout=c.split_layout, ledger_name=LEDGER_NAME, policy=policy, provenance=provenance)
-        listed.append(_listed(_write_bytes(tmp / "README.md", text.encode("utf-8"))))
+        listed.append(_listed(tmp, _write_bytes(tmp / CARD_NAME, text.encode("utf-8"))))
     return sorted(listed, key=lambda f: f["name"])

@@ -39,15 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-bytes", type=int,
                    help="cut shards balanced by text bytes, about this many each (instead of every --shard-rows rows)")
     p.add_argument("--dp-ranks", help="data-parallel rank counts, e.g. 128,448: the shard count becomes a multiple of "
-                   "their lcm and shards are balanced by text bytes; the balance is recorded in OUT/balance.json")
+                   "their lcm and shards are balanced by text bytes; the balance is recorded in OUT/__balance/balance.json")
     p.add_argument("--split-layout", choices=("column", "dirs"), default="column",
                    help="column (default): one shard set with a split column; dirs: OUT/train/ and OUT/validation/, "
                         "one shard set per split (rows keep their split column)")
     p.add_argument("--clean", action="store_true",
                    help="quarantine documents that match the cleaning policy (thresholds: CLEAN_* conf keys); "
-                        "they are kept in OUT/quarantine.parquet with their reasons")
+                        "they are kept in OUT/__quarantine/clean/documents.parquet with their reasons")
     p.add_argument("--dataset-card", action="store_true",
-                   help="also write OUT/README.md (a dataset card for datasets.load_dataset) and OUT/LEDGER.jsonl")
+                   help="also write OUT/README.md (a dataset card for datasets.load_dataset) and OUT/_LEDGER.jsonl")
     p.add_argument("--conf", type=Path, help="conf file (default ./hplt-shard.conf if present)")
     p.add_argument("--preset", help="preset name under presets/ (conf PRESET)")
     p.add_argument("--account", help="Slurm account (conf ACCOUNT)")
