@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--resume", type=Path, metavar="RUNDIR", help="finish an interrupted run: redo only what is unfinished")
     g.add_argument("--status", type=Path, metavar="RUNDIR", help="show where a run stands (per stage, failures, ETA)")
     g.add_argument("--verify", type=Path, metavar="OUT", help="check an output folder against its manifest and the contract")
+    g.add_argument("--publish", nargs=2, metavar=("OUT", "DEST"),
+                   help="verify OUT, upload it to an rclone destination (remote:bucket/prefix) and check it there; "
+                        "never overwrites; run again to finish an interrupted upload (record: --run-dir's _PUBLISHED.json)")
     return p
 
 
@@ -396,6 +399,10 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         from shard_pipeline.contract.verify import main as verify_main
 
         return verify_main([str(args.verify)])
+    if args.publish:
+        from shard_pipeline.submit.publish import main as publish_main
+
+        return publish_main(Path(args.publish[0]), args.publish[1], args.run_dir)
     if args.status:
         from shard_pipeline.run.status import status_text
 
