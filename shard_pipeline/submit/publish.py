@@ -38,6 +38,12 @@ class PublishRefused(UserError):
     """OUT or DEST is not fit for publishing; nothing at DEST was changed."""
 
 
+class OutputDoesNotVerify(PublishRefused):
+    """OUT fails `--verify`: exit 1, as `--verify` itself does."""
+
+    exit_code = EXIT_FAILED
+
+
 class PublishFailed(UserError):
     """rclone or the remote failed midway; the message names the next step."""
 
@@ -83,6 +89,9 @@ def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
                              "LUMI: module load lumio) and configure the remote (rclone config; LUMI: lumio-conf), "
                              "then run the same command again") from None
     out = out.resolve()
+    if is_local(dest) and (Path(dest).resolve() == out or out in Path(dest).resolve().parents):
+        raise PublishRefused(f"DEST {dest} is inside OUT {out}: OUT must hold only its manifest's files; "
+                             "choose a destination outside it")
     output = verified_output(out)
     run = find_run_dir(out, output.manifest, run_dir)
     shown = mask(dest)
@@ -125,7 +134,7 @@ def verified_output(out: Path) -> Output:
     if problems:
         shown = "\n".join(f"  {p}" for p in problems[:SHOWN_PROBLEMS])
         more = f"\n  ... and {len(problems) - SHOWN_PROBLEMS} more" if len(problems) > SHOWN_PROBLEMS else ""
-        raise PublishRefused(f"refusing to publish {out}: it does not verify ({len(problems)} problems):\n{shown}{more}\n"
+        raise OutputDoesNotVerify(f"refusing to publish {out}: it does not verify ({len(problems)} problems):\n{shown}{more}\n"
                              f"fix or rebuild it; ./hplt-shard --verify {out} lists every problem")
     manifest = read_json(out / MANIFEST_NAME)
     body = tuple(Entry(e["name"], int(e["bytes"]), e["sha256"]) for e in (*manifest["shards"], *manifest["files"]))
@@ -242,6 +251,11 @@ def check_sha256(rclone: Rclone, dest: str, entries: Sequence[Entry], tmp: Path)
         got.update(rclone.downloaded_sha256(dest, names_file(tmp, [e.name for e in missing]), transfer_timeout(size)))
         how = "download" if len(missing) == len(entries) else "the remote's sha256 and download"
     return [e for e in entries if got.get(e.name) != e.sha256], how
+
+
+def is_local(dest: str) -> bool:
+    """rclone reads DEST as a local path when no `name:` comes before its first slash."""
+    return ":" not in dest.split("/", 1)[0]
 
 
 def transfer_timeout(size: int) -> float:
