@@ -219,7 +219,7 @@ def send(rclone: Rclone, src: Path, dest: str, entries: Sequence[Entry], present
     if not todo:
         return
     size = sum(e.size for e in todo)
-    print(f"uploading {len(todo)} files ({size:,} bytes)", flush=True)
+    print(f"uploading {files(len(todo))} ({size:,} bytes)", flush=True)
     rclone.copy(src, dest, names_file(tmp, [e.name for e in todo]), timeout=transfer_timeout(size))
 
 
@@ -247,10 +247,14 @@ def check_sha256(rclone: Rclone, dest: str, entries: Sequence[Entry], tmp: Path)
     missing = [e for e in entries if e.name not in got]
     if missing:
         size = sum(e.size for e in missing)
-        print(f"checking {len(missing)} files by download ({size:,} bytes): the remote has no sha256", flush=True)
+        print(f"checking {files(len(missing))} by download ({size:,} bytes): the remote has no sha256", flush=True)
         got.update(rclone.downloaded_sha256(dest, names_file(tmp, [e.name for e in missing]), transfer_timeout(size)))
         how = "download" if len(missing) == len(entries) else "the remote's sha256 and download"
     return [e for e in entries if got.get(e.name) != e.sha256], how
+
+
+def files(n: int) -> str:
+    return f"{n} file" if n == 1 else f"{n} files"
 
 
 def is_local(dest: str) -> bool:

@@ -95,6 +95,10 @@ class Rclone:
             proc.kill()
             proc.wait()
             raise RcloneFailed(f"rclone {args[0]} did not finish within {timeout:.0f} s (stopped)", None) from None
+        except KeyboardInterrupt:  # Ctrl-C: stop rclone too, and say so instead of a traceback
+            proc.kill()
+            proc.wait()
+            raise RcloneFailed(f"rclone {args[0]} interrupted (Ctrl-C)", None) from None
         for t in readers:
             t.join(timeout=10)
         if rc not in ok:
