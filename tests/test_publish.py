@@ -6,6 +6,7 @@ test starts its own server on a free port and kills it at teardown; every wait i
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -105,7 +106,6 @@ def published_tree(out: Path) -> dict[str, bytes]:
     tree = tree_bytes(out)
     names = json.loads(tree["_MANIFEST.json"])
     sums = "".join(f"{e['sha256']}  {e['name']}\n" for e in (*names["shards"], *names["files"]))
-    import hashlib
     sums += f"{hashlib.sha256(tree['_MANIFEST.json']).hexdigest()}  _MANIFEST.json\n"
     return {**tree, SUMS_NAME: sums.encode()}
 

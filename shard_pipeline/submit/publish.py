@@ -16,6 +16,7 @@ uploads (a size or hash that differs from OUT). The run directory, when known, g
 from __future__ import annotations
 
 import hashlib
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -76,8 +77,7 @@ class Output:
 
 @dataclass(frozen=True)
 class DestState:
-    present: dict[str, int]  # our files already at DEST, with their size there
-    complete: bool  # the manifest is there, whole
+    present: dict[str, int]  # this output's files already at DEST, with their size there
 
 
 def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
@@ -110,20 +110,27 @@ def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
         raise PublishFailed(f"upload to {shown} broke midway: {exc}. {shown} is incomplete (no {MANIFEST_NAME}); "
                             "check the remote and the network, then run the same command again: it finishes "
                             "the upload") from None
-    record = {"dest": shown, "published_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "out": str(out),
-              "dataset": output.manifest["dataset"], "version": output.manifest["version"],
-              "config_sha256": output.manifest["config_sha256"], "manifest_sha256": output.manifest_entry.sha256,
-              "files": len(output.body) + 2, "bytes": output.size + len(output.sums),
-              "verified_by": verified_by, "rclone": version}
+    record = publication(output, shown, verified_by, version)
     print(f"published {out} to {shown} at {record['published_at']}: {record['files']} files "
           f"({MANIFEST_NAME} last, {SUMS_NAME}), sha256 verified by {verified_by}")
     if run is None:
         print(f"record: not written: the run directory of {out} is unknown (its manifest does not name it and "
               f"none under {REPO_RUNS} wrote it); give --run-dir RUNDIR to record it there")
-    else:
-        path = record_publication(run, record)
-        print(f"record: {path}")
+        return 0
+    try:
+        print(f"record: {record_publication(run, record)}")
+    except OSError as exc:  # the upload is done and checked; only the note about it failed
+        print(f"record: not written to {run / PUBLISHED_NAME}: {exc}", file=sys.stderr)
     return 0
+
+
+def publication(output: Output, shown: str, verified_by: str, rclone_version: str) -> dict[str, Any]:
+    """Where, when and what was published: printed, and appended to RUNDIR/_PUBLISHED.json."""
+    m = output.manifest
+    return {"dest": shown, "published_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "out": str(output.root),
+            "dataset": m["dataset"], "version": m["version"], "config_sha256": m["config_sha256"],
+            "manifest_sha256": output.manifest_entry.sha256, "files": len(output.body) + 2,
+            "bytes": output.size + len(output.sums), "verified_by": verified_by, "rclone": rclone_version}
 
 
 def verified_output(out: Path) -> Output:
@@ -134,8 +141,8 @@ def verified_output(out: Path) -> Output:
     if problems:
         shown = "\n".join(f"  {p}" for p in problems[:SHOWN_PROBLEMS])
         more = f"\n  ... and {len(problems) - SHOWN_PROBLEMS} more" if len(problems) > SHOWN_PROBLEMS else ""
-        raise OutputDoesNotVerify(f"refusing to publish {out}: it does not verify ({len(problems)} problems):\n{shown}{more}\n"
-                             f"fix or rebuild it; ./hplt-shard --verify {out} lists every problem")
+        raise OutputDoesNotVerify(f"refusing to publish {out}: it does not verify ({len(problems)} problems):\n"
+                                  f"{shown}{more}\nfix or rebuild it; ./hplt-shard --verify {out} lists every problem")
     manifest = read_json(out / MANIFEST_NAME)
     body = tuple(Entry(e["name"], int(e["bytes"]), e["sha256"]) for e in (*manifest["shards"], *manifest["files"]))
     raw = (out / MANIFEST_NAME).read_bytes()
@@ -170,7 +177,7 @@ def dest_state(rclone: Rclone, dest: str, output: Output) -> DestState:
     shown = mask(dest)
     if not listing:
         print(f"destination {shown} is empty")
-        return DestState({}, False)
+        return DestState({})
     ours = {e.name for e in output.body} | {MANIFEST_NAME, SUMS_NAME}
     foreign = sorted(n for n in listing if n not in ours)
     if SUMS_NAME in listing and not foreign:
@@ -186,7 +193,7 @@ def dest_state(rclone: Rclone, dest: str, output: Output) -> DestState:
                                      "choose another destination")
             print(f"destination {shown} holds a partial upload of this output "
                   f"({len(present)} of {len(output.body) + 2} files); finishing it")
-            return DestState(present, False)
+            return DestState(present)
         why = f"its {SUMS_NAME} names another output"
     elif foreign:
         why = f"{len(foreign)} files there are not part of this output (e.g. {', '.join(foreign[:3])})"
