@@ -294,4 +294,8 @@ def main(out: Path, dest: str, run_dir: Path | None = None) -> int:
     """The `--publish OUT DEST` entry point (cli.run_command)."""
     if not dest.strip():
         raise PublishRefused("DEST is empty: give an rclone destination such as remote:bucket/prefix")
-    return publish(out, dest, run_dir)
+    try:
+        return publish(out, dest, run_dir)
+    except KeyboardInterrupt:  # during the verify or between rclone calls
+        raise PublishFailed(f"interrupted (Ctrl-C); run the same command again: it finishes a partial upload "
+                            f"to {mask(dest)}") from None
