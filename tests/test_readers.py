@@ -13,7 +13,6 @@ per option set; every reader then reads that output.
 """
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from pathlib import Path

@@ -70,4 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--status", type=Path, metavar="RUNDIR", help="show where a run stands (per stage, failures, ETA); "
                    "exit 0 done, 1 failed or stopped (--resume continues it), 3 still queued or running")
     g.add_argument("--verify", type=Path, metavar="OUT", help="check an output folder against its manifest and the contract")
+    g.add_argument("--publish", nargs=2, metavar=("OUT", "DEST"),
+                   help="verify OUT, upload it to an rclone destination (remote:bucket/prefix) and check it there; "
+                        "never overwrites; run again to finish an interrupted upload (record: --run-dir's _PUBLISHED.json)")
     return p

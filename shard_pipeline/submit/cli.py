@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline.errors import EXIT_USAGE, UsageError, UserError
@@ -40,6 +41,10 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         from shard_pipeline.contract.verify import main as verify_main
 
         return verify_main([str(args.verify)])
+    if args.publish:
+        from shard_pipeline.submit.publish import main as publish_main
+
+        return publish_main(Path(args.publish[0]), args.publish[1], args.run_dir)
     if args.status:
         from shard_pipeline.run.status import status_report
 

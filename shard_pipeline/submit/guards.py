@@ -11,7 +11,11 @@ import contextlib
 import os
 from pathlib import Path
 
-from shard_pipeline.contract.shard import check_manifest_args, check_tmp_free, tmp_dir_for
+from shard_pipeline.contract.shard import (
+    check_manifest_args,
+    check_tmp_free,
+    tmp_dir_for,
+)
 from shard_pipeline.errors import UsageError
 
 

@@ -20,8 +20,8 @@ from shard_pipeline.run.claim import check_claimable, claim, run_lock
 from shard_pipeline.run.registry import STAGE_NAMES, all_tasks
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_atomic
-from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit import guards, scope
+from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.report import describe
 
 
@@ -183,9 +183,8 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         run_job_ids,
     )
     from shard_pipeline.run.resume import describe as describe_resume
-    from shard_pipeline.submit.executors.slurm import queued_jobs_of
-
     from shard_pipeline.submit.args import build_parser
+    from shard_pipeline.submit.executors.slurm import queued_jobs_of
     from shard_pipeline.submit.resume_args import check_resume_options, with_resources
 
     overrides = check_resume_options(build_parser(), argv)

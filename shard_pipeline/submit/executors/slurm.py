@@ -20,6 +20,7 @@ from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.submit.executors import checkout_path
+
 DEFAULT_MAX_ARRAY_SIZE = 1001
 # Seconds before the time limit at which Slurm sends USR1 to the batch shell, which requeues
 # the task (slurm_job.sh); the task then resumes from its last checkpoint.

@@ -1,0 +1,301 @@
+"""`./hplt-shard --publish OUT DEST`: upload a verified output to any rclone destination.
+
+The order makes a destination's state readable from its files alone:
+
+1. `_SHA256SUMS` first (sha256 of every file of OUT, `sha256sum -c` format). It names the
+   output: a later run that finds the same bytes there knows DEST is its own partial upload.
+2. the shards and every file the manifest lists, then their sha256 checked at DEST (the
+   backend's own hash where it has sha256, else by downloading and hashing the stream);
+3. `_MANIFEST.json` last, checked the same way: a destination without it is incomplete.
+
+Nothing is ever overwritten: a DEST holding anything else is refused untouched, uploads run
+with `rclone copy --immutable`, and the only files ever removed are this output's own broken
+uploads (a size or hash that differs from OUT). The run directory, when known, gets
+`_PUBLISHED.json` recording where and when; OUT itself is never written to.
+"""
+from __future__ import annotations
+
+import hashlib
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from shard_pipeline.contract.shard import MANIFEST_NAME
+from shard_pipeline.errors import EXIT_FAILED, UserError
+from shard_pipeline.paths import home
+from shard_pipeline.run.rundir import read_json, write_json_atomic
+from shard_pipeline.submit.rclone import Rclone, RcloneFailed, RcloneMissing, mask
+
+SUMS_NAME = "_SHA256SUMS"
+PUBLISHED_NAME = "_PUBLISHED.json"
+MIN_RATE = 1_000_000  # bytes/s: the wall-clock backstop of a transfer is 10 min + size at this rate
+SHOWN_PROBLEMS = 10
+
+
+class PublishRefused(UserError):
+    """OUT or DEST is not fit for publishing; nothing at DEST was changed."""
+
+
+class OutputDoesNotVerify(PublishRefused):
+    """OUT fails `--verify`: exit 1, as `--verify` itself does."""
+
+    exit_code = EXIT_FAILED
+
+
+class PublishFailed(UserError):
+    """rclone or the remote failed midway; the message names the next step."""
+
+    exit_code = EXIT_FAILED
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str  # path relative to OUT (and to DEST)
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Output:
+    root: Path
+    manifest: dict[str, Any]
+    body: tuple[Entry, ...]  # shards and listed files: everything but the manifest
+    manifest_entry: Entry
+
+    @property
+    def sums(self) -> bytes:
+        """`_SHA256SUMS`: every file of OUT, manifest last; `sha256sum -c _SHA256SUMS` checks a copy."""
+        return "".join(f"{e.sha256}  {e.name}\n" for e in (*self.body, self.manifest_entry)).encode()
+
+    @property
+    def size(self) -> int:
+        return sum(e.size for e in self.body) + self.manifest_entry.size
+
+
+@dataclass(frozen=True)
+class DestState:
+    present: dict[str, int]  # this output's files already at DEST, with their size there
+
+
+def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
+    """Verify OUT, upload it to DEST (or finish a partial upload), check it there, record it."""
+    try:
+        rclone = Rclone.find(dest)
+    except RcloneMissing:
+        raise PublishRefused("rclone is not on PATH: install it (Debian/Ubuntu: apt-get install rclone; "
+                             "LUMI: module load lumio) and configure the remote (rclone config; LUMI: lumio-conf), "
+                             "then run the same command again") from None
+    out = out.resolve()
+    if is_local(dest) and (Path(dest).resolve() == out or out in Path(dest).resolve().parents):
+        raise PublishRefused(f"DEST {dest} is inside OUT {out}: OUT must hold only its manifest's files; "
+                             "choose a destination outside it")
+    output = verified_output(out)
+    run = find_run_dir(out, output.manifest, run_dir)
+    shown = mask(dest)
+    print(f"verified {out}: {output.manifest['rows']:,} rows in {len(output.manifest['shards'])} shards, "
+          f"{len(output.body) + 1} files, {output.size:,} bytes")
+    try:
+        state = dest_state(rclone, dest, output)
+    except RcloneFailed as exc:
+        raise PublishFailed(f"cannot reach {shown}: {exc}. Check the remote's name (rclone listremotes), its "
+                            "configuration (rclone config; LUMI: module load lumio; lumio-conf) and the network, "
+                            "then run the same command again; nothing was uploaded") from None
+    try:
+        verified_by = upload(rclone, dest, output, state)
+        version = rclone.version()
+    except RcloneFailed as exc:
+        raise PublishFailed(f"upload to {shown} broke midway: {exc}. {shown} is incomplete (no {MANIFEST_NAME}); "
+                            "check the remote and the network, then run the same command again: it finishes "
+                            "the upload") from None
+    record = publication(output, shown, verified_by, version)
+    print(f"published {out} to {shown} at {record['published_at']}: {record['files']} files "
+          f"({MANIFEST_NAME} last, {SUMS_NAME}), sha256 verified by {verified_by}")
+    if run is None:
+        print(f"record: not written: the run directory of {out} is unknown (its manifest does not name it and "
+              f"none under {home() / 'runs'} wrote it); give --run-dir RUNDIR to record it there")
+        return 0
+    try:
+        print(f"record: {record_publication(run, record)}")
+    except OSError as exc:  # the upload is done and checked; only the note about it failed
+        print(f"record: not written to {run / PUBLISHED_NAME}: {exc}", file=sys.stderr)
+    return 0
+
+
+def publication(output: Output, shown: str, verified_by: str, rclone_version: str) -> dict[str, Any]:
+    """Where, when and what was published: printed, and appended to RUNDIR/_PUBLISHED.json."""
+    m = output.manifest
+    return {"dest": shown, "published_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "out": str(output.root),
+            "dataset": m["dataset"], "version": m["version"], "config_sha256": m["config_sha256"],
+            "manifest_sha256": output.manifest_entry.sha256, "files": len(output.body) + 2,
+            "bytes": output.size + len(output.sums), "verified_by": verified_by, "rclone": rclone_version}
+
+
+def verified_output(out: Path) -> Output:
+    """OUT as the manifest lists it, after `--verify` passed; PublishRefused with its problems otherwise."""
+    from shard_pipeline.contract.verify import verify_output
+
+    problems = verify_output(out)
+    if problems:
+        shown = "\n".join(f"  {p}" for p in problems[:SHOWN_PROBLEMS])
+        more = f"\n  ... and {len(problems) - SHOWN_PROBLEMS} more" if len(problems) > SHOWN_PROBLEMS else ""
+        raise OutputDoesNotVerify(f"refusing to publish {out}: it does not verify ({len(problems)} problems):\n"
+                                  f"{shown}{more}\nfix or rebuild it; ./hplt-shard --verify {out} lists every problem")
+    manifest = read_json(out / MANIFEST_NAME)
+    body = tuple(Entry(e["name"], int(e["bytes"]), e["sha256"]) for e in (*manifest["shards"], *manifest["files"]))
+    raw = (out / MANIFEST_NAME).read_bytes()
+    return Output(out, manifest, body, Entry(MANIFEST_NAME, len(raw), hashlib.sha256(raw).hexdigest()))
+
+
+def find_run_dir(out: Path, manifest: dict[str, Any], given: Path | None) -> Path | None:
+    """The run directory that wrote OUT: --run-dir (checked), else the one default run dir that did, else None.
+
+    The manifest has no paths and no times (the output is reproducible), so OUT cannot name it.
+    """
+    def wrote_out(run: Path) -> bool:
+        try:
+            cfg = read_json(run / "config.json")
+        except (OSError, ValueError):
+            return False
+        return cfg.get("config_sha256") == manifest["config_sha256"] and Path(cfg["execution"]["out"]) == out
+
+    if given is not None:
+        run = given.resolve()
+        if not wrote_out(run):
+            raise PublishRefused(f"--run-dir {run} did not write {out} (no config.json there with this output's "
+                                 "path and config sha256); give the run directory that made it, or leave --run-dir out")
+        return run
+    found = [p.parent for p in sorted((home() / "runs").glob("*/config.json")) if wrote_out(p.parent)]
+    return found[0] if len(found) == 1 else None
+
+
+def dest_state(rclone: Rclone, dest: str, output: Output) -> DestState:
+    """What DEST holds of this output; PublishRefused (DEST untouched) when it holds anything else."""
+    listing = rclone.list_files(dest) or {}
+    shown = mask(dest)
+    if not listing:
+        print(f"destination {shown} is empty")
+        return DestState({})
+    ours = {e.name for e in output.body} | {MANIFEST_NAME, SUMS_NAME}
+    foreign = sorted(n for n in listing if n not in ours)
+    if SUMS_NAME in listing and not foreign:
+        with tempfile.TemporaryDirectory(prefix="hplt-publish-") as tmp:
+            there = rclone.read_file(dest, names_file(Path(tmp), [SUMS_NAME]))
+        partial_sums = len(listing) == 1 and output.sums.startswith(there)  # broken while uploading it
+        if there == output.sums or partial_sums:
+            present = dict(listing)  # a partial _SHA256SUMS has the wrong size: send() replaces it
+            complete = listing.get(MANIFEST_NAME) == output.manifest_entry.size
+            if complete:
+                raise PublishRefused(f"{shown} already holds this output, complete ({MANIFEST_NAME} is there); "
+                                     "nothing was uploaded. Publishing never overwrites: to publish again, "
+                                     "choose another destination")
+            print(f"destination {shown} holds a partial upload of this output "
+                  f"({len(present)} of {len(output.body) + 2} files); finishing it")
+            return DestState(present)
+        why = f"its {SUMS_NAME} names another output"
+    elif foreign:
+        why = f"{len(foreign)} files there are not part of this output (e.g. {', '.join(foreign[:3])})"
+    else:
+        why = f"it holds files of this output's names but no {SUMS_NAME}, so they are not known to be a partial upload of it"
+    raise PublishRefused(f"refusing to publish to {shown}: it already holds {len(listing)} files and {why}. "
+                         "Publishing never overwrites: choose an empty destination (see what is there with "
+                         f"rclone lsf -R '{shown}'); nothing was changed")
+
+
+def upload(rclone: Rclone, dest: str, output: Output, state: DestState) -> str:
+    """Sums, body, then manifest; each checked at DEST before the next. Returns how sha256 was checked."""
+    with tempfile.TemporaryDirectory(prefix="hplt-publish-") as tmp_name:
+        tmp = Path(tmp_name)
+        (tmp / SUMS_NAME).write_bytes(output.sums)
+        sums = Entry(SUMS_NAME, len(output.sums), "")
+        send(rclone, tmp, dest, [sums], state.present, tmp)
+        how = send_checked(rclone, output.root, dest, output.body, state.present, tmp)
+        how_m = send_checked(rclone, output.root, dest, (output.manifest_entry,), state.present, tmp)
+    return how if how == how_m else f"{how} and {how_m}"
+
+
+def send(rclone: Rclone, src: Path, dest: str, entries: Sequence[Entry], present: dict[str, int], tmp: Path) -> None:
+    """Upload the entries DEST lacks; our own uploads of the wrong size there are removed first."""
+    broken = [e.name for e in entries if e.name in present and present[e.name] != e.size]
+    if broken:
+        print(f"removing {len(broken)} broken partial uploads of this output: {', '.join(broken[:3])}")
+        rclone.delete(dest, names_file(tmp, broken))
+    todo = [e for e in entries if present.get(e.name) != e.size]
+    if not todo:
+        return
+    size = sum(e.size for e in todo)
+    print(f"uploading {files(len(todo))} ({size:,} bytes)", flush=True)
+    rclone.copy(src, dest, names_file(tmp, [e.name for e in todo]), timeout=transfer_timeout(size))
+
+
+def send_checked(rclone: Rclone, src: Path, dest: str, entries: Sequence[Entry], present: dict[str, int],
+                 tmp: Path) -> str:
+    """send, then check every sha256 at DEST; a file that differs is removed and sent once more."""
+    send(rclone, src, dest, entries, present, tmp)
+    bad, how = check_sha256(rclone, dest, entries, tmp)
+    if bad:
+        print(f"{len(bad)} uploaded files differ from OUT ({', '.join(e.name for e in bad[:3])}); uploading them again")
+        send(rclone, src, dest, bad, {e.name: -1 for e in bad}, tmp)
+        bad, how = check_sha256(rclone, dest, bad, tmp)
+    if bad:
+        rclone.delete(dest, names_file(tmp, [e.name for e in bad]))  # never leave a wrong copy behind
+        raise RcloneFailed(f"{len(bad)} files at the destination still differ from OUT after a second upload "
+                           f"({', '.join(e.name for e in bad[:3])})", None)
+    return how
+
+
+def check_sha256(rclone: Rclone, dest: str, entries: Sequence[Entry], tmp: Path) -> tuple[list[Entry], str]:
+    """The entries whose sha256 at DEST differs from OUT's, and how it was read there."""
+    listed = names_file(tmp, [e.name for e in entries])
+    got = rclone.remote_sha256(dest, listed)
+    how = "the remote's sha256"
+    missing = [e for e in entries if e.name not in got]
+    if missing:
+        size = sum(e.size for e in missing)
+        print(f"checking {files(len(missing))} by download ({size:,} bytes): the remote has no sha256", flush=True)
+        got.update(rclone.downloaded_sha256(dest, names_file(tmp, [e.name for e in missing]), transfer_timeout(size)))
+        how = "download" if len(missing) == len(entries) else "the remote's sha256 and download"
+    return [e for e in entries if got.get(e.name) != e.sha256], how
+
+
+def files(n: int) -> str:
+    return f"{n} file" if n == 1 else f"{n} files"
+
+
+def is_local(dest: str) -> bool:
+    """rclone reads DEST as a local path when no `name:` comes before its first slash."""
+    return ":" not in dest.split("/", 1)[0]
+
+
+def transfer_timeout(size: int) -> float:
+    """A backstop only: rclone's own idle timeout ends a stalled transfer long before this."""
+    return 600 + size / MIN_RATE
+
+
+def names_file(tmp: Path, names: Sequence[str]) -> Path:
+    """A --files-from-raw list (one path per line, no glob or comment processing)."""
+    path = tmp / f"names-{len(list(tmp.glob('names-*')))}.txt"
+    path.write_text("".join(f"{n}\n" for n in names), encoding="utf-8")
+    return path
+
+
+def record_publication(run: Path, record: dict[str, Any]) -> Path:
+    """Append `record` to RUN/_PUBLISHED.json (one output may be published to several places)."""
+    path = run / PUBLISHED_NAME
+    doc = read_json(path) if path.exists() else {"publications": []}
+    doc["publications"].append(record)
+    write_json_atomic(path, doc)
+    return path
+
+
+def main(out: Path, dest: str, run_dir: Path | None = None) -> int:
+    """The `--publish OUT DEST` entry point (cli.run_command)."""
+    if not dest.strip():
+        raise PublishRefused("DEST is empty: give an rclone destination such as remote:bucket/prefix")
+    try:
+        return publish(out, dest, run_dir)
+    except KeyboardInterrupt:  # during the verify or between rclone calls
+        raise PublishFailed(f"interrupted (Ctrl-C); run the same command again: it finishes a partial upload "
+                            f"to {mask(dest)}") from None

@@ -1,0 +1,185 @@
+"""rclone, called with argv lists only, bounded in time: the transport of `--publish`.
+
+Every call gets short connect/idle timeouts and a few retries (a stalled link fails instead of
+hanging) and a wall-clock backstop from the caller. A failing call becomes one RcloneFailed
+whose message is rclone's last error with any secret of the destination string masked.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Sequence
+
+# Connect and IO-idle timeouts, retries: a dead or stalled remote fails within about a minute.
+BOUNDS = ("--contimeout", "15s", "--timeout", "60s", "--low-level-retries", "3",
+          "--retries", "3", "--retries-sleep", "1s")
+# Stats lines (for long transfers) go to stderr at NOTICE; everything below is dropped.
+LOGGING = ("--log-level", "NOTICE", "--stats", "30s", "--stats-one-line", "--stats-log-level", "NOTICE")
+EXIT_DIR_NOT_FOUND = 3  # rclone's documented exit code for "directory not found"
+_SECRET_KEY = re.compile(r"(pass|secret|key|token|auth|bearer|sas|sig)", re.I)
+_LOG_PREFIX = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} ")
+
+
+class RcloneMissing(Exception):
+    """rclone is not on PATH."""
+
+
+class RcloneFailed(Exception):
+    """An rclone call exited non-zero or ran past its deadline; ``str()`` is rclone's last error."""
+
+    def __init__(self, message: str, returncode: int | None):
+        super().__init__(message)
+        self.returncode = returncode
+
+
+def mask(dest: str) -> str:
+    """DEST with the values of secret-looking connection-string parameters replaced by ***.
+
+    `:s3,access_key_id=..,secret_access_key=..:bucket` must not end up in a log or a record.
+    """
+    def one(m: re.Match) -> str:
+        key = m.group(1)
+        return f",{key}=***" if _SECRET_KEY.search(key) else m.group(0)
+
+    return re.sub(r",([A-Za-z_][A-Za-z0-9_]*)=('[^']*'|\"[^\"]*\"|[^,:]*)", one, dest)
+
+
+@dataclass(frozen=True)
+class Rclone:
+    exe: str
+    dest: str  # for masking it in messages
+
+    @staticmethod
+    def find(dest: str) -> "Rclone":
+        exe = shutil.which("rclone")
+        if exe is None:
+            raise RcloneMissing("rclone is not on PATH")
+        return Rclone(exe, dest)
+
+    def version(self) -> str:
+        first = self.run(["version"], timeout=30).splitlines()
+        return first[0].strip() if first else "rclone (unknown version)"
+
+    def run(self, args: Sequence[str], *, timeout: float, echo: bool = False) -> str:
+        """stdout of `rclone ARGS`; RcloneFailed on a non-zero exit or after `timeout` seconds.
+
+        With echo, rclone's stats lines are passed on to our stderr while it runs.
+        """
+        return self.run_rc(args, timeout=timeout, echo=echo, ok=(0,))[1]
+
+    def run_rc(self, args: Sequence[str], *, timeout: float, ok: Sequence[int], echo: bool = False) -> tuple[int, str]:
+        """(exit code, stdout) of `rclone ARGS` for an exit code in `ok`; else as run()."""
+        argv = [self.exe, *args, *BOUNDS, *LOGGING]
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, errors="replace")
+        except OSError as exc:
+            raise RcloneFailed(f"cannot start {self.exe}: {exc}", None) from None
+        out: list[str] = []
+        tail: deque[str] = deque(maxlen=40)
+        readers = [threading.Thread(target=_collect, args=(proc.stdout, out.append), daemon=True),
+                   threading.Thread(target=_collect, args=(proc.stderr, lambda l: _stderr_line(l, tail, echo)),
+                                    daemon=True)]
+        for t in readers:
+            t.start()
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise RcloneFailed(f"rclone {args[0]} did not finish within {timeout:.0f} s (stopped)", None) from None
+        except KeyboardInterrupt:  # Ctrl-C: stop rclone too, and say so instead of a traceback
+            proc.kill()
+            proc.wait()
+            raise RcloneFailed(f"rclone {args[0]} interrupted (Ctrl-C)", None) from None
+        for t in readers:
+            t.join(timeout=10)
+        if rc not in ok:
+            raise RcloneFailed(self._masked(_last_error(tail) or f"rclone {args[0]} exited {rc}"), rc)
+        return rc, "".join(out)
+
+    def _masked(self, text: str) -> str:
+        return text.replace(self.dest, mask(self.dest)) if self.dest else text
+
+    # ---- the few operations publishing needs; `names` are paths relative to a folder
+
+    def list_files(self, dest: str) -> dict[str, int] | None:
+        """{path: size} of every file under dest; None when dest does not exist yet."""
+        rc, text = self.run_rc(["lsjson", "-R", "--files-only", "--no-mimetype", dest], timeout=600,
+                               ok=(0, EXIT_DIR_NOT_FOUND))
+        if rc == EXIT_DIR_NOT_FOUND:
+            return None
+        return {e["Path"]: int(e["Size"]) for e in _json_list(text)}
+
+    def remote_sha256(self, dest: str, names_file: Path) -> dict[str, str]:
+        """sha256 the backend itself reports for the listed files (empty where it has none)."""
+        text = self.run(["lsjson", "-R", "--files-only", "--no-mimetype", "--hash-type", "sha256",
+                         "--files-from-raw", str(names_file), dest], timeout=3600)
+        return {e["Path"]: e["Hashes"]["sha256"] for e in _json_list(text)
+                if (e.get("Hashes") or {}).get("sha256")}
+
+    def downloaded_sha256(self, dest: str, names_file: Path, timeout: float) -> dict[str, str]:
+        """sha256 of the listed files as downloaded from dest (streamed, nothing kept on disk)."""
+        text = self.run(["hashsum", "sha256", "--download", "--files-from-raw", str(names_file), dest],
+                        timeout=timeout, echo=True)
+        sums: dict[str, str] = {}
+        for line in text.splitlines():
+            digest, _, name = line.partition("  ")
+            if name:
+                sums[name] = digest.strip()
+        return sums
+
+    def read_file(self, dest: str, names_file: Path) -> bytes:
+        """The bytes of the one file named in names_file (small files only)."""
+        return self.run(["cat", "--files-from-raw", str(names_file), dest], timeout=120).encode()
+
+    def copy(self, src: Path, dest: str, names_file: Path, timeout: float) -> None:
+        """Upload the listed files of src; --immutable: an existing different file is an error, never replaced."""
+        self.run(["copy", "--immutable", "--files-from-raw", str(names_file), str(src), dest],
+                 timeout=timeout, echo=True)
+
+    def delete(self, dest: str, names_file: Path) -> None:
+        """Remove the listed files (only ever this output's own broken uploads)."""
+        self.run(["delete", "--files-from-raw", str(names_file), dest], timeout=600)
+
+
+def _json_list(text: str) -> list[dict]:
+    """rclone's lsjson output; RcloneFailed (not a traceback) if it is not a JSON list."""
+    try:
+        doc = json.loads(text or "[]")
+    except ValueError as exc:
+        raise RcloneFailed(f"rclone lsjson printed no JSON list ({exc}): {text[:200]!r}", None) from None
+    if not isinstance(doc, list):
+        raise RcloneFailed(f"rclone lsjson printed {type(doc).__name__}, not a list", None)
+    return doc
+
+
+def _collect(stream: IO[str], sink) -> None:
+    for line in stream:
+        sink(line)
+
+
+def _stderr_line(line: str, tail: deque, echo: bool) -> None:
+    line = _LOG_PREFIX.sub("", line.rstrip("\n"))
+    if not line.strip():
+        return
+    tail.append(line)
+    if echo and "Transferred:" in line:
+        print(f"rclone: {line.strip()}", file=sys.stderr, flush=True)
+
+
+def _last_error(tail: deque) -> str:
+    """The line that says why: rclone's final `Failed to ...`, else its last ERROR, else its last line."""
+    lines = [l.strip() for l in tail if "Config file" not in l]
+    for prefix in ("Failed to", "ERROR"):
+        hits = [l for l in lines if l.startswith(prefix)]
+        if hits:
+            return hits[-1]
+    return lines[-1] if lines else ""

@@ -1,0 +1,318 @@
+"""./hplt-shard --publish OUT DEST against a real rclone and a real server on 127.0.0.1.
+
+The server is `rclone serve webdav` over a temp folder (WebDAV has no hashes: the upload is
+checked by download); a plain local folder as DEST exercises the remote-sha256 path. Every
+test starts its own server on a free port and kills it at teardown; every wait is bounded.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shard_pipeline.submit import cli
+from shard_pipeline.submit.publish import PUBLISHED_NAME, SUMS_NAME
+from shard_pipeline.submit.rclone import mask
+from tests.pipeline_util import make_corpus, run_cli, tree_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+RCLONE = shutil.which("rclone")
+needs_rclone = pytest.mark.skipif(RCLONE is None, reason="rclone not installed (apt-get install rclone; .ci/run does)")
+WAIT = 20.0  # seconds: the longest any test waits for a server or a file to appear
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> tuple[Path, Path]:
+    """(OUT, RUNDIR) of a finished local run: 3 shards of ~18 KB."""
+    base = tmp_path_factory.mktemp("publish-run")
+    root = make_corpus(base / "corpus", n_docs=120)
+    assert run_cli(root, base / "out", base / "run", "--shard-rows", "40") == 0
+    return base / "out", base / "run"
+
+
+@pytest.fixture(autouse=True)
+def rclone_config(tmp_path, monkeypatch):
+    """An empty rclone config of the test's own: the user's remotes never take part."""
+    conf = tmp_path / "rclone.conf"
+    conf.write_text("")
+    monkeypatch.setenv("RCLONE_CONFIG", str(conf))
+    monkeypatch.delenv("RCLONE_BWLIMIT", raising=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class WebDav:
+    """`rclone serve webdav ROOT` on 127.0.0.1:PORT; start() again after kill() serves the same folder."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        root.mkdir(parents=True, exist_ok=True)
+
+    def dest(self, path: str = "pub/eng") -> str:
+        return f":webdav,url='http://127.0.0.1:{self.port}':{path}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([RCLONE, "serve", "webdav", str(self.root), "--addr", f"127.0.0.1:{self.port}",
+                                      "--dir-cache-time", "0s"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                assert self.proc.poll() is None, "rclone serve webdav exited at start"
+                time.sleep(0.1)
+        raise AssertionError(f"rclone serve webdav did not listen on {self.port} within {WAIT} s")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=WAIT)
+        self.proc = None
+
+
+@pytest.fixture
+def webdav(tmp_path):
+    server = WebDav(tmp_path / "served")
+    server.start()
+    yield server
+    server.kill()
+
+
+def publish(out: Path, dest: str, *extra: str) -> int:
+    return cli.main(["--publish", str(out), dest, *extra])
+
+
+def published_tree(out: Path) -> dict[str, bytes]:
+    """What DEST must hold: OUT byte for byte, and the sums file."""
+    tree = tree_bytes(out)
+    names = json.loads(tree["_MANIFEST.json"])
+    sums = "".join(f"{e['sha256']}  {e['name']}\n" for e in (*names["shards"], *names["files"]))
+    sums += f"{hashlib.sha256(tree['_MANIFEST.json']).hexdigest()}  _MANIFEST.json\n"
+    return {**tree, SUMS_NAME: sums.encode()}
+
+
+def snapshot(d: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.relative_to(d).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns) for p in d.rglob("*") if p.is_file()}
+
+
+def run_subprocess(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "hplt-shard"), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=ROOT)
+
+
+# ---------------------------------------------------------------- uploads
+
+
+@needs_rclone
+def test_webdav_upload_byte_for_byte_and_recorded(finished, webdav, capsys):
+    out, run = finished
+    before = tree_bytes(out)
+    assert publish(out, webdav.dest(), "--run-dir", str(run)) == 0
+    assert tree_bytes(webdav.root / "pub" / "eng") == published_tree(out)
+    assert tree_bytes(out) == before  # OUT untouched: nothing added, nothing changed
+    text = capsys.readouterr().out
+    assert "verified by download" in text and webdav.dest() in text
+    record = json.loads((run / PUBLISHED_NAME).read_text())["publications"][-1]
+    assert record["dest"] == webdav.dest()
+    assert record["verified_by"] == "download"
+    assert record["manifest_sha256"] == published_tree(out)[SUMS_NAME].decode().splitlines()[-1].split()[0]
+    assert time.time() - time.mktime(time.strptime(record["published_at"], "%Y-%m-%dT%H:%M:%SZ")) < 3600 * 24
+
+
+@needs_rclone
+def test_local_dest_checked_by_remote_sha256_and_sums_verify(finished, tmp_path, capsys):
+    out, _ = finished
+    dest = tmp_path / "bucket" / "prefix"
+    assert publish(out, str(dest)) == 0
+    text = capsys.readouterr().out
+    assert "verified by the remote's sha256" in text
+    assert "run directory of" in text and "unknown" in text  # no --run-dir: said, not guessed
+    assert tree_bytes(dest) == published_tree(out)
+    check = subprocess.run(["sha256sum", "-c", SUMS_NAME], cwd=dest, capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+@needs_rclone
+def test_second_publish_refused_and_nothing_changes(finished, webdav, capsys):
+    out, _ = finished
+    assert publish(out, webdav.dest()) == 0
+    before = snapshot(webdav.root)
+    capsys.readouterr()
+    assert publish(out, webdav.dest()) == 2
+    err = capsys.readouterr().err
+    assert "already holds this output, complete" in err and "never overwrites" in err
+    assert snapshot(webdav.root) == before
+
+
+@needs_rclone
+def test_foreign_files_at_dest_refused_untouched(finished, webdav, capsys):
+    out, _ = finished
+    other = webdav.root / "pub" / "eng"
+    other.mkdir(parents=True)
+    (other / "notes.txt").write_text("someone else's\n")
+    (other / "shard-00000-of-00003.parquet").write_bytes(b"not ours")
+    before = snapshot(webdav.root)
+    assert publish(out, webdav.dest()) == 2
+    err = capsys.readouterr().err
+    assert "refusing to publish" in err and "notes.txt" in err and "nothing was changed" in err
+    assert snapshot(webdav.root) == before
+
+
+@needs_rclone
+def test_another_outputs_partial_upload_refused(finished, tmp_path, capsys):
+    out, _ = finished
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / SUMS_NAME).write_text("0" * 64 + "  shard-00000-of-00001.parquet\n")
+    before = snapshot(dest)
+    assert publish(out, str(dest)) == 2
+    assert "names another output" in capsys.readouterr().err
+    assert snapshot(dest) == before
+
+
+@needs_rclone
+def test_output_that_does_not_verify_is_refused(finished, tmp_path, capsys):
+    out, _ = finished
+    bad = tmp_path / "bad"
+    shutil.copytree(out, bad)
+    shard = bad / "shard-00001-of-00003.parquet"
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    dest = tmp_path / "dest"
+    assert publish(bad, str(dest)) == 1
+    err = capsys.readouterr().err
+    assert "does not verify" in err and "shard-00001-of-00003.parquet" in err and "--verify" in err
+    assert not dest.exists()
+
+
+# ---------------------------------------------------------------- interrupted, then finished
+
+
+@needs_rclone
+def test_upload_interrupted_midway_then_finished(finished, webdav):
+    """The server dies mid-transfer (a bandwidth limit keeps the upload slow enough to catch it)."""
+    out, run = finished
+    target = webdav.root / "pub" / "eng"
+    env = {**os.environ, "RCLONE_BWLIMIT": "8k"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "hplt-shard"), "--publish", str(out), webdav.dest()],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + WAIT * 3  # the verify before the upload takes a few seconds
+        while not list(target.glob("*.parquet")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert list(target.glob("*.parquet")), "the upload never started"
+        webdav.kill()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert "broke midway" in err and "run the same command again" in err and "Traceback" not in err
+    assert (target / SUMS_NAME).exists() and not (target / "_MANIFEST.json").exists()
+    assert tree_bytes(target) != published_tree(out)
+
+    webdav.start()  # same folder, same port: the same DEST
+    assert publish(out, webdav.dest(), "--run-dir", str(run)) == 0
+    assert tree_bytes(target) == published_tree(out)
+
+
+@needs_rclone
+def test_partial_upload_with_a_corrupt_file_is_repaired(finished, tmp_path, capsys):
+    """A same-size wrong copy is caught by the sha256 check at DEST and sent again."""
+    out, _ = finished
+    dest = tmp_path / "dest"
+    assert publish(out, str(dest)) == 0
+    (dest / "_MANIFEST.json").unlink()
+    shard = dest / "shard-00002-of-00003.parquet"
+    data = bytearray(shard.read_bytes())
+    data[10] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    (dest / "shard-00000-of-00003.parquet").write_bytes(b"PAR1 cut short")
+    capsys.readouterr()
+    assert publish(out, str(dest)) == 0
+    text = capsys.readouterr().out
+    assert "partial upload of this output" in text and "uploading them again" in text
+    assert tree_bytes(dest) == published_tree(out)
+
+
+# ---------------------------------------------------------------- clear failures
+
+
+@needs_rclone
+def test_unreachable_remote_fails_clearly(finished):
+    out, _ = finished
+    dest = f":webdav,url='http://127.0.0.1:{free_port()}':pub/eng"
+    proc = run_subprocess("--publish", str(out), dest)
+    assert proc.returncode == 1
+    assert "cannot reach" in proc.stderr and "connection refused" in proc.stderr
+    assert "run the same command again" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@needs_rclone
+def test_unknown_remote_name_fails_clearly(finished, tmp_path):
+    out, _ = finished
+    proc = run_subprocess("--publish", str(out), "nosuchremote:bucket/prefix", timeout=60)
+    assert proc.returncode == 1
+    assert "nosuchremote" in proc.stderr and "rclone listremotes" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_rclone_missing_from_path(finished, tmp_path, monkeypatch, capsys):
+    out, _ = finished
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    assert publish(out, str(tmp_path / "dest")) == 2
+    err = capsys.readouterr().err
+    assert "rclone is not on PATH" in err and "apt-get install rclone" in err and "module load lumio" in err
+    assert not (tmp_path / "dest").exists()
+
+
+def test_run_dir_that_did_not_make_out_is_refused(finished, tmp_path, capsys):
+    out, _ = finished
+    other = tmp_path / "run"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"config_sha256": "0" * 64, "execution": {"out": str(out)}}))
+    if RCLONE is None:
+        pytest.skip("needs rclone on PATH to get past the first check")
+    assert publish(out, str(tmp_path / "dest"), "--run-dir", str(other)) == 2
+    assert "did not write" in capsys.readouterr().err
+    assert not (tmp_path / "dest").exists() and not (other / PUBLISHED_NAME).exists()
+
+
+def test_secrets_in_dest_are_masked():
+    dest = ":s3,provider=Ceph,access_key_id=AKIA,secret_access_key='a:b',endpoint=https://x.example:bucket/p"
+    shown = mask(dest)
+    assert "AKIA" not in shown and "a:b" not in shown
+    assert shown == ":s3,provider=Ceph,access_key_id=***,secret_access_key=***,endpoint=https://x.example:bucket/p"
+    assert mask("lumi-o:bucket/prefix") == "lumi-o:bucket/prefix"
+
+
+def test_dest_inside_out_is_refused(finished, capsys):
+    out, _ = finished
+    if RCLONE is None:
+        pytest.skip("needs rclone on PATH to get past the first check")
+    assert publish(out, str(out / "_pub")) == 2
+    assert "inside OUT" in capsys.readouterr().err
+    assert not (out / "_pub").exists()
