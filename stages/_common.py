@@ -27,7 +27,7 @@ class _WithoutPandas:
 sys.meta_path.insert(0, _WithoutPandas())
 
 
-def parse(stage: str, array: bool) -> tuple[Path, int]:
+def parse(stage: str, array: bool) -> tuple[Path, int, bool]:
     p = argparse.ArgumentParser(prog=f"stages/{stage}.py", description=f"hplt-shard {stage} stage (one task)")
     p.add_argument("rundir", type=Path)
     p.add_argument("--task", type=int, default=None, help="task index (default: $SLURM_ARRAY_TASK_ID + --task-offset)")
@@ -36,17 +36,21 @@ def parse(stage: str, array: bool) -> tuple[Path, int]:
     task = a.task
     if task is None:
         task = a.task_offset + int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
-    rerun = [sys.executable, str(Path(sys.argv[0]).resolve()), str(a.rundir.resolve())]
-    if array:
-        rerun += ["--task", str(task)]
-    print(f"# hplt-shard {stage} task {task}; rerun by hand: {shlex.join(rerun)}", flush=True)
-    return a.rundir.resolve(), task
+    return a.rundir.resolve(), task, a.task is not None
 
 
 def main(stage: str, fn, array: bool = True) -> None:
     from shard_pipeline.run.rundir import RunDir
 
-    rundir, task = parse(stage, array)
+    rundir, task, by_hand = parse(stage, array)
+    script = [sys.executable, str(Path(sys.argv[0]).resolve())]
+    if array and not by_hand:  # an array task of a run with --cpus-per-task C runs C units at once
+        from shard_pipeline.run import group
+
+        if group.group_size(RunDir(rundir).config()["execution"].get("cpus", {}), stage) > 1:
+            sys.exit(group.run_array_task(rundir, stage, task, script))
+    rerun = [*script, str(rundir)] + (["--task", str(task)] if array else [])
+    print(f"# hplt-shard {stage} task {task}; rerun by hand: {shlex.join(rerun)}", flush=True)
     try:
         result = fn(RunDir(rundir), task)
     except Exception as exc:  # the last line of a failed log names the error: --status shows it

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shard_pipeline.run.group import group_size, unit_log
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import STAGES, RunDir, read_json
 from shard_pipeline.submit.executors.local import last_error_line
@@ -64,10 +65,10 @@ def _done(run: RunDir, stage: str, task: int) -> bool:
     }[stage].exists()
 
 
-def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]]) -> Path | None:
+def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], cpus: int = 1) -> Path | None:
     for j in chunks:
-        local = task - j["offset"]
-        p = run.log_dir(stage) / f"{j['job_id']}_{local}.log"
+        local = task // cpus - j["offset"]  # array index of the task's group (run/group.py)
+        p = run.log_dir(stage) / (f"{j['job_id']}_{local}.log" if cpus == 1 else unit_log(Path(), j["job_id"], local, task).name)
         if p.exists():
             return p
     p = run.log_dir(stage) / f"local_{task}.log"
@@ -85,19 +86,20 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
     for stage in STAGES:
         st = StageStatus(stage, totals[stage])
         chunks = jobs.get(stage, [])
+        cpus = group_size(cfg.execution.cpus, stage)
         for task in range(totals[stage]):
             if _done(run, stage, task):
                 st.done += 1
                 continue
-            state = next((queue.get(f"{j['job_id']}_{task - j['offset']}") for j in chunks
-                          if f"{j['job_id']}_{task - j['offset']}" in queue), None)
+            state = next((queue.get(f"{j['job_id']}_{task // cpus - j['offset']}") for j in chunks
+                          if f"{j['job_id']}_{task // cpus - j['offset']}" in queue), None)
             if state in ("RUNNING", "COMPLETING", "CONFIGURING"):
                 st.running += 1
                 continue
             if state is not None:
                 st.pending += 1
                 continue
-            log = _task_log(run, stage, task, chunks)
+            log = _task_log(run, stage, task, chunks, cpus)
             if log is not None:
                 st.failed.append((task, str(log), last_error_line(log)))
         out.append(st)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline.errors import UserError
+from shard_pipeline.run import group
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.submit.executors import STAGES_DIR, stage_script
@@ -35,11 +36,11 @@ class StageJobs:
     """The sbatch options of one stage; tasks are array indices 0..tasks-1 (or a sparse list)."""
 
     stage: str
-    tasks: tuple[int, ...]
-    mem: str
+    tasks: tuple[int, ...]  # array indices: units, or groups of C units for partition and write
+    mem: str  # per array task: C x a unit's memory for a group
     time: str
     throttle: int | None = None
-    cpus: int = 1  # finalize re-hashes the output with a thread per core
+    cpus: int = 1  # C units at once (partition, write); finalize re-hashes with a thread per core
 
 
 @dataclass
@@ -176,10 +177,13 @@ def submit_run(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings, l
 
     ex = cfg.execution
     s = SlurmSettings(settings.worker_partition, settings.account, ex.python, settings.module_loads, f"hs-{lang}")
-    throttle = max(1, min(len(t.get("partition", [])) + len(t.get("write", [])), settings.max_tasks))
+    # Array indices are groups of C units (run/group.py): a resume resubmits the groups holding unfinished units.
+    arrays = {stage: group.groups_of(t.get(stage, []), group.group_size(ex.cpus, stage)) for stage in t}
+    throttle = max(1, min(len(arrays.get("partition", [])) + len(arrays.get("write", [])), settings.max_tasks))
     spec = {"partition": (ex.mem["partition"], ex.time["partition"], throttle), "plan": (ex.mem.get("plan", ex.mem["job"]), ex.time["job"], None),
             "write": (ex.mem["write"], ex.time["write"], throttle), "finalize": (ex.mem["job"], ex.time["job"], None)}
-    stages = [StageJobs(stage, tuple(t[stage]), *spec[stage], cpus=ex.cpus.get(stage, 1))
+    stages = [StageJobs(stage, tuple(arrays[stage]), group.scale_mem(spec[stage][0], group.group_size(ex.cpus, stage)),
+                        *spec[stage][1:], cpus=ex.cpus.get(stage, 1))
               for stage in ("partition", "plan", "write", "finalize") if t.get(stage)]
     sub = submit_chain(s, run.root, stages, max_size=max_array_size())
     record = read_json(run.run_json)
