@@ -214,3 +214,44 @@ def test_array_task_of_a_group_skips_its_finished_units(tmp_path, monkeypatch, r
     assert not (logs / "77_0.unit0.log").exists() and "write task 1 done" in (logs / "77_0.unit1.log").read_text()
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0  # only finalize is left
     assert tree_bytes(tmp_path / "out") == expected
+
+
+def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, reference):
+    from shard_pipeline.run.rundir import RunDir
+    from shard_pipeline.run.status import stage_statuses
+
+    root, _ = reference
+    run_dir = failed_write_unit(tmp_path, monkeypatch, root)
+    record = json.loads((run_dir / "run.json").read_text())
+    record["submissions"].append({"kind": "resume", "jobs": [{"stage": "write", "job_id": "900", "offset": 0}]})
+    (run_dir / "run.json").write_text(json.dumps(record))
+    write = {s.stage: s for s in stage_statuses(RunDir(run_dir), queue={"900_0": "RUNNING"})}["write"]
+    assert (write.done, write.running, write.failed) == (3, 1, [])  # unit 1 runs in array task 0 (group 0)
+    (run_dir / "logs" / "write" / "900_0.unit1.log").write_text("# started\nERROR: OSError: disk on fire\n")
+    write = {s.stage: s for s in stage_statuses(RunDir(run_dir), queue={})}["write"]
+    assert [(t, Path(log).name, err) for t, log, err in write.failed] == [(1, "900_0.unit1.log", "ERROR: OSError: disk on fire")]
+
+
+def test_sigterm_to_a_group_stops_its_units_and_the_group_reruns(tmp_path, monkeypatch, reference):
+    """The requeue trap of slurm_job.sh sends TERM to the stage entry: the group forwards it to its units."""
+    import signal
+    import time
+
+    root, expected = reference
+    run_dir = failed_write_unit(tmp_path, monkeypatch, root)
+    env = {**os.environ, "SLURM_ARRAY_JOB_ID": "78", "SLURM_ARRAY_TASK_ID": "0", "HPLT_SHARD_FAULT": "write-start:1:hang"}
+    argv = [sys.executable, str(REPO / "stages" / "write.py"), str(run_dir), "--task-offset", "0"]
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = run_dir / "logs" / "write" / "78_0.unit1.log"
+    deadline = time.monotonic() + 90
+    while not (log.exists() and "fault injected" in log.read_text()):
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.2)
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 1 and "unit 1 exited -15" in out
+    assert log.read_text().splitlines()[-1].startswith("# hplt-shard write group 0 unit 1 exit -15")
+    env.pop("HPLT_SHARD_FAULT")
+    assert subprocess.run(argv, env=env, capture_output=True, timeout=120).returncode == 0  # the requeued group
+    assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
+    assert tree_bytes(tmp_path / "out") == expected

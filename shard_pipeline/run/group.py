@@ -122,7 +122,7 @@ def summary(label: str, runs: Sequence[UnitRun]) -> str:
         wall = max(r.end for r in runs) - min(r.start for r in runs)
         cpu = sum(r.cpu_s for r in runs)
         lines.append(f"# {label}: {len(runs)} units, wall {wall:.2f} s, cpu {cpu:.2f} s "
-                     f"({cpu / max(wall, 1e-9):.2f} cores busy)")
+                     f"({cpu / max(wall, 1e-9):.2f} cores busy; load average {os.getloadavg()[0]:.1f})")
     return "\n".join(lines)
 
 
