@@ -44,7 +44,7 @@ def main() -> None:
               f"| {hms(st['write'].seconds)} | {hms(st['finalize'].seconds)} | **{hms(total_seconds(list(st.values())))}** "
               f"| {st['partition'].lustre_bytes_s / 1e9:.0f} / {st['write'].lustre_bytes_s / 1e9:.0f} GB/s "
               f"| {hms(total_seconds(list(st.values()), lustre))} | {hms(loaded)} "
-              f"| {scale_mem(lay.partition_mem, c)} / {scale_mem(lay.write_mem, c)} |")
+              f"| {scale_mem(lay.partition_mem, lay.partition_cpus)} / {scale_mem(lay.write_mem, lay.write_cpus)} |")
     lay = plan_layout(V4_ENGLISH, {}, shard_rows=1_000_000, task_budget=a.budget, partition_mem=a.mem, job_mem=a.mem)
     st = project(lay)
     print(f"\nbytes moved (any C): " + "; ".join(f"{s.stage} reads {s.read_bytes / 1e12:.2f} TB, writes "

@@ -113,6 +113,16 @@ def test_groups_are_submitted_with_c_cores_and_c_times_the_memory(tmp_path, fake
     assert sb["partition"][-5].endswith("stages/slurm_job.sh") and sb["partition"][-3].endswith("stages/partition.py")
 
 
+def test_a_stage_with_fewer_tasks_than_c_asks_only_for_its_tasks_cores(tmp_path, fake_slurm):
+    root = make_corpus(tmp_path, n_docs=40)
+    assert submit(tmp_path, root, "--cpus-per-task", "16", "--partition-tasks", "4", "--write-tasks", "1",
+                  "--mem", "300M") == 0
+    sb = {opt(a, "--job-name").rsplit("-", 1)[1]: a for a in fake_slurm("sbatch")}
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["execution"]["cpus"] == {"partition": 4}
+    assert (opt(sb["partition"], "--cpus-per-task"), opt(sb["partition"], "--mem")) == ("4", "1200M")
+    assert opt(sb["partition"], "--array").split("%")[0] == "0" and opt(sb["write"], "--cpus-per-task") == "1"
+
+
 # ---------------------------------------------------------------------------- local executor
 
 TASKS = ("--partition-tasks", "3", "--write-tasks", "4", "--buckets", "5", "--spill-bytes", "20000")

@@ -60,6 +60,15 @@ class Layout:
     biggest_unit_bytes: int = 0  # compressed input of the largest partition task
     text_bytes: int = 0  # estimated text of the whole selection
 
+    @property
+    def partition_cpus(self) -> int:
+        """Cores of a partition array task: C, or fewer when the stage has fewer tasks."""
+        return max(1, min(self.cpus, self.partition_tasks))
+
+    @property
+    def write_cpus(self) -> int:
+        return max(1, min(self.cpus, self.write_tasks))
+
 
 def parse_mem(mem: str) -> int:
     m = re.fullmatch(r"(\d+)([KMGT]?)B?", mem.strip().upper())

@@ -18,9 +18,9 @@ def describe(args, subset, shards, lay: layout_mod.Layout, executor: str, settin
         + ("; split layout dirs: train/ and validation/, one shard set each" if args.split_layout == "dirs" else ""),
         f"executor         {executor}",
         f"job layout ({lay.cpus} core{'s' if lay.cpus > 1 else ''} per partition/write array task, one task per core):",
-        _grouped("partition", lay.partition_tasks, lay.partition_groups, lay.cpus, lay.partition_mem, lay.partition_time),
+        _grouped("partition", lay.partition_tasks, lay.partition_groups, lay.partition_cpus, lay.partition_mem, lay.partition_time),
         f"  plan       {1:>6} task   mem {lay.plan_mem:>5}  time {lay.job_time}",
-        _grouped("write", lay.write_tasks, lay.write_groups, lay.cpus, lay.write_mem, lay.write_time),
+        _grouped("write", lay.write_tasks, lay.write_groups, lay.write_cpus, lay.write_mem, lay.write_time),
         f"  finalize   {1:>6} task   mem {lay.job_mem:>5}  time {lay.job_time}  cpus {lay.finalize_cpus}",
         f"  queued at once: {lay.partition_groups + lay.write_groups + 2} array tasks (MAX_TASKS {settings.max_tasks}), "
         f"{lay.partition_tasks + lay.write_tasks} partition/write cores; array throttle %{lay.throttle}",
