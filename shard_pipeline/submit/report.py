@@ -45,7 +45,7 @@ def projection_lines(lay: layout_mod.Layout) -> list[str]:
     for s in stages:
         lines.append(f"  {s.stage:<9}  {s.cores:>6} cores  {hms(s.seconds):>10}  reads {human_bytes(s.read_bytes):>9}  "
                      f"writes {human_bytes(s.write_bytes):>9}  needs {human_bytes(s.lustre_bytes_s)}/s")
-    lines.append(f"  whole run  {hms(total_seconds(stages))} compute-bound (x{LOADED_SLOWDOWN} at the rates measured "
+    lines.append(f"  whole run  {hms(total_seconds(stages))} compute-bound (about {LOADED_SLOWDOWN}x that at the rates measured "
                  f"under load); scratch read {human_bytes(sum(s.read_bytes for s in stages))}, "
                  f"written {human_bytes(sum(s.write_bytes for s in stages))}")
     return lines
