@@ -88,6 +88,15 @@ def test_dry_run_shows_cores_memory_projection_and_scratch(tmp_path, fake_slurm,
     assert "whole run" in text and "scratch read" in text
 
 
+def test_presets_set_c():
+    from shard_pipeline.submit.settings import load_settings
+
+    lumi = load_settings(cli={"PRESET": "lumi"}, conf_path=None, repo_root=REPO)
+    assert lumi.cpus_per_task == 16
+    assert load_settings(cli={"PRESET": "lumi", "CPUS_PER_TASK": "4"}, conf_path=None, repo_root=REPO).cpus_per_task == 4
+    assert load_settings(cli={"PRESET": "local"}, conf_path=None, repo_root=REPO).cpus_per_task == 1
+
+
 def test_cpus_per_task_must_be_positive(tmp_path, fake_slurm, capsys):
     root = make_corpus(tmp_path, n_docs=20)
     assert submit(tmp_path, root, "--cpus-per-task", "0") == 2
