@@ -274,3 +274,12 @@ def test_sigterm_to_a_group_stops_its_units_and_the_group_reruns(tmp_path, monke
     assert subprocess.run(argv, env=env, capture_output=True, timeout=120).returncode == 0  # the requeued group
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
     assert tree_bytes(tmp_path / "out") == expected
+
+
+def test_a_unit_that_cannot_start_counts_as_failed(tmp_path):
+    from shard_pipeline.run.group import run_units
+
+    runs = run_units(lambda u: [str(tmp_path / "no-such-python"), "-c", "pass"] if u == 1 else [sys.executable, "-c", "pass"],
+                     [0, 1], lambda u: tmp_path / f"u{u}.log", "test group 0", append=False)
+    assert [(r.unit, r.returncode) for r in runs] == [(0, 0), (1, 127)]
+    assert (tmp_path / "u0.log").read_text().splitlines()[-1].startswith("# hplt-shard test group 0 unit 0 exit 0")

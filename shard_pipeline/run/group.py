@@ -73,6 +73,14 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
     lock = threading.Lock()
 
     def one(u: int) -> None:
+        try:
+            run_one(u)
+        except OSError as exc:  # the log or the process could not be made: the unit failed
+            now = time.time()
+            results[u] = UnitRun(u, 127, now, now, 0.0, 0.0, log_of(u))
+            print(f"ERROR: {label} unit {u} did not start: {exc}", file=sys.stderr, flush=True)
+
+    def run_one(u: int) -> None:
         log = log_of(u)
         log.parent.mkdir(parents=True, exist_ok=True)
         argv = argv_of(u)
@@ -110,7 +118,7 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
     finally:
         if in_main:
             signal.signal(signal.SIGTERM, old)
-    return [results[u] for u in units if u in results]
+    return [results[u] for u in units]
 
 
 def summary(label: str, runs: Sequence[UnitRun]) -> str:
