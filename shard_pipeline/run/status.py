@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shard_pipeline.run.group import group_size, unit_log
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json
@@ -63,10 +64,10 @@ def squeue_states(job_ids: list[str], run=subprocess.run) -> dict[str, str]:
     return states
 
 
-def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]]) -> Path | None:
+def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], cpus: int = 1) -> Path | None:
     for j in chunks:
-        local = task - j["offset"]
-        p = run.array_log(stage, j["job_id"], local)
+        local = task // cpus - j["offset"]  # array index of the task's group (run/group.py)
+        p = run.array_log(stage, j["job_id"], local) if cpus == 1 else unit_log(run.log_dir(stage), j["job_id"], local, task)
         if p.exists():
             return p
     p = run.local_log(stage, task)
@@ -142,19 +143,20 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
         stage = reg.name
         st = StageStatus(stage, reg.tasks(rs.cfg))
         chunks = jobs.get(stage, [])
+        cpus = group_size(rs.cfg.execution.cpus, stage)
         for task in range(st.total):
             if reg.is_done(rs, task):
                 st.done += 1
                 continue
-            state = next((queue.get(f"{j['job_id']}_{task - j['offset']}") for j in chunks
-                          if f"{j['job_id']}_{task - j['offset']}" in queue), None)
+            state = next((queue.get(f"{j['job_id']}_{task // cpus - j['offset']}") for j in chunks
+                          if f"{j['job_id']}_{task // cpus - j['offset']}" in queue), None)
             if state in ("RUNNING", "COMPLETING", "CONFIGURING"):
                 st.running += 1
                 continue
             if state is not None:
                 st.pending += 1
                 continue
-            log = _task_log(run, stage, task, chunks)
+            log = _task_log(run, stage, task, chunks, cpus)
             if log is not None:
                 err = last_error_line(log)
                 reason = slurm_reason(log)

@@ -56,7 +56,7 @@ def rerun_argv(stage: str, rundir: Path, task: int | None) -> list[str]:
     return ["env", f"PYTHONPATH={PACKAGE_PARENT}", *argv] if checkout_root() else argv
 
 
-def parse(argv: Sequence[str]) -> tuple[str, Path, int]:
+def parse(argv: Sequence[str]) -> tuple[str, Path, int, bool]:
     from shard_pipeline.run.registry import STAGE_NAMES
 
     p = argparse.ArgumentParser(prog="python -m shard_pipeline.run.task", description="run one task of an hplt-shard stage")
@@ -66,16 +66,22 @@ def parse(argv: Sequence[str]) -> tuple[str, Path, int]:
     p.add_argument("--task-offset", type=int, default=0, help="added to $SLURM_ARRAY_TASK_ID (arrays split in chunks)")
     a = p.parse_args(argv)
     task = a.task if a.task is not None else a.task_offset + int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
-    return a.stage, a.rundir.resolve(), task
+    return a.stage, a.rundir.resolve(), task, a.task is not None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     keep_pandas_out()
-    stage_name, rundir, task = parse(sys.argv[1:] if argv is None else argv)
+    stage_name, rundir, task, by_hand = parse(sys.argv[1:] if argv is None else argv)
     from shard_pipeline.run.registry import stage as registered
     from shard_pipeline.run.rundir import RunDir
 
     stage = registered(stage_name)
+    if stage.array and not by_hand:  # an array task of a run with --cpus-per-task C runs C units at once
+        from shard_pipeline.run import group
+
+        if group.group_size(RunDir(rundir).config()["execution"].get("cpus", {}), stage.name) > 1:
+            return group.run_array_task(rundir, stage.name, task,
+                                        [sys.executable, "-m", "shard_pipeline.run.task", stage.name])
     log = setup_logging()
     log.info("hplt-shard %s task %d; rerun by hand: %s", stage.name, task,
              shlex.join(rerun_argv(stage.name, rundir, task if stage.array else None)))

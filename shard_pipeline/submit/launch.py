@@ -79,7 +79,8 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         buckets=lay.buckets, spill_bytes=lay.spill_bytes, python=python,
         mem={"partition": lay.partition_mem, "plan": lay.plan_mem, "write": lay.write_mem, "job": lay.job_mem},
         time={"partition": lay.partition_time, "write": lay.write_time, "job": lay.job_time},
-        cpus={"finalize": lay.finalize_cpus} if lay.finalize_cpus > 1 else {},
+        cpus={stage: c for stage, c in (("partition", lay.partition_cpus), ("write", lay.write_cpus),
+                                          ("finalize", lay.finalize_cpus)) if c > 1},
         counts_index=str(settings.counts_index) if settings.counts_index else None,
     )
     method, boundaries = choose_boundaries(sample.ids, lay.buckets)

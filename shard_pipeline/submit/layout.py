@@ -55,6 +55,20 @@ class Layout:
     sorted_runs: int = 0  # estimated, all partition tasks together
     sections: int = 0  # estimated index entries: what the plan holds and writers open
     plan_mem: str = ""
+    cpus: int = 1  # units (partition/write tasks) each array task runs at once, one core each
+    partition_groups: int = 0  # array tasks: ceil(tasks / cpus); these count against the job cap
+    write_groups: int = 0
+    biggest_unit_bytes: int = 0  # compressed input of the largest partition task
+    text_bytes: int = 0  # estimated text of the whole selection
+
+    @property
+    def partition_cpus(self) -> int:
+        """Cores of a partition array task: C, or fewer when the stage has fewer tasks."""
+        return max(1, min(self.cpus, self.partition_tasks))
+
+    @property
+    def write_cpus(self) -> int:
+        return max(1, min(self.cpus, self.write_tasks))
 
 
 def minutes_to_slurm(minutes: float) -> str:
@@ -139,15 +153,20 @@ def lay_out_jobs(
     compressed_per_doc: float | None = None,
     text_per_doc: float | None = None,
     row_group_bytes: int = 64 << 20,
+    cpus: int = 1,
 ) -> Layout:
-    """Fit partition + plan + write + finalize into `task_budget` queued tasks."""
+    """Fit partition + plan + write + finalize into `task_budget` queued array tasks.
+
+    With `cpus` C, an array task of partition or write runs C tasks (units) at once
+    (run/group.py): the budget counts array tasks, so C x as many units fit under the cap.
+    """
     n = len(sizes)
     sizes_ = [s or 0 for s in sizes]
     est_docs = estimate_docs(sizes, known_docs, compressed_per_doc)
     est_shards = max(1, math.ceil(est_docs / shard_rows))
     room = max(4, task_budget) - 2  # plan and finalize are one task each
-    p = partition_tasks or max(1, min(n, room // 2))
-    w = write_tasks or max(1, min(est_shards, room - p))
+    p = partition_tasks or max(1, min(n, room // 2 * cpus))
+    w = write_tasks or max(1, min(est_shards, (room - -(-p // cpus)) * cpus))
     buckets = buckets or min(MAX_BUCKETS, max(w, math.ceil(est_docs / BUCKET_ROWS)))
     packing = pack_by_bytes(sizes_, p) if n else [[]]
     p = len(packing)
@@ -178,9 +197,14 @@ def lay_out_jobs(
         write_time=time_limit or minutes_to_slurm(write_min),
         job_time=time_limit or minutes_to_slurm(30),
         spill_bytes=spill,
-        throttle=min(p + w, task_budget),
+        throttle=min(-(-p // cpus) + -(-w // cpus), task_budget),
         finalize_cpus=finalize_cpus(json_bytes),
         sorted_runs=need.sorted_runs,
         sections=need.sections,
         plan_mem=at_least(job_mem, need.plan_bytes),
+        cpus=cpus,
+        partition_groups=-(-p // cpus),
+        write_groups=-(-w // cpus),
+        biggest_unit_bytes=biggest,
+        text_bytes=int(est_docs * per_doc),
     )

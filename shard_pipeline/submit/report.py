@@ -1,7 +1,9 @@
 """The dry-run report: what a submission would read, queue and write, before anything happens."""
 from __future__ import annotations
 
+from shard_pipeline.run.group import scale_mem
 from shard_pipeline.submit import layout as layout_mod
+from shard_pipeline.submit.projection import LOADED_SLOWDOWN, hms, project, total_seconds
 from shard_pipeline.units import human_bytes
 
 
@@ -15,16 +17,35 @@ def describe(args, subset, shards, lay: layout_mod.Layout, executor: str, settin
         f"output shards    ~{lay.est_shards:,} of {args.shard_rows:,} rows (val {args.val_permille}/1000)"
         + ("; split layout dirs: train/ and validation/, one shard set each" if args.split_layout == "dirs" else ""),
         f"executor         {executor}",
-        "job layout:",
-        f"  partition  {lay.partition_tasks:>6} tasks  mem {lay.partition_mem:>5}  time {lay.partition_time}",
+        f"job layout ({lay.cpus} core{'s' if lay.cpus > 1 else ''} per partition/write array task, one task per core):",
+        _grouped("partition", lay.partition_tasks, lay.partition_groups, lay.partition_cpus, lay.partition_mem, lay.partition_time),
         f"  plan       {1:>6} task   mem {lay.plan_mem:>5}  time {lay.job_time}",
-        f"  write      {lay.write_tasks:>6} tasks  mem {lay.write_mem:>5}  time {lay.write_time}",
+        _grouped("write", lay.write_tasks, lay.write_groups, lay.write_cpus, lay.write_mem, lay.write_time),
         f"  finalize   {1:>6} task   mem {lay.job_mem:>5}  time {lay.job_time}  cpus {lay.finalize_cpus}",
-        f"  queued at once: {lay.partition_tasks + lay.write_tasks + 2} (MAX_TASKS {settings.max_tasks}); array throttle %{lay.throttle}",
+        f"  queued at once: {lay.partition_groups + lay.write_groups + 2} array tasks (MAX_TASKS {settings.max_tasks}), "
+        f"{lay.partition_tasks + lay.write_tasks} partition/write cores; array throttle %{lay.throttle}",
         f"id buckets       {lay.buckets:,}",
         f"sorted runs      ~{lay.sorted_runs:,} (text / spill budget {human_bytes(lay.spill_bytes)}), ~{lay.sections:,} "
         f"sections: plan mem {lay.plan_mem}, writer mem {lay.write_mem} (more partition memory means fewer runs)",
-        f"read volume      {human_bytes(lay.compressed_bytes)} input + ~{human_bytes(lay.est_json_bytes // 2)} intermediate",
-        f"write volume     ~{human_bytes(lay.est_json_bytes // 2)} intermediate + ~{human_bytes(lay.est_json_bytes // 6)} Parquet",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + projection_lines(lay))
+
+
+def _grouped(stage: str, tasks: int, groups: int, cpus: int, mem: str, time: str) -> str:
+    if cpus == 1:
+        return f"  {stage:<9}  {tasks:>6} tasks  mem {mem:>5}  time {time}"
+    return (f"  {stage:<9}  {tasks:>6} tasks in {groups} array tasks of {cpus} cores  mem {scale_mem(mem, cpus)} "
+            f"per array task ({cpus} x {mem})  time {time}")
+
+
+def projection_lines(lay: layout_mod.Layout) -> list[str]:
+    """Projected wall time (idle cores, every array task running) and what it asks of scratch."""
+    stages = project(lay)
+    lines = ["projection (bench/RESULTS.md rates per idle core; no queue wait):"]
+    for s in stages:
+        lines.append(f"  {s.stage:<9}  {s.cores:>6} cores  {hms(s.seconds):>10}  reads {human_bytes(s.read_bytes):>9}  "
+                     f"writes {human_bytes(s.write_bytes):>9}  needs {human_bytes(s.lustre_bytes_s)}/s")
+    lines.append(f"  whole run  {hms(total_seconds(stages))} compute-bound (about {LOADED_SLOWDOWN}x that at the rates measured "
+                 f"under load); scratch read {human_bytes(sum(s.read_bytes for s in stages))}, "
+                 f"written {human_bytes(sum(s.write_bytes for s in stages))}")
+    return lines

@@ -36,6 +36,7 @@ def resolve_settings(args: argparse.Namespace):
         "PRESET": args.preset,
         "WORKER_MEM": args.mem,
         "TIME_LIMIT": args.time,
+        "CPUS_PER_TASK": str(args.cpus_per_task) if args.cpus_per_task is not None else None,
     }
     return load_settings(cli=cli, conf_path=args.conf, repo_root=home(), preset_dir=PRESET_DIR)
 
@@ -114,7 +115,8 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
     if not 0 <= args.val_permille <= 1000:
         raise UsageError("--val-permille must be in [0, 1000]")
     # Locally every task is a process start (~2 s of imports): a few tasks per core are enough.
-    budget = task_budget(args, settings, executor) if executor == "slurm" else 4 * max(1, args.jobs) + 2
+    cpus = settings.cpus_per_task
+    budget = task_budget(args, settings, executor) if executor == "slurm" else 4 * max(1, args.jobs // cpus) + 2
     return layout_mod.lay_out_jobs(
         [s.size for s in shards],
         known,
@@ -130,6 +132,7 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
         compressed_per_doc=compressed_per_doc,
         text_per_doc=text_per_doc,
         row_group_bytes=args.row_group_bytes,
+        cpus=cpus,
     )
 
 

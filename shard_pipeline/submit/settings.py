@@ -26,6 +26,7 @@ KEYS: dict[str, str] = {
     "MODULE_LOAD_CMD": "modules each job loads before Python: exactly 'module load NAME [NAME...]'",
     "WORKER_MEM": "memory per task for stages whose need does not grow with data, e.g. 4G, 500M or 4000 (megabytes, as Slurm reads it)",
     "MAX_TASKS": "array tasks one run may queue at once (also the array throttle)",
+    "CPUS_PER_TASK": "cores per partition/write array task; each runs that many tasks at once (memory: that many x WORKER_MEM)",
     "SUBMIT_LIMIT": "the partition's cap on submitted jobs per user (LUMI small: 220); the submitter fits under it",
     "COUNTS_INDEX": "shared counts index directory (relative paths: relative to the checkout, or the current directory when installed)",
     "LICENSE": "SPDX id written to every row's license_spdx, e.g. CC0-1.0 for HPLT",
@@ -96,6 +97,7 @@ class Settings:
     v3_root: Path | None
     v4_root: Path | None
     time_limit: str | None
+    cpus_per_task: int = 1  # units per partition/write array task (run/group.py)
     clean_values: tuple[tuple[str, str], ...] = ()  # CLEAN_* thresholds as given (clean.CleanPolicy.from_conf)
 
 
@@ -215,6 +217,7 @@ _CHECKS: dict[str, Callable[[str, str, str], str]] = {
     ),
     "WORKER_MEM": lambda key, value, where: _check_mem(key, value, where),
     "MAX_TASKS": _shaped(_INT_RE, "a positive integer"),
+    "CPUS_PER_TASK": _shaped(_INT_RE, "a positive integer"),
     "SUBMIT_LIMIT": _shaped(_INT_RE, "a positive integer"),
     "LICENSE": _shaped(_SPDX_RE, "an SPDX license id such as CC0-1.0"),
     "PRESET": _shaped(_PRESET_RE, "a preset name such as lumi"),
@@ -324,6 +327,7 @@ def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_ro
         v3_root=path_of("V3_ROOT"),
         v4_root=path_of("V4_ROOT"),
         time_limit=text("TIME_LIMIT"),
+        cpus_per_task=number("CPUS_PER_TASK", 1),  # type: ignore[arg-type]
         clean_values=tuple((k, v) for k in KEYS if k.startswith("CLEAN_") for v in [text(k)] if v is not None),
     )
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from shard_pipeline.run import group
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import RunConfig
@@ -86,17 +87,34 @@ def run_task(python: str, stage: str, rundir: Path, task: int) -> TaskResult:
     return TaskResult(stage, task, rc, log)
 
 
+def run_group(python: str, stage: str, rundir: Path, index: int, units: Sequence[int]) -> list[TaskResult]:
+    """One group of units at once, as an array task with C cores runs them (run/group.py)."""
+    runs = group.run_units(lambda u: task_argv(python, stage, rundir, u), units,
+                           lambda u: RunDir(rundir).local_log(stage, u), f"{stage} group {index}", append=False,
+                           env=task_env())
+    return [TaskResult(stage, r.unit, r.returncode, r.log) for r in runs]
+
+
 def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs: int,
-              progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> None:
+              progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+              cpus: int = 1) -> None:
+    """The stage's tasks, `jobs` cores at a time: one process per task, or groups of `cpus` tasks."""
     done = 0
     failed: list[TaskResult] = []
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    if cpus > 1:  # jobs // cpus groups at once, each running its units in parallel
+        groups = [(g, [t for t in tasks if t // cpus == g]) for g in group.groups_of(tasks, cpus)]
+        work, workers = (lambda gu: run_group(python, stage, rundir, *gu)), max(1, jobs // cpus)
+    else:
+        groups = [(t, [t]) for t in tasks]
+        work, workers = (lambda gu: [run_task(python, stage, rundir, gu[0])]), max(1, jobs)
+    pool = ThreadPoolExecutor(max_workers=workers)
     try:
-        for r in pool.map(lambda t: run_task(python, stage, rundir, t), tasks):
-            done += 1
-            if r.returncode != 0:
-                failed.append(r)
-            progress(f"{stage:<9} {done}/{len(tasks)} tasks" + (f", {len(failed)} failed" if failed else ""))
+        for rs in pool.map(work, groups):
+            for r in rs:
+                done += 1
+                if r.returncode != 0:
+                    failed.append(r)
+                progress(f"{stage:<9} {done}/{len(tasks)} tasks" + (f", {len(failed)} failed" if failed else ""))
     except KeyboardInterrupt:
         WORKERS.stop()  # before the pool waits for its threads: they wait on these processes
         pool.shutdown(wait=True, cancel_futures=True)
@@ -116,13 +134,15 @@ class Interrupted(Exception):
         self.finished: list[str] = []
 
 
-def run_all(python: str, rundir: Path, layout: dict[str, Sequence[int]], jobs: int) -> None:
+def run_all(python: str, rundir: Path, layout: dict[str, Sequence[int]], jobs: int,
+            cpus: dict[str, int] | None = None) -> None:
     """Run the stages in order; a failed stage stops the chain (like afterok)."""
     finished: list[str] = []
     for stage in STAGES:
         if layout.get(stage.name):  # a resume runs only what is unfinished
             try:
-                run_stage(python, stage.name, rundir, layout[stage.name], jobs)
+                run_stage(python, stage.name, rundir, layout[stage.name], jobs,
+                          cpus=group.group_size(cpus or {}, stage.name))
             except Interrupted as exc:
                 exc.finished = finished
                 raise
@@ -161,7 +181,7 @@ def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: in
     record["submissions"].append({"kind": "local", "submitted_at": time.time(), "tasks": tasks, "jobs": []})
     write_json_atomic(run.run_json, record)
     try:
-        run_all(sys.executable, run.root, tasks, jobs)
+        run_all(sys.executable, run.root, tasks, jobs, cfg.execution.cpus)
     except StageFailed as exc:
         release(out, run.root)
         print(f"hplt-shard: {exc}", file=sys.stderr)

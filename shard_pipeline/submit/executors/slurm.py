@@ -16,6 +16,7 @@ from typing import Sequence
 
 from shard_pipeline.errors import UserError
 from shard_pipeline.paths import JOB_SCRIPT
+from shard_pipeline.run import group
 from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
@@ -36,11 +37,11 @@ class StageJobs:
     """The sbatch options of one stage; tasks are array indices 0..tasks-1 (or a sparse list)."""
 
     stage: str
-    tasks: tuple[int, ...]
-    mem: str
+    tasks: tuple[int, ...]  # array indices: units, or groups of C units for partition and write
+    mem: str  # per array task: C x a unit's memory for a group
     time: str
     throttle: int | None = None
-    cpus: int = 1  # finalize re-hashes the output with a thread per core
+    cpus: int = 1  # C units at once (partition, write); finalize re-hashes with a thread per core
 
 
 @dataclass
@@ -169,9 +170,12 @@ def submit_run(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings, l
     """Queue the stages that have tasks; each depends on every array chunk of the one before."""
     ex = cfg.execution
     s = SlurmSettings(settings.worker_partition, settings.account, ex.python, settings.module_loads, f"hs-{lang}")
-    throttle = max(1, min(len(t.get("partition", [])) + len(t.get("write", [])), settings.max_tasks))
-    stages = [StageJobs(s.name, tuple(t[s.name]), ex.mem.get(s.mem_key, ex.mem["job"]), ex.time[s.time_key],
-                        throttle if s.array else None, cpus=ex.cpus.get(s.name, 1))
+    # Array indices are groups of C units (run/group.py): a resume resubmits the groups holding unfinished units.
+    arrays = {stage: group.groups_of(t.get(stage, []), group.group_size(ex.cpus, stage)) for stage in t}
+    throttle = max(1, min(len(arrays.get("partition", [])) + len(arrays.get("write", [])), settings.max_tasks))
+    stages = [StageJobs(s.name, tuple(arrays[s.name]),
+                        group.scale_mem(ex.mem.get(s.mem_key, ex.mem["job"]), group.group_size(ex.cpus, s.name)),
+                        ex.time[s.time_key], throttle if s.array else None, cpus=ex.cpus.get(s.name, 1))
               for s in STAGES if t.get(s.name)]
     sub = submit_chain(s, run.root, stages, max_size=max_array_size())
     record = read_json(run.run_json)

@@ -1,0 +1,182 @@
+"""Groups: an array task with C cores runs C units of its stage at once, one process per unit.
+
+A unit is what a stage task has always been (`stages/<stage>.py RUNDIR --task U`): its receipt,
+checkpoint and log are its own, so `--resume` and a requeue stay per unit and the output does
+not depend on C. What C changes is the number of Slurm jobs: under a per-user job cap (LUMI
+`small`: 220, every array task counted) C cores per array task give C times the parallelism.
+
+`units_of` is the one mapping from an array index to its units; the Slurm batch script (through
+the stage entry point) and the local executor both run a group with `run_units`.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+GROUPED_STAGES = ("partition", "write")
+
+
+def units_of(index: int, cpus: int, n_units: int) -> range:
+    """The units array task `index` runs: [index*C, min((index+1)*C, n)); empty past the end."""
+    if cpus < 1 or index < 0 or n_units < 0:
+        raise ValueError(f"no group {index} of {cpus} units among {n_units}")
+    return range(min(index * cpus, n_units), min((index + 1) * cpus, n_units))
+
+
+def group_count(n_units: int, cpus: int) -> int:
+    """Array tasks needed for `n_units` units, C per task."""
+    return -(-n_units // max(1, cpus))
+
+
+def groups_of(units: Iterable[int], cpus: int) -> list[int]:
+    """The array indices whose groups hold these units (a sparse resubmission's `--array`)."""
+    return sorted({u // max(1, cpus) for u in units})
+
+
+def scale_mem(mem: str, k: int) -> str:
+    """A Slurm --mem value times k ('4G' x 8 = '32G'): a group asks for C units' memory."""
+    digits = mem.rstrip("KMGTkmgtBb")
+    return f"{int(digits) * k}{mem[len(digits):]}"
+
+
+@dataclass(frozen=True)
+class UnitRun:
+    """How one unit process ended: the times and rusage the group log and the tests read."""
+
+    unit: int
+    returncode: int
+    start: float  # epoch seconds
+    end: float
+    cpu_s: float  # user + system, from wait4
+    max_rss_mib: float
+    log: Path
+
+
+def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of: Callable[[int], Path],
+              label: str, *, append: bool, env: dict[str, str] | None = None) -> list[UnitRun]:
+    """Start every unit at once, each writing its own log, and wait for all of them.
+
+    Each unit is reaped with wait4 on its own pid (never -1: the local executor runs several
+    groups in threads of one process), which gives its CPU time and peak RSS. The first and
+    last lines of a unit's log are its start and end (epoch seconds), so overlapping runs show.
+    """
+    results: dict[int, UnitRun] = {}
+    live: dict[int, subprocess.Popen] = {}
+    lock = threading.Lock()
+
+    def one(u: int) -> None:
+        try:
+            run_one(u)
+        except OSError as exc:  # the log or the process could not be made: the unit failed
+            now = time.time()
+            results[u] = UnitRun(u, 127, now, now, 0.0, 0.0, log_of(u))
+            print(f"ERROR: {label} unit {u} did not start: {exc}", file=sys.stderr, flush=True)
+
+    def run_one(u: int) -> None:
+        log = log_of(u)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        argv = argv_of(u)
+        with open(log, "ab" if append else "wb") as f:
+            start = time.time()
+            f.write(f"# hplt-shard {label} unit {u} started at {start:.3f}; rerun by hand: {shlex.join(argv)}\n".encode())
+            f.flush()
+            with lock:
+                p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env)
+                live[u] = p
+            _, status, ru = os.wait4(p.pid, 0)
+            end = time.time()
+            rc = os.waitstatus_to_exitcode(status)
+            with lock:
+                p.returncode = rc  # reaped here: keep Popen from waiting again
+                del live[u]
+            cpu = ru.ru_utime + ru.ru_stime
+            f.write(f"# hplt-shard {label} unit {u} exit {rc} at {end:.3f}: wall {end - start:.2f} s, "
+                    f"cpu {cpu:.2f} s, max rss {ru.ru_maxrss / 1024:.0f} MiB\n".encode())
+        results[u] = UnitRun(u, rc, start, end, cpu, ru.ru_maxrss / 1024, log)
+
+    def forward(signum, _frame) -> None:  # requeue or scancel: the units stop at their checkpoints
+        with lock:
+            for p in live.values():
+                p.send_signal(signum)
+
+    in_main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGTERM, forward) if in_main else None
+    try:
+        threads = [threading.Thread(target=one, args=(u,), daemon=True) for u in units]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, old)
+    return [results[u] for u in units]
+
+
+def summary(label: str, runs: Sequence[UnitRun]) -> str:
+    """Per unit and for the group: wall, CPU and how many cores were busy on average."""
+    lines = [f"# {label} unit {r.unit}: exit {r.returncode}, {r.start:.3f} -> {r.end:.3f} "
+             f"({r.end - r.start:.2f} s), cpu {r.cpu_s:.2f} s, max rss {r.max_rss_mib:.0f} MiB  log {r.log.name}"
+             for r in runs]
+    if runs:
+        wall = max(r.end for r in runs) - min(r.start for r in runs)
+        cpu = sum(r.cpu_s for r in runs)
+        lines.append(f"# {label}: {len(runs)} units, wall {wall:.2f} s, cpu {cpu:.2f} s "
+                     f"({cpu / max(wall, 1e-9):.2f} cores busy; load average {os.getloadavg()[0]:.1f})")
+    return "\n".join(lines)
+
+
+def group_size(cpus: Mapping[str, int], stage: str) -> int:
+    """C of a stage as the run recorded it (Execution.cpus); 1 for plan, finalize and older runs."""
+    return cpus.get(stage, 1) if stage in GROUPED_STAGES else 1
+
+
+def run_array_task(rundir: Path, stage: str, index: int, script: Sequence[str]) -> int:
+    """The Slurm side: run the units of array task `index` that are not finished yet.
+
+    A unit whose receipt agrees with its files (the same test `--resume` applies) is skipped:
+    after a requeue or a sparse resubmission the group redoes only its unfinished units.
+    """
+    from shard_pipeline.run.registry import RunState
+    from shard_pipeline.run.registry import stage as registered
+    from shard_pipeline.run.rundir import RunDir, read_json
+
+    run = RunDir(rundir)
+    ex = read_json(run.config_json)["execution"]
+    cpus = group_size(ex.get("cpus", {}), stage)
+    n = ex["partition_tasks"] if stage == "partition" else ex["write_tasks"]
+    units = list(units_of(index, cpus, n))
+    job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID") or "nojob"
+    local = os.environ.get("SLURM_ARRAY_TASK_ID", str(index))
+    label = f"{stage} group {index}"
+    print(f"# hplt-shard {label}: units {units[0] if units else '-'}..{units[-1] if units else '-'} "
+          f"of {n} on {cpus} cores (pid {os.getpid()})", flush=True)
+    state, reg = RunState(run), registered(stage)
+    problem = lambda u: reg.problem(state, u)  # noqa: E731
+    todo = []
+    for u in units:
+        if problem(u) is None:
+            print(f"# {label} unit {u}: finished before (its receipt agrees with its files), skipped", flush=True)
+        else:
+            todo.append(u)
+    runs = run_units(lambda u: [*script, str(rundir), "--task", str(u)], todo,
+                     lambda u: unit_log(run.log_dir(stage), job, local, u), label, append=True)
+    print(summary(label, runs), flush=True)
+    failed = [r for r in runs if r.returncode != 0]
+    for r in failed:
+        print(f"ERROR: {stage} unit {r.unit} exited {r.returncode} (log: {r.log})", file=sys.stderr, flush=True)
+    return 1 if failed or len(runs) != len(todo) else 0
+
+
+def unit_log(log_dir: Path, job: str, array_index: str | int, unit: int) -> Path:
+    """A unit's log under Slurm, next to its group's `<job>_<index>.log`."""
+    return log_dir / f"{job}_{array_index}.unit{unit}.log"
+

@@ -1,0 +1,68 @@
+"""Projected wall time and scratch I/O of a job layout, from per-core rates measured in bench/.
+
+What `--dry-run` prints and what docs/DESIGN.md tabulates for v4 English at C = 1, 8, 16, 32.
+Each partition or write unit has a core of its own (an array task of C cores runs C units), so
+a stage's compute time is its largest unit's work at one core's rate, provided every array task
+runs at once (no queue wait). The scratch bytes a stage moves over that time give the Lustre
+throughput the projection needs; where Lustre delivers less, the stage takes bytes / throughput.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shard_pipeline.submit.layout import HASH_BYTES_PER_CPU_S, JSON_PER_COMPRESSED, Layout
+
+# bench/RESULTS.md section 5 (refreshed after section 7): one idle core, steady state.
+PARTITION_JSON_BYTES_PER_S = 130e6  # zstd + JSON + sha256 + spill, 0.56-0.60x the floor's 228 MB/s
+WRITE_TEXT_BYTES_PER_S = 85e6  # order, assemble, Parquet zstd, fsync
+LOADED_SLOWDOWN = 2.3  # the same rates as measured on the loaded test machine: the pessimistic bound
+SPILL_PER_TEXT = 0.6  # lz4 spill bytes per text byte (measured 0.55-0.67)
+PARQUET_PER_TEXT = 0.36  # output bytes per text byte (measured 0.34-0.38)
+PLAN_SECONDS_PER_SECTION = 23 / 27e6  # bench/plan_scale.py: 27 M sections in 23 s
+CLIENT_READ_BYTES_S = 10e9  # one node's Lustre read rate (assumed, not measured): bounds finalize
+
+
+@dataclass(frozen=True)
+class StageProjection:
+    stage: str
+    cores: int  # all array tasks together
+    seconds: float  # compute-bound, idle cores
+    read_bytes: int  # scratch (and input) bytes read
+    write_bytes: int  # scratch bytes written
+
+    @property
+    def lustre_bytes_s(self) -> float:
+        """Throughput the stage needs to stay compute-bound."""
+        return (self.read_bytes + self.write_bytes) / max(self.seconds, 1e-9)
+
+    def seconds_at(self, lustre_bytes_s: float | None) -> float:
+        """Wall time when Lustre delivers `lustre_bytes_s` (None: unlimited)."""
+        if not lustre_bytes_s:
+            return self.seconds
+        return max(self.seconds, (self.read_bytes + self.write_bytes) / lustre_bytes_s)
+
+
+def project(lay: Layout) -> list[StageProjection]:
+    """Partition, plan, write, finalize: cores, compute-bound seconds, bytes moved."""
+    text = lay.text_bytes
+    spill = int(text * SPILL_PER_TEXT)
+    parquet = int(text * PARQUET_PER_TEXT)
+    part_s = lay.biggest_unit_bytes * JSON_PER_COMPRESSED / PARTITION_JSON_BYTES_PER_S
+    write_s = text / max(1, lay.write_tasks) / WRITE_TEXT_BYTES_PER_S
+    hash_rate = min(lay.finalize_cpus * HASH_BYTES_PER_CPU_S, CLIENT_READ_BYTES_S)
+    return [
+        StageProjection("partition", lay.partition_tasks, part_s, lay.compressed_bytes, spill),
+        StageProjection("plan", 1, 5 + lay.sections * PLAN_SECONDS_PER_SECTION, lay.sections * 60, lay.sections * 56),
+        StageProjection("write", lay.write_tasks, write_s, spill, parquet),
+        StageProjection("finalize", lay.finalize_cpus, 5 + parquet / hash_rate, parquet, 0),
+    ]
+
+
+def total_seconds(stages: list[StageProjection], lustre_bytes_s: float | None = None) -> float:
+    """The four stages one after the other (afterok), Lustre-bound where it delivers less."""
+    return sum(s.seconds_at(lustre_bytes_s) for s in stages)
+
+
+def hms(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
