@@ -2,7 +2,7 @@
 """Projected wall time of HPLT v4 English under LUMI's job cap for several --cpus-per-task C.
 
 The table in docs/DESIGN.md ("Cores per array task") is this script's output. It uses the job
-layout the submitter would queue (layout.plan_layout, 200 array tasks: MAX_TASKS of the lumi
+layout the submitter would queue (layout.lay_out_jobs, 200 array tasks: MAX_TASKS of the lumi
 preset under SUBMIT_LIMIT=220) and the per-core rates of submit/projection.py.
 
     .venv/bin/python bench/project_cpus.py [--mem 4G] [--lustre-gbs 50]
@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from shard_pipeline.run.group import scale_mem  # noqa: E402
-from shard_pipeline.submit.layout import plan_layout  # noqa: E402
+from shard_pipeline.submit.layout import lay_out_jobs  # noqa: E402
 from shard_pipeline.submit.projection import LOADED_SLOWDOWN, hms, project, total_seconds  # noqa: E402
 
 V4_ENGLISH = [16_382_767_553] * 1108  # 18.15 TB in 1,108 shards, 7.86 B documents
@@ -35,7 +35,7 @@ def main() -> None:
           f"at the loaded rates (x{LOADED_SLOWDOWN}) | memory per array task: partition / write |")
     print("|---:|---|---|---:|---:|---:|---:|---:|---|---:|---:|---|")
     for c in (int(x) for x in a.cpus.split(",")):
-        lay = plan_layout(V4_ENGLISH, {}, shard_rows=1_000_000, task_budget=a.budget, partition_mem=a.mem,
+        lay = lay_out_jobs(V4_ENGLISH, {}, shard_rows=1_000_000, task_budget=a.budget, partition_mem=a.mem,
                           job_mem=a.mem, cpus=c)
         st = {s.stage: s for s in project(lay)}
         loaded = sum(s.seconds * (LOADED_SLOWDOWN if s.stage in ("partition", "write") else 1) for s in st.values())
@@ -45,7 +45,7 @@ def main() -> None:
               f"| {st['partition'].lustre_bytes_s / 1e9:.0f} / {st['write'].lustre_bytes_s / 1e9:.0f} GB/s "
               f"| {hms(total_seconds(list(st.values()), lustre))} | {hms(loaded)} "
               f"| {scale_mem(lay.partition_mem, lay.partition_cpus)} / {scale_mem(lay.write_mem, lay.write_cpus)} |")
-    lay = plan_layout(V4_ENGLISH, {}, shard_rows=1_000_000, task_budget=a.budget, partition_mem=a.mem, job_mem=a.mem)
+    lay = lay_out_jobs(V4_ENGLISH, {}, shard_rows=1_000_000, task_budget=a.budget, partition_mem=a.mem, job_mem=a.mem)
     st = project(lay)
     print("\nbytes moved (any C): " + "; ".join(f"{s.stage} reads {s.read_bytes / 1e12:.2f} TB, writes "
                                              f"{s.write_bytes / 1e12:.2f} TB" for s in st))

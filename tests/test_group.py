@@ -16,7 +16,7 @@ import pytest
 
 from shard_pipeline.run.group import group_count, groups_of, scale_mem, units_of
 from shard_pipeline.submit import cli
-from shard_pipeline.submit.layout import plan_layout
+from shard_pipeline.submit.layout import lay_out_jobs
 from tests.pipeline_util import config_sha, expected_output, make_corpus, manifest, run_cli, tree_bytes
 from tests.test_submitter import opt, submit
 
@@ -62,7 +62,7 @@ def test_mapping_examples_and_bad_values():
 
 @pytest.mark.parametrize("cpus", [1, 8, 16, 32])
 def test_layout_fits_the_job_cap_with_c_times_the_cores(cpus):
-    lay = plan_layout(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="4G", job_mem="4G", cpus=cpus)
+    lay = lay_out_jobs(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="4G", job_mem="4G", cpus=cpus)
     assert lay.partition_groups + lay.write_groups + 2 <= 200  # array tasks: what the cap counts
     assert lay.partition_groups == group_count(lay.partition_tasks, cpus)
     assert lay.write_groups == group_count(lay.write_tasks, cpus)
@@ -119,7 +119,8 @@ def test_groups_are_submitted_with_c_cores_and_c_times_the_memory(tmp_path, fake
     assert opt(sb["plan"], "--cpus-per-task") == opt(sb["finalize"], "--cpus-per-task") == "1"
     assert opt(sb["plan"], "--mem") == ex["mem"]["plan"]
     # the batch script is unchanged: the stage entry finds C in the run's config
-    assert sb["partition"][-5].endswith("stages/slurm_job.sh") and sb["partition"][-3].endswith("stages/partition.py")
+    script = next(i for i, x in enumerate(sb["partition"]) if x.endswith("slurm_job.sh"))
+    assert sb["partition"][script + 3] == "partition"
 
 
 def test_a_stage_with_fewer_tasks_than_c_asks_only_for_its_tasks_cores(tmp_path, fake_slurm):
@@ -197,7 +198,7 @@ def test_resume_redoes_only_the_failed_unit_of_a_group(tmp_path, monkeypatch, re
     root, expected = reference
     run_dir = failed_write_unit(tmp_path, monkeypatch, root)
     assert "No space left on device" in capsys.readouterr().err
-    assert cli.main(["--status", str(run_dir)]) == 0
+    assert cli.main(["--status", str(run_dir)]) == 1  # failed: EXIT_STOPPED
     status = capsys.readouterr().out
     assert "FAILED write task 1" in status and "local_1.log" in status
     kept = (run_dir / "write" / "task-00000.receipt.json").stat().st_mtime_ns

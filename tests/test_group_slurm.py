@@ -59,7 +59,7 @@ def test_failed_unit_of_a_group_is_resubmitted_alone(slurm_cluster, tmp_path, mo
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
     assert not (run_dir / "DONE").exists()
     capsys.readouterr()
-    assert cli.main(["--status", str(run_dir)]) == 0
+    assert cli.main(["--status", str(run_dir)]) == 1  # failed: EXIT_STOPPED
     status = capsys.readouterr().out
     write = next(j for j in jobs if j["stage"] == "write")["job_id"]
     assert "FAILED write task 1" in status and f"{write}_0.unit1.log" in status and "No space left" in status
