@@ -47,6 +47,10 @@ def main(stage: str, fn, array: bool = True) -> None:
     from shard_pipeline.run.rundir import RunDir
 
     rundir, task = parse(stage, array)
+    from shard_pipeline.run import multi
+
+    if multi.is_multi(rundir):  # RUNDIR of several languages: the index names (language, task) units
+        sys.exit(multi.run_entry(stage, fn, rundir, task))
     try:
         result = fn(RunDir(rundir), task)
     except Exception as exc:  # the last line of a failed log names the error: --status shows it

@@ -67,7 +67,7 @@ def _done(run: RunDir, stage: str, task: int) -> bool:
 def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]]) -> Path | None:
     for j in chunks:
         local = task - j["offset"]
-        p = run.log_dir(stage) / f"{j['job_id']}_{local}.log"
+        p = Path(j.get("log_dir") or run.log_dir(stage)) / f"{j['job_id']}_{local}.log"  # log_dir: multi-language run
         if p.exists():
             return p
     p = run.log_dir(stage) / f"local_{task}.log"

@@ -10,7 +10,7 @@ import platform
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,25 +27,50 @@ from shard_pipeline.submit.report import describe
 def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Find the inputs, lay out the jobs, and (unless --dry-run) write the run dir and start it."""
     settings = scope.resolve_settings(args)
-    if not settings.license:
-        raise UsageError("no license: give --license SPDX or LICENSE in the conf (HPLT presets use CC0-1.0)")
-    subset, shards = scope.find_inputs(args, settings)
     executor = scope.choose_executor(args)
-    known = scope.known_counts(settings, args.corpus, subset, args.lang, shards)
-    from shard_pipeline.stages.buckets import choose_boundaries, sample_heads
-
-    sample = sample_heads(shards, corpus=args.corpus)
-    lay = scope.make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc,
-                      sample.text_per_doc)
+    sc = prepare(args, settings, executor)
     if args.dry_run:
-        print(describe(args, subset, shards, lay, executor, settings))
+        print(describe(args, sc.subset, sc.shards, sc.lay, executor, settings))
         print("dry run: nothing written, nothing submitted")
         return 0
     if args.out is None:
         raise UsageError("--out is required (the output folder)")
-    out = args.out.resolve()
+    run = RunDir((args.run_dir or scope.default_run_dir(args, sc.subset)).resolve())
+    cfg = create_run(args, argv, settings, executor, sc, args.out.resolve(), run)
+    with run_lock(run.root):
+        return start(run, cfg, stage_tasks(sc.lay), executor, args.jobs, settings, "submit")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One language's inputs and job layout: what --dry-run shows and a run dir is made from."""
+
+    subset: str
+    shards: list
+    sample: Any  # buckets.HeadSample
+    lay: layout_mod.Layout
+    known: dict[int, int]  # input index -> documents, from the counts index
+
+
+def prepare(args: argparse.Namespace, settings, executor: str, budget: int | None = None) -> Scope:
+    """Inputs, known counts, head sample and layout of args.lang (`budget`: this language's share of the tasks)."""
+    if not settings.license:
+        raise UsageError("no license: give --license SPDX or LICENSE in the conf (HPLT presets use CC0-1.0)")
+    subset, shards = scope.find_inputs(args, settings)
+    known = scope.known_counts(settings, args.corpus, subset, args.lang, shards)
+    from shard_pipeline.stages.buckets import sample_heads
+
+    sample = sample_heads(shards, corpus=args.corpus)
+    lay = scope.make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc,
+                            sample.text_per_doc, budget=budget)
+    return Scope(subset, shards, sample, lay, known)
+
+
+def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor: str, sc: Scope, out: Path,
+               run: RunDir) -> RunConfig:
+    """Check OUT and the run dir, claim OUT and write the run dir of one language; nothing is started."""
+    subset, shards, lay, sample = sc.subset, sc.shards, sc.lay, sc.sample
     check_replaceable(out)
-    run = RunDir((args.run_dir or scope.default_run_dir(args, subset)).resolve())
     if run.root.exists():
         raise UsageError(f"run directory {run.root} exists; use --resume {run.root} or move it away")
     if run.root == out or out in run.root.parents or run.root in out.parents:
@@ -71,15 +96,16 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         cpus={"finalize": lay.finalize_cpus} if lay.finalize_cpus > 1 else {},
         counts_index=str(settings.counts_index) if settings.counts_index else None,
     )
+    from shard_pipeline.stages.buckets import choose_boundaries
+
     method, boundaries = choose_boundaries(sample.ids, lay.buckets)
     execution = Execution(**{**asdict(execution), "buckets": len(boundaries) + 1})
     cfg = RunConfig(content, execution)
     claim(out, run.root)
     write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv], settings, executor)
-    print(f"config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
+    print(f"{args.lang}: config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
           f"{lay.write_tasks} write tasks; {len(boundaries) + 1} buckets ({method})", file=sys.stderr)
-    with run_lock(run.root):
-        return start(run, cfg, stage_tasks(lay), executor, args.jobs, settings, "submit")
+    return cfg
 
 
 def parse_dp_ranks(spec: str) -> tuple[int, ...]:
