@@ -158,3 +158,30 @@ def test_a_failed_language_does_not_stop_the_others_and_resume_finishes_it(tmp_p
     assert {l: tree_bytes(out / l) for l in before} == before
     assert multi_cli(root, "swe_Latn", tmp_path / "single", tmp_path / "run-single", "--shard-rows", "25") == 0
     assert tree_bytes(out / "swe_Latn") == tree_bytes(tmp_path / "single")
+
+
+def test_one_chain_for_all_languages_fits_max_tasks_with_afterany(tmp_path, fake_slurm, capsys):
+    """Fake sbatch (argv only): four arrays for three languages, every stage after the first afterany."""
+    root = make_langs(tmp_path, {"fin_Latn": (200, ("10_1", "9_1", "9_2", "8_1")), "swe_Latn": (40, ("9_1",)),
+                                 "est_Latn": (3, ("9_1",))})
+    conf = tmp_path / "t.conf"
+    conf.write_text("PRESET=local\nMAX_TASKS=12\n")
+    run_dir = tmp_path / "run"
+    assert cli.main(["fin_Latn,swe_Latn,est_Latn", "--local-root", str(root), "--out", str(tmp_path / "out"),
+                     "--run-dir", str(run_dir), "--license", LICENSE, "--conf", str(conf), "--shard-rows", "20"]) == 0
+    sb = fake_slurm("sbatch")
+    names = [a[a.index("--job-name") + 1] for a in sb]
+    assert names == [f"hs-multi-{s}" for s in ("partition", "plan", "write", "finalize")]
+    m = multi.load(run_dir)
+    arrays = [a[a.index("--array") + 1].split("%")[0] for a in sb]
+    assert arrays == [f"0-{m.size('partition') - 1}", "0", f"0-{m.size('write') - 1}", "0"]
+    assert m.size("partition") + m.size("write") + 2 <= 12  # MAX_TASKS, as one run
+    assert [a[a.index("--dependency") + 1] for a in sb[1:]] == ["afterany:1001", "afterany:1002", "afterany:1003"]
+    assert all(str(run_dir) in a for a in sb)  # every job gets RUNDIR; the index picks (language, task)
+    # the biggest language got the most tasks, every language at least one of each
+    blocks = {s: {b.lang: b.count for b in m.blocks[s]} for s in ("partition", "write")}
+    assert min(blocks["partition"].values()) == 1 and blocks["partition"]["fin_Latn"] > blocks["partition"]["est_Latn"]
+    # each language's run.json has the chain in its own task numbers, for --status RUNDIR/<LANG>
+    est = json.loads((run_dir / "est_Latn" / "run.json").read_text())["submissions"][-1]
+    w = next(j for j in est["jobs"] if j["stage"] == "write")
+    assert 0 - w["offset"] == m.global_index("write", "est_Latn", 0) and w["log_dir"] == str(run_dir / "logs" / "write")

@@ -15,7 +15,7 @@ from typing import Sequence
 from shard_pipeline.errors import UsageError
 from shard_pipeline.run import multi
 from shard_pipeline.run.claim import release, run_lock
-from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_atomic
+from shard_pipeline.run.rundir import RUN_FORMAT, STAGES, RunDir, read_json, write_json_atomic
 from shard_pipeline.submit import launch, scope
 
 LANG_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
@@ -175,7 +175,8 @@ def create_all(args, argv, settings, executor, ms: MultiScope, root_out: Path, m
             cfgs[l] = launch.create_run(lang_args(args, l), argv, settings, executor, ms.scopes[l], out, RunDir(m.lang_dir(l)))
             made.append(out)
         write_json_atomic(root / multi.LANGUAGES_JSON, {**m.to_json(), "out": str(root_out)})
-        (root / "tasks").mkdir(exist_ok=True)
+        for sub in ("tasks", *(f"logs/{s}" for s in STAGES)):  # Slurm opens the logs of every job here
+            (root / sub).mkdir(parents=True, exist_ok=True)
         write_json_atomic(root / "run.json", {
             "run_format": RUN_FORMAT, "multi_format": multi.MULTI_FORMAT, "argv": ["hplt-shard", *argv],
             "languages": ms.langs, "executor": executor, "code": launch.git_state(), "out": str(root_out),
