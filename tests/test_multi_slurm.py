@@ -109,7 +109,8 @@ def test_failed_write_in_one_language_lets_the_others_land_then_resume(slurm_clu
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 0
     status = capsys.readouterr().out
-    assert "FAILED swe_Latn write task 0" in status and "fault injected" in status and "languages done 2/3" in status
+    assert "FAILED swe_Latn write task 0" in status and "Killed" in status and "languages done 2/3" in status
+    assert "failed (write)" in status and status.count("  done") == 2
     assert cli.main(["--status", str(run_dir / "swe_Latn")]) == 0
     assert "FAILED write task 0" in capsys.readouterr().out
     landed = {l: tree_bytes(out / l) for l in ("fin_Latn", "est_Latn")}
