@@ -180,7 +180,7 @@ def create_all(args, argv, settings, executor, ms: MultiScope, root_out: Path, m
         write_json_atomic(root / "run.json", {
             "run_format": RUN_FORMAT, "multi_format": multi.MULTI_FORMAT, "argv": ["hplt-shard", *argv],
             "languages": ms.langs, "executor": executor, "code": launch.git_state(), "out": str(root_out),
-            "budget": ms.budget, "submissions": [],
+            "budget": ms.budget, "time_limit": settings.time_limit, "submissions": [],
         })
     except BaseException:
         for out in made:

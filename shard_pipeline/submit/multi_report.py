@@ -30,7 +30,7 @@ def describe_multi(args, ms, executor: str, settings) -> str:
     plan_mem = max((x.plan_mem for x in lays), key=_bytes)
     write_mem = max((x.write_mem for x in lays), key=_bytes)
     queued = tot["p"] + tot["w"] + len(SINGLE_JOB_STAGES)
-    budget = settings.max_tasks if executor == "slurm" else ms.budget
+    budget = ms.budget
     lines += [
         "(docs known: from the counts index or a shard read to its end; shards: output shards of "
         f"{args.shard_rows:,} rows; part./write: this run's tasks; alone: what a run of that language alone would queue)",
@@ -42,7 +42,8 @@ def describe_multi(args, ms, executor: str, settings) -> str:
         f"  queued at once: {queued} in 4 sbatch arrays (budget {ms.budget}, MAX_TASKS {settings.max_tasks}); "
         f"tasks shared in proportion to compressed bytes, at least one partition and one write task per language",
         f"  separate runs would queue {tot['alone']} in {4 * len(langs)} sbatch arrays"
-        + (f", more than the budget {budget}: at least {-(-tot['alone'] // max(1, budget))} waves" if tot['alone'] > budget else ""),
+        + (f", more than the budget {budget}: at least {-(-tot['alone'] // max(1, budget))} waves"
+           if executor == "slurm" and tot['alone'] > budget else ""),
         f"read volume      {human_bytes(tot['bytes'])} input + ~{human_bytes(sum(x.est_json_bytes for x in lays) // 2)} intermediate",
     ]
     return "\n".join(lines)

@@ -32,7 +32,7 @@ def slurm_minutes(t: str) -> float:
     return d * 1440 + a
 
 
-def stage_resources(cfgs: dict, stage: str, units: int) -> tuple[str, str, int]:
+def stage_resources(cfgs: dict, stage: str, units: int, fixed_time: bool) -> tuple[str, str, int]:
     """(mem, time, cpus) of a stage for every language it runs: the most any of them needs.
 
     plan and finalize run their languages in turn in one job: their time grows by a few minutes
@@ -43,8 +43,7 @@ def stage_resources(cfgs: dict, stage: str, units: int) -> tuple[str, str, int]:
     times = [c.execution.time.get("job" if stage in multi.SINGLE_JOB_STAGES else stage) for c in cfgs.values()]
     mem = max(mems, key=parse_mem)
     longest = max(times, key=slurm_minutes)
-    fixed = len(set(t for c in cfgs.values() for t in c.execution.time.values())) == 1  # one --time for all
-    if stage in multi.SINGLE_JOB_STAGES and not fixed:
+    if stage in multi.SINGLE_JOB_STAGES and not fixed_time:
         longest = minutes_to_slurm(slurm_minutes(longest) + 2 * units)
     cpus = max(c.execution.cpus.get(stage, 1) for c in cfgs.values())
     return mem, longest, cpus
@@ -84,13 +83,14 @@ def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], set
     from shard_pipeline.submit.executors.slurm import SlurmSettings, StageJobs, max_array_size, submit_chain
 
     python = next(iter(cfgs.values())).execution.python
+    fixed_time = bool(read_json(m.root / "run.json").get("time_limit"))  # --time at submission: every job gets it
     s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, "hs-multi")
     throttle = max(1, min(len(tasks.get("partition", [])) + len(tasks.get("write", [])), settings.max_tasks))
     stages = []
     for stage in STAGES:
         if not tasks.get(stage):
             continue
-        mem, limit, cpus = stage_resources(cfgs, stage, len(tasks[stage]))
+        mem, limit, cpus = stage_resources(cfgs, stage, len(tasks[stage]), fixed_time)
         single = stage in multi.SINGLE_JOB_STAGES
         stages.append(StageJobs(stage, (0,) if single else tuple(tasks[stage]), mem, limit,
                                 None if single else throttle, cpus=cpus, after="afterany"))
