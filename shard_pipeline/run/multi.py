@@ -142,8 +142,8 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, index:
     m = load(rundir)
     failed: list[str] = []
     for g in units_of(rundir, stage, index):
-        lang, task = m.locate(stage, g)
-        run = RunDir(m.lang_dir(lang))
+        lang_dir, task = resolve(rundir, stage, g)
+        run, lang = RunDir(lang_dir), lang_dir.name
         alone = [sys.executable, str(Path(sys.argv[0]).resolve()), str(run.root), "--task", str(task)]
         print(f"# unit {g} = {lang} {stage} task {task}; this unit alone: {shlex.join(alone)}", flush=True)
         why = upstream_problem(run, stage)

@@ -46,7 +46,7 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from shard_pipeline.submit import multi as multi_submit
 
     if args.resume:
-        if (args.resume / "languages.json").is_file():
+        if multi_submit.multi.is_multi(args.resume):
             return multi_submit.resume_multi(args, argv)
         return launch.resume_run(args, argv)
     if multi_submit.wants_multi(args):
