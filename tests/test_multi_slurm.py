@@ -104,7 +104,7 @@ def test_failed_write_in_one_language_lets_the_others_land_then_resume(slurm_clu
     assert "FAILED" in states["write"] and states["finalize"] == {"FAILED"}, states  # ran (afterany), exit 1
     assert (out / "fin_Latn" / "_MANIFEST.json").exists() and (out / "est_Latn" / "_MANIFEST.json").exists()
     assert not (out / "swe_Latn").exists() and not (run_dir / "swe_Latn" / "DONE").exists()
-    finalize_log = next((run_dir / "logs" / "finalize").iterdir()).read_text()
+    finalize_log = (run_dir / "logs" / "finalize" / f"{jobs[3]}_0.log").read_text()
     assert "finalize failed for swe_Latn" in finalize_log and f"--resume {run_dir}" in finalize_log
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 0
@@ -122,3 +122,24 @@ def test_failed_write_in_one_language_lets_the_others_land_then_resume(slurm_clu
     assert (run_dir / "swe_Latn" / "DONE").exists()
     assert {l: tree_bytes(out / l) for l in landed} == landed  # the landed languages were left alone
     assert tree_bytes(out / "swe_Latn") == singles(root, tmp_path, *opts)["swe_Latn"]
+
+
+def test_requeued_task_holds_the_afterany_chain(slurm_cluster, tmp_path, monkeypatch):
+    """A task requeued near its time limit has not terminated: plan (afterany) must wait for its rerun."""
+    import subprocess
+
+    from tests.test_resume_slurm import wait_for_log
+
+    root = make_langs(tmp_path, SIZES)
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input:0:hang-once:fin_Latn")
+    jobs = submit_multi(root, out, run_dir, tmp_path, "--shard-rows", "40")
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    log = wait_for_log(run_dir / "logs" / "partition" / f"{jobs[0]}_0.log", "fault injected")
+    subprocess.run(["scancel", "--batch", "--signal=USR1", f"{jobs[0]}_0"], check=False)  # 228 here though delivered
+    wait_for_log(log, "requeueing", timeout=60)
+    wait_for_jobs(jobs, timeout=TIMEOUT + 200)
+    assert "restart 1" in log.read_text()
+    plan_log = (run_dir / "logs" / "plan" / f"{jobs[1]}_0.log").read_text()
+    assert "ERROR" not in plan_log and plan_log.count("done:") == 3, plan_log  # the plan ran after the rerun, not when the task was requeued
+    assert all((run_dir / lang / "DONE").exists() for lang in SIZES)
