@@ -124,7 +124,7 @@ def test_failed_write_in_one_language_lets_the_others_land_then_resume(slurm_clu
     assert tree_bytes(out / "swe_Latn") == singles(root, tmp_path, *opts)["swe_Latn"]
 
 
-def test_requeued_task_holds_the_afterany_chain(slurm_cluster, tmp_path, monkeypatch):
+def test_requeued_task_holds_the_afterany_chain(slurm_cluster, tmp_path, monkeypatch, capsys):
     """A task requeued near its time limit has not terminated: plan (afterany) must wait for its rerun."""
     import subprocess
 
@@ -136,6 +136,14 @@ def test_requeued_task_holds_the_afterany_chain(slurm_cluster, tmp_path, monkeyp
     jobs = submit_multi(root, out, run_dir, tmp_path, "--shard-rows", "40")
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     log = wait_for_log(run_dir / "logs" / "partition" / f"{jobs[0]}_0.log", "fault injected")
+    # while it hangs, every language's row reads squeue through its own task numbers
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 0
+    rows = {l.split()[0]: l for l in capsys.readouterr().out.splitlines() if l.split() and l.split()[0] in SIZES}
+    assert all(r.endswith("in progress") for r in rows.values()), rows
+    assert cli.main(["--status", str(run_dir / "est_Latn")]) == 0
+    est = {l.split()[0]: l.split()[1:] for l in capsys.readouterr().out.splitlines() if l.split() and l.split()[0] in ("plan", "write")}
+    assert est["plan"][3] == "1" and est["write"][3] == "1", est  # pending on the dependency
     subprocess.run(["scancel", "--batch", "--signal=USR1", f"{jobs[0]}_0"], check=False)  # 228 here though delivered
     wait_for_log(log, "requeueing", timeout=60)
     wait_for_jobs(jobs, timeout=TIMEOUT + 200)
