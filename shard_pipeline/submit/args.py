@@ -13,7 +13,7 @@ DEFAULT_SHARD_ROWS = 1_000_000
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hplt-shard",
-        description="Turn one language of a sharded HPLT corpus into deterministic Parquet training shards.",
+        description="Turn one language (or several, each into OUT/<LANG>/) of a sharded HPLT corpus into deterministic Parquet training shards.",
         epilog="Examples:\n"
         "  ./hplt-shard eng_Latn --corpus v4 --dry-run\n"
         "  ./hplt-shard fin_Latn --corpus v4 --wds 9-10 --out /scratch/p/fin-shards\n"
