@@ -1,9 +1,10 @@
-"""Fault injection for the fault tests: HPLT_SHARD_FAULT=<point>[:<task>][:<action>].
+"""Fault injection for the fault tests: HPLT_SHARD_FAULT=<point>[:<task>][:<action>][:<lang>].
 
 Production code calls `fault_point` at the few places where a crash is interesting (mid-file,
 around the swap). Unset, it costs one dict lookup. Actions: `kill` (SIGKILL, as a node failure
 would), `hang` (sleep until cancelled, for scancel tests), `hang-once` (hang only on a task's
-first attempt, for requeue tests), `enospc` (raise a full-disk OSError).
+first attempt, for requeue tests), `enospc` (raise a full-disk OSError). With <lang>, only units of that
+language of a multi-language run (HPLT_SHARD_LANG) fire.
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ def fault_point(point: str, task: int | None = None) -> None:
     parts = spec.split(":")
     name, want_task, action = parts[0], (parts[1] if len(parts) > 1 else ""), (parts[2] if len(parts) > 2 else "kill")
     if name != point or (want_task and task is not None and int(want_task) != task):
+        return
+    if len(parts) > 3 and parts[3] != os.environ.get("HPLT_SHARD_LANG"):
         return
     if action == "hang-once" and os.environ.get("SLURM_RESTART_COUNT", "0") != "0":
         return

@@ -67,7 +67,8 @@ def squeue_states(job_ids: list[str], run=subprocess.run) -> dict[str, str]:
 def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], cpus: int = 1) -> Path | None:
     for j in chunks:
         local = task // cpus - j["offset"]  # array index of the task's group (run/group.py)
-        p = run.array_log(stage, j["job_id"], local) if cpus == 1 else unit_log(run.log_dir(stage), j["job_id"], local, task)
+        log_dir = Path(j.get("log_dir") or run.log_dir(stage))  # log_dir: multi-language run
+        p = log_dir / f"{j['job_id']}_{local}.log" if cpus == 1 else unit_log(log_dir, j["job_id"], local, task)
         if p.exists():
             return p
     p = run.local_log(stage, task)

@@ -86,6 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info("hplt-shard %s task %d; rerun by hand: %s", stage.name, task,
              shlex.join(rerun_argv(stage.name, rundir, task if stage.array else None)))
     module, _, function = stage.entry.partition(":")
+    from shard_pipeline.run import multi
+
+    if multi.is_multi(rundir):  # RUNDIR of several languages: the index names (language, task) units
+        runner = getattr(importlib.import_module(module), function)
+        return multi.run_entry(stage.name, (lambda r, t: runner(r, t)) if stage.array else (lambda r, t: runner(r)),
+                               rundir, task)
     try:
         run = getattr(importlib.import_module(module), function)
         result = run(RunDir(rundir), task) if stage.array else run(RunDir(rundir))

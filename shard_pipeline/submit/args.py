@@ -13,14 +13,16 @@ DEFAULT_SHARD_ROWS = 1_000_000
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hplt-shard",
-        description="Turn one language of a sharded HPLT corpus into deterministic Parquet training shards.",
+        description="Turn one language (or several, each into OUT/<LANG>/) of a sharded HPLT corpus into deterministic Parquet training shards.",
         epilog="Examples:\n"
         "  ./hplt-shard eng_Latn --corpus v4 --dry-run\n"
         "  ./hplt-shard fin_Latn --corpus v4 --wds 9-10 --out /scratch/p/fin-shards\n"
         "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --out out/example --executor local\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("lang", nargs="?", help="HPLT language code, e.g. eng_Latn, fin_Latn")
+    p.add_argument("lang", nargs="?", help="HPLT language code, e.g. eng_Latn; several in one run: fin_Latn,swe_Latn "
+                   "(OUT/<LANG>/ each), or all (every language folder under the corpus root)")
+    p.add_argument("--langs-file", type=Path, help="several languages in one run: one code per line (# comments)")
     p.add_argument("--corpus", choices=("v3", "v4"), default="v4", help="HPLT release layout (default v4)")
     p.add_argument("--local-root", type=Path, help="folder holding LANG/ (v4 clean|noisy root, v3 sorted); default from the preset")
     p.add_argument("--wds", help="WDS scores to include: 9-10, 8,9,10, 10 (default: all shards)")

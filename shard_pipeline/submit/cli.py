@@ -46,16 +46,28 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
         return publish_main(Path(args.publish[0]), args.publish[1], args.run_dir)
     if args.status:
+        from shard_pipeline.run import multi
         from shard_pipeline.run.status import status_report
 
+        if multi.is_multi(args.status):
+            from shard_pipeline.run.multi_status import multi_status_text
+
+            print(multi_status_text(args.status.resolve()))
+            return 0
         run = RunDir(args.status.resolve())
         if not run.config_json.exists():
             raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
         text, code = status_report(run)
         print(text)
         return code
+    from shard_pipeline.submit import multi as multi_submit
+
     if args.resume:
+        if multi_submit.multi.is_multi(args.resume):
+            return multi_submit.resume_multi(args, argv)
         return launch.resume_run(args, argv)
+    if multi_submit.wants_multi(args):
+        return multi_submit.new_multi_run(args, argv)
     if not args.lang:
         raise UsageError("LANG is required (e.g. eng_Latn)")
     return launch.new_run(args, argv)

@@ -10,7 +10,7 @@ import platform
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -29,16 +29,46 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Find the inputs, lay out the jobs, and (unless --dry-run) write the run dir and start it."""
     settings = scope.resolve_settings(args)
     guards.check_content_args(args)
+    executor = scope.choose_executor(args)
+    sc = prepare(args, settings, executor)
+    run = RunDir((args.run_dir or scope.default_run_dir(args, sc.subset)).resolve())
+    if args.out is not None:  # the path rules hold at --dry-run too
+        out = guards.check_out_path(args.out)
+        check_replaceable(out)
+        guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
+    if args.dry_run:
+        print(describe(args, sc.subset, sc.shards, sc.lay, executor, settings))
+        print("dry run: nothing written, nothing submitted")
+        return 0
+    if args.out is None:
+        raise UsageError("--out is required (the output folder)")
+    cfg = create_run(args, argv, settings, executor, sc, out, run)
+    with run_lock(run.root):
+        return start(run, cfg, all_tasks(cfg), executor, args.jobs, settings, "submit")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One language's inputs and job layout: what --dry-run shows and a run dir is made from."""
+
+    subset: str
+    shards: list
+    sample: Any  # buckets.HeadSample
+    lay: layout_mod.Layout
+    known: dict[int, int]  # input index -> documents, from the counts index
+    disagree: tuple = ()  # counts-index rows that no longer match their file
+
+
+def prepare(args: argparse.Namespace, settings, executor: str, budget: int | None = None) -> Scope:
+    """Inputs, known counts, head sample and layout of args.lang (`budget`: this language's share of the tasks)."""
     if not settings.license:
         raise UsageError("no license: give --license SPDX or LICENSE in the conf (HPLT presets use CC0-1.0)")
     subset, shards = scope.find_inputs(args, settings)
-    executor = scope.choose_executor(args)
     known = scope.known_counts(settings, args.corpus, subset, args.lang, shards)
-    from shard_pipeline.stages.buckets import choose_boundaries, sample_heads
+    from shard_pipeline.input.shape import check_record_shape
+    from shard_pipeline.stages.buckets import sample_heads
 
     sample = sample_heads(shards, corpus=args.corpus)
-    from shard_pipeline.input.shape import check_record_shape
-
     check_record_shape(shards, args.corpus)
     disagree = scope.index_disagreements(settings, args.corpus, subset, args.lang, shards, sample.complete)
     for d in disagree[:10]:  # HPLT releases are immutable: a file that no longer matches its row is a signal
@@ -47,18 +77,15 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"hplt-shard: warning: {len(disagree) - 10} more input shards disagree with the counts index "
               "(all listed in run.json at submit)", file=sys.stderr)
     lay = scope.make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc,
-                      sample.text_per_doc)
-    run = RunDir((args.run_dir or scope.default_run_dir(args, subset)).resolve())
-    if args.out is not None:  # the path rules hold at --dry-run too
-        out = guards.check_out_path(args.out)
-        check_replaceable(out)
-        guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
-    if args.dry_run:
-        print(describe(args, subset, shards, lay, executor, settings))
-        print("dry run: nothing written, nothing submitted")
-        return 0
-    if args.out is None:
-        raise UsageError("--out is required (the output folder)")
+                            sample.text_per_doc, budget=budget)
+    return Scope(subset, shards, sample, lay, known, tuple(disagree))
+
+
+def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor: str, sc: Scope, out: Path,
+               run: RunDir) -> RunConfig:
+    """Check OUT and the run dir, write the run dir of one language, then claim OUT; nothing is started."""
+    subset, shards, lay, sample, disagree = sc.subset, sc.shards, sc.lay, sc.sample, sc.disagree
+    check_replaceable(out)
     if run.root.exists():
         raise UsageError(f"run directory {run.root} exists; use --resume {run.root} or move it away")
     content = Content(
@@ -83,6 +110,8 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
                                           ("finalize", lay.finalize_cpus)) if c > 1},
         counts_index=str(settings.counts_index) if settings.counts_index else None,
     )
+    from shard_pipeline.stages.buckets import choose_boundaries
+
     method, boundaries = choose_boundaries(sample.ids, lay.buckets)
     execution = Execution(**{**asdict(execution), "buckets": len(boundaries) + 1})
     cfg = RunConfig(content, execution)
@@ -97,10 +126,9 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except BaseException:
         shutil.rmtree(run.root, ignore_errors=True)  # made a moment ago by this process; nothing ran in it
         raise
-    print(f"config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
+    print(f"{args.lang}: config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
           f"{lay.write_tasks} write tasks; {len(boundaries) + 1} buckets ({method})", file=sys.stderr)
-    with run_lock(run.root):
-        return start(run, cfg, all_tasks(cfg), executor, args.jobs, settings, "submit")
+    return cfg
 
 
 def parse_dp_ranks(spec: str) -> tuple[int, ...]:

@@ -108,7 +108,7 @@ def task_budget(args: argparse.Namespace, settings, executor: str) -> int:
 
 
 def make_layout(args, settings, shards, known, executor, compressed_per_doc=None,
-                text_per_doc=None) -> layout_mod.Layout:
+                text_per_doc=None, budget: int | None = None) -> layout_mod.Layout:
     for name in ("shard_rows", "row_group_bytes", "shard_bytes"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
@@ -116,7 +116,8 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
         raise UsageError("--val-permille must be in [0, 1000]")
     # Locally every task is a process start (~2 s of imports): a few tasks per core are enough.
     cpus = settings.cpus_per_task
-    budget = task_budget(args, settings, executor) if executor == "slurm" else 4 * max(1, args.jobs // cpus) + 2
+    if budget is None:  # a multi-language run passes each language its share
+        budget = task_budget(args, settings, executor) if executor == "slurm" else 4 * max(1, args.jobs // cpus) + 2
     return layout_mod.lay_out_jobs(
         [s.size for s in shards],
         known,

@@ -42,6 +42,7 @@ class StageJobs:
     time: str
     throttle: int | None = None
     cpus: int = 1  # C units at once (partition, write); finalize re-hashes with a thread per core
+    after: str = "afterok"  # afterany in a multi-language run: one language's failure must not stop the others
 
 
 @dataclass
@@ -133,7 +134,7 @@ def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, l
         "--open-mode=append",
     ]
     if depends_on:
-        argv += ["--dependency", "afterok:" + ":".join(depends_on), "--kill-on-invalid-dep=yes"]
+        argv += ["--dependency", f"{stage.after}:" + ":".join(depends_on), "--kill-on-invalid-dep=yes"]
     argv += [str(JOB_SCRIPT), s.python, checkout_path() or "-", stage.stage, str(rundir), str(offset), *s.module_loads]
     return argv
 

@@ -1,0 +1,55 @@
+"""The dry-run of a multi-language run: a row per language, totals, and what separate runs would queue."""
+from __future__ import annotations
+
+from shard_pipeline.units import human_bytes
+
+
+def describe_multi(args, ms, executor: str, settings) -> str:
+    from shard_pipeline.run.multi import SINGLE_JOB_STAGES
+
+    langs = ms.langs
+    sc0 = ms.scopes[langs[0]]
+    head = (f"hplt-shard {len(langs)} languages  corpus {args.corpus}/{sc0.subset}  wds {args.wds or 'all'}"
+            + (f"  sources {args.sources}" if args.sources else "") + f"  executor {executor}")
+    cols = f"{'language':<14}{'inputs':>8}{'compressed':>12}{'docs known':>14}{'docs est.':>14}{'shards':>8}" \
+           f"{'part.':>7}{'write':>7}{'alone':>7}"
+    lines = [head, cols]
+    tot = dict(inputs=0, bytes=0, known=0, est=0, shards=0, p=0, w=0, alone=0)
+    for l in langs:
+        lay, alone = ms.scopes[l].lay, ms.alone[l]
+        queued_alone = alone.partition_tasks + alone.write_tasks + 2
+        lines.append(f"{l:<14}{len(ms.scopes[l].shards):>8,}{human_bytes(lay.compressed_bytes):>12}{lay.docs_known:>14,}"
+                     f"{lay.est_docs:>14,}{lay.est_shards:>8,}{lay.partition_tasks:>7}{lay.write_tasks:>7}{queued_alone:>7}")
+        for k, v in (("inputs", len(ms.scopes[l].shards)), ("bytes", lay.compressed_bytes), ("known", lay.docs_known),
+                     ("est", lay.est_docs), ("shards", lay.est_shards), ("p", lay.partition_tasks),
+                     ("w", lay.write_tasks), ("alone", queued_alone)):
+            tot[k] += v
+    lines.append(f"{'total':<14}{tot['inputs']:>8,}{human_bytes(tot['bytes']):>12}{tot['known']:>14,}{tot['est']:>14,}"
+                 f"{tot['shards']:>8,}{tot['p']:>7}{tot['w']:>7}{tot['alone']:>7}")
+    lays = [ms.scopes[l].lay for l in langs]
+    plan_mem = max((x.plan_mem for x in lays), key=_bytes)
+    write_mem = max((x.write_mem for x in lays), key=_bytes)
+    queued = tot["p"] + tot["w"] + len(SINGLE_JOB_STAGES)
+    budget = ms.budget
+    lines += [
+        "(docs known: from the counts index or a shard read to its end; shards: output shards of "
+        f"{args.shard_rows:,} rows; part./write: this run's tasks; alone: what a run of that language alone would queue)",
+        "job layout (one chain for all languages; plan and finalize take the languages in turn):",
+        f"  partition  {tot['p']:>6} tasks  mem {lays[0].partition_mem:>5}  time {max((x.partition_time for x in lays))}",
+        f"  plan       {1:>6} job    mem {plan_mem:>5}",
+        f"  write      {tot['w']:>6} tasks  mem {write_mem:>5}  time {max((x.write_time for x in lays))}",
+        f"  finalize   {1:>6} job    mem {lays[0].job_mem:>5}  cpus {max(x.finalize_cpus for x in lays)}",
+        f"  queued at once: {queued} in 4 sbatch arrays (budget {ms.budget}, MAX_TASKS {settings.max_tasks}); "
+        f"tasks shared in proportion to compressed bytes, at least one partition and one write task per language",
+        f"  separate runs would queue {tot['alone']} in {4 * len(langs)} sbatch arrays"
+        + (f", more than the budget {budget}: at least {-(-tot['alone'] // max(1, budget))} waves"
+           if executor == "slurm" and tot['alone'] > budget else ""),
+        f"read volume      {human_bytes(tot['bytes'])} input + ~{human_bytes(sum(x.est_json_bytes for x in lays) // 2)} intermediate",
+    ]
+    return "\n".join(lines)
+
+
+def _bytes(mem: str) -> int:
+    from shard_pipeline.submit.layout import parse_mem
+
+    return parse_mem(mem)

@@ -1,0 +1,146 @@
+"""Start the units of a multi-language run: one Slurm chain (afterany), or the local process pool.
+
+Every submission is recorded in RUNDIR/run.json and, translated to each language's own task
+numbers, in RUNDIR/<LANG>/run.json, so `--status RUNDIR/<LANG>` and `--resume` work per language.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from shard_pipeline.run import multi
+from shard_pipeline.run.claim import release
+from shard_pipeline.run.rundir import STAGES, RunDir, read_json, write_json_atomic
+from shard_pipeline.submit.executors import task_argv
+from shard_pipeline.submit.layout import minutes_to_slurm, parse_mem
+
+
+def slurm_minutes(t: str) -> float:
+    """[D-]HH:MM:SS or MM:SS or minutes, as minutes: to take the longest of the languages' limits."""
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", t.strip())
+    if not m:
+        return 0.0
+    d, a, b, c = (int(x) if x else 0 for x in m.groups())
+    if m.group(4) is not None:
+        return d * 1440 + a * 60 + b + c / 60
+    if m.group(3) is not None:
+        return d * 1440 + a + b / 60
+    return d * 1440 + a
+
+
+def stage_resources(cfgs: dict, stage: str, units: int, fixed_time: bool) -> tuple[str, str, int]:
+    """(mem, time, cpus) of a stage for every language it runs: the most any of them needs.
+
+    plan and finalize run their languages in turn in one job: their time grows by a few minutes
+    per language (HPLT v4 English plans in under a minute, docs/DESIGN.md), unless --time set it.
+    """
+    key = {"partition": "partition", "plan": "plan", "write": "write", "finalize": "job"}[stage]
+    mems = [c.execution.mem.get(key, c.execution.mem["job"]) for c in cfgs.values()]
+    times = [c.execution.time.get("job" if stage in multi.SINGLE_JOB_STAGES else stage) for c in cfgs.values()]
+    mem = max(mems, key=parse_mem)
+    longest = max(times, key=slurm_minutes)
+    if stage in multi.SINGLE_JOB_STAGES and not fixed_time:
+        longest = minutes_to_slurm(slurm_minutes(longest) + 2 * units)
+    cpus = max(c.execution.cpus.get(stage, 1) for c in cfgs.values())
+    return mem, longest, cpus
+
+
+def start_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], executor: str, jobs: int, settings,
+                kind: str) -> int:
+    for stage in multi.SINGLE_JOB_STAGES:
+        multi.write_selection(m.root, stage, tasks.get(stage, []))
+    if executor == "local":
+        return run_local_multi(m, cfgs, tasks, jobs, kind)
+    return submit_multi(m, cfgs, tasks, settings, kind)
+
+
+def record_submission(m: multi.MultiRun, kind: str, tasks: dict[str, list[int]], jobs: list[dict]) -> None:
+    """RUNDIR/run.json gets the chain; each language's run.json its chunks with offsets in its own task numbers."""
+    now = time.time()
+    rec = read_json(m.root / "run.json")
+    rec["submissions"].append({"kind": kind, "submitted_at": now, "tasks": tasks, "jobs": jobs})
+    write_json_atomic(m.root / "run.json", rec)
+    for lang in m.langs:
+        mine = {s: [m.locate(s, g)[1] for g in tasks.get(s, []) if m.locate(s, g)[0] == lang] for s in STAGES}
+        if not any(mine.values()):
+            continue
+        translated = [{**{k: j[k] for k in ("stage", "job_id", "array", "tasks")},
+                       "offset": j["offset"] - m.base(j["stage"], lang),
+                       "log_dir": str(m.root / "logs" / j["stage"])}
+                      for j in jobs if mine.get(j["stage"])]
+        run = RunDir(m.lang_dir(lang))
+        lrec = read_json(run.run_json)
+        lrec["submissions"].append({"kind": f"multi-{kind}", "submitted_at": now, "tasks": mine, "jobs": translated,
+                                    "multi_run": str(m.root)})
+        write_json_atomic(run.run_json, lrec)
+
+
+def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], settings, kind: str) -> int:
+    from shard_pipeline.submit.executors.slurm import SlurmSettings, StageJobs, max_array_size, submit_chain
+
+    python = next(iter(cfgs.values())).execution.python
+    fixed_time = bool(read_json(m.root / "run.json").get("time_limit"))  # --time at submission: every job gets it
+    s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, "hs-multi")
+    throttle = max(1, min(len(tasks.get("partition", [])) + len(tasks.get("write", [])), settings.max_tasks))
+    stages = []
+    for stage in STAGES:
+        if not tasks.get(stage):
+            continue
+        mem, limit, cpus = stage_resources(cfgs, stage, len(tasks[stage]), fixed_time)
+        single = stage in multi.SINGLE_JOB_STAGES
+        stages.append(StageJobs(stage, (0,) if single else tuple(tasks[stage]), mem, limit,
+                                None if single else throttle, cpus=cpus, after="afterany"))
+    sub = submit_chain(s, m.root, stages, max_size=max_array_size())
+    record_submission(m, kind, tasks, sub.jobs)
+    for j in sub.jobs:
+        print(f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}")
+    print(f"run dir: {m.root}  ({len(cfgs)} languages; ./hplt-shard --status {m.root})")
+    print("watch:   squeue --me -n hs-multi-partition,hs-multi-plan,hs-multi-write,hs-multi-finalize")
+    print(f"done when every {m.root}/<LANG>/DONE exists; outputs appear at " + ", ".join(c.execution.out for c in list(cfgs.values())[:3])
+          + (" ..." if len(cfgs) > 3 else ""))
+    return 0
+
+
+def run_unit(python: str, stage: str, root: Path, index: int, log: Path) -> int:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as f:
+        return subprocess.run(task_argv(python, stage, root, index), stdout=f, stderr=subprocess.STDOUT).returncode
+
+
+def run_local_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], jobs: int, kind: str) -> int:
+    """The stages in order; like afterany, a failed unit does not stop the others (its language's later units skip)."""
+    record_submission(m, f"local-{kind}", tasks, [])
+    python = sys.executable
+    for stage in STAGES:
+        units = tasks.get(stage, [])
+        if not units:
+            continue
+        if stage in multi.SINGLE_JOB_STAGES:
+            rcs = [run_unit(python, stage, m.root, 0, m.root / "logs" / stage / "local_0.log")]
+        else:
+            def one(g: int) -> int:
+                lang, t = m.locate(stage, g)
+                return run_unit(python, stage, m.root, g, m.lang_dir(lang) / "logs" / stage / f"local_{t}.log")
+
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                rcs = list(pool.map(one, units))
+        bad = sum(1 for rc in rcs if rc)
+        print(f"{stage:<9} {len(units)} units" + (f", {bad} job(s) failed" if bad else ""), file=sys.stderr, flush=True)
+    failed = []
+    for lang, cfg in cfgs.items():
+        if (m.lang_dir(lang) / "DONE").exists():
+            print(f"done: {lang}  output {cfg.execution.out}")
+        else:
+            release(Path(cfg.execution.out), m.lang_dir(lang))
+            failed.append(lang)
+    if failed:
+        print(f"hplt-shard: {len(failed)} language(s) failed: {', '.join(failed)}; their previous outputs are untouched; "
+              f"the others landed. See ./hplt-shard --status {m.root}, then ./hplt-shard --resume {m.root}",
+              file=sys.stderr)
+        return 1
+    print(f"run dir: {m.root}")
+    return 0

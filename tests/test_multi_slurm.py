@@ -1,0 +1,153 @@
+"""Several languages in one chain on the real single-node Slurm (#15): byte identity with single runs,
+quarantine conservation per language, and a failure in one language that the others survive."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+
+from shard_pipeline.submit import cli
+from tests.pipeline_util import LICENSE, records, tree_bytes, write_records
+from tests.slurm_util import job_records, wait_for_jobs
+from tests.test_multi_local import make_langs, multi_cli
+from tests.test_pipeline_slurm import slurm_conf
+
+TIMEOUT = 300
+LANGS = "fin_Latn,swe_Latn,est_Latn"
+SIZES = {"fin_Latn": (400, ("10_1", "9_1", "9_2", "8_1")), "swe_Latn": (60, ("9_1", "8_1")), "est_Latn": (5, ("10_1",))}
+
+
+def conf(tmp_path: Path) -> Path:
+    c = slurm_conf(tmp_path)
+    c.write_text(c.read_text() + "MAX_TASKS=14\n")
+    return c
+
+
+def submit_multi(root: Path, out: Path, run_dir: Path, tmp_path: Path, *extra: str) -> list[str]:
+    assert cli.main([LANGS, "--corpus", "v4", "--local-root", str(root), "--out", str(out), "--run-dir", str(run_dir),
+                     "--executor", "slurm", "--conf", str(conf(tmp_path)), "--license", LICENSE, "--time", "00:10:00",
+                     *extra]) == 0
+    return job_ids(run_dir)
+
+
+def job_ids(run_dir: Path, last: bool = False) -> list[str]:
+    subs = json.loads((run_dir / "run.json").read_text())["submissions"]
+    return [j["job_id"] for s in (subs[-1:] if last else subs) for j in s["jobs"]]
+
+
+def singles(root: Path, tmp_path: Path, *opts: str) -> dict[str, dict[str, bytes]]:
+    """Each language as a run of its own (local executor, same options): the bytes to match."""
+    out = {}
+    for lang in SIZES:
+        assert multi_cli(root, lang, tmp_path / "single" / lang, tmp_path / "single-run" / lang, *opts) == 0
+        out[lang] = tree_bytes(tmp_path / "single" / lang)
+    return out
+
+
+def test_three_languages_in_one_chain_equal_three_single_runs(slurm_cluster, tmp_path, capsys):
+    root = make_langs(tmp_path, SIZES)
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    opts = ("--shard-rows", "40")
+    jobs = submit_multi(root, out, run_dir, tmp_path, *opts)
+    assert len(jobs) == 4  # one chain: partition, plan, write, finalize
+    wait_for_jobs(jobs, timeout=TIMEOUT)
+    assert all((run_dir / lang / "DONE").exists() for lang in SIZES), capsys.readouterr()
+    assert {r["JobState"] for j in jobs for r in job_records(j)} <= {"COMPLETED"}
+    expected = singles(root, tmp_path, *opts)
+    for lang, (n, names) in SIZES.items():
+        assert tree_bytes(out / lang) == expected[lang], lang
+        assert cli.main(["--verify", str(out / lang)]) == 0
+        # the counts index learned each language's exact counts, in its own file
+        index = (tmp_path / "counts-index" / "v4" / "clean" / f"{lang}.tsv").read_text().splitlines()
+        assert len(index) == 1 + len(names) and sum(int(l.split("\t")[3]) for l in index[1:]) == n
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 0
+    status = capsys.readouterr().out
+    assert sum(1 for l in status.splitlines() if l.endswith("  done")) == 3 and "state: done" in status
+    assert cli.main(["--status", str(run_dir / "est_Latn")]) == 0
+    assert "state: done" in capsys.readouterr().out
+
+
+def test_quarantine_in_one_language_conserves_every_language(slurm_cluster, tmp_path):
+    root = make_langs(tmp_path, SIZES)
+    good = [orjson.dumps(r) for r in records(20, seed=9, text_bytes=200)]
+    bad = good[:5] + [b"[1, 2]", b'{"id": "x", "text": '] + good[5:] + [b'{"id": "y"}']
+    write_records(root / "swe_Latn" / "7_1.jsonl.zst", bad)
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    opts = ("--shard-rows", "40", "--bad-records", "quarantine")
+    wait_for_jobs(submit_multi(root, out, run_dir, tmp_path, *opts), timeout=TIMEOUT)
+    for lang, (n, _) in SIZES.items():
+        v = json.loads((run_dir / lang / "validation.json").read_text())
+        for inp in v["inputs"]:
+            assert inp["read"] == inp["kept"] + sum(inp["quarantined"].values()), (lang, inp)
+        quarantined = sum(sum(i["quarantined"].values()) for i in v["inputs"])
+        assert (v["conservation"]["read"], quarantined) == ((n + 23, 3) if lang == "swe_Latn" else (n, 0)), lang
+        assert v["rows"] == n + (20 if lang == "swe_Latn" else 0)
+    m = json.loads((out / "swe_Latn" / "_MANIFEST.json").read_text())
+    assert sum(m["counts"]["filters"].values()) == 3
+    kept = {l: [x for p in (run_dir / l / "quarantine").iterdir() for x in p.read_text().splitlines()] for l in SIZES}
+    assert {l: len(v) for l, v in kept.items()} == {"fin_Latn": 0, "swe_Latn": 3, "est_Latn": 0}
+    expected = singles(root, tmp_path, *opts)
+    assert {l: tree_bytes(out / l) for l in SIZES} == expected
+
+
+def test_failed_write_in_one_language_lets_the_others_land_then_resume(slurm_cluster, tmp_path, monkeypatch, capsys):
+    root = make_langs(tmp_path, SIZES)
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    opts = ("--shard-rows", "40")
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:kill:swe_Latn")  # sbatch exports it to the jobs
+    jobs = submit_multi(root, out, run_dir, tmp_path, *opts)
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    wait_for_jobs(jobs, timeout=TIMEOUT)
+    states = {s: {r["JobState"] for r in job_records(j)} for s, j in zip(("partition", "plan", "write", "finalize"), jobs)}
+    assert "FAILED" in states["write"] and states["finalize"] == {"FAILED"}, states  # ran (afterany), exit 1
+    assert (out / "fin_Latn" / "_MANIFEST.json").exists() and (out / "est_Latn" / "_MANIFEST.json").exists()
+    assert not (out / "swe_Latn").exists() and not (run_dir / "swe_Latn" / "DONE").exists()
+    finalize_log = (run_dir / "logs" / "finalize" / f"{jobs[3]}_0.log").read_text()
+    assert "finalize failed for swe_Latn" in finalize_log and f"--resume {run_dir}" in finalize_log
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 0
+    status = capsys.readouterr().out
+    assert "FAILED swe_Latn write task 0" in status and "Killed" in status and "languages done 2/3" in status
+    assert "failed (write)" in status and status.count("  done") == 2
+    assert cli.main(["--status", str(run_dir / "swe_Latn")]) == 0
+    assert "FAILED write task 0" in capsys.readouterr().out
+    landed = {l: tree_bytes(out / l) for l in ("fin_Latn", "est_Latn")}
+    assert cli.main(["--resume", str(run_dir), "--conf", str(conf(tmp_path))]) == 0
+    resumed = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
+    assert [j["stage"] for j in resumed] == ["write", "finalize"]
+    assert resumed[0]["array"].split("%")[0] == str(json.loads((run_dir / "languages.json").read_text())["units"]["write"][1][1])
+    wait_for_jobs(job_ids(run_dir, last=True), timeout=TIMEOUT)
+    assert (run_dir / "swe_Latn" / "DONE").exists()
+    assert {l: tree_bytes(out / l) for l in landed} == landed  # the landed languages were left alone
+    assert tree_bytes(out / "swe_Latn") == singles(root, tmp_path, *opts)["swe_Latn"]
+
+
+def test_requeued_task_holds_the_afterany_chain(slurm_cluster, tmp_path, monkeypatch, capsys):
+    """A task requeued near its time limit has not terminated: plan (afterany) must wait for its rerun."""
+    import subprocess
+
+    from tests.test_resume_slurm import wait_for_log
+
+    root = make_langs(tmp_path, SIZES)
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input:0:hang-once:fin_Latn")
+    jobs = submit_multi(root, out, run_dir, tmp_path, "--shard-rows", "40")
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    log = wait_for_log(run_dir / "logs" / "partition" / f"{jobs[0]}_0.log", "fault injected")
+    # while it hangs, every language's row reads squeue through its own task numbers
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 0
+    rows = {l.split()[0]: l for l in capsys.readouterr().out.splitlines() if l.split() and l.split()[0] in SIZES}
+    assert all(r.endswith("in progress") for r in rows.values()), rows
+    assert cli.main(["--status", str(run_dir / "est_Latn")]) == 0
+    est = {l.split()[0]: l.split()[1:] for l in capsys.readouterr().out.splitlines() if l.split() and l.split()[0] in ("plan", "write")}
+    assert est["plan"][3] == "1" and est["write"][3] == "1", est  # pending on the dependency
+    subprocess.run(["scancel", "--batch", "--signal=USR1", f"{jobs[0]}_0"], check=False)  # 228 here though delivered
+    wait_for_log(log, "requeueing", timeout=60)
+    wait_for_jobs(jobs, timeout=TIMEOUT + 200)
+    assert "restart 1" in log.read_text()
+    plan_log = (run_dir / "logs" / "plan" / f"{jobs[1]}_0.log").read_text()
+    assert "ERROR" not in plan_log and plan_log.count("done:") == 3, plan_log  # the plan ran after the rerun, not when the task was requeued
+    assert all((run_dir / lang / "DONE").exists() for lang in SIZES)
