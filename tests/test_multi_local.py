@@ -36,7 +36,7 @@ def expected_for(root: Path, lang: str, out: Path, run_dir: Path, shard_rows: in
     docs = [to_doc(r, s, LICENSE) for s in find_shards(lang, corpus="v4", local_root=root)
             for r in iter_records(s, corpus="v4", stats=ReadStats())]
     write_shards(docs, out, dataset=f"hplt-v4-clean-{lang}", version="1", shard_rows=shard_rows, val_permille=5,
-                 row_group_bytes=64 << 20, config_sha256=config_sha(run_dir))
+                 row_group_bytes=64 << 20, config_sha256=config_sha(run_dir), ledger_ref=None)
 
 
 # ---- pure parts -------------------------------------------------------------------------------
@@ -146,10 +146,10 @@ def test_a_failed_language_does_not_stop_the_others_and_resume_finishes_it(tmp_p
     assert "1 language(s) failed: swe_Latn" in err
     assert (out / "fin_Latn" / "_MANIFEST.json").exists() and (out / "est_Latn" / "_MANIFEST.json").exists()
     assert not (out / "swe_Latn").exists()
-    assert cli.main(["--status", str(run_dir)]) == 0
+    assert cli.main(["--status", str(run_dir)]) == 1
     status = capsys.readouterr().out
     assert "failed (write)" in status and "FAILED swe_Latn write task 0" in status and "languages done 2/3" in status
-    assert cli.main(["--status", str(run_dir / "swe_Latn")]) == 0
+    assert cli.main(["--status", str(run_dir / "swe_Latn")]) == 1
     assert "FAILED write task 0" in capsys.readouterr().out
     before = {l: tree_bytes(out / l) for l in ("fin_Latn", "est_Latn")}
     assert cli.main(["--resume", str(run_dir)]) == 0

@@ -107,11 +107,11 @@ def test_failed_write_in_one_language_lets_the_others_land_then_resume(slurm_clu
     finalize_log = (run_dir / "logs" / "finalize" / f"{jobs[3]}_0.log").read_text()
     assert "finalize failed for swe_Latn" in finalize_log and f"--resume {run_dir}" in finalize_log
     capsys.readouterr()
-    assert cli.main(["--status", str(run_dir)]) == 0
+    assert cli.main(["--status", str(run_dir)]) == 1
     status = capsys.readouterr().out
     assert "FAILED swe_Latn write task 0" in status and "Killed" in status and "languages done 2/3" in status
     assert "failed (write)" in status and status.count("  done") == 2
-    assert cli.main(["--status", str(run_dir / "swe_Latn")]) == 0
+    assert cli.main(["--status", str(run_dir / "swe_Latn")]) == 1
     assert "FAILED write task 0" in capsys.readouterr().out
     landed = {l: tree_bytes(out / l) for l in ("fin_Latn", "est_Latn")}
     assert cli.main(["--resume", str(run_dir), "--conf", str(conf(tmp_path))]) == 0
@@ -138,10 +138,10 @@ def test_requeued_task_holds_the_afterany_chain(slurm_cluster, tmp_path, monkeyp
     log = wait_for_log(run_dir / "logs" / "partition" / f"{jobs[0]}_0.log", "fault injected")
     # while it hangs, every language's row reads squeue through its own task numbers
     capsys.readouterr()
-    assert cli.main(["--status", str(run_dir)]) == 0
+    assert cli.main(["--status", str(run_dir)]) == 3
     rows = {l.split()[0]: l for l in capsys.readouterr().out.splitlines() if l.split() and l.split()[0] in SIZES}
     assert all(r.endswith("in progress") for r in rows.values()), rows
-    assert cli.main(["--status", str(run_dir / "est_Latn")]) == 0
+    assert cli.main(["--status", str(run_dir / "est_Latn")]) == 3
     est = {l.split()[0]: l.split()[1:] for l in capsys.readouterr().out.splitlines() if l.split() and l.split()[0] in ("plan", "write")}
     assert est["plan"][3] == "1" and est["write"][3] == "1", est  # pending on the dependency
     subprocess.run(["scancel", "--batch", "--signal=USR1", f"{jobs[0]}_0"], check=False)  # 228 here though delivered

@@ -12,7 +12,6 @@ from typing import Any, Sequence
 from shard_pipeline.contract.rules import ShardFile, _is_count, shard_sets
 from shard_pipeline.files import write_bytes_atomic
 
-
 # Counts of what an upstream dedup stage removed; callers override the keys they know.
 DEDUP_DEFAULTS: dict[str, Any] = {"exact_removed": 0, "near_removed": 0, "near_kept_tagged": 0}
 MANIFEST_NAME = "_MANIFEST.json"

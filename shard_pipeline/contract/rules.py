@@ -12,7 +12,6 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-
 SCHEMA = pa.schema(
     [
         pa.field("id", pa.string(), nullable=False),

@@ -29,10 +29,10 @@ from shard_pipeline.contract.replace import (  # noqa: F401  (re-exported)
     WRITE_SHARDS_OWNER,
     check_replaceable,
     check_tmp_free,
-    tmp_owner,
     fresh_tmp_dir,
     swap_into_place,
     tmp_dir_for,
+    tmp_owner,
 )
 from shard_pipeline.contract.rules import (  # noqa: F401  (re-exported)
     COLUMNS,

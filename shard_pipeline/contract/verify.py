@@ -30,8 +30,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from shard_pipeline.contract.extras import BALANCE_NAME, OLD_BALANCE_NAME, ledger_problems, reader_problem
-from shard_pipeline.files import sha256_of
+from shard_pipeline.contract.extras import (
+    BALANCE_NAME,
+    OLD_BALANCE_NAME,
+    ledger_problems,
+    reader_problem,
+)
 from shard_pipeline.contract.shard import (
     DICTIONARY_COLUMNS,
     MANIFEST_FORMAT,
@@ -46,6 +50,7 @@ from shard_pipeline.contract.shard import (
     shard_name,
     split_of,
 )
+from shard_pipeline.files import sha256_of
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "corpus-manifest.schema.json"  # shipped with the package
 ROW_PROBLEM_CAP = 20  # row-level problems reported per kind; the rest are counted

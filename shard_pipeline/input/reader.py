@@ -27,8 +27,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from shard_pipeline.input.failures import REASONS, STREAM_REASONS, BadRecord, CorruptShard, StreamBroken
-from shard_pipeline.input.fetch import HTTP_BACKOFF, HTTP_RETRIES, compressed_chunks, is_url
+from shard_pipeline.input.failures import (
+    REASONS,
+    STREAM_REASONS,
+    BadRecord,
+    CorruptShard,
+    StreamBroken,
+)
+from shard_pipeline.input.fetch import (
+    HTTP_BACKOFF,
+    HTTP_RETRIES,
+    compressed_chunks,
+    is_url,
+)
 from shard_pipeline.input.quarantine import QuarantineWriter
 from shard_pipeline.input.records import (
     MAX_ID_CHARS,
@@ -42,7 +53,9 @@ from shard_pipeline.input.zstd_stream import inflate, open_decompressed
 
 if TYPE_CHECKING:  # pragma: no cover
     from shard_pipeline.contract.shard import Doc
-    from shard_pipeline.input.corpus import InputShard  # or anything with .location and .source_id (InputRef)
+    from shard_pipeline.input.corpus import (
+        InputShard,  # or anything with .location and .source_id (InputRef)
+    )
 
 __all__ = [
     "BAD_RECORD_MODES", "CORPORA", "MAX_ID_CHARS", "REASONS", "STREAM_REASONS", "BadRecord", "CorruptShard",
@@ -218,7 +231,9 @@ def _reject(
 
 def to_doc(rec: HpltRecord, shard: InputShard, license_spdx: str) -> Doc:
     """The contract's Doc for one record; see docs/hplt-mapping.md for every field."""
-    from shard_pipeline.contract.shard import Doc  # imported here: shard.py pulls in pyarrow, the reader does not need it
+    from shard_pipeline.contract.shard import (
+        Doc,  # imported here: shard.py pulls in pyarrow, the reader does not need it
+    )
 
     return Doc(
         id=rec.id,

@@ -15,7 +15,12 @@ from typing import BinaryIO
 import zstandard
 
 from shard_pipeline.input.failures import CorruptShard, StreamBroken
-from shard_pipeline.input.fetch import HTTP_BACKOFF, HTTP_RETRIES, compressed_chunks, is_url
+from shard_pipeline.input.fetch import (
+    HTTP_BACKOFF,
+    HTTP_RETRIES,
+    compressed_chunks,
+    is_url,
+)
 
 _FEED_SIZE = 1 << 17  # compressed bytes the decompressor pulls at a time
 OUT_SIZE = 1 << 18  # decompressed bytes per chunk: bounds memory whatever the compression ratio

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from shard_pipeline.run.rundir import STAGES, RunDir, read_json, write_json_atomic
+from shard_pipeline.run.registry import STAGE_NAMES as STAGES
+from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 
 LANGUAGES_JSON = "languages.json"
 MULTI_FORMAT = 1

@@ -9,7 +9,12 @@ from pathlib import Path
 
 from shard_pipeline.run import multi
 from shard_pipeline.run.rundir import RunDir, read_json
-from shard_pipeline.run.status import StageStatus, latest_jobs, squeue_states, stage_statuses
+from shard_pipeline.run.status import (
+    StageStatus,
+    latest_jobs,
+    squeue_states,
+    stage_statuses,
+)
 
 
 def language_state(run: RunDir, sts: list[StageStatus]) -> str:
@@ -25,7 +30,8 @@ def _cell(st: StageStatus) -> str:
     return f"{st.done}/{st.total}" + (f" {len(st.failed)}F" if st.failed else "")
 
 
-def multi_status_text(root: Path) -> str:
+def multi_status_report(root: Path) -> tuple[str, int]:
+    """The --status text of a multi-language run and its exit code (0 done, 1 failed or stopped, 3 busy)."""
     m = multi.load(root)
     jobs = latest_jobs(read_json(Path(root) / "run.json"))
     queue = squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks])
@@ -45,6 +51,7 @@ def multi_status_text(root: Path) -> str:
     done = sum(1 for s in states.values() if s == "done")
     busy = any(s == "in progress" for s in states.values())
     lines.append(f"languages done {done}/{len(m.langs)}")
+    code = 0 if done == len(m.langs) else 3 if busy else 1
     if done == len(m.langs):
         lines.append("state: done")
     elif busy:
@@ -52,4 +59,8 @@ def multi_status_text(root: Path) -> str:
     else:
         lines.append(f"state: unfinished ({', '.join(l for l, s in states.items() if s != 'done')}): "
                      f"./hplt-shard --resume {m.root}  (details: ./hplt-shard --status {m.root}/<LANG>)")
-    return "\n".join(lines)
+    return "\n".join(lines), code
+
+
+def multi_status_text(root: Path) -> str:
+    return multi_status_report(root)[0]

@@ -12,6 +12,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from shard_pipeline.contract.extras import (
+    BALANCE_NAME,
+    CARD_NAME,
+    CLEAN_POLICY_NAME,
+    CLEANED_NAME,
+    LEDGER_NAME,
+)
 from shard_pipeline.contract.shard import (
     MANIFEST_NAME,
     SPLIT_DIRS,
@@ -19,21 +26,19 @@ from shard_pipeline.contract.shard import (
     ShardFile,
     build_manifest,
     file_sha256,
-    manifest_sets,
     load_manifest,
-    tmp_owner,
+    manifest_sets,
     swap_into_place,
+    tmp_owner,
     write_manifest,
 )
-from shard_pipeline.input.counts_index import CountRow, record
 from shard_pipeline.files import write_bytes_atomic
+from shard_pipeline.input.counts_index import CountRow, record
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.registry import already_swapped
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
-
-from shard_pipeline.contract.extras import BALANCE_NAME, CARD_NAME, CLEAN_POLICY_NAME, CLEANED_NAME, LEDGER_NAME
 
 # OUT's files besides the shards (contract/extras.py: named so that readers of OUT skip them).
 EXTRA_NAMES = (CARD_NAME, LEDGER_NAME, CLEANED_NAME, CLEAN_POLICY_NAME, BALANCE_NAME)

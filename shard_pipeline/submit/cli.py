@@ -50,10 +50,11 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         from shard_pipeline.run.status import status_report
 
         if multi.is_multi(args.status):
-            from shard_pipeline.run.multi_status import multi_status_text
+            from shard_pipeline.run.multi_status import multi_status_report
 
-            print(multi_status_text(args.status.resolve()))
-            return 0
+            text, code = multi_status_report(args.status.resolve())
+            print(text)
+            return code
         run = RunDir(args.status.resolve())
         if not run.config_json.exists():
             raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")

@@ -15,7 +15,8 @@ from typing import Sequence
 from shard_pipeline.errors import UsageError
 from shard_pipeline.run import multi
 from shard_pipeline.run.claim import release, run_lock
-from shard_pipeline.run.rundir import RUN_FORMAT, STAGES, RunDir, read_json, write_json_atomic
+from shard_pipeline.run.registry import STAGE_NAMES as STAGES
+from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_atomic
 from shard_pipeline.submit import launch, scope
 
 LANG_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
@@ -193,7 +194,13 @@ def create_all(args, argv, settings, executor, ms: MultiScope, root_out: Path, m
 def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Redo, per language, only what is unfinished; finished languages are left alone."""
     from shard_pipeline.run.claim import claim
-    from shard_pipeline.run.resume import ResumeRefused, changed_inputs, describe, plan_resume, run_job_ids
+    from shard_pipeline.run.resume import (
+        ResumeRefused,
+        changed_inputs,
+        describe,
+        plan_resume,
+        run_job_ids,
+    )
     from shard_pipeline.run.runconfig import RunConfig
     from shard_pipeline.submit.executors.slurm import queued_jobs_of
     from shard_pipeline.submit.multi_start import start_multi

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from shard_pipeline.run import multi
 from shard_pipeline.run.claim import release
-from shard_pipeline.run.rundir import STAGES, RunDir, read_json, write_json_atomic
+from shard_pipeline.run.registry import STAGE_NAMES as STAGES
+from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.submit.executors import task_argv
 from shard_pipeline.submit.layout import minutes_to_slurm, parse_mem
 
@@ -80,7 +81,12 @@ def record_submission(m: multi.MultiRun, kind: str, tasks: dict[str, list[int]],
 
 
 def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], settings, kind: str) -> int:
-    from shard_pipeline.submit.executors.slurm import SlurmSettings, StageJobs, max_array_size, submit_chain
+    from shard_pipeline.submit.executors.slurm import (
+        SlurmSettings,
+        StageJobs,
+        max_array_size,
+        submit_chain,
+    )
 
     python = next(iter(cfgs.values())).execution.python
     fixed_time = bool(read_json(m.root / "run.json").get("time_limit"))  # --time at submission: every job gets it

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shard_pipeline.submit.layout import HASH_BYTES_PER_CPU_S, JSON_PER_COMPRESSED, Layout
+from shard_pipeline.submit.layout import (
+    HASH_BYTES_PER_CPU_S,
+    JSON_PER_COMPRESSED,
+    Layout,
+)
 
 # bench/RESULTS.md section 5 (refreshed after section 7): one idle core, steady state.
 PARTITION_JSON_BYTES_PER_S = 130e6  # zstd + JSON + sha256 + spill, 0.56-0.60x the floor's 228 MB/s

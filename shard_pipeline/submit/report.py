@@ -3,7 +3,12 @@ from __future__ import annotations
 
 from shard_pipeline.run.group import scale_mem
 from shard_pipeline.submit import layout as layout_mod
-from shard_pipeline.submit.projection import LOADED_SLOWDOWN, hms, project, total_seconds
+from shard_pipeline.submit.projection import (
+    LOADED_SLOWDOWN,
+    hms,
+    project,
+    total_seconds,
+)
 from shard_pipeline.units import human_bytes
 
 
