@@ -76,12 +76,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from shard_pipeline.run.rundir import RunDir
 
     stage = registered(stage_name)
-    if stage.array and not by_hand:  # an array task of a run with --cpus-per-task C runs C units at once
-        from shard_pipeline.run import group
-
-        if group.group_size(RunDir(rundir).config()["execution"].get("cpus", {}), stage.name) > 1:
-            return group.run_array_task(rundir, stage.name, task,
-                                        [sys.executable, "-m", "shard_pipeline.run.task", stage.name])
     log = setup_logging()
     log.info("hplt-shard %s task %d; rerun by hand: %s", stage.name, task,
              shlex.join(rerun_argv(stage.name, rundir, task if stage.array else None)))
@@ -92,6 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         runner = getattr(importlib.import_module(module), function)
         return multi.run_entry(stage.name, (lambda r, t: runner(r, t)) if stage.array else (lambda r, t: runner(r)),
                                rundir, task)
+    if stage.array and not by_hand:  # an array task of a run with --cpus-per-task C runs C units at once
+        from shard_pipeline.run import group
+
+        if group.group_size(RunDir(rundir).config()["execution"].get("cpus", {}), stage.name) > 1:
+            return group.run_array_task(rundir, stage.name, task,
+                                        [sys.executable, "-m", "shard_pipeline.run.task", stage.name])
     try:
         run = getattr(importlib.import_module(module), function)
         result = run(RunDir(rundir), task) if stage.array else run(RunDir(rundir))
