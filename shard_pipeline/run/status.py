@@ -17,7 +17,7 @@ from shard_pipeline.run.group import group_size, unit_log
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json
-from shard_pipeline.run.tasklog import last_error_line
+from shard_pipeline.run.tasklog import last_error_line, last_progress_line
 
 # Exit codes of --status (documented in docs/operations.md and --help).
 EXIT_DONE = 0
@@ -33,6 +33,7 @@ class StageStatus:
     running: int = 0
     pending: int = 0
     failed: list[tuple[int, str, str]] = field(default_factory=list)  # (task, log, last error line)
+    progress: list[tuple[int, str]] = field(default_factory=list)  # (running task, its last progress line)
 
     @property
     def not_started(self) -> int:
@@ -153,6 +154,10 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
                           if f"{j['job_id']}_{task // cpus - j['offset']}" in queue), None)
             if state in ("RUNNING", "COMPLETING", "CONFIGURING"):
                 st.running += 1
+                log = _task_log(run, stage, task, chunks, cpus)
+                line = last_progress_line(log) if log is not None else None
+                if line:
+                    st.progress.append((task, line))
                 continue
             if state is not None:
                 st.pending += 1
@@ -191,6 +196,32 @@ def progress(run: RunDir) -> dict[str, Any]:
     return {"docs": docs, "compressed": compressed, "total": total, "elapsed": elapsed, "rate": rate, "eta": eta}
 
 
+def live_line(run: RunDir, stage: str, started: float) -> str | None:
+    """One line of a running local stage: work done, rate and ETA (partition: bytes read; write: shards)."""
+    from shard_pipeline.run.tasklog import count_progress_lines
+    from shard_pipeline.units import human_bytes
+
+    elapsed = max(1e-9, time.time() - started)
+    try:
+        if stage == "partition":
+            p = progress(run)
+            done, total = p["compressed"], p["total"]
+            rate = done / elapsed
+            eta = (total - done) / rate if rate > 0 and done < total else 0.0
+            pct = 100 * done / total if total else 100.0
+            return (f"partition {p['docs']:,} docs, {human_bytes(done)} of {human_bytes(total)} ({pct:.0f}%), "
+                    f"{human_bytes(rate)}/s, ETA {_hms(eta) if eta else '-'}")
+        if stage == "write" and run.plan_json.exists():
+            total = read_json(run.plan_json)["shards"]
+            done = count_progress_lines(sorted(run.log_dir("write").glob("*.log")), "shard")
+            rate = done / elapsed
+            eta = (total - done) / rate if rate > 0 and done < total else 0.0
+            return f"write     {done:,} of {total:,} shards, {rate * 60:.1f} shards/min, ETA {_hms(eta) if eta else '-'}"
+    except (OSError, ValueError, KeyError):  # a file mid-write: the next tick reads it whole
+        return None
+    return None
+
+
 def _hms(seconds: float) -> str:
     s = int(seconds)
     return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
@@ -208,6 +239,9 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> st
     lines.append(f"read {prog['docs']:,} documents, {human_bytes(prog['compressed'])} of {human_bytes(prog['total'])} "
                  f"compressed ({pct:.1f}%) in {_hms(prog['elapsed'])} of partition; {human_bytes(prog['rate'])}/s; "
                  f"partition ETA {_hms(prog['eta']) if prog['eta'] else '-'}")
+    running = [(st.stage, t, line) for st in statuses for t, line in st.progress]
+    for stage, t, line in running[:20]:
+        lines.append(f"RUNNING {stage} task {t}: {line}")
     failed = [(st.stage, t, log, err) for st in statuses for t, log, err in st.failed]
     for stage, t, log, err in failed[:20]:
         lines.append(f"FAILED {stage} task {t}: {err}\n       log: {log}")

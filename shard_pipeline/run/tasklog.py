@@ -29,3 +29,30 @@ def input_line(task: int, k: int, n: int, name: str, docs: int, compressed_bytes
 
 def shard_line(task: int, k: int, n: int, name: str, rows: int, nbytes: int, seconds: float) -> str:
     return f"write task {task} shard {k}/{n} {name}: {rows:,} rows, {nbytes / 1e6:.1f} MB, {seconds:.1f} s"
+
+
+def last_progress_line(log: Path) -> str | None:
+    """The newest progress line of a task's log (an input read, a shard written), or None."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 65536))  # the tail is enough: progress lines are short
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    marks = (" input ", " shard ")
+    found = [l for l in lines if (" partition task " in l or " write task " in l) and any(m in l for m in marks)
+             and not l.startswith("ERROR")]
+    return found[-1].strip() if found else None
+
+
+def count_progress_lines(logs: list[Path], kind: str) -> int:
+    """How many `kind` lines ("input" or "shard") the given logs hold: done units of work so far."""
+    n = 0
+    for log in logs:
+        try:
+            text = log.read_text(errors="replace")
+        except OSError:
+            continue
+        n += sum(1 for l in text.splitlines() if f" {kind} " in l and (" partition task " in l or " write task " in l))
+    return n

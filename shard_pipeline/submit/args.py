@@ -14,10 +14,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hplt-shard",
         description="Turn one language (or several, each into OUT/<LANG>/) of a sharded HPLT corpus into deterministic Parquet training shards.",
-        epilog="Examples:\n"
-        "  ./hplt-shard eng_Latn --corpus v4 --dry-run\n"
-        "  ./hplt-shard fin_Latn --corpus v4 --wds 9-10 --out /scratch/p/fin-shards\n"
-        "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --out out/example --executor local\n",
+        epilog="Examples (the first two run as written in a checkout, after the README's first command):\n"
+        "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --license CC0-1.0 --dry-run\n"
+        "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --out out/help-example \\\n"
+        "      --run-dir runs/help-example --executor local --license CC0-1.0 --shard-rows 100\n"
+        "On LUMI, with hplt-shard.conf holding PRESET=lumi and ACCOUNT=project_... (README, 'On LUMI'):\n"
+        "  ./hplt-shard fin_Latn --corpus v4 --wds 9-10 --dry-run\n"
+        "  ./hplt-shard fin_Latn --corpus v4 --wds 9-10 --out /scratch/project_XXXXXXXXX/fin-v4\n"
+        "Exit codes: 0 done; 1 a run, task or check failed (the message names the --resume command); 2 a usage,\n"
+        "conf, input or path problem (nothing started); 3 (--status) still queued or running; 130 interrupted.\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("lang", nargs="?", help="HPLT language code, e.g. eng_Latn; several in one run: fin_Latn,swe_Latn "
@@ -69,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="local executor: tasks at once (default: cores)")
     p.add_argument("--dry-run", action="store_true", help="show the scope and job layout; write and submit nothing "
                    "(with --resume: show what would be redone)")
+    p.add_argument("--version", action="store_true", help="print the version and the code commit, then exit")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--resume", type=Path, metavar="RUNDIR", help="finish an interrupted run: redo only what is unfinished")
     g.add_argument("--status", type=Path, metavar="RUNDIR", help="show where a run stands (per stage, failures, ETA); "

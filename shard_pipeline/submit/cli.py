@@ -37,6 +37,9 @@ def os_error_line(exc: OSError, args: argparse.Namespace) -> str:
 
 
 def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    if args.version:
+        print(version_line())
+        return 0
     if args.verify:
         from shard_pipeline.contract.verify import main as verify_main
 
@@ -72,6 +75,16 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if not args.lang:
         raise UsageError("LANG is required (e.g. eng_Latn)")
     return launch.new_run(args, argv)
+
+
+def version_line() -> str:
+    """`hplt-shard 0.1.0 (commit abc123, uncommitted changes)`: what run.json records as `code`."""
+    from shard_pipeline.submit.launch import git_state
+
+    code = git_state()
+    commit = code.get("commit") or "unknown: not a git checkout"
+    dirty = ", uncommitted changes" if code.get("dirty") else ""
+    return f"hplt-shard {code.get('version') or 'unknown version'} (commit {commit}{dirty})"
 
 
 if __name__ == "__main__":

@@ -224,7 +224,7 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     record = read_json(run.run_json)
     resources = {**record.get("resources", {}), **overrides}  # a later resume keeps an earlier --mem
     cfg = with_resources(cfg, resources)
-    executor = args.executor or record["executor"]
+    executor = scope.choose_executor(args, record["executor"])
     made_by = record.get("run_format", 1)
     if made_by != RUN_FORMAT:
         raise ResumeRefused(f"{run.root} was made by hplt-shard {record.get('code', {}).get('commit') or '(unknown commit)'} "

@@ -208,7 +208,7 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
     root = args.resume.resolve()
     m = multi.load(root)
     record = read_json(root / "run.json")
-    executor = args.executor or record["executor"]
+    executor = scope.choose_executor(args, record["executor"])
     if record.get("run_format", 1) != RUN_FORMAT:
         raise ResumeRefused(f"{root} was made by another hplt-shard version (format {record.get('run_format')}); "
                             f"this version reads format {RUN_FORMAT}")

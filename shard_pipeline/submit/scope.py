@@ -90,8 +90,13 @@ def index_disagreements(settings, corpus: str, subset: str, lang: str, shards: S
     return disagreements(Path(settings.counts_index), corpus, subset, lang, shards, docs_now)
 
 
-def choose_executor(args: argparse.Namespace) -> str:
-    return args.executor or ("slurm" if shutil.which("sbatch") else "local")
+def choose_executor(args: argparse.Namespace, recorded: str | None = None) -> str:
+    """--executor, else the run's own (on resume), else slurm where sbatch is on PATH; slurm needs sbatch."""
+    executor = args.executor or recorded or ("slurm" if shutil.which("sbatch") else "local")
+    if executor == "slurm" and not shutil.which("sbatch"):
+        raise UsageError("the Slurm executor needs sbatch, which is not on PATH: run this on a Slurm login node "
+                         "(on LUMI it is there after login), or use --executor local")
+    return executor
 
 
 def task_budget(args: argparse.Namespace, settings, executor: str) -> int:

@@ -108,6 +108,7 @@ def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs:
         groups = [(t, [t]) for t in tasks]
         work, workers = (lambda gu: [run_task(python, stage, rundir, gu[0])]), max(1, jobs)
     pool = ThreadPoolExecutor(max_workers=workers)
+    ticker = Ticker(RunDir(rundir), stage)
     try:
         for rs in pool.map(work, groups):
             for r in rs:
@@ -119,10 +120,43 @@ def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs:
         WORKERS.stop()  # before the pool waits for its threads: they wait on these processes
         pool.shutdown(wait=True, cancel_futures=True)
         raise Interrupted(stage, done, len(tasks)) from None
+    finally:
+        ticker.stop()
     pool.shutdown(wait=True)
     if failed:
         lines = [f"  task {r.task}: {last_error_line(r.log)}  (log: {r.log})" for r in failed]
         raise StageFailed(f"{stage}: {len(failed)} of {len(tasks)} tasks failed\n" + "\n".join(lines))
+
+
+class Ticker:
+    """Progress of a running stage on stderr: rewritten in place on a terminal, a plain line every 30 s otherwise."""
+
+    def __init__(self, run: RunDir, stage: str) -> None:
+        self.run, self.stage, self.started = run, stage, time.time()
+        self.tty = sys.stderr.isatty()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        if stage in ("partition", "write"):
+            self.thread.start()
+
+    def _loop(self) -> None:
+        from shard_pipeline.run.status import live_line
+
+        last = None
+        while not self.done.wait(1.0 if self.tty else 30.0):
+            line = live_line(self.run, self.stage, self.started)
+            if line and line != last:
+                stamp = time.strftime("%H:%M:%S")
+                print(f"\r{stamp} {line}\x1b[K" if self.tty else f"{stamp} {line}", end="" if self.tty else "\n",
+                      file=sys.stderr, flush=True)
+                last = line
+
+    def stop(self) -> None:
+        self.done.set()
+        if self.thread.is_alive():
+            self.thread.join()
+            if self.tty:
+                print(file=sys.stderr, flush=True)
 
 
 class Interrupted(Exception):
