@@ -45,7 +45,7 @@ def shard_sizes(tb: float) -> list[int]:
 
 
 def lay(sizes: list[int], budget: int, mem: str) -> layout.Layout:
-    return layout.plan_layout(sizes, {}, shard_rows=1_000_000, task_budget=budget, partition_mem=mem, job_mem=mem)
+    return layout.lay_out_jobs(sizes, {}, shard_rows=1_000_000, task_budget=budget, worker_mem=mem)
 
 
 def minutes(t: str) -> int:
@@ -69,9 +69,10 @@ def main() -> None:
     for l, tb in langs.items():
         m, s = multi[l], alone[l]
         mark = "" if l in KNOWN_TB else "~"
-        print(f"{mark + l:<10}{tb:>7.2f}{len(sizes[l]):>7}{m.partition_tasks:>6}{m.write_tasks:>6}{m.partition_time:>11}"
-              f"{m.write_time:>11}{m.plan_mem:>9}{m.write_mem:>7}{s.partition_tasks + s.write_tasks:>11}"
-              f"  {s.partition_time + ' / ' + s.write_time:<18}")
+        mr, sr = m.resources, s.resources
+        print(f"{mark + l:<10}{tb:>7.2f}{len(sizes[l]):>7}{m.partition_tasks:>6}{m.write_tasks:>6}{mr['partition'].time:>11}"
+              f"{mr['write'].time:>11}{mr['plan'].mem:>9}{mr['write'].mem:>7}{s.partition_tasks + s.write_tasks:>11}"
+              f"  {sr['partition'].time + ' / ' + sr['write'].time:<18}")
     ms = list(multi.values())
     p, w = sum(x.partition_tasks for x in ms), sum(x.write_tasks for x in ms)
     sections = sum(x.sections for x in ms)
@@ -79,22 +80,22 @@ def main() -> None:
     parquet = sum(x.est_json_bytes for x in ms) * layout.PARQUET_PER_JSON
     cpus = layout.finalize_cpus(sum(x.est_json_bytes for x in ms))
     hash_min = parquet / (layout.HASH_BYTES_PER_CPU_S * cpus) / 60
-    crit = max(minutes(x.partition_time) for x in ms) + max(minutes(x.write_time) for x in ms)
+    crit = max(minutes(x.resources["partition"].time) for x in ms) + max(minutes(x.resources["write"].time) for x in ms)
     print(f"\n{len(langs)} languages, {sum(langs.values()):.1f} TB compressed, ~{sum(x.est_docs for x in ms) / 1e9:.1f} B docs, "
           f"~{sum(x.est_shards for x in ms):,} output shards")
     print(f"one run: {p} partition + {w} write + 2 = {p + w + 2} queued tasks (budget {a.max_tasks}), 4 arrays")
-    print(f"  partition mem {a.mem} each; plan job {max((x.plan_mem for x in ms), key=layout.parse_mem)} "
+    print(f"  partition mem {a.mem} each; plan job {max((x.resources['plan'].mem for x in ms), key=layout.parse_mem)} "
           f"(largest language), {sections / 1e6:.0f} M sections in all: ~{plan_s / 60:.0f} min of planning in turn")
-    print(f"  writers {max((x.write_mem for x in ms), key=layout.parse_mem)} (largest language's); finalize {cpus} cpus, "
+    print(f"  writers {max((x.resources['write'].mem for x in ms), key=layout.parse_mem)} (largest language's); finalize {cpus} cpus, "
           f"~{parquet / 1e12:.1f} TB Parquet re-hashed in ~{hash_min:.0f} min")
-    print(f"  wall (layout limits, 1.5x margin, if every task starts at once): partition {max(minutes(x.partition_time) for x in ms)} min "
-          f"+ write {max(minutes(x.write_time) for x in ms)} min = ~{crit / 60:.1f} h + plan + finalize")
+    print(f"  wall (layout limits, 1.5x margin, if every task starts at once): partition {max(minutes(x.resources['partition'].time) for x in ms)} min "
+          f"+ write {max(minutes(x.resources['write'].time) for x in ms)} min = ~{crit / 60:.1f} h + plan + finalize")
     sep = sum(x.partition_tasks + x.write_tasks + 2 for x in alone.values())
     print(f"separate runs: {sep} queued tasks in {4 * len(langs)} arrays: {math.ceil(sep / a.max_tasks)} waves "
-          f"under the budget" + (f"; English alone: {alone['eng_Latn'].partition_time} + {alone['eng_Latn'].write_time}"
+          f"under the budget" + (f"; English alone: {alone['eng_Latn'].resources['partition'].time} + {alone['eng_Latn'].resources['write'].time}"
                                   if "eng_Latn" in alone else ""))
     print(f"task-hours (partition + write, by the same model): one run "
-          f"{sum(x.partition_tasks * minutes(x.partition_time) + x.write_tasks * minutes(x.write_time) for x in ms) / 60:,.0f} h "
+          f"{sum(x.partition_tasks * minutes(x.resources['partition'].time) + x.write_tasks * minutes(x.resources['write'].time) for x in ms) / 60:,.0f} h "
           f"(upper bound: every task billed its limit)")
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from shard_pipeline.run.group import scale_mem  # noqa: E402
 from shard_pipeline.submit.layout import lay_out_jobs  # noqa: E402
 from shard_pipeline.submit.projection import LOADED_SLOWDOWN, hms, project, total_seconds  # noqa: E402
 
@@ -35,8 +34,7 @@ def main() -> None:
           f"at the loaded rates (x{LOADED_SLOWDOWN}) | memory per array task: partition / write |")
     print("|---:|---|---|---:|---:|---:|---:|---:|---|---:|---:|---|")
     for c in (int(x) for x in a.cpus.split(",")):
-        lay = lay_out_jobs(V4_ENGLISH, {}, shard_rows=1_000_000, task_budget=a.budget, partition_mem=a.mem,
-                          job_mem=a.mem, cpus=c)
+        lay = lay_out_jobs(V4_ENGLISH, {}, shard_rows=1_000_000, task_budget=a.budget, worker_mem=a.mem, cpus=c)
         st = {s.stage: s for s in project(lay)}
         loaded = sum(s.seconds * (LOADED_SLOWDOWN if s.stage in ("partition", "write") else 1) for s in st.values())
         print(f"| {c} | {lay.partition_groups} + {lay.write_groups} + 2 = {lay.partition_groups + lay.write_groups + 2} "
@@ -44,8 +42,8 @@ def main() -> None:
               f"| {hms(st['write'].seconds)} | {hms(st['finalize'].seconds)} | **{hms(total_seconds(list(st.values())))}** "
               f"| {st['partition'].lustre_bytes_s / 1e9:.0f} / {st['write'].lustre_bytes_s / 1e9:.0f} GB/s "
               f"| {hms(total_seconds(list(st.values()), lustre))} | {hms(loaded)} "
-              f"| {scale_mem(lay.partition_mem, lay.partition_cpus)} / {scale_mem(lay.write_mem, lay.write_cpus)} |")
-    lay = lay_out_jobs(V4_ENGLISH, {}, shard_rows=1_000_000, task_budget=a.budget, partition_mem=a.mem, job_mem=a.mem)
+              f"| {lay.resources['partition'].mem} / {lay.resources['write'].mem} |")
+    lay = lay_out_jobs(V4_ENGLISH, {}, shard_rows=1_000_000, task_budget=a.budget, worker_mem=a.mem)
     st = project(lay)
     print("\nbytes moved (any C): " + "; ".join(f"{s.stage} reads {s.read_bytes / 1e12:.2f} TB, writes "
                                              f"{s.write_bytes / 1e12:.2f} TB" for s in st))

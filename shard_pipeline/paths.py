@@ -2,11 +2,12 @@
 
 The presets, the manifest schema and the Slurm batch script ship inside the package, so an
 installed `hplt-shard` finds them as a checkout does. Defaults that name a place (the conf
-`hplt-shard.conf`, `runs/`, `counts-index/`) are relative to `home()`: the checkout when the
-code runs from one (as `./hplt-shard` does), else the current directory.
+`hplt-shard.conf`, `runs/`, `counts-index/`) are relative to `home()`: $HPLT_SHARD_HOME when set,
+else the checkout when the code runs from one (as `./hplt-shard` does), else the current directory.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -23,5 +24,10 @@ def checkout_root() -> Path | None:
 
 
 def home() -> Path:
-    """The folder default paths are relative to: the checkout, else the current directory."""
-    return checkout_root() or Path.cwd()
+    """The folder default paths are relative to: $HPLT_SHARD_HOME, else the checkout, else the current directory.
+
+    HPLT_SHARD_HOME keeps runs/ and counts-index/ off a shared or read-only checkout (and the tests
+    out of the developer's checkout).
+    """
+    chosen = os.environ.get("HPLT_SHARD_HOME")
+    return Path(chosen).expanduser().resolve() if chosen else checkout_root() or Path.cwd()

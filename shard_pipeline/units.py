@@ -29,3 +29,17 @@ def parse_mem(value: str) -> int:
         raise BadMemorySize(f"{value[:40]!r} is not a Slurm memory size: a positive number of megabytes, "
                            "or one with a K, M, G or T suffix (e.g. 4000, 500M, 4G)")
     return int(m.group(1)) * _MEM_UNITS[m.group(2)]
+
+
+def scale_mem(mem: str, k: int) -> str:
+    """A Slurm --mem value times k ('4G' x 8 = '32G'): an array task running k units asks for k units' memory."""
+    digits = mem.rstrip("KMGTkmgtBb")
+    return f"{int(digits) * k}{mem[len(digits):]}"
+
+
+def share_of_mem(mem: str, k: int) -> str:
+    """One k-th of a Slurm --mem value, rounded up ('32G' / 8 = '4G', '5G' / 2 = '2560M'): a unit's memory."""
+    digits = mem.rstrip("KMGTkmgtBb")
+    if k <= 1 or int(digits) % k == 0:
+        return f"{int(digits) // max(1, k)}{mem[len(digits):]}"
+    return f"{-(-parse_mem(mem) // k // (1 << 20))}M"

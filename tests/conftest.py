@@ -11,6 +11,24 @@ import subprocess
 import pytest
 
 # --------------------------------------------------------------------------------------------
+# Defaults that name a place (runs/, counts-index/) go to a folder of the test session, never
+# into the checkout: a test must not read what an earlier test or run left there.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True, scope="session")
+def isolated_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("hplt-shard-home")
+    before = os.environ.get("HPLT_SHARD_HOME")
+    os.environ["HPLT_SHARD_HOME"] = str(home)
+    yield home
+    if before is None:
+        os.environ.pop("HPLT_SHARD_HOME", None)
+    else:
+        os.environ["HPLT_SHARD_HOME"] = before
+
+
+# --------------------------------------------------------------------------------------------
 # Real Slurm (tests/slurm/cluster.sh)
 #
 # Tests that take the `slurm_cluster` fixture get the `slurm` marker (so `-m "not slurm"`

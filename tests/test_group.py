@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from shard_pipeline.run.group import group_count, groups_of, scale_mem, units_of
+from shard_pipeline.run.group import group_count, groups_of, units_of
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.layout import lay_out_jobs
+from shard_pipeline.units import scale_mem, share_of_mem
 from tests.pipeline_util import config_sha, expected_output, make_corpus, manifest, run_cli, tree_bytes
 from tests.test_submitter import opt, submit
 
@@ -62,7 +63,7 @@ def test_mapping_examples_and_bad_values():
 
 @pytest.mark.parametrize("cpus", [1, 8, 16, 32])
 def test_layout_fits_the_job_cap_with_c_times_the_cores(cpus):
-    lay = lay_out_jobs(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="4G", job_mem="4G", cpus=cpus)
+    lay = lay_out_jobs(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, worker_mem="4G", cpus=cpus)
     assert lay.partition_groups + lay.write_groups + 2 <= 200  # array tasks: what the cap counts
     assert lay.partition_groups == group_count(lay.partition_tasks, cpus)
     assert lay.write_groups == group_count(lay.write_tasks, cpus)
@@ -112,12 +113,14 @@ def test_groups_are_submitted_with_c_cores_and_c_times_the_memory(tmp_path, fake
                   "--mem", "300M") == 0
     sb = {opt(a, "--job-name").rsplit("-", 1)[1]: a for a in fake_slurm("sbatch")}
     ex = json.loads((tmp_path / "run" / "config.json").read_text())["execution"]
-    assert ex["cpus"] == {"partition": 2, "write": 2} and (ex["partition_tasks"], ex["write_tasks"]) == (5, 3)
+    res = ex["resources"]
+    assert (res["partition"]["cpus"], res["write"]["cpus"]) == (2, 2) and (ex["partition_tasks"], ex["write_tasks"]) == (5, 3)
     assert opt(sb["partition"], "--array") == "0-2%5" and opt(sb["write"], "--array") == "0-1%5"
     assert opt(sb["partition"], "--cpus-per-task") == opt(sb["write"], "--cpus-per-task") == "2"
-    assert opt(sb["partition"], "--mem") == "600M" and opt(sb["write"], "--mem") == scale_mem(ex["mem"]["write"], 2)
+    assert opt(sb["partition"], "--mem") == res["partition"]["mem"] == "600M"
+    assert opt(sb["write"], "--mem") == res["write"]["mem"] == scale_mem(share_of_mem(res["write"]["mem"], 2), 2)
     assert opt(sb["plan"], "--cpus-per-task") == opt(sb["finalize"], "--cpus-per-task") == "1"
-    assert opt(sb["plan"], "--mem") == ex["mem"]["plan"]
+    assert opt(sb["plan"], "--mem") == res["plan"]["mem"]
     # the batch script is unchanged: the stage entry finds C in the run's config
     script = next(i for i, x in enumerate(sb["partition"]) if x.endswith("slurm_job.sh"))
     assert sb["partition"][script + 3] == "partition"
@@ -128,7 +131,8 @@ def test_a_stage_with_fewer_tasks_than_c_asks_only_for_its_tasks_cores(tmp_path,
     assert submit(tmp_path, root, "--cpus-per-task", "16", "--partition-tasks", "4", "--write-tasks", "1",
                   "--mem", "300M") == 0
     sb = {opt(a, "--job-name").rsplit("-", 1)[1]: a for a in fake_slurm("sbatch")}
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["execution"]["cpus"] == {"partition": 4}
+    res = json.loads((tmp_path / "run" / "config.json").read_text())["execution"]["resources"]
+    assert {stage: r["cpus"] for stage, r in res.items()} == {"partition": 4, "plan": 1, "write": 1, "finalize": 1}
     assert (opt(sb["partition"], "--cpus-per-task"), opt(sb["partition"], "--mem")) == ("4", "1200M")
     assert opt(sb["partition"], "--array").split("%")[0] == "0" and opt(sb["write"], "--cpus-per-task") == "1"
 
@@ -163,7 +167,7 @@ def test_default_layout_with_groups_gives_the_same_bytes(tmp_path):
     assert run_cli(root, out, run_dir, "--shard-rows", "30", "--cpus-per-task", "2") == 0
     ex = json.loads((run_dir / "config.json").read_text())["execution"]
     # --jobs 2 at C = 2: one group at a time; the local budget of 4 groups + 2 gives 2 groups of 2 partition units
-    assert (ex["partition_tasks"], ex["cpus"]["partition"]) == (4, 2)
+    assert (ex["partition_tasks"], ex["resources"]["partition"]["cpus"]) == (4, 2)
     expected = tmp_path / "expected"
     expected_output(root, expected, config_sha256=config_sha(run_dir), shard_rows=30)
     assert tree_bytes(out) == tree_bytes(expected)

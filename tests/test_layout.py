@@ -42,37 +42,40 @@ def test_sections_are_runs_times_buckets_and_shrink_with_partition_memory():
 
 
 def test_plan_and_writers_get_the_memory_the_model_asks_for_at_hplt_scale():
-    lay = lay_out_jobs(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="4G", job_mem="4G")
+    lay = lay_out_jobs(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, worker_mem="4G")
     assert (lay.partition_tasks, lay.write_tasks) == (99, 99)
     assert lay.sections > 50_000_000  # 512 MiB runs of 27.5 TB of text
-    assert parse_mem(lay.plan_mem) >= 213 * lay.sections and parse_mem(lay.write_mem) > parse_mem("4G")
-    assert lay.partition_mem == "4G"  # the user's choice stays for the stage it sizes
-    roomy = lay_out_jobs(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="32G", job_mem="32G")
-    assert roomy.plan_mem == "32G" and roomy.write_mem == "32G"  # already enough: unchanged
+    res = lay.resources
+    assert parse_mem(res["plan"].mem) >= 213 * lay.sections and parse_mem(res["write"].mem) > parse_mem("4G")
+    assert res["partition"].mem == "4G"  # the user's choice stays for the stage it sizes
+    roomy = lay_out_jobs(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, worker_mem="32G")
+    assert roomy.resources["plan"].mem == "32G" and roomy.resources["write"].mem == "32G"  # already enough: unchanged
 
 
 def test_small_runs_keep_the_configured_memory():
-    lay = lay_out_jobs([50_000_000] * 4, {}, shard_rows=100_000, task_budget=20, partition_mem="4G", job_mem="4G")
-    assert (lay.plan_mem, lay.write_mem) == ("4G", "4G")
+    lay = lay_out_jobs([50_000_000] * 4, {}, shard_rows=100_000, task_budget=20, worker_mem="4G")
+    assert (lay.resources["plan"].mem, lay.resources["write"].mem) == ("4G", "4G")
     assert at_least("4G", 5 << 30) == "5G" and at_least("8G", 5 << 30) == "8G"
 
 
 def test_plan_job_is_submitted_with_the_plan_memory(tmp_path, fake_slurm):
     root = make_corpus(tmp_path, n_docs=40)
     assert submit(tmp_path, root, "--mem", "2G") == 0
-    mem = json.loads((tmp_path / "run" / "config.json").read_text())["execution"]["mem"]
+    res = json.loads((tmp_path / "run" / "config.json").read_text())["execution"]["resources"]
     by_name = {opt(a, "--job-name").rsplit("-", 1)[1]: opt(a, "--mem") for a in fake_slurm("sbatch")}
-    assert by_name == {"partition": mem["partition"], "plan": mem["plan"], "write": mem["write"], "finalize": mem["job"]}
+    assert by_name == {stage: r["mem"] for stage, r in res.items()}
+    assert res["partition"]["mem"] == res["finalize"]["mem"] == "2G"
 
 
 def test_finalize_gets_cores_for_its_re_hash_at_scale_only():
     assert finalize_cpus(10**9) == 1
     assert finalize_cpus(6 * 3 * 900 * 10**9) == 3  # 3 core-periods of output to hash
-    lay = lay_out_jobs(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, partition_mem="16G", job_mem="16G")
-    assert lay.finalize_cpus == MAX_FINALIZE_CPUS  # ~17 TB of Parquet
+    lay = lay_out_jobs(HPLT_EN, {}, shard_rows=1_000_000, task_budget=200, worker_mem="16G")
+    assert lay.resources["finalize"].cpus == MAX_FINALIZE_CPUS  # ~17 TB of Parquet
 
 
 def test_finalize_is_submitted_with_its_cpus(tmp_path, fake_slurm):
+    from shard_pipeline.run.runconfig import StageResources
     from shard_pipeline.submit.executors.slurm import (
         SlurmSettings,
         StageJobs,
@@ -80,7 +83,7 @@ def test_finalize_is_submitted_with_its_cpus(tmp_path, fake_slurm):
     )
 
     s = SlurmSettings("small", None, "/usr/bin/python3", (), "hs-x")
-    argv = sbatch_argv(s, StageJobs("finalize", (0,), "4G", "00:30:00", cpus=16), tmp_path, 0, [0], ["1"])
+    argv = sbatch_argv(s, StageJobs("finalize", (0,), StageResources("4G", "00:30:00", 16)), tmp_path, 0, [0], ["1"])
     assert opt(argv, "--cpus-per-task") == "16"
     root = make_corpus(tmp_path, n_docs=40)
     assert submit(tmp_path, root) == 0
@@ -89,10 +92,10 @@ def test_finalize_is_submitted_with_its_cpus(tmp_path, fake_slurm):
 
 def test_a_bare_memory_number_is_megabytes_as_for_slurm():
     assert parse_mem("4000") == parse_mem("4000M") == 4000 << 20 and parse_mem("4G") == 4096 << 20
-    lays = [lay_out_jobs([50_000_000] * 4, {}, shard_rows=100_000, task_budget=20, partition_mem=m, job_mem=m)
+    lays = [lay_out_jobs([50_000_000] * 4, {}, shard_rows=100_000, task_budget=20, worker_mem=m)
             for m in ("4000", "4000M")]
     assert lays[0].spill_bytes == lays[1].spill_bytes == (4000 << 20) // 8
-    assert lays[0].write_mem == "4000" and lays[0].plan_mem == "4000"  # enough: kept as given
+    assert lays[0].resources["write"].mem == "4000" and lays[0].resources["plan"].mem == "4000"  # enough: kept as given
 
 
 def test_a_garbage_memory_value_is_one_clear_error(tmp_path, capsys):

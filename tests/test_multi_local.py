@@ -192,13 +192,15 @@ def test_each_array_gets_the_most_any_language_needs():
 
     from shard_pipeline.submit.multi_start import slurm_minutes, stage_resources
 
+    from shard_pipeline.run.runconfig import StageResources as R
+
     def cfg(mem_w, t_w, cpus):
-        return SimpleNamespace(execution=SimpleNamespace(
-            mem={"partition": "4G", "plan": "4G", "write": mem_w, "job": "4G"},
-            time={"partition": "00:10:00", "write": t_w, "job": "00:30:00"}, cpus={"finalize": cpus} if cpus > 1 else {}))
+        return SimpleNamespace(execution=SimpleNamespace(resources={
+            "partition": R("4G", "00:10:00"), "plan": R("4G", "00:30:00"), "write": R(mem_w, t_w),
+            "finalize": R("4G", "00:30:00", cpus)}))
 
     cfgs = {"a": cfg("9G", "32:30:00", 16), "b": cfg("4G", "00:10:00", 1), "c": cfg("700M", "1-12:00:00", 1)}
-    assert stage_resources(cfgs, "write", 40, False) == ("9G", "1-12:00:00", 1)
-    assert stage_resources(cfgs, "finalize", 3, False) == ("4G", "00:36:00", 16)  # 2 minutes more per language
-    assert stage_resources(cfgs, "plan", 3, True)[1] == "00:30:00"  # --time: exactly that
+    assert stage_resources(cfgs, "write", 40, False) == R("9G", "1-12:00:00", 1)
+    assert stage_resources(cfgs, "finalize", 3, False) == R("4G", "00:36:00", 16)  # 2 minutes more per language
+    assert stage_resources(cfgs, "plan", 3, True).time == "00:30:00"  # --time: exactly that
     assert slurm_minutes("1-02:00:00") == 1560 and slurm_minutes("45") == 45 and slurm_minutes("10:30") == 10.5

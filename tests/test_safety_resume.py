@@ -99,7 +99,7 @@ def test_resume_applies_mem_time_partition_and_records_them(tmp_path, fake_slurm
     assert record["resources"] == {"mem": "16G", "time": "12:00:00", "worker_partition": "largemem",
                                    "account": "project_9", "max_tasks": 7}
     last = record["submissions"][-1]["resources"]
-    assert last["mem"]["write"] == "16G" and last["partition"] == "largemem" and last["max_tasks"] == 7
+    assert last["stages"]["write"]["mem"] == "16G" and last["partition"] == "largemem" and last["max_tasks"] == 7
 
 
 @pytest.mark.parametrize("flag,value", [("--shard-rows", "5"), ("--val-permille", "9"), ("--license", "MIT"),

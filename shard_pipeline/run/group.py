@@ -41,12 +41,6 @@ def groups_of(units: Iterable[int], cpus: int) -> list[int]:
     return sorted({u // max(1, cpus) for u in units})
 
 
-def scale_mem(mem: str, k: int) -> str:
-    """A Slurm --mem value times k ('4G' x 8 = '32G'): a group asks for C units' memory."""
-    digits = mem.rstrip("KMGTkmgtBb")
-    return f"{int(digits) * k}{mem[len(digits):]}"
-
-
 @dataclass(frozen=True)
 class UnitRun:
     """How one unit process ended: the times and rusage the group log and the tests read."""
@@ -134,9 +128,10 @@ def summary(label: str, runs: Sequence[UnitRun]) -> str:
     return "\n".join(lines)
 
 
-def group_size(cpus: Mapping[str, int], stage: str) -> int:
-    """C of a stage as the run recorded it (Execution.cpus); 1 for plan, finalize and older runs."""
-    return cpus.get(stage, 1) if stage in GROUPED_STAGES else 1
+def group_size(execution, stage: str) -> int:
+    """C of a stage as the run recorded it (its StageResources' cores); 1 for plan and finalize."""
+    res = execution.resources.get(stage) if stage in GROUPED_STAGES else None
+    return res.cpus if res is not None else 1
 
 
 def run_array_task(rundir: Path, stage: str, index: int, script: Sequence[str]) -> int:
@@ -147,12 +142,13 @@ def run_array_task(rundir: Path, stage: str, index: int, script: Sequence[str]) 
     """
     from shard_pipeline.run.registry import RunState
     from shard_pipeline.run.registry import stage as registered
+    from shard_pipeline.run.runconfig import RunConfig
     from shard_pipeline.run.rundir import RunDir, read_json
 
     run = RunDir(rundir)
-    ex = read_json(run.config_json)["execution"]
-    cpus = group_size(ex.get("cpus", {}), stage)
-    n = ex["partition_tasks"] if stage == "partition" else ex["write_tasks"]
+    ex = RunConfig.from_json(run.config()).execution
+    cpus = group_size(ex, stage)
+    n = ex.partition_tasks if stage == "partition" else ex.write_tasks
     units = list(units_of(index, cpus, n))
     job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID") or "nojob"
     local = os.environ.get("SLURM_ARRAY_TASK_ID", str(index))

@@ -144,8 +144,6 @@ class Stage:
     entry: str  # "module:function" taking (RunDir, task); imported only where a task runs
     summary: Callable[[Any], str]  # the result, as the last line of a task's log
     check: Callable[[RunState, int], str | None]
-    mem_key: str  # the Execution.mem and .time entries its jobs get
-    time_key: str
 
     def tasks(self, cfg: RunConfig) -> int:
         if not self.array:
@@ -162,13 +160,13 @@ class Stage:
 
 STAGES: tuple[Stage, ...] = (
     Stage("partition", True, "shard_pipeline.stages.partition:run_partition", lambda r: f"{r.rows} rows",
-          partition_problem, "partition", "partition"),
+          partition_problem),
     Stage("plan", False, "shard_pipeline.stages.plan:run_plan", lambda r: f"{r['rows']} rows",
-          plan_problem, "plan", "job"),
+          plan_problem),
     Stage("write", True, "shard_pipeline.stages.write:run_write", lambda r: f"{len(r['shards'])} shards",
-          write_problem, "write", "write"),
+          write_problem),
     Stage("finalize", False, "shard_pipeline.stages.finalize:run_finalize", lambda r: f"{r['rows']} rows in place",
-          finalize_problem, "job", "job"),
+          finalize_problem),
 )
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
 BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from shard_pipeline.contract.shard import MANIFEST_FORMAT
+from shard_pipeline.units import scale_mem
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,20 @@ class Content:
 
 
 @dataclass(frozen=True)
+class StageResources:
+    """What one array task (or single job) of a stage asks Slurm for: `sbatch --mem --time --cpus-per-task`.
+
+    The layout decides these once, per stage (submit/layout.py); the run dir keeps them and
+    every submission passes them to sbatch unchanged. For partition and write, `cpus` is also
+    how many units an array task runs at once (run/group.py), and `mem` covers all of them.
+    """
+
+    mem: str
+    time: str
+    cpus: int = 1
+
+
+@dataclass(frozen=True)
 class Execution:
     """How the run executes; free to differ between runs of the same content."""
 
@@ -86,9 +101,7 @@ class Execution:
     buckets: int
     spill_bytes: int
     python: str
-    mem: dict[str, str] = field(default_factory=dict)
-    time: dict[str, str] = field(default_factory=dict)
-    cpus: dict[str, int] = field(default_factory=dict)  # per stage where more than 1 (finalize)
+    resources: dict[str, StageResources] = field(default_factory=dict)  # stage name -> its sbatch resources
     intermediate_compression: str = "lz4"
     counts_index: str | None = None
 
@@ -106,4 +119,26 @@ class RunConfig:
         c = dict(doc["content"])
         c["inputs"] = tuple(InputRef(**i) for i in c["inputs"])
         c["dp_ranks"] = tuple(c.get("dp_ranks", ()))
-        return RunConfig(Content(**c), Execution(**doc["execution"]))
+        e = dict(doc["execution"])
+        legacy = {k: e.pop(k) for k in ("mem", "time", "cpus") if k in e}
+        e["resources"] = ({stage: StageResources(**r) for stage, r in e["resources"].items()} if "resources" in e
+                          else legacy_resources(**legacy))
+        return RunConfig(Content(**c), Execution(**e))
+
+
+def legacy_resources(mem: dict[str, str] | None = None, time: dict[str, str] | None = None,
+                     cpus: dict[str, int] | None = None) -> dict[str, StageResources]:
+    """The resources of a run dir written before they were kept per stage (unit memory, "job" keys)."""
+    mem, time, cpus = mem or {}, time or {}, cpus or {}
+    if not mem:
+        return {}
+    job_mem, job_time = mem.get("job", "4G"), time.get("job", "01:00:00")
+    grouped = {s: cpus.get(s, 1) for s in ("partition", "write")}
+    return {
+        "partition": StageResources(scale_mem(mem.get("partition", job_mem), grouped["partition"]),
+                                    time.get("partition", job_time), grouped["partition"]),
+        "plan": StageResources(mem.get("plan", job_mem), job_time),
+        "write": StageResources(scale_mem(mem.get("write", job_mem), grouped["write"]), time.get("write", job_time),
+                                grouped["write"]),
+        "finalize": StageResources(job_mem, job_time, cpus.get("finalize", 1)),
+    }

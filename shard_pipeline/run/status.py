@@ -15,9 +15,10 @@ from typing import Any
 
 from shard_pipeline.run.group import group_size, unit_log
 from shard_pipeline.run.registry import STAGES, RunState
-from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.tasklog import last_error_line, last_progress_line
+from shard_pipeline.units import share_of_mem
 
 # Exit codes of --status (documented in docs/operations.md and --help).
 EXIT_DONE = 0
@@ -123,14 +124,16 @@ def _doubled_time(limit: str) -> str:
 
 
 def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str) -> str:
-    """The command that helps after this reason: more memory, more time, or just another try."""
-    ex = cfg.execution
-    key = stage if stage in ("partition", "write") else ("plan" if stage == "plan" and "plan" in ex.mem else "job")
+    """The command that helps after this reason: more memory, more time, or just another try.
+
+    `--mem` on resume means what it meant at submission, one unit's memory, so the hint doubles
+    the stage's memory per unit (an array task of C units asked for C of them).
+    """
+    res = cfg.execution.resources.get(stage) or StageResources("4G", "01:00:00")
     if reason == "OUT_OF_MEMORY":
-        return f"./hplt-shard --resume {run.root} --mem {_doubled(ex.mem.get(key, ex.mem.get('job', '4G')))}"
+        return f"./hplt-shard --resume {run.root} --mem {_doubled(share_of_mem(res.mem, group_size(cfg.execution, stage)))}"
     if reason == "TIMEOUT":
-        tkey = stage if stage in ex.time else "job"
-        return f"./hplt-shard --resume {run.root} --time {_doubled_time(ex.time.get(tkey, '01:00:00'))}"
+        return f"./hplt-shard --resume {run.root} --time {_doubled_time(res.time)}"
     return f"./hplt-shard --resume {run.root}"
 
 
@@ -145,7 +148,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
         stage = reg.name
         st = StageStatus(stage, reg.tasks(rs.cfg))
         chunks = jobs.get(stage, [])
-        cpus = group_size(rs.cfg.execution.cpus, stage)
+        cpus = group_size(rs.cfg.execution, stage)
         for task in range(st.total):
             if reg.is_done(rs, task):
                 st.done += 1

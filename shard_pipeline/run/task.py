@@ -88,8 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                rundir, task)
     if stage.array and not by_hand:  # an array task of a run with --cpus-per-task C runs C units at once
         from shard_pipeline.run import group
+        from shard_pipeline.run.runconfig import RunConfig
 
-        if group.group_size(RunDir(rundir).config()["execution"].get("cpus", {}), stage.name) > 1:
+        if group.group_size(RunConfig.from_json(RunDir(rundir).config()).execution, stage.name) > 1:
             return group.run_array_task(rundir, stage.name, task,
                                         [sys.executable, "-m", "shard_pipeline.run.task", stage.name])
     try:

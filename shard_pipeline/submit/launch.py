@@ -5,6 +5,7 @@ A run directory is written once, here, before any task runs; every stage reads i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import shutil
@@ -104,16 +105,13 @@ def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor
     execution = Execution(
         executor=executor, out=str(out), partition_tasks=lay.partition_tasks, write_tasks=lay.write_tasks,
         buckets=lay.buckets, spill_bytes=lay.spill_bytes, python=python,
-        mem={"partition": lay.partition_mem, "plan": lay.plan_mem, "write": lay.write_mem, "job": lay.job_mem},
-        time={"partition": lay.partition_time, "write": lay.write_time, "job": lay.job_time},
-        cpus={stage: c for stage, c in (("partition", lay.partition_cpus), ("write", lay.write_cpus),
-                                          ("finalize", lay.finalize_cpus)) if c > 1},
+        resources=lay.resources,
         counts_index=str(settings.counts_index) if settings.counts_index else None,
     )
     from shard_pipeline.stages.buckets import choose_boundaries
 
     method, boundaries = choose_boundaries(sample.ids, lay.buckets)
-    execution = Execution(**{**asdict(execution), "buckets": len(boundaries) + 1})
+    execution = dataclasses.replace(execution, buckets=len(boundaries) + 1)
     cfg = RunConfig(content, execution)
     check_claimable(out, run.root)  # before the run dir exists: a refused run leaves nothing behind
     with guards.doing(f"creating the run directory {run.root}"):

@@ -1,4 +1,4 @@
-"""Job layout: how many tasks per stage, which inputs each partition task reads, memory and time.
+"""Job layout: how many tasks per stage, which inputs each partition task reads, and what each asks sbatch for.
 
 Pure functions of the input list and the limits, so `--dry-run` shows exactly what a real
 submission would queue.
@@ -9,7 +9,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from shard_pipeline.units import parse_mem
+from shard_pipeline.run.runconfig import StageResources
+from shard_pipeline.units import parse_mem, scale_mem
 
 # HPLT v4 clean English: 18.15 TB compressed / 7.86 B documents.
 COMPRESSED_BYTES_PER_DOC = 2309
@@ -43,32 +44,16 @@ class Layout:
     est_shards: int
     compressed_bytes: int
     est_json_bytes: int
-    partition_mem: str
-    write_mem: str
-    job_mem: str
-    partition_time: str
-    write_time: str
-    job_time: str
+    resources: dict[str, StageResources]  # stage -> what each of its array tasks asks sbatch for
     spill_bytes: int
     throttle: int
-    finalize_cpus: int = 1
     sorted_runs: int = 0  # estimated, all partition tasks together
     sections: int = 0  # estimated index entries: what the plan holds and writers open
-    plan_mem: str = ""
     cpus: int = 1  # units (partition/write tasks) each array task runs at once, one core each
     partition_groups: int = 0  # array tasks: ceil(tasks / cpus); these count against the job cap
     write_groups: int = 0
     biggest_unit_bytes: int = 0  # compressed input of the largest partition task
     text_bytes: int = 0  # estimated text of the whole selection
-
-    @property
-    def partition_cpus(self) -> int:
-        """Cores of a partition array task: C, or fewer when the stage has fewer tasks."""
-        return max(1, min(self.cpus, self.partition_tasks))
-
-    @property
-    def write_cpus(self) -> int:
-        return max(1, min(self.cpus, self.write_tasks))
 
 
 def minutes_to_slurm(minutes: float) -> str:
@@ -130,6 +115,21 @@ def finalize_cpus(json_bytes: int) -> int:
     return max(1, min(MAX_FINALIZE_CPUS, math.ceil(need)))
 
 
+def sbatch_resources(*, worker_mem: str, need: StageMemory, partition_cpus: int, write_cpus: int,
+                     partition_time: str, write_time: str, job_time: str, finalize_cores: int) -> dict[str, StageResources]:
+    """What each stage's array task asks sbatch for, decided here once and passed on unchanged.
+
+    A partition or write array task runs `cpus` units at once and asks for that many units'
+    memory; plan and a writer get at least their estimated need (`need`), whatever --mem says.
+    """
+    return {
+        "partition": StageResources(scale_mem(worker_mem, partition_cpus), partition_time, partition_cpus),
+        "plan": StageResources(at_least(worker_mem, need.plan_bytes), job_time),
+        "write": StageResources(scale_mem(at_least(worker_mem, need.write_bytes), write_cpus), write_time, write_cpus),
+        "finalize": StageResources(worker_mem, job_time, finalize_cores),
+    }
+
+
 def estimate_docs(sizes: Sequence[int | None], known: dict[int, int], compressed_per_doc: float | None = None) -> int:
     """Exact where known (counts index, or a shard the head sample read to its end), else from bytes."""
     per = compressed_per_doc or COMPRESSED_BYTES_PER_DOC
@@ -142,9 +142,7 @@ def lay_out_jobs(
     *,
     shard_rows: int,
     task_budget: int,
-    partition_mem: str,
-    job_mem: str,
-    write_mem: str | None = None,
+    worker_mem: str,
     time_limit: str | None = None,
     partition_tasks: int | None = None,
     write_tasks: int | None = None,
@@ -156,6 +154,8 @@ def lay_out_jobs(
     cpus: int = 1,
 ) -> Layout:
     """Fit partition + plan + write + finalize into `task_budget` queued array tasks.
+
+    `worker_mem` is --mem (or WORKER_MEM): one unit's memory, the floor for every stage.
 
     With `cpus` C, an array task of partition or write runs C tasks (units) at once
     (run/group.py): the budget counts array tasks, so C x as many units fit under the cap.
@@ -175,7 +175,7 @@ def lay_out_jobs(
     biggest = max((sum(sizes_[i] for i in pk) for pk in packing), default=0)
     part_min = biggest / 1e6 / PARTITION_MB_S / 60 * 1.5
     write_min = json_bytes / max(1, w) / 1e6 / WRITE_MB_S / 60 * 1.5
-    spill = spill_bytes or max(8 << 20, parse_mem(partition_mem) // 8)
+    spill = spill_bytes or max(8 << 20, parse_mem(worker_mem) // 8)
     per_doc = text_per_doc or TEXT_BYTES_PER_DOC
     need = stage_memory(docs=est_docs, text_bytes=int(est_docs * per_doc), spill_bytes=spill, inputs=n,
                         buckets=buckets, row_group_bytes=row_group_bytes, text_per_doc=per_doc)
@@ -190,18 +190,15 @@ def lay_out_jobs(
         est_shards=est_shards,
         compressed_bytes=compressed,
         est_json_bytes=json_bytes,
-        partition_mem=partition_mem,
-        write_mem=at_least(write_mem or job_mem, need.write_bytes),
-        job_mem=job_mem,
-        partition_time=time_limit or minutes_to_slurm(part_min),
-        write_time=time_limit or minutes_to_slurm(write_min),
-        job_time=time_limit or minutes_to_slurm(30),
+        resources=sbatch_resources(worker_mem=worker_mem, need=need, partition_cpus=max(1, min(cpus, p)),
+                                   write_cpus=max(1, min(cpus, w)),
+                                   partition_time=time_limit or minutes_to_slurm(part_min),
+                                   write_time=time_limit or minutes_to_slurm(write_min),
+                                   job_time=time_limit or minutes_to_slurm(30), finalize_cores=finalize_cpus(json_bytes)),
         spill_bytes=spill,
         throttle=min(-(-p // cpus) + -(-w // cpus), task_budget),
-        finalize_cpus=finalize_cpus(json_bytes),
         sorted_runs=need.sorted_runs,
         sections=need.sections,
-        plan_mem=at_least(job_mem, need.plan_bytes),
         cpus=cpus,
         partition_groups=-(-p // cpus),
         write_groups=-(-w // cpus),

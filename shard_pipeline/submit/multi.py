@@ -6,13 +6,16 @@ launch.create_run), with its share of the task budget; only the unit table and t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline.errors import UsageError
+from shard_pipeline.paths import home
 from shard_pipeline.run import multi
 from shard_pipeline.run.claim import release, run_lock
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
@@ -133,14 +136,28 @@ def prepare_all(args: argparse.Namespace, settings, executor: str, langs: list[s
 def default_run_dir(args: argparse.Namespace, subset: str, langs: list[str]) -> Path:
     wds = (args.wds or "all").replace(",", "_")
     name = "all" if args.lang == "all" else f"{langs[0]}+{len(langs) - 1}" if len(langs) > 1 else langs[0]
-    return scope.REPO_ROOT / "runs" / f"{args.corpus}-{subset}-multi-{name}-{wds}"
+    return home() / "runs" / f"{args.corpus}-{subset}-multi-{name}-{wds}"
+
+
+def one_unit_per_task(args: argparse.Namespace, settings):
+    """Settings whose array tasks run one unit each: a multi-language run's unit table maps every
+    array index to one (language, task) unit, so --cpus-per-task, which groups the units of one
+    language, belongs to single-language runs."""
+    if settings.cpus_per_task == 1:
+        return settings
+    if args.cpus_per_task is not None:
+        raise UsageError(f"--cpus-per-task {args.cpus_per_task} applies to a run of one language: a multi-language run "
+                         "queues one task per array index. Drop --cpus-per-task, or run the languages one by one")
+    print(f"hplt-shard: note: CPUS_PER_TASK={settings.cpus_per_task} (conf or preset) applies to single-language runs; "
+          "this multi-language run queues one task per array index", file=sys.stderr)
+    return dataclasses.replace(settings, cpus_per_task=1)
 
 
 def new_multi_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from shard_pipeline.submit.multi_report import describe_multi
     from shard_pipeline.submit.multi_start import start_multi
 
-    settings = scope.resolve_settings(args)
+    settings = one_unit_per_task(args, scope.resolve_settings(args))
     executor = scope.choose_executor(args)
     langs = languages(args, settings)
     ms = prepare_all(args, settings, executor, langs)

@@ -1,7 +1,7 @@
 """The dry-run of a multi-language run: a row per language, totals, and what separate runs would queue."""
 from __future__ import annotations
 
-from shard_pipeline.units import human_bytes
+from shard_pipeline.units import human_bytes, parse_mem
 
 
 def describe_multi(args, ms, executor: str, settings) -> str:
@@ -27,18 +27,17 @@ def describe_multi(args, ms, executor: str, settings) -> str:
     lines.append(f"{'total':<14}{tot['inputs']:>8,}{human_bytes(tot['bytes']):>12}{tot['known']:>14,}{tot['est']:>14,}"
                  f"{tot['shards']:>8,}{tot['p']:>7}{tot['w']:>7}{tot['alone']:>7}")
     lays = [ms.scopes[l].lay for l in langs]
-    plan_mem = max((x.plan_mem for x in lays), key=_bytes)
-    write_mem = max((x.write_mem for x in lays), key=_bytes)
+    most = {stage: max((x.resources[stage] for x in lays), key=lambda r: parse_mem(r.mem)) for stage in lays[0].resources}
     queued = tot["p"] + tot["w"] + len(SINGLE_JOB_STAGES)
     budget = ms.budget
     lines += [
         "(docs known: from the counts index or a shard read to its end; shards: output shards of "
         f"{args.shard_rows:,} rows; part./write: this run's tasks; alone: what a run of that language alone would queue)",
         "job layout (one chain for all languages; plan and finalize take the languages in turn):",
-        f"  partition  {tot['p']:>6} tasks  mem {lays[0].partition_mem:>5}  time {max((x.partition_time for x in lays))}",
-        f"  plan       {1:>6} job    mem {plan_mem:>5}",
-        f"  write      {tot['w']:>6} tasks  mem {write_mem:>5}  time {max((x.write_time for x in lays))}",
-        f"  finalize   {1:>6} job    mem {lays[0].job_mem:>5}  cpus {max(x.finalize_cpus for x in lays)}",
+        f"  partition  {tot['p']:>6} tasks  mem {most['partition'].mem:>5}  time {_longest(lays, 'partition')}",
+        f"  plan       {1:>6} job    mem {most['plan'].mem:>5}",
+        f"  write      {tot['w']:>6} tasks  mem {most['write'].mem:>5}  time {_longest(lays, 'write')}",
+        f"  finalize   {1:>6} job    mem {most['finalize'].mem:>5}  cpus {max(x.resources['finalize'].cpus for x in lays)}",
         f"  queued at once: {queued} in 4 sbatch arrays (budget {ms.budget}, MAX_TASKS {settings.max_tasks}); "
         f"tasks shared in proportion to compressed bytes, at least one partition and one write task per language",
         f"  separate runs would queue {tot['alone']} in {4 * len(langs)} sbatch arrays"
@@ -49,7 +48,7 @@ def describe_multi(args, ms, executor: str, settings) -> str:
     return "\n".join(lines)
 
 
-def _bytes(mem: str) -> int:
-    from shard_pipeline.submit.layout import parse_mem
+def _longest(lays, stage: str) -> str:
+    from shard_pipeline.submit.multi_start import slurm_minutes
 
-    return parse_mem(mem)
+    return max((x.resources[stage].time for x in lays), key=slurm_minutes)

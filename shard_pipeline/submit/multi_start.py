@@ -17,7 +17,9 @@ from shard_pipeline.run.claim import release
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.submit.executors import task_argv
-from shard_pipeline.submit.layout import minutes_to_slurm, parse_mem
+from shard_pipeline.run.runconfig import StageResources
+from shard_pipeline.submit.layout import minutes_to_slurm
+from shard_pipeline.units import parse_mem
 
 
 def slurm_minutes(t: str) -> float:
@@ -33,21 +35,17 @@ def slurm_minutes(t: str) -> float:
     return d * 1440 + a
 
 
-def stage_resources(cfgs: dict, stage: str, units: int, fixed_time: bool) -> tuple[str, str, int]:
-    """(mem, time, cpus) of a stage for every language it runs: the most any of them needs.
+def stage_resources(cfgs: dict, stage: str, units: int, fixed_time: bool) -> StageResources:
+    """What a stage's array task asks for when it may run any language's unit: the most any of them needs.
 
     plan and finalize run their languages in turn in one job: their time grows by a few minutes
     per language (HPLT v4 English plans in under a minute, docs/DESIGN.md), unless --time set it.
     """
-    key = {"partition": "partition", "plan": "plan", "write": "write", "finalize": "job"}[stage]
-    mems = [c.execution.mem.get(key, c.execution.mem["job"]) for c in cfgs.values()]
-    times = [c.execution.time.get("job" if stage in multi.SINGLE_JOB_STAGES else stage) for c in cfgs.values()]
-    mem = max(mems, key=parse_mem)
-    longest = max(times, key=slurm_minutes)
+    every = [c.execution.resources[stage] for c in cfgs.values()]
+    longest = max((r.time for r in every), key=slurm_minutes)
     if stage in multi.SINGLE_JOB_STAGES and not fixed_time:
         longest = minutes_to_slurm(slurm_minutes(longest) + 2 * units)
-    cpus = max(c.execution.cpus.get(stage, 1) for c in cfgs.values())
-    return mem, longest, cpus
+    return StageResources(max((r.mem for r in every), key=parse_mem), longest, max(r.cpus for r in every))
 
 
 def start_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], executor: str, jobs: int, settings,
@@ -96,10 +94,10 @@ def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], set
     for stage in STAGES:
         if not tasks.get(stage):
             continue
-        mem, limit, cpus = stage_resources(cfgs, stage, len(tasks[stage]), fixed_time)
         single = stage in multi.SINGLE_JOB_STAGES
-        stages.append(StageJobs(stage, (0,) if single else tuple(tasks[stage]), mem, limit,
-                                None if single else throttle, cpus=cpus, after="afterany"))
+        stages.append(StageJobs(stage, (0,) if single else tuple(tasks[stage]),
+                                stage_resources(cfgs, stage, len(tasks[stage]), fixed_time),
+                                None if single else throttle, after="afterany"))
     sub = submit_chain(s, m.root, stages, max_size=max_array_size())
     record_submission(m, kind, tasks, sub.jobs)
     for j in sub.jobs:

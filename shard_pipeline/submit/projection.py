@@ -53,12 +53,13 @@ def project(lay: Layout) -> list[StageProjection]:
     parquet = int(text * PARQUET_PER_TEXT)
     part_s = lay.biggest_unit_bytes * JSON_PER_COMPRESSED / PARTITION_JSON_BYTES_PER_S
     write_s = text / max(1, lay.write_tasks) / WRITE_TEXT_BYTES_PER_S
-    hash_rate = min(lay.finalize_cpus * HASH_BYTES_PER_CPU_S, CLIENT_READ_BYTES_S)
+    finalize_cpus = lay.resources["finalize"].cpus
+    hash_rate = min(finalize_cpus * HASH_BYTES_PER_CPU_S, CLIENT_READ_BYTES_S)
     return [
         StageProjection("partition", lay.partition_tasks, part_s, lay.compressed_bytes, spill),
         StageProjection("plan", 1, 5 + lay.sections * PLAN_SECONDS_PER_SECTION, lay.sections * 60, lay.sections * 56),
         StageProjection("write", lay.write_tasks, write_s, spill, parquet),
-        StageProjection("finalize", lay.finalize_cpus, 5 + parquet / hash_rate, parquet, 0),
+        StageProjection("finalize", finalize_cpus, 5 + parquet / hash_rate, parquet, 0),
     ]
 
 

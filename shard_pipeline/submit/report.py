@@ -1,7 +1,7 @@
 """The dry-run report: what a submission would read, queue and write, before anything happens."""
 from __future__ import annotations
 
-from shard_pipeline.run.group import scale_mem
+from shard_pipeline.run.runconfig import StageResources
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.projection import (
     LOADED_SLOWDOWN,
@@ -9,10 +9,11 @@ from shard_pipeline.submit.projection import (
     project,
     total_seconds,
 )
-from shard_pipeline.units import human_bytes
+from shard_pipeline.units import human_bytes, share_of_mem
 
 
 def describe(args, subset, shards, lay: layout_mod.Layout, executor: str, settings) -> str:
+    res = lay.resources
     lines = [
         f"hplt-shard {args.lang}  corpus {args.corpus}/{subset}  wds {args.wds or 'all'}"
         + (f"  sources {args.sources}" if args.sources else ""),
@@ -23,24 +24,24 @@ def describe(args, subset, shards, lay: layout_mod.Layout, executor: str, settin
         + ("; split layout dirs: train/ and validation/, one shard set each" if args.split_layout == "dirs" else ""),
         f"executor         {executor}",
         f"job layout ({lay.cpus} core{'s' if lay.cpus > 1 else ''} per partition/write array task, one task per core):",
-        _grouped("partition", lay.partition_tasks, lay.partition_groups, lay.partition_cpus, lay.partition_mem, lay.partition_time),
-        f"  plan       {1:>6} task   mem {lay.plan_mem:>5}  time {lay.job_time}",
-        _grouped("write", lay.write_tasks, lay.write_groups, lay.write_cpus, lay.write_mem, lay.write_time),
-        f"  finalize   {1:>6} task   mem {lay.job_mem:>5}  time {lay.job_time}  cpus {lay.finalize_cpus}",
+        _grouped("partition", lay.partition_tasks, lay.partition_groups, res["partition"]),
+        f"  plan       {1:>6} task   mem {res['plan'].mem:>5}  time {res['plan'].time}",
+        _grouped("write", lay.write_tasks, lay.write_groups, res["write"]),
+        f"  finalize   {1:>6} task   mem {res['finalize'].mem:>5}  time {res['finalize'].time}  cpus {res['finalize'].cpus}",
         f"  queued at once: {lay.partition_groups + lay.write_groups + 2} array tasks (MAX_TASKS {settings.max_tasks}), "
         f"{lay.partition_tasks + lay.write_tasks} partition/write cores; array throttle %{lay.throttle}",
         f"id buckets       {lay.buckets:,}",
         f"sorted runs      ~{lay.sorted_runs:,} (text / spill budget {human_bytes(lay.spill_bytes)}), ~{lay.sections:,} "
-        f"sections: plan mem {lay.plan_mem}, writer mem {lay.write_mem} (more partition memory means fewer runs)",
+        f"sections: plan mem {res['plan'].mem}, writer mem {share_of_mem(res['write'].mem, res['write'].cpus)} (more partition memory means fewer runs)",
     ]
     return "\n".join(lines + projection_lines(lay))
 
 
-def _grouped(stage: str, tasks: int, groups: int, cpus: int, mem: str, time: str) -> str:
-    if cpus == 1:
-        return f"  {stage:<9}  {tasks:>6} tasks  mem {mem:>5}  time {time}"
-    return (f"  {stage:<9}  {tasks:>6} tasks in {groups} array tasks of {cpus} cores  mem {scale_mem(mem, cpus)} "
-            f"per array task ({cpus} x {mem})  time {time}")
+def _grouped(stage: str, tasks: int, groups: int, res: StageResources) -> str:
+    if res.cpus == 1:
+        return f"  {stage:<9}  {tasks:>6} tasks  mem {res.mem:>5}  time {res.time}"
+    return (f"  {stage:<9}  {tasks:>6} tasks in {groups} array tasks of {res.cpus} cores  mem {res.mem} "
+            f"per array task ({res.cpus} x {share_of_mem(res.mem, res.cpus)})  time {res.time}")
 
 
 def projection_lines(lay: layout_mod.Layout) -> list[str]:

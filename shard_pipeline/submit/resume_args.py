@@ -12,7 +12,9 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from shard_pipeline.errors import UsageError
-from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.run.group import group_size
+from shard_pipeline.run.runconfig import RunConfig, StageResources
+from shard_pipeline.units import scale_mem
 
 # Options a resume applies (dest names) and the ones it just uses (how to run, not what).
 APPLIED = ("mem", "time", "worker_partition", "account", "max_tasks")
@@ -49,8 +51,14 @@ def check_resume_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -
 
 
 def with_resources(cfg: RunConfig, resources: dict[str, Any]) -> RunConfig:
-    """The run's config with --mem/--time of a resume applied to every stage (execution only: never hashed)."""
+    """The run's config with --mem/--time of a resume applied to every stage (execution only: never hashed).
+
+    --mem is one unit's memory, as at submission: an array task running C units asks for C of them.
+    """
     ex = cfg.execution
-    mem = {k: resources["mem"] for k in ex.mem} if "mem" in resources else ex.mem
-    time = {k: resources["time"] for k in ex.time} if "time" in resources else ex.time
-    return RunConfig(cfg.content, replace(ex, mem=mem, time=time))
+
+    def applied(stage: str, r: StageResources) -> StageResources:
+        mem = scale_mem(str(resources["mem"]), group_size(ex, stage)) if "mem" in resources else r.mem
+        return StageResources(mem, str(resources.get("time", r.time)), r.cpus)
+
+    return RunConfig(cfg.content, replace(ex, resources={s: applied(s, r) for s, r in ex.resources.items()}))

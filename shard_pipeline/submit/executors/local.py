@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 from shard_pipeline.run import group
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.registry import STAGES
-from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.run.runconfig import Execution, RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.tasklog import last_error_line
 from shard_pipeline.submit.executors import task_argv, task_env
@@ -169,14 +169,14 @@ class Interrupted(Exception):
 
 
 def run_all(python: str, rundir: Path, layout: dict[str, Sequence[int]], jobs: int,
-            cpus: dict[str, int] | None = None) -> None:
+            execution: Execution | None = None) -> None:
     """Run the stages in order; a failed stage stops the chain (like afterok)."""
     finished: list[str] = []
     for stage in STAGES:
         if layout.get(stage.name):  # a resume runs only what is unfinished
             try:
                 run_stage(python, stage.name, rundir, layout[stage.name], jobs,
-                          cpus=group.group_size(cpus or {}, stage.name))
+                          cpus=group.group_size(execution, stage.name) if execution else 1)
             except Interrupted as exc:
                 exc.finished = finished
                 raise
@@ -215,7 +215,7 @@ def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: in
     record["submissions"].append({"kind": "local", "submitted_at": time.time(), "tasks": tasks, "jobs": []})
     write_json_atomic(run.run_json, record)
     try:
-        run_all(sys.executable, run.root, tasks, jobs, cfg.execution.cpus)
+        run_all(sys.executable, run.root, tasks, jobs, cfg.execution)
     except StageFailed as exc:
         release(out, run.root)
         print(f"hplt-shard: {exc}", file=sys.stderr)

@@ -10,7 +10,7 @@ import getpass
 import re
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -18,7 +18,7 @@ from shard_pipeline.errors import UserError
 from shard_pipeline.paths import JOB_SCRIPT
 from shard_pipeline.run import group
 from shard_pipeline.run.registry import STAGES
-from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.submit.executors import checkout_path
 
@@ -38,10 +38,8 @@ class StageJobs:
 
     stage: str
     tasks: tuple[int, ...]  # array indices: units, or groups of C units for partition and write
-    mem: str  # per array task: C x a unit's memory for a group
-    time: str
+    resources: StageResources  # as the layout decided them, per array task
     throttle: int | None = None
-    cpus: int = 1  # C units at once (partition, write); finalize re-hashes with a thread per core
     after: str = "afterok"  # afterany in a multi-language run: one language's failure must not stop the others
 
 
@@ -126,9 +124,9 @@ def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, l
         "--array", array_spec(local, stage.throttle),
         "--output", str(RunDir(rundir).array_log(stage.stage, "%A", "%a")),
         "--ntasks", "1",
-        "--cpus-per-task", str(stage.cpus),
-        "--mem", stage.mem,
-        "--time", stage.time,
+        "--cpus-per-task", str(stage.resources.cpus),
+        "--mem", stage.resources.mem,
+        "--time", stage.resources.time,
         "--requeue",
         f"--signal=B:USR1@{REQUEUE_SIGNAL_SECONDS}",
         "--open-mode=append",
@@ -168,20 +166,18 @@ def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *,
 
 
 def submit_run(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings, lang: str, kind: str) -> int:
-    """Queue the stages that have tasks; each depends on every array chunk of the one before."""
+    """Queue the stages that have tasks, with the resources the run dir holds; each depends on the one before."""
     ex = cfg.execution
     s = SlurmSettings(settings.worker_partition, settings.account, ex.python, settings.module_loads, f"hs-{lang}")
     # Array indices are groups of C units (run/group.py): a resume resubmits the groups holding unfinished units.
-    arrays = {stage: group.groups_of(t.get(stage, []), group.group_size(ex.cpus, stage)) for stage in t}
+    arrays = {stage: group.groups_of(t.get(stage, []), group.group_size(ex, stage)) for stage in t}
     throttle = max(1, min(len(arrays.get("partition", [])) + len(arrays.get("write", [])), settings.max_tasks))
-    stages = [StageJobs(s.name, tuple(arrays[s.name]),
-                        group.scale_mem(ex.mem.get(s.mem_key, ex.mem["job"]), group.group_size(ex.cpus, s.name)),
-                        ex.time[s.time_key], throttle if s.array else None, cpus=ex.cpus.get(s.name, 1))
+    stages = [StageJobs(s.name, tuple(arrays[s.name]), ex.resources[s.name], throttle if s.array else None)
               for s in STAGES if t.get(s.name)]
     sub = submit_chain(s, run.root, stages, max_size=max_array_size())
     record = read_json(run.run_json)
     record["submissions"].append({"kind": kind, "submitted_at": time.time(), "jobs": sub.jobs,
-                                  "resources": {"mem": dict(ex.mem), "time": dict(ex.time),
+                                  "resources": {"stages": {st: asdict(r) for st, r in ex.resources.items()},
                                                 "partition": settings.worker_partition, "account": settings.account,
                                                 "max_tasks": settings.max_tasks}})
     write_json_atomic(run.run_json, record)

@@ -1,0 +1,140 @@
+"""The sbatch resources of a run: decided once by the layout, kept in the run dir, passed to sbatch unchanged.
+
+--mem is one unit's memory at submission and on resume; an array task running C units asks for
+C of them. Run dirs written before resources were kept per stage still resume and report.
+(A fake sbatch records argv only; the real chain runs in test_pipeline_slurm and test_group_slurm.)
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import pytest
+
+from shard_pipeline.run.runconfig import RunConfig, StageResources, legacy_resources
+from shard_pipeline.run.rundir import RunDir
+from shard_pipeline.run.status import resume_hint
+from shard_pipeline.submit import cli
+from shard_pipeline.submit.layout import lay_out_jobs
+from shard_pipeline.units import parse_mem, scale_mem, share_of_mem
+from tests.pipeline_util import LICENSE, make_corpus
+from tests.test_multi_local import make_langs
+from tests.test_submitter import opt, submit
+
+
+def by_stage(sbatch_calls: list[list[str]]) -> dict[str, StageResources]:
+    return {opt(a, "--job-name").rsplit("-", 1)[1]: StageResources(opt(a, "--mem"), opt(a, "--time"),
+                                                                  int(opt(a, "--cpus-per-task")))
+            for a in sbatch_calls}
+
+
+def kept(run_dir) -> dict[str, StageResources]:
+    return RunConfig.from_json(json.loads((run_dir / "config.json").read_text())).execution.resources
+
+
+def test_sbatch_gets_exactly_what_the_layout_decided_and_the_run_dir_kept(tmp_path, fake_slurm):
+    root = make_corpus(tmp_path, n_docs=40, names=[f"9_{i}" for i in range(1, 6)])
+    assert submit(tmp_path, root, "--mem", "300M", "--cpus-per-task", "2", "--partition-tasks", "5",
+                  "--write-tasks", "3", "--time", "02:00:00") == 0
+    res = kept(tmp_path / "run")
+    assert by_stage(fake_slurm("sbatch")) == res
+    layout = json.loads((tmp_path / "run" / "run.json").read_text())["layout"]["resources"]
+    assert {stage: StageResources(**r) for stage, r in layout.items()} == res  # the layout's own record, verbatim
+    assert res["partition"] == StageResources("600M", "02:00:00", 2)  # 2 units of 300M each
+    assert res["plan"].time == "02:00:00" and res["plan"].cpus == 1 and parse_mem(res["plan"].mem) >= parse_mem("300M")
+    assert res["write"].cpus == 2 and res["write"].mem == scale_mem(share_of_mem(res["write"].mem, 2), 2)
+
+
+def test_the_layout_raises_memory_to_the_need_then_times_the_cores():
+    sizes = [10**11] * 1108  # HPLT v4 English
+    one = lay_out_jobs(sizes, {}, shard_rows=1_000_000, task_budget=200, worker_mem="4G").resources
+    eight = lay_out_jobs(sizes, {}, shard_rows=1_000_000, task_budget=200, worker_mem="4G", cpus=8).resources
+    assert one["partition"] == StageResources("4G", one["partition"].time, 1)
+    assert eight["partition"].mem == "32G" and eight["partition"].cpus == 8
+    assert one["write"].mem != "4G"  # a writer needs more than 4G at this scale
+    assert eight["write"].mem == scale_mem(share_of_mem(eight["write"].mem, 8), 8)
+    assert one["plan"].cpus == eight["plan"].cpus == 1 and one["finalize"].cpus == eight["finalize"].cpus == 16
+
+
+def test_resume_mem_is_per_unit_as_at_submission(tmp_path, fake_slurm):
+    root = make_corpus(tmp_path, n_docs=40, names=[f"9_{i}" for i in range(1, 6)])
+    assert submit(tmp_path, root, "--mem", "300M", "--cpus-per-task", "2", "--partition-tasks", "4",
+                  "--write-tasks", "2", "--executor", "slurm") == 0
+    first = len(fake_slurm("sbatch"))
+    conf = tmp_path / "t.conf"
+    assert cli.main(["--resume", str(tmp_path / "run"), "--conf", str(conf), "--mem", "1G"]) == 0
+    again = by_stage(fake_slurm("sbatch")[first:])
+    assert again["partition"] == StageResources("2G", again["partition"].time, 2)
+    assert again["write"].mem == "2G" and again["plan"].mem == again["finalize"].mem == "1G"
+
+
+def test_a_run_dir_from_before_per_stage_resources_still_loads(tmp_path, fake_slurm, capsys):
+    root = make_corpus(tmp_path, n_docs=40)
+    assert submit(tmp_path, root, "--mem", "300M", "--executor", "slurm") == 0
+    cfg_path = tmp_path / "run" / "config.json"
+    doc = json.loads(cfg_path.read_text())
+    res = doc["execution"].pop("resources")
+    doc["execution"].update({  # what run dirs held before: unit memory, "job" for plan's time and finalize
+        "mem": {"partition": "300M", "plan": res["plan"]["mem"], "write": res["write"]["mem"], "job": "300M"},
+        "time": {"partition": res["partition"]["time"], "write": res["write"]["time"], "job": res["plan"]["time"]},
+        "cpus": {}})
+    cfg_path.write_text(json.dumps(doc))
+    assert {s: asdict(r) for s, r in kept(tmp_path / "run").items()} == res
+    assert cli.main(["--status", str(tmp_path / "run")]) in (0, 1, 3)
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_legacy_grouped_memory_is_per_array_task():
+    res = legacy_resources({"partition": "4G", "write": "9G", "plan": "6G", "job": "4G"},
+                           {"partition": "01:00:00", "write": "02:00:00", "job": "00:30:00"},
+                           {"partition": 16, "write": 8, "finalize": 4})
+    assert res == {"partition": StageResources("64G", "01:00:00", 16), "plan": StageResources("6G", "00:30:00"),
+                   "write": StageResources("72G", "02:00:00", 8), "finalize": StageResources("4G", "00:30:00", 4)}
+
+
+@pytest.mark.parametrize("stage,reason,flag", [("partition", "OUT_OF_MEMORY", "--mem 600M"),
+                                               ("write", "TIMEOUT", "--time 4:00:00"),
+                                               ("plan", "OUT_OF_MEMORY", "--mem 6G")])
+def test_resume_hint_doubles_a_units_memory(tmp_path, stage, reason, flag):
+    from shard_pipeline.run.runconfig import Content, Execution
+
+    res = {"partition": StageResources("1200M", "01:00:00", 4), "plan": StageResources("3G", "00:30:00"),
+           "write": StageResources("8G", "02:00:00", 4), "finalize": StageResources("300M", "00:30:00", 2)}
+    content = Content(corpus="v4", subset="clean", lang="x", dataset="d", version="1", license_spdx="CC0-1.0",
+                      shard_rows=10, val_permille=5, row_group_bytes=1 << 20, bad_records="fail", inputs=())
+    cfg = RunConfig(content, Execution(executor="slurm", out="/o", partition_tasks=8, write_tasks=8, buckets=1,
+                                       spill_bytes=1, python="python3", resources=res))
+    assert resume_hint(RunDir(tmp_path), cfg, stage, reason).endswith(flag)
+
+
+def test_share_and_scale_of_a_slurm_memory_size():
+    assert (scale_mem("4G", 16), scale_mem("400M", 2), scale_mem("4000", 3)) == ("64G", "800M", "12000")
+    assert (share_of_mem("64G", 16), share_of_mem("5G", 2), share_of_mem("4000", 1)) == ("4G", "2560M", "4000")
+
+
+def test_a_multi_language_run_queues_one_unit_per_array_task(tmp_path, fake_slurm, capsys):
+    root = make_langs(tmp_path, {"fin_Latn": (60, ("10_1", "9_1")), "est_Latn": (5, ("10_1",))})
+    base = ["fin_Latn,est_Latn", "--local-root", str(root), "--out", str(tmp_path / "out"), "--license", LICENSE,
+            "--executor", "slurm", "--mem", "500M"]
+    assert cli.main([*base, "--run-dir", str(tmp_path / "r1"), "--cpus-per-task", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "--cpus-per-task 4 applies to a run of one language" in err and fake_slurm("sbatch") == []
+    conf = tmp_path / "c.conf"
+    conf.write_text("PRESET=local\nCPUS_PER_TASK=4\n")
+    assert cli.main([*base, "--run-dir", str(tmp_path / "r2"), "--conf", str(conf)]) == 0
+    assert "CPUS_PER_TASK=4 (conf or preset) applies to single-language runs" in capsys.readouterr().err
+    sb = by_stage(fake_slurm("sbatch"))
+    assert sb["partition"] == StageResources("500M", sb["partition"].time, 1)
+    assert sb["write"].cpus == 1
+    for lang in ("fin_Latn", "est_Latn"):
+        assert {r.cpus for s, r in kept(tmp_path / "r2" / lang).items() if s != "finalize"} == {1}
+
+
+def test_a_multi_language_run_without_run_dir_goes_under_runs(tmp_path, monkeypatch, capsys):
+    root = make_langs(tmp_path, {"fin_Latn": (20, ("10_1",)), "est_Latn": (5, ("10_1",))})
+    monkeypatch.setenv("HPLT_SHARD_HOME", str(tmp_path / "home"))
+    assert cli.main(["fin_Latn,est_Latn", "--local-root", str(root), "--out", str(tmp_path / "out"),
+                     "--license", LICENSE, "--executor", "local", "--jobs", "2"]) == 0
+    made = list((tmp_path / "home" / "runs").iterdir())
+    assert [p.name for p in made] == ["v4-clean-multi-fin_Latn+1-all"]
+    assert (made[0] / "fin_Latn" / "DONE").exists() and (tmp_path / "out" / "est_Latn" / "_MANIFEST.json").exists()
