@@ -12,6 +12,7 @@ from dataclasses import asdict
 import pytest
 
 from shard_pipeline.run.runconfig import RunConfig, StageResources, legacy_resources
+from shard_pipeline.run import multi
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.status import resume_hint
 from shard_pipeline.submit import cli
@@ -120,12 +121,14 @@ def test_a_multi_language_run_queues_one_unit_per_array_task(tmp_path, fake_slur
     err = capsys.readouterr().err
     assert "--cpus-per-task 4 applies to a run of one language" in err and fake_slurm("sbatch") == []
     conf = tmp_path / "c.conf"
-    conf.write_text("PRESET=local\nCPUS_PER_TASK=4\n")
-    assert cli.main([*base, "--run-dir", str(tmp_path / "r2"), "--conf", str(conf)]) == 0
+    conf.write_text("PRESET=local\nCPUS_PER_TASK=4\nMAX_TASKS=8\n")
+    assert cli.main([*base, "--run-dir", str(tmp_path / "r2"), "--conf", str(conf), "--shard-rows", "4"]) == 0
     assert "CPUS_PER_TASK=4 (conf or preset) applies to single-language runs" in capsys.readouterr().err
     sb = by_stage(fake_slurm("sbatch"))
     assert sb["partition"] == StageResources("500M", sb["partition"].time, 1)
     assert sb["write"].cpus == 1
+    m = multi.load(tmp_path / "r2")
+    assert m.size("partition") + m.size("write") + 2 <= 8  # array indices are units: MAX_TASKS counts them
     for lang in ("fin_Latn", "est_Latn"):
         assert {r.cpus for s, r in kept(tmp_path / "r2" / lang).items() if s != "finalize"} == {1}
 

@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "buffers mem/8 of text; the plan and write jobs get more when the layout estimates they need it")
     p.add_argument("--time", help="wall time per task (default estimated from bytes)")
     p.add_argument("--cpus-per-task", type=int, metavar="C", help="cores per partition/write array task, each "
-                   "running C tasks at once with C x --mem (conf CPUS_PER_TASK; default 1, lumi preset 16)")
+                   "running C tasks at once with C x --mem (conf CPUS_PER_TASK; default 1, lumi preset 16; one language per run)")
     p.add_argument("--partition-tasks", type=int, help="override the number of partition tasks")
     p.add_argument("--write-tasks", type=int, help="override the number of write tasks")
     p.add_argument("--buckets", type=int, help="advanced: id buckets (default from the estimated documents)")
