@@ -4,13 +4,18 @@ from __future__ import annotations
 import re
 
 
+_DECIMAL = (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
+
+
 def human_bytes(n: float) -> str:
-    """Decimal units (1 KB = 1000 B), as `du --si` and storage quotas print them."""
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if abs(n) < 1000 or unit == "PB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1000
-    return str(n)
+    """Decimal units (1 kB = 1000 B) with two decimals, as `du --si` and storage quotas count.
+
+    The dataset card prints it, so it is part of the output bytes: TB stays the largest unit.
+    """
+    for unit, size in _DECIMAL:
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
 
 
 _MEM_UNITS = {"": 1 << 20, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}

@@ -337,3 +337,21 @@ def test_ledger_rejects_untraceable_inputs():
             ledger_rows([bad])
     with pytest.raises(ValueError):
         ledger_bytes([{**ledger_rows([good])[0], "extra": 1}])
+
+
+def test_card_sizes_print_as_the_card_always_printed_them():
+    """The card's text size comes from units.human_bytes; the card is output bytes, so the format is frozen."""
+    import random
+
+    from shard_pipeline.units import human_bytes
+
+    def first(n: int) -> str:  # the card's own formatter, before there was one for the whole package
+        for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+            if n >= size:
+                return f"{n / size:.2f} {unit}"
+        return f"{n} B"
+
+    rng = random.Random(12)
+    values = [0, 1, 999, 1000, 1001, 999_999, 10**6, 123_456_789, 10**9 - 1, 10**9, 27_500 * 10**9, 10**12,
+              10**15, 7 * 10**16 + 3] + [rng.randrange(10 ** rng.randrange(1, 18)) for _ in range(5000)]
+    assert [human_bytes(n) for n in values] == [first(n) for n in values]

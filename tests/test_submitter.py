@@ -91,7 +91,7 @@ def test_dry_run_writes_nothing_and_never_calls_sbatch(tmp_path, fake_slurm, cap
     assert fake_slurm("sbatch") == [] and fake_slurm("scancel") == []
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no run dir, no OUT, no index
     sizes = sum(p.stat().st_size for p in (root / LANG).iterdir())
-    assert "input shards     4" in text and f"{sizes / 1000:.2f} KB" in text
+    assert "input shards     4" in text and f"{sizes / 1000:.2f} kB" in text
     assert "~60 " in text and "60 known exactly" in text  # small shards are read to their end by the sample
     assert "~3 of 20 rows" in text
     for stage in ("partition", "plan", "write", "finalize"):

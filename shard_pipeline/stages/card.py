@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 
 from shard_pipeline.contract.extras import BALANCE_NAME, CLEAN_POLICY_NAME, CLEANED_NAME
 from shard_pipeline.contract.shard import manifest_sets
+from shard_pipeline.units import human_bytes
 
 LEDGER_KEYS: tuple[str, ...] = ("source_id", "location", "bytes", "mtime", "documents", "license_spdx")
 LAYOUTS = ("dirs", "column")
@@ -164,13 +165,6 @@ def _pct3(part: int, whole: int) -> str:
     return f"{100 * part / whole:.3g}%" if whole else "-"
 
 
-def _human_bytes(n: int) -> str:
-    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} B"
-
-
 def _cell(value: Any) -> str:
     text = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
     return text.replace("|", "\\|").replace("\n", " ")
@@ -227,7 +221,7 @@ def dataset_card(
     # ---- body
     b: list[str] = [f"# {pretty}", ""]
     b.append(
-        f"{dataset} {version}: {_n(rows)} documents ({_human_bytes(text_bytes)} of UTF-8 text) from {source}, "
+        f"{dataset} {version}: {_n(rows)} documents ({human_bytes(text_bytes)} of UTF-8 text) from {source}, "
         f"packaged by hplt-shard as {_n(len(shards))} deterministic Parquet shards (zstd, rows sorted by `id`). "
         "Every file is listed with its SHA-256 in `_MANIFEST.json`; the same inputs and configuration "
         "give byte-identical files."
