@@ -3,7 +3,7 @@
 
 No data is read: each language is a list of full v4 shards (~16.4 GB) plus one partial shard per
 WDS bin, laid out exactly as `./hplt-shard L1,L2,... --dry-run` would (the same share of the
-task budget, the same layout.plan_layout), and compared with each language as its own run.
+task budget, the same layout.lay_out_jobs), and compared with each language as its own run.
 
     .venv/bin/python bench/multi_scale.py                 # the table in docs/DESIGN.md
     .venv/bin/python bench/multi_scale.py --mem 16G --max-tasks 200

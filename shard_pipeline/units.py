@@ -48,3 +48,18 @@ def share_of_mem(mem: str, k: int) -> str:
     if k <= 1 or int(digits) % k == 0:
         return f"{int(digits) // max(1, k)}{mem[len(digits):]}"
     return f"{-(-parse_mem(mem) // k // (1 << 20))}M"
+
+
+def slurm_minutes(t: str) -> float:
+    """A Slurm time limit ([D-]HH:MM:SS, MM:SS, D-HH, or minutes) in minutes, to compare two limits."""
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", t.strip())
+    if not m:
+        return 0.0
+    d, a, b, c = (int(x) if x else 0 for x in m.groups())
+    if m.group(1) is not None and m.group(3) is None:
+        return d * 1440 + a * 60  # D-HH
+    if m.group(4) is not None:
+        return d * 1440 + a * 60 + b + c / 60
+    if m.group(3) is not None:
+        return d * 1440 + a * 60 + b if m.group(1) is not None else a + b / 60  # D-HH:MM, or MM:SS
+    return a

@@ -108,3 +108,23 @@ def fake_slurm(tmp_path, monkeypatch):
         return [r[1:] for r in rows if name is None or r[0] == name]
 
     return calls
+
+
+# --------------------------------------------------------------------------------------------
+# Hugging Face `datasets`, offline, with every cache under a folder of the test module: the
+# readers' tests load the output as users do, without touching ~/.cache or the network.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hf(tmp_path_factory):
+    home = tmp_path_factory.mktemp("hf-home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_DATASETS_OFFLINE", "1")
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("HF_HOME", str(home))
+        mp.setenv("HF_DATASETS_CACHE", str(home / "datasets"))
+        datasets = pytest.importorskip("datasets")  # reads the variables above when first imported
+        mp.setattr(datasets.config, "HF_DATASETS_CACHE", home / "datasets")  # if imported before they were set
+        datasets.disable_progress_bars()
+        yield datasets

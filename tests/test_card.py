@@ -32,20 +32,6 @@ PROVENANCE = {
 }
 
 
-@pytest.fixture(scope="module")
-def hf(tmp_path_factory):
-    """`datasets`, offline, with every cache under a temporary directory."""
-    home = tmp_path_factory.mktemp("hf-home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_DATASETS_OFFLINE", "1")
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        mp.setenv("HF_HOME", str(home))
-        mp.setenv("HF_DATASETS_CACHE", str(home / "datasets"))
-        datasets = pytest.importorskip("datasets")  # reads the variables above when first imported
-        datasets.disable_progress_bars()
-        yield datasets
-
-
 def make_docs(n: int, seed: int = 0) -> list[Doc]:
     rng = random.Random(seed)
     return [

@@ -190,14 +190,18 @@ def test_one_chain_for_all_languages_fits_max_tasks_with_afterany(tmp_path, fake
 def test_each_array_gets_the_most_any_language_needs():
     from types import SimpleNamespace
 
-    from shard_pipeline.submit.multi_start import slurm_minutes, stage_resources
+    from shard_pipeline.submit.multi_start import stage_resources
+    from shard_pipeline.units import slurm_minutes
 
     from shard_pipeline.run.runconfig import StageResources as R
 
+    from shard_pipeline.run.runconfig import Execution
+
     def cfg(mem_w, t_w, cpus):
-        return SimpleNamespace(execution=SimpleNamespace(resources={
-            "partition": R("4G", "00:10:00"), "plan": R("4G", "00:30:00"), "write": R(mem_w, t_w),
-            "finalize": R("4G", "00:30:00", cpus)}))
+        return SimpleNamespace(execution=Execution(
+            executor="slurm", out="/o", partition_tasks=1, write_tasks=1, buckets=1, spill_bytes=1, python="p",
+            resources={"partition": R("4G", "00:10:00"), "plan": R("4G", "00:30:00"), "write": R(mem_w, t_w),
+                       "finalize": R("4G", "00:30:00", cpus)}))
 
     cfgs = {"a": cfg("9G", "32:30:00", 16), "b": cfg("4G", "00:10:00", 1), "c": cfg("700M", "1-12:00:00", 1)}
     assert stage_resources(cfgs, "write", 40, False) == R("9G", "1-12:00:00", 1)

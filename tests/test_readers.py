@@ -80,21 +80,6 @@ def outputs(tmp_path_factory, corpus) -> Callable[[str], Path]:
     return get
 
 
-@pytest.fixture(scope="module")
-def hf(tmp_path_factory):
-    """`datasets`, offline, caching under a temporary directory."""
-    home = tmp_path_factory.mktemp("hf-home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_DATASETS_OFFLINE", "1")
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        mp.setenv("HF_HOME", str(home))
-        mp.setenv("HF_DATASETS_CACHE", str(home / "datasets"))
-        datasets = pytest.importorskip("datasets")
-        mp.setattr(datasets.config, "HF_DATASETS_CACHE", home / "datasets")  # if imported before the variables were set
-        datasets.disable_progress_bars()
-        yield datasets
-
-
 def is_dirs(name: str) -> bool:
     return "--split-layout" in OPTION_SETS[name]
 

@@ -141,3 +141,95 @@ def test_a_multi_language_run_without_run_dir_goes_under_runs(tmp_path, monkeypa
     made = list((tmp_path / "home" / "runs").iterdir())
     assert [p.name for p in made] == ["v4-clean-multi-fin_Latn+1-all"]
     assert (made[0] / "fin_Latn" / "DONE").exists() and (tmp_path / "out" / "est_Latn" / "_MANIFEST.json").exists()
+
+
+def test_a_resume_raises_every_stage_to_at_least_its_mem_and_time_never_lower(tmp_path, fake_slurm):
+    root = make_corpus(tmp_path, n_docs=40, names=[f"9_{i}" for i in range(1, 6)])
+    assert submit(tmp_path, root, "--mem", "300M", "--cpus-per-task", "2", "--partition-tasks", "4",
+                  "--write-tasks", "2", "--executor", "slurm", "--time", "03:00:00") == 0
+    before = by_stage(fake_slurm("sbatch"))
+    n = len(fake_slurm("sbatch"))
+    assert cli.main(["--resume", str(tmp_path / "run"), "--conf", str(tmp_path / "t.conf"), "--mem", "600M",
+                     "--time", "01:00:00"]) == 0
+    after = by_stage(fake_slurm("sbatch")[n:])
+    assert after["partition"].mem == "1200M"  # 2 units of 600M
+    assert after["plan"].mem == before["plan"].mem != "600M"  # the plan's estimated need stays
+    assert after["write"].mem == before["write"].mem  # 2 x 1G already
+    assert {r.time for r in after.values()} == {"03:00:00"}  # --time 1h never shortens a 3h limit
+
+
+def test_the_status_hint_counts_an_earlier_resumes_mem(tmp_path, fake_slurm):
+    root = make_corpus(tmp_path, n_docs=40)
+    assert submit(tmp_path, root, "--mem", "300M", "--executor", "slurm") == 0
+    run = RunDir(tmp_path / "run")
+    cfg = RunConfig.from_json(json.loads(run.config_json.read_text()))
+    assert resume_hint(run, cfg, "partition", "OUT_OF_MEMORY").endswith("--mem 600M")
+    assert cli.main(["--resume", str(run.root), "--conf", str(tmp_path / "t.conf"), "--mem", "2G"]) == 0
+    assert resume_hint(run, cfg, "partition", "OUT_OF_MEMORY").endswith("--mem 4G")  # not back down to 600M
+
+
+def test_a_later_plain_resume_keeps_an_earlier_partition_and_account(tmp_path, fake_slurm, capsys):
+    root = make_corpus(tmp_path, n_docs=40)
+    assert submit(tmp_path, root, "--executor", "slurm") == 0
+    conf = str(tmp_path / "t.conf")
+    assert cli.main(["--resume", str(tmp_path / "run"), "--conf", conf, "--partition", "largemem",
+                     "--account", "project_9"]) == 0
+    n = len(fake_slurm("sbatch"))
+    assert cli.main(["--resume", str(tmp_path / "run"), "--conf", conf]) == 0
+    again = fake_slurm("sbatch")[n:]
+    assert again and {(opt(a, "--partition"), opt(a, "--account")) for a in again} == {("largemem", "project_9")}
+
+
+@pytest.mark.parametrize("flag,value,words", [("--mem", "0", "not a Slurm memory size"), ("--time", "0", "is zero"),
+                                              ("--max-tasks", "0", "positive integer"), ("--mem", "4 G", "memory")])
+def test_resume_options_follow_the_rules_of_a_submission(tmp_path, fake_slurm, capsys, flag, value, words):
+    root = make_corpus(tmp_path, n_docs=20)
+    assert submit(tmp_path, root, "--executor", "slurm") == 0
+    n = len(fake_slurm("sbatch"))
+    assert cli.main(["--resume", str(tmp_path / "run"), "--conf", str(tmp_path / "t.conf"), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert words in err and flag in err and "Traceback" not in err
+    assert len(fake_slurm("sbatch")) == n
+
+
+def test_a_multi_language_resume_applies_mem_and_refuses_content_options(tmp_path, fake_slurm, capsys):
+    root = make_langs(tmp_path, {"fin_Latn": (60, ("10_1", "9_1")), "est_Latn": (5, ("10_1",))})
+    run_dir = tmp_path / "run"
+    assert cli.main(["fin_Latn,est_Latn", "--local-root", str(root), "--out", str(tmp_path / "out"), "--license",
+                     LICENSE, "--executor", "slurm", "--mem", "500M", "--run-dir", str(run_dir)]) == 0
+    n = len(fake_slurm("sbatch"))
+    assert cli.main(["--resume", str(run_dir), "--shard-rows", "5"]) == 2
+    assert "--shard-rows cannot change on resume" in capsys.readouterr().err and len(fake_slurm("sbatch")) == n
+    assert cli.main(["--resume", str(run_dir), "--mem", "3G", "--time", "20:00:00"]) == 0
+    again = by_stage(fake_slurm("sbatch")[n:])
+    assert again["partition"] == StageResources("3G", "20:00:00", 1) and again["write"].mem == "3G"
+    assert json.loads((run_dir / "run.json").read_text())["resources"] == {"mem": "3G", "time": "20:00:00"}
+
+
+def test_a_multi_run_dir_laid_out_in_groups_asks_for_one_unit_per_array_task():
+    """Run dirs from before multi-language runs refused --cpus-per-task: an array index is still one unit."""
+    from types import SimpleNamespace
+
+    from shard_pipeline.run.runconfig import Execution
+    from shard_pipeline.submit.multi_start import stage_resources
+
+    def cfg(res):
+        return SimpleNamespace(execution=Execution(executor="slurm", out="/o", partition_tasks=6, write_tasks=6,
+                                                   buckets=1, spill_bytes=1, python="p", resources=res))
+
+    grouped = legacy_resources({"partition": "300M", "write": "1G", "job": "300M"},
+                               {"partition": "00:10:00", "write": "00:20:00", "job": "00:30:00"},
+                               {"partition": 3, "write": 3, "finalize": 2})
+    single = legacy_resources({"partition": "400M", "write": "700M", "job": "300M"},
+                              {"partition": "00:10:00", "write": "00:20:00", "job": "00:30:00"}, {})
+    cfgs = {"a": cfg(grouped), "b": cfg(single)}
+    assert stage_resources(cfgs, "partition", 9, False) == StageResources("400M", "00:10:00", 1)
+    assert stage_resources(cfgs, "write", 9, False) == StageResources("1G", "00:20:00", 1)
+    assert stage_resources(cfgs, "finalize", 2, False).cpus == 2  # finalize's threads are its own
+
+
+def test_slurm_time_limits_compare_in_minutes():
+    from shard_pipeline.units import slurm_minutes
+
+    assert [slurm_minutes(t) for t in ("45", "10:30", "02:00:00", "1-02:00:00", "1-02", "1-02:30")] == \
+        [45, 10.5, 120, 1560, 1560, 1590]

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-GROUPED_STAGES = ("partition", "write")
 
 
 def units_of(index: int, cpus: int, n_units: int) -> range:
@@ -128,12 +127,6 @@ def summary(label: str, runs: Sequence[UnitRun]) -> str:
     return "\n".join(lines)
 
 
-def group_size(execution, stage: str) -> int:
-    """C of a stage as the run recorded it (its StageResources' cores); 1 for plan and finalize."""
-    res = execution.resources.get(stage) if stage in GROUPED_STAGES else None
-    return res.cpus if res is not None else 1
-
-
 def run_array_task(rundir: Path, stage: str, index: int, script: Sequence[str]) -> int:
     """The Slurm side: run the units of array task `index` that are not finished yet.
 
@@ -147,7 +140,7 @@ def run_array_task(rundir: Path, stage: str, index: int, script: Sequence[str]) 
 
     run = RunDir(rundir)
     ex = RunConfig.from_json(run.config()).execution
-    cpus = group_size(ex, stage)
+    cpus = ex.units_per_task(stage)
     n = ex.partition_tasks if stage == "partition" else ex.write_tasks
     units = list(units_of(index, cpus, n))
     job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID") or "nojob"

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from shard_pipeline.contract.shard import MANIFEST_FORMAT
-from shard_pipeline.units import scale_mem
+from shard_pipeline.units import parse_mem, scale_mem, share_of_mem, slurm_minutes
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,9 @@ class Content:
         return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+GROUPED_STAGES = ("partition", "write")  # an array task of these runs C units at once (run/group.py)
+
+
 @dataclass(frozen=True)
 class StageResources:
     """What one array task (or single job) of a stage asks Slurm for: `sbatch --mem --time --cpus-per-task`.
@@ -104,6 +107,27 @@ class Execution:
     resources: dict[str, StageResources] = field(default_factory=dict)  # stage name -> its sbatch resources
     intermediate_compression: str = "lz4"
     counts_index: str | None = None
+
+    def units_per_task(self, stage: str) -> int:
+        """C: the units one array task of `stage` runs at once (its cores); 1 for plan and finalize."""
+        res = self.resources.get(stage) if stage in GROUPED_STAGES else None
+        return res.cpus if res is not None else 1
+
+    def with_resources(self, mem: str | None = None, time: str | None = None) -> "Execution":
+        """The resources after a resume's --mem/--time: every stage gets at least that, never less.
+
+        `mem` is one unit's memory, as at submission (an array task of C units asks C of them);
+        a stage the layout gave more (a plan or writer raised to its need) keeps its own.
+        """
+        def applied(stage: str, r: StageResources) -> StageResources:
+            k = self.units_per_task(stage)
+            unit = share_of_mem(r.mem, k)
+            if mem is not None and parse_mem(mem) > parse_mem(unit):
+                unit = mem
+            longer = time if time is not None and slurm_minutes(time) > slurm_minutes(r.time) else r.time
+            return StageResources(scale_mem(unit, k), longer, r.cpus)
+
+        return replace(self, resources={stage: applied(stage, r) for stage, r in self.resources.items()})
 
 
 @dataclass(frozen=True)
@@ -142,3 +166,4 @@ def legacy_resources(mem: dict[str, str] | None = None, time: dict[str, str] | N
                                 grouped["write"]),
         "finalize": StageResources(job_mem, job_time, cpus.get("finalize", 1)),
     }
+

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shard_pipeline.run.group import group_size, unit_log
+from shard_pipeline.run.group import unit_log
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import RunDir, read_json
@@ -127,11 +127,13 @@ def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str) -> str:
     """The command that helps after this reason: more memory, more time, or just another try.
 
     `--mem` on resume means what it meant at submission, one unit's memory, so the hint doubles
-    the stage's memory per unit (an array task of C units asked for C of them).
+    what the stage's units had, counting an earlier resume's --mem/--time (run.json).
     """
-    res = cfg.execution.resources.get(stage) or StageResources("4G", "01:00:00")
+    given = read_json(run.run_json).get("resources", {}) if run.run_json.exists() else {}
+    ex = cfg.execution.with_resources(given.get("mem"), given.get("time"))
+    res = ex.resources.get(stage) or StageResources("4G", "01:00:00")
     if reason == "OUT_OF_MEMORY":
-        return f"./hplt-shard --resume {run.root} --mem {_doubled(share_of_mem(res.mem, group_size(cfg.execution, stage)))}"
+        return f"./hplt-shard --resume {run.root} --mem {_doubled(share_of_mem(res.mem, ex.units_per_task(stage)))}"
     if reason == "TIMEOUT":
         return f"./hplt-shard --resume {run.root} --time {_doubled_time(res.time)}"
     return f"./hplt-shard --resume {run.root}"
@@ -148,7 +150,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
         stage = reg.name
         st = StageStatus(stage, reg.tasks(rs.cfg))
         chunks = jobs.get(stage, [])
-        cpus = group_size(rs.cfg.execution, stage)
+        cpus = rs.cfg.execution.units_per_task(stage)
         for task in range(st.total):
             if reg.is_done(rs, task):
                 st.done += 1

@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from shard_pipeline.run import group
         from shard_pipeline.run.runconfig import RunConfig
 
-        if group.group_size(RunConfig.from_json(RunDir(rundir).config()).execution, stage.name) > 1:
+        if RunConfig.from_json(RunDir(rundir).config()).execution.units_per_task(stage.name) > 1:
             return group.run_array_task(rundir, stage.name, task,
                                         [sys.executable, "-m", "shard_pipeline.run.task", stage.name])
     try:

@@ -212,15 +212,14 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from shard_pipeline.run.resume import describe as describe_resume
     from shard_pipeline.submit.args import build_parser
     from shard_pipeline.submit.executors.slurm import queued_jobs_of
-    from shard_pipeline.submit.resume_args import check_resume_options, with_resources
+    from shard_pipeline.submit.resume_args import resume_resources, with_resources, with_settings
 
-    overrides = check_resume_options(build_parser(), argv)
     run = RunDir(args.resume.resolve())
     if not run.config_json.exists():
         raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
     cfg = RunConfig.from_json(read_json(run.config_json))
     record = read_json(run.run_json)
-    resources = {**record.get("resources", {}), **overrides}  # a later resume keeps an earlier --mem
+    resources = resume_resources(build_parser(), argv, record)  # a later resume keeps an earlier --mem
     cfg = with_resources(cfg, resources)
     executor = scope.choose_executor(args, record["executor"])
     made_by = record.get("run_format", 1)
@@ -247,7 +246,7 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
             return 0
         out = Path(cfg.execution.out)
         claim(out, run.root)
-        settings = scope.resolve_settings(args) if executor == "slurm" else None
+        settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
         if resources:
             record = read_json(run.run_json)
             record["resources"] = resources

@@ -219,12 +219,15 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
         run_job_ids,
     )
     from shard_pipeline.run.runconfig import RunConfig
+    from shard_pipeline.submit.args import build_parser
     from shard_pipeline.submit.executors.slurm import queued_jobs_of
     from shard_pipeline.submit.multi_start import start_multi
+    from shard_pipeline.submit.resume_args import resume_resources, with_resources, with_settings
 
     root = args.resume.resolve()
     m = multi.load(root)
     record = read_json(root / "run.json")
+    resources = resume_resources(build_parser(), argv, record)  # as a single run's resume: same options, same rules
     executor = scope.choose_executor(args, record["executor"])
     if record.get("run_format", 1) != RUN_FORMAT:
         raise ResumeRefused(f"{root} was made by another hplt-shard version (format {record.get('run_format')}); "
@@ -235,7 +238,8 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
             if queued:
                 raise ResumeRefused(f"jobs of this run are still queued or running: {', '.join(queued)}; "
                                     "wait for them or scancel them first")
-        cfgs = {l: RunConfig.from_json(read_json(RunDir(m.lang_dir(l)).config_json)) for l in m.langs}
+        cfgs = {l: with_resources(RunConfig.from_json(read_json(RunDir(m.lang_dir(l)).config_json)), resources)
+                for l in m.langs}
         changed = [f"{l}: {c}" for l in m.langs for c in changed_inputs(RunDir(m.lang_dir(l)), cfgs[l])]
         if changed:
             raise ResumeRefused("input shards changed since the run was submitted (shard_inventory.tsv): " + "; ".join(changed))
@@ -261,5 +265,10 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
             RunDir(m.lang_dir(m.locate("plan", g)[0])).plan_json.unlink(missing_ok=True)
         for l in todo:
             claim(Path(cfgs[l].execution.out), m.lang_dir(l))
-        settings = scope.resolve_settings(args) if executor == "slurm" else None
+        settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
+        if resources:
+            record = read_json(root / "run.json")
+            record["resources"] = resources
+            write_json_atomic(root / "run.json", record)
+            print(f"resources for the resubmitted tasks: {', '.join(f'{k}={v}' for k, v in resources.items())}")
         return start_multi(m, {l: cfgs[l] for l in todo}, tasks, executor, args.jobs, settings, "resume")

@@ -1,7 +1,7 @@
 """The dry-run of a multi-language run: a row per language, totals, and what separate runs would queue."""
 from __future__ import annotations
 
-from shard_pipeline.units import human_bytes, parse_mem
+from shard_pipeline.units import human_bytes, parse_mem, slurm_minutes
 
 
 def describe_multi(args, ms, executor: str, settings) -> str:
@@ -49,6 +49,4 @@ def describe_multi(args, ms, executor: str, settings) -> str:
 
 
 def _longest(lays, stage: str) -> str:
-    from shard_pipeline.submit.multi_start import slurm_minutes
-
     return max((x.resources[stage].time for x in lays), key=slurm_minutes)

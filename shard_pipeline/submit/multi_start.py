@@ -5,7 +5,6 @@ numbers, in RUNDIR/<LANG>/run.json, so `--status RUNDIR/<LANG>` and `--resume` w
 """
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import time
@@ -16,36 +15,26 @@ from shard_pipeline.run import multi
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
-from shard_pipeline.submit.executors import task_argv
 from shard_pipeline.run.runconfig import StageResources
+from shard_pipeline.submit.executors import task_argv
 from shard_pipeline.submit.layout import minutes_to_slurm
-from shard_pipeline.units import parse_mem
-
-
-def slurm_minutes(t: str) -> float:
-    """[D-]HH:MM:SS or MM:SS or minutes, as minutes: to take the longest of the languages' limits."""
-    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", t.strip())
-    if not m:
-        return 0.0
-    d, a, b, c = (int(x) if x else 0 for x in m.groups())
-    if m.group(4) is not None:
-        return d * 1440 + a * 60 + b + c / 60
-    if m.group(3) is not None:
-        return d * 1440 + a + b / 60
-    return d * 1440 + a
+from shard_pipeline.units import parse_mem, share_of_mem, slurm_minutes
 
 
 def stage_resources(cfgs: dict, stage: str, units: int, fixed_time: bool) -> StageResources:
     """What a stage's array task asks for when it may run any language's unit: the most any of them needs.
 
+    An array index is one unit here, so a run dir whose partition/write tasks were laid out in
+    groups of C (before multi-language runs refused that) asks for one unit's memory and core.
     plan and finalize run their languages in turn in one job: their time grows by a few minutes
     per language (HPLT v4 English plans in under a minute, docs/DESIGN.md), unless --time set it.
     """
-    every = [c.execution.resources[stage] for c in cfgs.values()]
-    longest = max((r.time for r in every), key=slurm_minutes)
+    every = [(c.execution.resources[stage], c.execution.units_per_task(stage)) for c in cfgs.values()]
+    mem = max((share_of_mem(r.mem, k) for r, k in every), key=parse_mem)
+    longest = max((r.time for r, _ in every), key=slurm_minutes)
     if stage in multi.SINGLE_JOB_STAGES and not fixed_time:
         longest = minutes_to_slurm(slurm_minutes(longest) + 2 * units)
-    return StageResources(max((r.mem for r in every), key=parse_mem), longest, max(r.cpus for r in every))
+    return StageResources(mem, longest, max(1 if k > 1 else r.cpus for r, k in every))
 
 
 def start_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], executor: str, jobs: int, settings,

@@ -1,26 +1,24 @@
 """What `--resume RUNDIR` may change: the resources of the resubmitted tasks, never the content.
 
 After OUT_OF_MEMORY or TIMEOUT the first thing a user does is resume with more memory or
-time; those apply to the tasks queued again and are recorded in run.json. An option that
-would change the output (or the run's fixed layout) is refused, named.
+time; those apply to the tasks queued again, are recorded in run.json and kept by later
+resumes. An option that would change the output (or the run's fixed layout) is refused, named.
 """
 from __future__ import annotations
 
 import argparse
-import re
-from dataclasses import replace
+import dataclasses
 from typing import Any, Sequence
 
 from shard_pipeline.errors import UsageError
-from shard_pipeline.run.group import group_size
-from shard_pipeline.run.runconfig import RunConfig, StageResources
-from shard_pipeline.units import scale_mem
+from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.submit.settings import check_setting
 
-# Options a resume applies (dest names) and the ones it just uses (how to run, not what).
-APPLIED = ("mem", "time", "worker_partition", "account", "max_tasks")
+# Options a resume applies (dest -> the conf key whose rules they follow) and the ones it just
+# uses (how to run, not what).
+APPLIED = {"mem": "WORKER_MEM", "time": "TIME_LIMIT", "worker_partition": "WORKER_PARTITION", "account": "ACCOUNT",
+           "max_tasks": "MAX_TASKS"}
 NEUTRAL = ("resume", "executor", "jobs", "conf", "preset", "dry_run")
-_MEM = re.compile(r"\d+[KMGT]?", re.I)
-_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
 
 
 def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict[str, Any]:
@@ -33,32 +31,32 @@ def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict[
 def check_resume_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict[str, Any]:
     """Refuse every option a resume cannot honour, named; return the resource overrides given."""
     given = given_options(parser, argv)
-    refused = sorted(d for d in given if d not in APPLIED + NEUTRAL)
+    flags = {a.dest: a.option_strings[0] if a.option_strings else a.dest for a in parser._actions}
+    refused = sorted(d for d in given if d not in (*APPLIED, *NEUTRAL))
     if refused:
-        flags = {a.dest: a.option_strings[0] if a.option_strings else a.dest for a in parser._actions}
         names = ", ".join(flags.get(d, d) for d in refused)
         raise UsageError(f"--resume continues a run exactly as it was made: {names} cannot change on resume "
                          "(they decide the content or the run's layout); start a new run for that. "
                          "A resume may change --mem, --time, --partition, --account and --max-tasks")
     overrides = {d: given[d] for d in APPLIED if d in given}
-    if "mem" in overrides and not _MEM.fullmatch(str(overrides["mem"])):
-        raise UsageError(f"--mem {overrides['mem']!r}: expected e.g. 16G or 4000 (megabytes, as Slurm reads it)")
-    if "time" in overrides and not _TIME.fullmatch(str(overrides["time"])):
-        raise UsageError(f"--time {overrides['time']!r}: expected e.g. 12:00:00 or 1-00:00:00")
-    if "max_tasks" in overrides and int(overrides["max_tasks"]) < 1:
-        raise UsageError("--max-tasks must be at least 1")
+    for dest, value in overrides.items():  # the rules a submission's --mem, --time, ... follow
+        check_setting(APPLIED[dest], str(value), flags.get(dest, dest))
     return overrides
 
 
+def resume_resources(parser: argparse.ArgumentParser, argv: Sequence[str], record: dict[str, Any]) -> dict[str, Any]:
+    """This resume's resource options over those of earlier resumes (run.json "resources"): a later
+    resume keeps an earlier --mem or --partition unless it gives another."""
+    return {**record.get("resources", {}), **check_resume_options(parser, argv)}
+
+
 def with_resources(cfg: RunConfig, resources: dict[str, Any]) -> RunConfig:
-    """The run's config with --mem/--time of a resume applied to every stage (execution only: never hashed).
+    """The run's config with a resume's --mem/--time (execution only: never hashed); see Execution.with_resources."""
+    return RunConfig(cfg.content, cfg.execution.with_resources(resources.get("mem"), resources.get("time")))
 
-    --mem is one unit's memory, as at submission: an array task running C units asks for C of them.
-    """
-    ex = cfg.execution
 
-    def applied(stage: str, r: StageResources) -> StageResources:
-        mem = scale_mem(str(resources["mem"]), group_size(ex, stage)) if "mem" in resources else r.mem
-        return StageResources(mem, str(resources.get("time", r.time)), r.cpus)
-
-    return RunConfig(cfg.content, replace(ex, resources={s: applied(s, r) for s, r in ex.resources.items()}))
+def with_settings(settings, resources: dict[str, Any]):
+    """The submitter's settings with a resume's --partition, --account and --max-tasks (earlier ones kept)."""
+    kept = {dest: int(v) if dest == "max_tasks" else str(v) for dest, v in resources.items()
+            if dest in ("worker_partition", "account", "max_tasks")}
+    return dataclasses.replace(settings, **kept) if settings is not None and kept else settings

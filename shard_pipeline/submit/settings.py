@@ -226,7 +226,8 @@ _CHECKS: dict[str, Callable[[str, str, str], str]] = {
 }
 
 
-def _check(key: str, value: str, where: str) -> str:
+def check_setting(key: str, value: str, where: str) -> str:
+    """`value` of conf key `key` if it follows the key's rules, else a ConfError naming `where`."""
     if "\n" in value or "\r" in value or "\x00" in value:
         raise ConfError(where, f"{key} contains a line break or NUL")
     check = _CHECKS.get(key)
@@ -279,7 +280,7 @@ def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_ro
     preset_entry = given.get("PRESET") or conf.get("PRESET")
     preset_name = None
     if preset_entry is not None:
-        preset_name = _check("PRESET", *preset_entry)
+        preset_name = check_setting("PRESET", *preset_entry)
         preset = _parse_lines(_preset_path(preset_name, preset_dir, preset_entry[1]))
         if "PRESET" in preset:
             raise ConfError(preset["PRESET"][1], "a preset may not name another PRESET")
@@ -289,7 +290,7 @@ def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_ro
         for layer in layers:
             if key in layer:
                 value, where = layer[key]
-                return _check(key, value, where), where
+                return check_setting(key, value, where), where
         return None
 
     def path_of(key: str) -> Path | None:

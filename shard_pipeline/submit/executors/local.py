@@ -176,7 +176,7 @@ def run_all(python: str, rundir: Path, layout: dict[str, Sequence[int]], jobs: i
         if layout.get(stage.name):  # a resume runs only what is unfinished
             try:
                 run_stage(python, stage.name, rundir, layout[stage.name], jobs,
-                          cpus=group.group_size(execution, stage.name) if execution else 1)
+                          cpus=execution.units_per_task(stage.name) if execution else 1)
             except Interrupted as exc:
                 exc.finished = finished
                 raise

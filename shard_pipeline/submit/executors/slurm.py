@@ -170,7 +170,7 @@ def submit_run(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings, l
     ex = cfg.execution
     s = SlurmSettings(settings.worker_partition, settings.account, ex.python, settings.module_loads, f"hs-{lang}")
     # Array indices are groups of C units (run/group.py): a resume resubmits the groups holding unfinished units.
-    arrays = {stage: group.groups_of(t.get(stage, []), group.group_size(ex, stage)) for stage in t}
+    arrays = {stage: group.groups_of(t.get(stage, []), ex.units_per_task(stage)) for stage in t}
     throttle = max(1, min(len(arrays.get("partition", [])) + len(arrays.get("write", [])), settings.max_tasks))
     stages = [StageJobs(s.name, tuple(arrays[s.name]), ex.resources[s.name], throttle if s.array else None)
               for s in STAGES if t.get(s.name)]
