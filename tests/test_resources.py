@@ -13,6 +13,7 @@ import pytest
 
 from shard_pipeline.run.runconfig import RunConfig, StageResources, legacy_resources
 from shard_pipeline.run import multi
+from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.status import resume_hint
 from shard_pipeline.submit import cli
@@ -55,6 +56,7 @@ def test_the_layout_raises_memory_to_the_need_then_times_the_cores():
     assert one["write"].mem != "4G"  # a writer needs more than 4G at this scale
     assert eight["write"].mem == scale_mem(share_of_mem(eight["write"].mem, 8), 8)
     assert one["plan"].cpus == eight["plan"].cpus == 1 and one["finalize"].cpus == eight["finalize"].cpus == 16
+    assert tuple(one) == tuple(eight) == STAGE_NAMES  # a resource per stage of the registry, in its order
 
 
 def test_resume_mem_is_per_unit_as_at_submission(tmp_path, fake_slurm):
