@@ -30,10 +30,10 @@ from shard_pipeline.contract.verify import (
     ROW_PROBLEM_CAP,
     SCHEMA_PATH,
     Problem,
-    _GroupCutChecker,
     main,
     verify_output,
 )
+from shard_pipeline.contract.verify_rows import GroupCutChecker
 
 MANIFEST = "_MANIFEST.json"
 SHARD_ROWS = 12
@@ -567,6 +567,6 @@ def test_group_cut_checker_matches_row_group_bounds() -> None:
         cuts = sorted(rng.sample(range(1, len(sizes)), rng.randint(0, len(sizes) - 1))) if len(sizes) > 1 else []
         other = list(zip([0, *cuts], [*cuts, len(sizes)]))
         for bounds in (right, other):
-            checker = _GroupCutChecker(budget)
+            checker = GroupCutChecker(budget)
             bad = [w for g, (a, b) in enumerate(bounds) for w in checker.group(g, sizes[a:b])]
             assert (not bad) == (bounds == right), (sizes, budget, bounds, right, bad)

@@ -13,13 +13,10 @@ root (`minhash_cluster != row index`), which is small for HPLT outputs.
 from __future__ import annotations
 
 import argparse
-import bisect
-import hashlib
 import heapq
 import json
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator, Sequence
 
@@ -39,7 +36,6 @@ from shard_pipeline.contract.shard import (
     SCHEMA,
     manifest_sets,
     set_shard_name,
-    split_of,
 )
 from shard_pipeline.contract.verify_manifest import (  # noqa: F401  (SCHEMA_PATH, Problem: re-exported)
     ROW_PROBLEM_CAP,
@@ -52,6 +48,7 @@ from shard_pipeline.contract.verify_manifest import (  # noqa: F401  (SCHEMA_PAT
     _short,
     _stream_sha256,
 )
+from shard_pipeline.contract.verify_rows import GroupCutChecker, RowState, check_rows
 
 _PLAIN_COLUMNS = frozenset(c for c in SCHEMA.names if c not in DICTIONARY_COLUMNS)
 
@@ -143,106 +140,6 @@ def _check_files(out: Path, m: dict[str, Any], rep: _Report) -> None:
 # ---------------------------------------------------------------- 3 and 4. shards and rows
 
 
-@dataclass
-class _GroupCutChecker:
-    """Check, one row group at a time, that a shard's groups equal row_group_bounds(sizes, budget).
-
-    Equivalent to comparing with row_group_bounds: the greedy rule makes a group of 2+ rows
-    fit the budget, and closes every group (but a shard's last) only when the next row would
-    not fit. Only the previous group's total is kept.
-    """
-
-    budget: int
-    prev_total: int | None = None
-    prev_index: int = -1
-
-    def group(self, index: int, sizes: Sequence[int]) -> list[str]:
-        bad = []
-        total = sum(sizes)
-        if self.prev_total is not None and sizes and self.prev_total + sizes[0] <= self.budget:
-            bad.append(f"row group {self.prev_index} was cut early: its {self.prev_total} text bytes and the "
-                       f"next row's {sizes[0]} fit in row_group_bytes {self.budget}")
-        if not sizes:
-            bad.append(f"row group {index} is empty")
-        elif len(sizes) > 1 and total > self.budget:
-            bad.append(f"row group {index} holds {len(sizes)} rows with {total} text bytes, over row_group_bytes "
-                       f"{self.budget} (only a single row may exceed it)")
-        self.prev_total, self.prev_index = (total, index) if sizes else (None, -1)
-        return bad
-
-    def reset(self) -> None:
-        self.prev_total, self.prev_index = None, -1
-
-
-class _RowState:
-    """What the row checks carry across row groups and shards."""
-
-    def __init__(self) -> None:
-        self.prev_id: bytes | None = None
-        self.prev_id_str: str = ""
-        self.non_roots: set[int] = set()  # rows whose minhash_cluster is not their own index
-        self.unseen: list[tuple[int, int]] = []  # global row ranges that could not be read
-        self.train = self.val = 0
-
-    def mark_unseen(self, start: int, stop: int) -> None:
-        if stop > start:
-            self.unseen.append((start, stop))
-
-    def is_unseen(self, index: int) -> bool:
-        k = bisect.bisect_right(self.unseen, (index, float("inf"))) - 1
-        return k >= 0 and self.unseen[k][0] <= index < self.unseen[k][1]
-
-
-def _check_rows(table: pa.Table, first: int, name: str, val_permille: int, st: _RowState, rep: _Report,
-                set_split: str | None = None) -> None:
-    cols = {c: table.column(c).to_pylist() for c in SCHEMA.names}
-    for k in range(table.num_rows):
-        idx = first + k
-        id_ = cols["id"][k]
-        where = f"row {idx} (id {_short(id_)})"
-        idb = id_.encode("utf-8")
-        if not id_:
-            rep.capped("empty value", name, f"{where}: id is empty")
-        if st.prev_id is not None and idb <= st.prev_id:
-            how = "repeats" if idb == st.prev_id else "sorts before"
-            rep.capped("order", name, f"{where}: id {how} the previous row's {_short(st.prev_id_str)} "
-                       "(ids must strictly increase in UTF-8 byte order)")
-        st.prev_id, st.prev_id_str = idb, id_
-
-        text = cols["text"][k]
-        digest = hashlib.sha256(text.encode("utf-8")).digest()
-        if cols["sha256"][k] != digest:
-            rep.capped("sha256", name, f"{where}: sha256 column is not the SHA-256 of the text")
-        want = split_of(digest, val_permille)
-        got = cols["split"][k]
-        if got != want:
-            rep.capped("split", name, f"{where}: split is {_short(got)}, the text's hash at val_permille "
-                       f"{val_permille} gives {want!r}")
-        if set_split is not None and got != set_split:
-            rep.capped("split", name, f"{where}: split is {_short(got)} in the shard set of split {set_split!r}")
-        if got == "train":
-            st.train += 1
-        elif got == "val":
-            st.val += 1
-        if cols["n_chars"][k] != len(text):
-            rep.capped("n_chars", name, f"{where}: n_chars is {cols['n_chars'][k]}, the text has {len(text)} code points")
-
-        v = cols["minhash_cluster"][k]
-        if v != idx:
-            st.non_roots.add(idx)
-        if not 0 <= v <= idx:
-            rep.capped("minhash_cluster", name, f"{where}: minhash_cluster {v} is not a row index in 0..{idx}")
-        elif v < idx and not st.is_unseen(v) and v in st.non_roots:
-            rep.capped("minhash_cluster", name, f"{where}: minhash_cluster {v} names row {v}, whose own "
-                       f"minhash_cluster is not {v} (a cluster's value is its smallest row index)")
-
-        for col in ("lang", "url", "license_spdx"):
-            if not cols[col][k]:
-                rep.capped("empty value", name, f"{where}: {col} is empty")
-        if cols["pii_redactions"][k] < 0:
-            rep.capped("pii_redactions", name, f"{where}: pii_redactions is negative ({cols['pii_redactions'][k]})")
-
-
 def _schema_diff(got: pa.Schema) -> str:
     for i, want in enumerate(SCHEMA):
         if i >= len(got):
@@ -257,7 +154,7 @@ def _schema_diff(got: pa.Schema) -> str:
 
 
 def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, n: int, params: dict[str, Any],
-                 st: _RowState, rep: _Report, deep: bool) -> tuple[int, int]:
+                 st: RowState, rep: _Report, deep: bool) -> tuple[int, int]:
     """Checks 3 (and 4 when deep) on one open shard; returns its rows and text bytes (the manifest's
     text bytes when not all of it could be read)."""
     name = e["name"]
@@ -299,7 +196,7 @@ def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, 
         st.mark_unseen(first, first + rows)
         return rows, e["text_bytes"]
 
-    cuts = _GroupCutChecker(budget)
+    cuts = GroupCutChecker(budget)
     shard_text, text_complete = 0, True
     row = first
     for g in range(md.num_row_groups):
@@ -319,7 +216,7 @@ def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, 
         shard_text += sum(sizes)
         if deep:
             try:
-                _check_rows(table, row, name, val_permille, st, rep, params.get("set_split"))
+                check_rows(table, row, name, val_permille, st, rep, params.get("set_split"))
             except Exception as exc:  # e.g. text that is not valid UTF-8
                 rep.add(name, f"row group {g} (rows {row}..{row + g_rows - 1}): rows cannot be checked: {exc}")
                 st.mark_unseen(row, row + g_rows)
@@ -335,7 +232,7 @@ def _check_shards(out: Path, m: dict[str, Any], rep: _Report, deep: bool) -> Non
     unseen = False
     byte_balanced = any(f.get("name") in (BALANCE_NAME, OLD_BALANCE_NAME) for f in m.get("files", []))
     for _, split, entries in manifest_sets(m):
-        st = _RowState()  # each set is its own shard set: order, row indexes and clusters start again
+        st = RowState()  # each set is its own shard set: order, row indexes and clusters start again
         first = 0  # the set's index of the shard's first row
         params = {**m["params"], "byte_balanced": byte_balanced, "set_split": split}
         for i, e in enumerate(entries):
@@ -393,7 +290,7 @@ def _check_ids_across_sets(out: Path, m: dict[str, Any], rep: _Report) -> None:
         prev = (key, name)
 
 
-def _check_one(out: Path, e: dict[str, Any], first: int, last: bool, n: int, params: dict[str, Any], st: _RowState,
+def _check_one(out: Path, e: dict[str, Any], first: int, last: bool, n: int, params: dict[str, Any], st: RowState,
                rep: _Report, deep: bool) -> tuple[int, int]:
     """Open one listed shard and check it; one that cannot be opened counts as its manifest entry, unseen."""
     name = e["name"]

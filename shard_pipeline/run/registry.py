@@ -1,11 +1,15 @@
 """The stages, written once: their order, array or single, entry point, and when a task is done.
 
 The executors queue or run `STAGES` in order; `--status` and `--resume` both ask `problem()`
-whether a task is done, so they never disagree. A task is done only when its receipt parses
-and agrees with the files it names: sizes and mtimes always, sha256 for files up to
-HASH_MAX_BYTES (bigger ones are re-hashed by finalize before anything reaches OUT; a mismatch
-there drops the writer's receipt so the next --resume redoes it). Once DONE exists, every
-task of the run is done.
+whether a task is done, by one rule. A task is done only when its receipt parses and agrees
+with the files it names: size and mtime as recorded, and no change since the receipt was written
+(the file's ctime, which every write, rename or utime sets to now and no user can set back, is
+not after the receipt's mtime). Before anything is redone or skipped (`--resume`, a requeued
+group) files up to HASH_MAX_BYTES are also re-hashed (bigger ones are re-hashed by finalize
+before anything reaches OUT; a mismatch there drops the writer's receipt so the next --resume
+redoes it). `--status` does not re-hash: it runs often, and re-reading terabytes of shards on
+every call would be its whole cost; the ctime rule already sees every change made through the
+filesystem. Once DONE exists, every task of the run is done.
 """
 from __future__ import annotations
 
@@ -21,8 +25,9 @@ from shard_pipeline.run.rundir import RunDir, read_json
 HASH_MAX_BYTES = 1 << 30
 
 
-def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None) -> str | None:
-    """None when `path` is what its receipt recorded, else why not."""
+def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None, receipt: Path,
+                 rehash: bool = True) -> str | None:
+    """None when `path` is what `receipt` recorded, else why not (`rehash`: compare sha256 too)."""
     if not path.is_file():
         return f"{path.name} missing"
     st = path.stat()
@@ -30,7 +35,9 @@ def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None) -> str |
         return f"{path.name} has {st.st_size} bytes, its receipt {stamp.get('bytes')}"
     if "mtime_ns" in stamp and st.st_mtime_ns != stamp["mtime_ns"]:
         return f"{path.name} was modified after its receipt was written"
-    if sha256 and st.st_size <= HASH_MAX_BYTES and file_sha256(path) != sha256:
+    if st.st_ctime_ns > receipt.stat().st_mtime_ns:
+        return f"{path.name} was changed after its receipt was written (its ctime is later)"
+    if rehash and sha256 and st.st_size <= HASH_MAX_BYTES and file_sha256(path) != sha256:
         return f"{path.name} sha256 differs from its receipt"
     return None
 
@@ -69,10 +76,14 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path
 
 
 class RunState:
-    """The run dir as the done-checks read it; config, plan and the swap are read once."""
+    """The run dir as the done-checks read it; config, plan and the swap are read once.
 
-    def __init__(self, run: RunDir) -> None:
+    `rehash=False` (--status) checks files by size and mtime only, never reading them.
+    """
+
+    def __init__(self, run: RunDir, rehash: bool = True) -> None:
         self.run = run
+        self.rehash = rehash
 
     @cached_property
     def cfg(self) -> RunConfig:
@@ -103,7 +114,8 @@ def partition_problem(state: RunState, task: int) -> str | None:
         return _missing(run.partition_receipt(task))
     if not run.spill_index(task).is_file():
         return "index missing"
-    return file_matches(run.spill_file(task), rc.get("spill_stamp", {}), rc.get("spill_sha256"))
+    return file_matches(run.spill_file(task), rc.get("spill_stamp", {}), rc.get("spill_sha256"),
+                        run.partition_receipt(task), state.rehash)
 
 
 def plan_problem(state: RunState, task: int) -> str | None:
@@ -125,7 +137,8 @@ def write_problem(state: RunState, task: int) -> str | None:
         return None  # finalize was stopped after the exchange: the shards are in OUT
     tmp = Path(state.plan["tmp_dir"])
     for s in rc["shards"]:
-        why = file_matches(tmp / s["name"], s.get("stamp", {"bytes": s["bytes"]}), s["sha256"])
+        why = file_matches(tmp / s["name"], s.get("stamp", {"bytes": s["bytes"]}), s["sha256"],
+                           run.write_receipt(task), state.rehash)
         if why:
             return why
     return None

@@ -140,7 +140,7 @@ def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str) -> str:
 
 
 def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[StageStatus]:
-    rs = RunState(run)
+    rs = RunState(run, rehash=False)  # a stat per file: --status is run often, on terabytes
     record = read_json(run.run_json)
     jobs = latest_jobs(record)
     if queue is None:
