@@ -39,8 +39,8 @@ def test_a_changed_file_under_a_receipt_is_not_done_for_status_and_resume(tmp_pa
     os.utime(shard, ns=(st.st_atime_ns, receipt["shards"][0]["stamp"]["mtime_ns"]))  # even with its old mtime
 
     assert not write.is_done(run, 1) and write.is_done(run, 0)
-    assert "changed after its receipt was written" in write.problem(RunState(run), 1)
-    assert "changed after its receipt was written" in write.problem(RunState(run, rehash=False), 1)
+    assert "sha256 differs" in write.problem(RunState(run), 1)
+    assert "touched after its receipt" in write.problem(RunState(run, rehash=False), 1)  # --status reads nothing
     rp = plan_resume(run)
     assert rp.tasks["write"] == [1] and rp.tasks["finalize"] == [0]
     assert "partition" not in rp.tasks and "plan" not in rp.tasks
@@ -56,8 +56,9 @@ def test_a_changed_file_under_a_receipt_is_not_done_for_status_and_resume(tmp_pa
     assert {s.stage: s.done for s in stage_statuses(run, queue={})}["partition"] == 1
 
 
-def test_status_reads_no_file_to_say_done_and_resume_rehashes(tmp_path, monkeypatch):
-    """--status is a stat per file (it runs often, on terabytes); resume and requeues also re-hash."""
+def test_status_reads_no_file_and_resume_rehashes_only_what_was_touched(tmp_path, monkeypatch):
+    """--status is a stat per file (it runs often, on terabytes); --resume re-hashes only files whose
+    ctime changed since they were finished, and keeps them when their bytes are the same."""
     import shard_pipeline.run.registry as registry
 
     root = make_corpus(tmp_path, n_docs=90)
@@ -70,35 +71,35 @@ def test_status_reads_no_file_to_say_done_and_resume_rehashes(tmp_path, monkeypa
     real = registry.file_sha256
     monkeypatch.setattr(registry, "file_sha256", lambda p: hashed.append(p) or real(p))
     by_stage = {s.stage: s for s in stage_statuses(run, queue={})}
-    assert (by_stage["partition"].done, by_stage["write"].done) == (2, 3) and hashed == []
-    rp = plan_resume(run)
-    assert rp.tasks == {"finalize": [0]} and len(hashed) >= 2 + 3  # every spill and shard re-hashed
+    assert (by_stage["partition"].done, by_stage["write"].done) == (2, 3)
+    assert plan_resume(run).tasks == {"finalize": [0]} and hashed == []  # nothing touched: nothing read
 
-    # a chmod after the receipt changes the ctime: not done for both, and nothing was read to say so
+    # a chmod after the receipt changes the ctime, not the bytes
     spill = run.spill_file(1)
     os.chmod(spill, spill.stat().st_mode)
-    hashed.clear()
     assert {s.stage: s.done for s in stage_statuses(run, queue={})}["partition"] == 1 and hashed == []
-    assert plan_resume(run).tasks["partition"] == [1]
+    assert plan_resume(run).tasks == {"finalize": [0]} and hashed == [spill]  # re-hashed, same bytes: kept
 
 
-def test_bytes_changed_behind_the_filesystems_back_are_caught_by_the_rehash(tmp_path, monkeypatch):
-    """The one case --status (stat only) and --resume (stat + sha256) judge apart: a shard whose bytes
-    changed with no metadata change (simulated here by writing the receipt again afterwards)."""
+def test_receipts_from_before_ctimes_were_recorded_are_rehashed_as_then(tmp_path, monkeypatch):
     root = make_corpus(tmp_path, n_docs=90)
     run_dir = tmp_path / "run"
     monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap")
     assert run_cli(root, tmp_path / "out", run_dir, *ARGS) == 1
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     run = RunDir(run_dir)
+    for t in range(3):  # as the previous version wrote them: size and mtime only
+        rc = json.loads(run.write_receipt(t).read_text())
+        for sh in rc["shards"]:
+            sh["stamp"].pop("ctime_ns")
+        run.write_receipt(t).write_text(json.dumps(rc))
     receipt = json.loads(run.write_receipt(2).read_text())
     shard = Path(json.loads(run.plan_json.read_text())["tmp_dir"]) / receipt["shards"][0]["name"]
     data = bytearray(shard.read_bytes())
     data[100] ^= 0xFF
     shard.write_bytes(bytes(data))
     os.utime(shard, ns=(shard.stat().st_atime_ns, receipt["shards"][0]["stamp"]["mtime_ns"]))
-    run.write_receipt(2).write_text(run.write_receipt(2).read_text())  # the receipt is now newer than the change
     write = STAGES[STAGE_NAMES.index("write")]
-    assert write.problem(RunState(run, rehash=False), 2) is None
+    assert write.problem(RunState(run, rehash=False), 2) is None  # --status: size and mtime, never a read
     assert "sha256 differs" in write.problem(RunState(run), 2)
-    assert plan_resume(run).tasks["write"] == [2]
+    assert plan_resume(run).tasks["write"] == [2] and write.is_done(run, 0)

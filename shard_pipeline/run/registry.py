@@ -2,14 +2,14 @@
 
 The executors queue or run `STAGES` in order; `--status` and `--resume` both ask `problem()`
 whether a task is done, by one rule. A task is done only when its receipt parses and agrees
-with the files it names: size and mtime as recorded, and no change since the receipt was written
-(the file's ctime, which every write, rename or utime sets to now and no user can set back, is
-not after the receipt's mtime). Before anything is redone or skipped (`--resume`, a requeued
-group) files up to HASH_MAX_BYTES are also re-hashed (bigger ones are re-hashed by finalize
-before anything reaches OUT; a mismatch there drops the writer's receipt so the next --resume
-redoes it). `--status` does not re-hash: it runs often, and re-reading terabytes of shards on
-every call would be its whole cost; the ctime rule already sees every change made through the
-filesystem. Once DONE exists, every task of the run is done.
+with the files it names: size and mtime as recorded, and bytes vouched for, either by a ctime
+still equal to the one recorded when the file was finished (every write, rename, chmod or utime
+sets it to now, and nobody can set it back), or, when something touched the file, by its
+sha256. `--status` never reads a file: a touched one shows as not done, with the reason, and
+`--resume` (or a requeued group) re-hashes exactly those, keeping them when their bytes are the
+same. Receipts from before ctimes were recorded are re-hashed up to HASH_MAX_BYTES as then.
+Finalize re-hashes every shard before anything reaches OUT either way. Once DONE exists, every
+task of the run is done.
 """
 from __future__ import annotations
 
@@ -25,9 +25,8 @@ from shard_pipeline.run.rundir import RunDir, read_json
 HASH_MAX_BYTES = 1 << 30
 
 
-def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None, receipt: Path,
-                 rehash: bool = True) -> str | None:
-    """None when `path` is what `receipt` recorded, else why not (`rehash`: compare sha256 too)."""
+def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None, rehash: bool = True) -> str | None:
+    """None when `path` is what its receipt recorded, else why not (`rehash`: a touched file may be re-hashed)."""
     if not path.is_file():
         return f"{path.name} missing"
     st = path.stat()
@@ -35,9 +34,14 @@ def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None, receipt:
         return f"{path.name} has {st.st_size} bytes, its receipt {stamp.get('bytes')}"
     if "mtime_ns" in stamp and st.st_mtime_ns != stamp["mtime_ns"]:
         return f"{path.name} was modified after its receipt was written"
-    if st.st_ctime_ns > receipt.stat().st_mtime_ns:
-        return f"{path.name} was changed after its receipt was written (its ctime is later)"
-    if rehash and sha256 and st.st_size <= HASH_MAX_BYTES and file_sha256(path) != sha256:
+    if "ctime_ns" in stamp:
+        if st.st_ctime_ns == stamp["ctime_ns"]:
+            return None  # untouched since it was finished
+        if not rehash:
+            return f"{path.name} was touched after its receipt (its ctime changed); --resume re-hashes it"
+    elif not rehash or st.st_size > HASH_MAX_BYTES:
+        return None  # a receipt from before ctimes were recorded: size and mtime, as then
+    if sha256 and file_sha256(path) != sha256:
         return f"{path.name} sha256 differs from its receipt"
     return None
 
@@ -78,7 +82,7 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path
 class RunState:
     """The run dir as the done-checks read it; config, plan and the swap are read once.
 
-    `rehash=False` (--status) checks files by size and mtime only, never reading them.
+    `rehash=False` (--status) never reads a file: one whose ctime changed is not done.
     """
 
     def __init__(self, run: RunDir, rehash: bool = True) -> None:
@@ -114,8 +118,7 @@ def partition_problem(state: RunState, task: int) -> str | None:
         return _missing(run.partition_receipt(task))
     if not run.spill_index(task).is_file():
         return "index missing"
-    return file_matches(run.spill_file(task), rc.get("spill_stamp", {}), rc.get("spill_sha256"),
-                        run.partition_receipt(task), state.rehash)
+    return file_matches(run.spill_file(task), rc.get("spill_stamp", {}), rc.get("spill_sha256"), state.rehash)
 
 
 def plan_problem(state: RunState, task: int) -> str | None:
@@ -137,8 +140,7 @@ def write_problem(state: RunState, task: int) -> str | None:
         return None  # finalize was stopped after the exchange: the shards are in OUT
     tmp = Path(state.plan["tmp_dir"])
     for s in rc["shards"]:
-        why = file_matches(tmp / s["name"], s.get("stamp", {"bytes": s["bytes"]}), s["sha256"],
-                           run.write_receipt(task), state.rehash)
+        why = file_matches(tmp / s["name"], s.get("stamp", {"bytes": s["bytes"]}), s["sha256"], state.rehash)
         if why:
             return why
     return None

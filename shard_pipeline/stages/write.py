@@ -138,7 +138,7 @@ def _finished_before(run: RunDir, task: int, out_tmp: Path) -> dict[int, dict[st
         return {}
     kept = {}
     for s in read_json(path)["shards"]:
-        if file_matches(out_tmp / s["name"], s["stamp"], s["sha256"], path) is not None:
+        if file_matches(out_tmp / s["name"], s["stamp"], s["sha256"]) is not None:
             break
         kept[s["index"]] = s
     return kept
