@@ -14,18 +14,22 @@ from tests.pipeline_util import make_corpus, run_cli
 ARGS = ("--shard-rows", "25", "--partition-tasks", "2", "--write-tasks", "3", "--buckets", "4")
 
 
+def stopped_before_the_swap(tmp_path, monkeypatch) -> RunDir:
+    """A local run whose every partition, plan and write task finished; finalize was killed before the swap."""
+    root = make_corpus(tmp_path, n_docs=90)
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap")
+    assert run_cli(root, tmp_path / "out", tmp_path / "run", *ARGS) == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    return RunDir(tmp_path / "run")
+
+
 def test_the_stage_sequence():
     assert STAGE_NAMES == ("partition", "plan", "write", "finalize")
     assert [s.array for s in STAGES] == [True, False, True, False]
 
 
 def test_a_changed_file_under_a_receipt_is_not_done_for_status_and_resume(tmp_path, monkeypatch):
-    root = make_corpus(tmp_path, n_docs=90)
-    run_dir = tmp_path / "run"
-    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap")
-    assert run_cli(root, tmp_path / "out", run_dir, *ARGS) == 1
-    monkeypatch.delenv("HPLT_SHARD_FAULT")
-    run = RunDir(run_dir)
+    run = stopped_before_the_swap(tmp_path, monkeypatch)
     write = STAGES[STAGE_NAMES.index("write")]
     assert all(write.is_done(run, t) for t in range(3))
 
@@ -61,12 +65,7 @@ def test_status_reads_no_file_and_resume_rehashes_only_what_was_touched(tmp_path
     ctime changed since they were finished, and keeps them when their bytes are the same."""
     import shard_pipeline.run.registry as registry
 
-    root = make_corpus(tmp_path, n_docs=90)
-    run_dir = tmp_path / "run"
-    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap")
-    assert run_cli(root, tmp_path / "out", run_dir, *ARGS) == 1
-    monkeypatch.delenv("HPLT_SHARD_FAULT")
-    run = RunDir(run_dir)
+    run = stopped_before_the_swap(tmp_path, monkeypatch)
     hashed = []
     real = registry.file_sha256
     monkeypatch.setattr(registry, "file_sha256", lambda p: hashed.append(p) or real(p))
@@ -82,12 +81,7 @@ def test_status_reads_no_file_and_resume_rehashes_only_what_was_touched(tmp_path
 
 
 def test_receipts_from_before_ctimes_were_recorded_are_rehashed_as_then(tmp_path, monkeypatch):
-    root = make_corpus(tmp_path, n_docs=90)
-    run_dir = tmp_path / "run"
-    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap")
-    assert run_cli(root, tmp_path / "out", run_dir, *ARGS) == 1
-    monkeypatch.delenv("HPLT_SHARD_FAULT")
-    run = RunDir(run_dir)
+    run = stopped_before_the_swap(tmp_path, monkeypatch)
     for t in range(3):  # as the previous version wrote them: size and mtime only
         rc = json.loads(run.write_receipt(t).read_text())
         for sh in rc["shards"]:
