@@ -19,8 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
-
+from typing import Callable, Iterable, Sequence
 
 
 def units_of(index: int, cpus: int, n_units: int) -> range:
@@ -136,7 +135,7 @@ def run_array_task(rundir: Path, stage: str, index: int, script: Sequence[str]) 
     from shard_pipeline.run.registry import RunState
     from shard_pipeline.run.registry import stage as registered
     from shard_pipeline.run.runconfig import RunConfig
-    from shard_pipeline.run.rundir import RunDir, read_json
+    from shard_pipeline.run.rundir import RunDir
 
     run = RunDir(rundir)
     ex = RunConfig.from_json(run.config()).execution

@@ -157,7 +157,7 @@ def legacy_resources(mem: dict[str, str] | None = None, time: dict[str, str] | N
     if not mem:
         return {}
     job_mem, job_time = mem.get("job", "4G"), time.get("job", "01:00:00")
-    grouped = {s: cpus.get(s, 1) for s in ("partition", "write")}
+    grouped = {s: cpus.get(s, 1) for s in GROUPED_STAGES}
     return {
         "partition": StageResources(scale_mem(mem.get("partition", job_mem), grouped["partition"]),
                                     time.get("partition", job_time), grouped["partition"]),
@@ -166,4 +166,3 @@ def legacy_resources(mem: dict[str, str] | None = None, time: dict[str, str] | N
                                 grouped["write"]),
         "finalize": StageResources(job_mem, job_time, cpus.get("finalize", 1)),
     }
-

@@ -123,13 +123,15 @@ def _doubled_time(limit: str) -> str:
     return f"more than {limit}"
 
 
-def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str) -> str:
+def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str, given: dict[str, Any] | None = None) -> str:
     """The command that helps after this reason: more memory, more time, or just another try.
 
     `--mem` on resume means what it meant at submission, one unit's memory, so the hint doubles
-    what the stage's units had, counting an earlier resume's --mem/--time (run.json).
+    what the stage's units had, counting an earlier resume's --mem/--time (`given`: run.json's
+    "resources", read here when the caller has not).
     """
-    given = read_json(run.run_json).get("resources", {}) if run.run_json.exists() else {}
+    if given is None:
+        given = read_json(run.run_json).get("resources", {}) if run.run_json.exists() else {}
     ex = cfg.execution.with_resources(given.get("mem"), given.get("time"))
     res = ex.resources.get(stage) or StageResources("4G", "01:00:00")
     if reason == "OUT_OF_MEMORY":
@@ -172,7 +174,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
                 err = last_error_line(log)
                 reason = slurm_reason(log)
                 if reason:
-                    err = f"{reason} ({resume_hint(run, rs.cfg, stage, reason)}); last line: {err}"
+                    err = f"{reason} ({resume_hint(run, rs.cfg, stage, reason, record.get('resources', {}))}); last line: {err}"
                 st.failed.append((task, str(log), err))
         out.append(st)
     return out

@@ -212,7 +212,12 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from shard_pipeline.run.resume import describe as describe_resume
     from shard_pipeline.submit.args import build_parser
     from shard_pipeline.submit.executors.slurm import queued_jobs_of
-    from shard_pipeline.submit.resume_args import resume_resources, with_resources, with_settings
+    from shard_pipeline.submit.resume_args import (
+        keep_resources,
+        resume_resources,
+        with_resources,
+        with_settings,
+    )
 
     run = RunDir(args.resume.resolve())
     if not run.config_json.exists():
@@ -247,9 +252,5 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         out = Path(cfg.execution.out)
         claim(out, run.root)
         settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
-        if resources:
-            record = read_json(run.run_json)
-            record["resources"] = resources
-            write_json_atomic(run.run_json, record)
-            print(f"resources for the resubmitted tasks: {', '.join(f'{k}={v}' for k, v in resources.items())}")
+        keep_resources(run.run_json, resources)
         return start(run, cfg, rp.tasks, executor, args.jobs, settings, "resume")

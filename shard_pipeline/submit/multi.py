@@ -222,7 +222,12 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from shard_pipeline.submit.args import build_parser
     from shard_pipeline.submit.executors.slurm import queued_jobs_of
     from shard_pipeline.submit.multi_start import start_multi
-    from shard_pipeline.submit.resume_args import resume_resources, with_resources, with_settings
+    from shard_pipeline.submit.resume_args import (
+        keep_resources,
+        resume_resources,
+        with_resources,
+        with_settings,
+    )
 
     root = args.resume.resolve()
     m = multi.load(root)
@@ -266,9 +271,5 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
         for l in todo:
             claim(Path(cfgs[l].execution.out), m.lang_dir(l))
         settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
-        if resources:
-            record = read_json(root / "run.json")
-            record["resources"] = resources
-            write_json_atomic(root / "run.json", record)
-            print(f"resources for the resubmitted tasks: {', '.join(f'{k}={v}' for k, v in resources.items())}")
+        keep_resources(root / "run.json", resources)
         return start_multi(m, {l: cfgs[l] for l in todo}, tasks, executor, args.jobs, settings, "resume")

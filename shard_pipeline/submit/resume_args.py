@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 from typing import Any, Sequence
 
 from shard_pipeline.errors import UsageError
 from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.run.rundir import read_json, write_json_atomic
 from shard_pipeline.submit.settings import check_setting
 
 # Options a resume applies (dest -> the conf key whose rules they follow) and the ones it just
@@ -60,3 +62,13 @@ def with_settings(settings, resources: dict[str, Any]):
     kept = {dest: int(v) if dest == "max_tasks" else str(v) for dest, v in resources.items()
             if dest in ("worker_partition", "account", "max_tasks")}
     return dataclasses.replace(settings, **kept) if settings is not None and kept else settings
+
+
+def keep_resources(run_json: Path, resources: dict[str, Any]) -> None:
+    """Record a resume's resources in run.json, for later resumes and --status, and say them."""
+    if not resources:
+        return
+    record = read_json(run_json)
+    record["resources"] = resources
+    write_json_atomic(run_json, record)
+    print(f"resources for the resubmitted tasks: {', '.join(f'{k}={v}' for k, v in resources.items())}")
