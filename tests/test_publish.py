@@ -473,3 +473,56 @@ def test_dest_inside_out_is_refused_however_spelled(finished, tmp_path, rclone_c
     assert snapshot(out.parent) == before  # nothing written into OUT, OUT.tmp, the claim or the run dir
     assert publish(out, f"pub:{out.name}-published") == 0  # the same remotes, outside OUT: fine
     assert tree_bytes(out.parent / f"{out.name}-published") == published_tree(out)
+
+
+@needs_rclone
+def test_out_changed_mid_upload_says_so_and_its_next_step_works(finished, webdav, tmp_path):
+    """OUT's manifest is edited while the shards upload (server paused): the publish fails naming
+    it; the re-run refuses DEST's partial upload with one next step; after that step it publishes."""
+    out = tmp_path / "out"
+    shutil.copytree(finished[0], out)
+    target = webdav.root / "pub" / "eng"
+    env = {**os.environ, "RCLONE_BWLIMIT": "8k:off"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "hplt-shard"), "--publish", str(out), webdav.dest()],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + WAIT * 3
+        while not list(target.glob("*.parquet")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert list(target.glob("*.parquet")), "the upload never started"
+        webdav.proc.send_signal(signal.SIGSTOP)
+        try:
+            m = json.loads((out / "_MANIFEST.json").read_text())
+            m["version"] = "2"  # another version of the same shards: it verifies, with other bytes
+            (out / "_MANIFEST.json").write_text(json.dumps(m, indent=2, ensure_ascii=False) + "\n")
+        finally:
+            webdav.proc.send_signal(signal.SIGCONT)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert "OUT changed while it was published" in err and "_MANIFEST.json" in err and "Traceback" not in err
+    assert not (target / "_MANIFEST.json").exists()
+    again = run_subprocess("--publish", str(out), webdav.dest())
+    assert again.returncode == 2 and "partial upload of another output" in again.stderr, again.stderr
+    shutil.rmtree(target)  # the step it names: rclone purge DEST
+    assert publish(out, webdav.dest()) == 0
+    assert tree_bytes(target) == published_tree(out)
+
+
+def test_a_publish_lock_left_by_a_killed_publish_blocks_no_run(tmp_path):
+    """The lock is a flock: a file nobody holds (its publish was killed) is no publish."""
+    from shard_pipeline.run.claim import claim, held_for_publish, release, OutBeingPublished
+
+    out = tmp_path / "out"
+    publish_lock_path(out).write_text("")
+    claim(out, tmp_path / "run")
+    release(out, tmp_path / "run")
+    with held_for_publish(out) as held:
+        assert held
+        with pytest.raises(OutBeingPublished):
+            claim(out, tmp_path / "run")
+    assert not publish_lock_path(out).exists() and not claim_path(out).exists()
+    claim(out, tmp_path / "run")

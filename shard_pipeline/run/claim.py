@@ -71,7 +71,7 @@ def being_published(out: Path) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return False
-    except OSError:
+    except BlockingIOError:
         return True
     finally:
         os.close(fd)  # closing drops the probe's lock
@@ -91,7 +91,7 @@ def held_for_publish(out: Path):
     Yields False (with nothing held) when the folder of OUT is not writable, e.g. someone
     else's output: no run of this user can replace such an OUT either, and the caller says so.
     """
-    if not os.access(out.parent, os.W_OK | os.X_OK):
+    if not out.parent.is_dir() or not os.access(out.parent, os.W_OK | os.X_OK):
         yield False
         return
     fd = _take_publish_lock(out)
@@ -110,7 +110,12 @@ def _take_publish_lock(out: Path) -> int:
                           f"done (./hplt-shard --status {current}); if it was abandoned, remove {p}. "
                           "Nothing was uploaded")
         fd = os.open(publish_lock_path(out), os.O_CREAT | os.O_RDWR, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_SH)  # never waits: exclusive locks are only probes, taken under the claim lock
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # never waits: exclusive locks are only probes, taken under the claim lock
+        except OSError as exc:
+            os.close(fd)
+            raise UsageError(f"cannot lock {publish_lock_path(out)}: {exc.strerror} (needed to hold OUT while it "
+                             "is published)") from None
         return fd
 
 

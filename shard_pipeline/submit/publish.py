@@ -107,7 +107,7 @@ def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
     out = out.resolve()
     refuse_dest_inside(rclone, dest, out, run_dir)
     with held_for_publish(out) as held:
-        if not held:
+        if not held and out.is_dir():
             print(f"note: {out.parent} is not writable, so OUT is not locked while it is published "
                   "(no run of yours can replace it there either)")
         return publish_held(rclone, out, dest, run_dir)
@@ -135,13 +135,13 @@ def publish_held(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> 
         changed = exc.names if isinstance(exc, OutChanged) else changed_in_out(output)
         if changed:
             raise PublishFailed(
-                f"OUT changed while it was published ({', '.join(changed[:3])} no longer match what was verified): "
+                f"OUT changed while it was published: {files(len(changed))} no longer as verified ({', '.join(changed[:3])}); "
                 f"{shown} holds a partial upload (no {MANIFEST_NAME}) of OUT as it was. Check OUT "
                 f"(./hplt-shard --verify {out}); to publish it as it is now, remove the partial upload "
                 f"(rclone purge DEST) and run the same command again") from None
         raise PublishFailed(f"upload to {shown} broke midway: {exc}. {shown} is incomplete (no {MANIFEST_NAME}); "
-                            "check the remote and the network, then run the same command again: it finishes "
-                            "the upload") from None
+                            "check the remote and the network, then run the same command again (before OUT changes): "
+                            "it finishes the upload") from None
     record = publication(output, shown, verified_by, version)
     print(f"published {out} to {shown} at {record['published_at']}: {record['files']} files "
           f"({MANIFEST_NAME} last, {SUMS_NAME}), sha256 verified by {verified_by}")
