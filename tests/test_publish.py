@@ -184,11 +184,13 @@ def test_complete_dest_that_was_changed_is_refused_then_repaired(finished, tmp_p
     data = bytearray(shard.read_bytes())
     data[50] ^= 0xFF
     shard.write_bytes(bytes(data))
+    (dest / "shard-00002-of-00003.parquet").unlink()
     before = snapshot(dest)
     capsys.readouterr()
     assert publish(out, str(dest)) == 1
     err = capsys.readouterr().err
-    assert "shard-00001-of-00003.parquet" in err and "never overwrites" in err and "deletefile" in err
+    assert "2 files there differ" in err and "shard-00001-of-00003.parquet" in err and "shard-00002" in err
+    assert "never overwrites" in err and "deletefile" in err
     assert snapshot(dest) == before
     (dest / "_MANIFEST.json").unlink()  # the advised step
     assert publish(out, str(dest)) == 0
@@ -450,6 +452,8 @@ def test_run_refused_while_out_is_being_published(finished, webdav, tmp_path):
 
 
 def _spellings(out: Path, run: Path, tmp_path: Path, conf: Path) -> dict[str, str]:
+    other_output = tmp_path / "other-output"
+    shutil.copytree(out, other_output)
     link = tmp_path / "link-to-out"
     link.symlink_to(out)
     conf.write_text(f"[disk]\ntype = local\n\n[pub]\ntype = alias\nremote = disk:{out.parent}\n\n"
@@ -459,7 +463,8 @@ def _spellings(out: Path, run: Path, tmp_path: Path, conf: Path) -> dict[str, st
             ":local:": f":local:{out}/sub", "symlink": str(link / "sub"), ":local: symlink": f":local:{link}",
             "remote of type local": f"disk:{out}/sub", "alias to a local remote": f"pub:{out.name}/sub",
             "union upstream": "both:x", "OUT.tmp": f":local:{out}.tmp/x", "claim file": f"{claim_path(out)}",
-            "run dir": f"disk:{run}/pub"}
+            "run dir": f"disk:{run}/pub", "a run dir not named": f":local:{run}/x",
+            "another output": f"{other_output}/pub"}
 
 
 @needs_rclone
@@ -467,7 +472,8 @@ def test_dest_inside_out_is_refused_however_spelled(finished, tmp_path, rclone_c
     out, run = finished
     before = snapshot(out.parent)
     for what, dest in _spellings(out, run, tmp_path, rclone_config).items():
-        assert publish(out, dest, "--run-dir", str(run)) == 2, what
+        given = () if what == "a run dir not named" else ("--run-dir", str(run))
+        assert publish(out, dest, *given) == 2, what
         err = capsys.readouterr().err
         assert "lies inside" in err and "nothing was uploaded" in err, (what, err)
     assert snapshot(out.parent) == before  # nothing written into OUT, OUT.tmp, the claim or the run dir

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from shard_pipeline.contract.shard import MANIFEST_NAME
+from shard_pipeline.contract.shard import MANIFEST_NAME, TMP_MARKER
 from shard_pipeline.errors import EXIT_FAILED, UserError
 from shard_pipeline.files import file_sha256, json_bytes, write_bytes_atomic
 from shard_pipeline.paths import home
@@ -127,7 +127,7 @@ def publish_held(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> 
                             "configuration (rclone config; LUMI: module load lumio; lumio-conf) and the network, "
                             "then run the same command again; nothing was uploaded") from None
     if state.complete:
-        return already_published(rclone, dest, output)
+        return already_published(rclone, dest, output, state.present)
     try:
         verified_by = upload(rclone, dest, output, state)
         version = rclone.version()
@@ -175,19 +175,42 @@ def refuse_dest_inside(rclone: Rclone, dest: str, out: Path, run_dir: Path | Non
     if run_dir is not None:
         protected["--run-dir"] = run_dir
     for target in targets:
-        for what, path in protected.items():
-            if lands_inside(target, path):
-                via = "" if is_local(dest) else f" (rclone writes it to the local folder {resolved(target)[-1]})"
-                raise PublishRefused(f"DEST {mask(dest)} lies inside {what} {path.resolve()}{via}: publishing there "
-                                     "would write into what hplt-shard owns (OUT must hold only its manifest's "
-                                     "files). Choose a destination outside it; nothing was uploaded")
+        found = [(what, path.resolve()) for what, path in protected.items() if lands_inside(target, path)]
+        for what, path in found or owner_folders(target):
+            via = "" if is_local(dest) else f" (rclone writes it to the local folder {resolved(target)[-1]})"
+            raise PublishRefused(f"DEST {mask(dest)} lies inside {what} {path}{via}: publishing there "
+                                 "would write into what hplt-shard owns (an output holds only its manifest's "
+                                 "files). Choose a destination outside it; nothing was uploaded")
 
 
-def already_published(rclone: Rclone, dest: str, output: Output) -> int:
+def owner_folders(target: str) -> list[tuple[str, Path]]:
+    """Existing folders at or above a local target that hplt-shard owns: another output (a manifest
+    without the _SHA256SUMS of a published copy), an OUT.tmp (its marker), a run directory."""
+    found = []
+    for t in resolved(target):
+        for folder in (t, *t.parents):
+            if (folder / MANIFEST_NAME).is_file() and not (folder / SUMS_NAME).exists():
+                found.append(("the hplt-shard output", folder))
+            elif (folder / TMP_MARKER).exists():
+                found.append(("the hplt-shard OUT.tmp", folder))
+            elif (folder / "config.json").is_file() and (folder / "run.json").is_file():
+                found.append(("the run directory", folder))
+    return found
+
+
+def already_published(rclone: Rclone, dest: str, output: Output, present: dict[str, int]) -> int:
     """DEST holds this output complete: check every file there; a success when all match (exit 0)."""
     shown = mask(dest)
-    with tempfile.TemporaryDirectory(prefix="hplt-publish-") as tmp:
-        bad, how = check_sha256(rclone, dest, (*output.body, output.manifest_entry), Path(tmp))
+    entries = (*output.body, output.manifest_entry)
+    bad = [e for e in entries if present.get(e.name) != e.size]  # missing or cut short: no hash needed
+    try:
+        with tempfile.TemporaryDirectory(prefix="hplt-publish-") as tmp:
+            to_check = [e for e in entries if e not in bad]
+            wrong, how = check_sha256(rclone, dest, to_check, Path(tmp)) if to_check else ([], "size")
+    except RcloneFailed as exc:
+        raise PublishFailed(f"cannot check {shown}, which holds this output complete: {exc}. Check the remote "
+                            "and the network, then run the same command again; nothing was changed") from None
+    bad += wrong
     if bad:
         raise PublishFailed(f"{shown} holds this output complete ({MANIFEST_NAME} is there), but {files(len(bad))} "
                             f"there differ from OUT ({', '.join(e.name for e in bad[:3])}): it was changed after "
