@@ -532,3 +532,19 @@ def test_a_publish_lock_left_by_a_killed_publish_blocks_no_run(tmp_path):
             claim(out, tmp_path / "run")
     assert not publish_lock_path(out).exists() and not claim_path(out).exists()
     claim(out, tmp_path / "run")
+
+
+def test_local_targets_follow_remotes_as_rclone_does():
+    """The resolution behind the refusal above, for the remote kinds the real-rclone test does not cover."""
+    from shard_pipeline.submit.dest import local_targets
+
+    conf = {"disk": {"type": "local"}, "sec": {"type": "crypt", "remote": "disk:/data/out/enc"},
+            "comb": {"type": "combine", "upstreams": "a=disk:/data/a b=disk:/data/out"},
+            "loop": {"type": "alias", "remote": "loop:x"}, "s3": {"type": "s3"}}
+    assert local_targets("sec:x", lambda: conf) == ["/data/out/enc/x"]
+    assert local_targets("comb:b/y", lambda: conf) == ["/data/out/y"]
+    assert local_targets("comb:a/y", lambda: conf) == ["/data/a/y"]
+    assert local_targets(":alias,remote='disk:/data/out':sub", lambda: conf) == ["/data/out/sub"]
+    assert local_targets("envdisk:/data/out", lambda: {}, {"RCLONE_CONFIG_ENVDISK_TYPE": "local"}) == ["/data/out"]
+    assert local_targets("loop:y", lambda: conf) == [] and local_targets("s3:bucket", lambda: conf) == []
+    assert local_targets("lumi-o:bucket", dict) == []

@@ -158,8 +158,8 @@ def mask(dest: str) -> str:
         return dest
     out = [d.remote]
     for p in d.params:
-        shown = _masked_value(p)
-        out.append(f",{p.key}" if not p.raw and shown is None else f",{p.key}={p.raw if shown is None else _quoted(shown)}")
+        shown = _masked_value(p) if p.raw else None  # a bare `,key` is a flag, no value
+        out.append(f",{p.key}={p.raw if shown is None else _quoted(shown)}" if p.raw else f",{p.key}")
     return "".join(out) + ":" + d.path
 
 
