@@ -2,10 +2,14 @@
 
 Slurm jobs of one run live in many processes over hours, so a process lock cannot express
 "this run owns OUT": the claim is a file naming the run directory, released by finalize.
+`--publish` reads OUT for minutes to hours from one process, so it holds a shared flock on
+OUT.hplt-shard-publish instead; both are taken under the claim's lock, so a run never claims an
+OUT being published and a publish never starts on an OUT that a run will replace.
 """
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 from pathlib import Path
 
@@ -50,6 +54,87 @@ def _locked(p: Path):
         lock.release()
 
 
+class OutBeingPublished(UserError):
+    """A --publish is reading this OUT: a run must not replace it now."""
+
+
+def publish_lock_path(out: Path) -> Path:
+    return out.with_name(out.name + ".hplt-shard-publish")
+
+
+def being_published(out: Path) -> bool:
+    """True while a --publish of OUT holds its lock (any host that shares the flock)."""
+    try:
+        fd = os.open(publish_lock_path(out), os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the probe's lock
+
+
+def _refuse_if_published(out: Path) -> None:
+    if being_published(out):
+        raise OutBeingPublished(f"{out} is being published now (./hplt-shard --publish holds "
+                                f"{publish_lock_path(out)}): a run would replace it mid-upload. Wait for the "
+                                "publish to end, then run this command again; nothing was started")
+
+
+@contextlib.contextmanager
+def held_for_publish(out: Path):
+    """Hold OUT while it is published: refused while a run holds it; no run claims it meanwhile.
+
+    Yields False (with nothing held) when the folder of OUT is not writable, e.g. someone
+    else's output: no run of this user can replace such an OUT either, and the caller says so.
+    """
+    if not out.parent.is_dir() or not os.access(out.parent, os.W_OK | os.X_OK):
+        yield False
+        return
+    fd = _take_publish_lock(out)
+    try:
+        yield True
+    finally:
+        _drop_publish_lock(out, fd)
+
+
+def _take_publish_lock(out: Path) -> int:
+    p = claim_path(out)
+    with _locked(p):
+        current = holder(out)
+        if current and not (Path(current) / "DONE").exists():
+            raise OutHeld(f"{out} is held by run {current}, which will replace it: publish once that run is "
+                          f"done (./hplt-shard --status {current}); if it was abandoned, remove {p}. "
+                          "Nothing was uploaded")
+        fd = os.open(publish_lock_path(out), os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # never waits: exclusive locks are only probes, taken under the claim lock
+        except OSError as exc:
+            os.close(fd)
+            raise UsageError(f"cannot lock {publish_lock_path(out)}: {exc.strerror} (needed to hold OUT while it "
+                             "is published)") from None
+        return fd
+
+
+def _drop_publish_lock(out: Path, fd: int) -> None:
+    """Release our shared lock; the last publisher removes the file (under the claim lock, so no one races it)."""
+    try:
+        with _locked(claim_path(out)):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                publish_lock_path(out).unlink(missing_ok=True)
+            except OSError:
+                pass  # another publish of OUT still holds it
+    except UserError:
+        pass  # the lock file stays; a later probe finds it unlocked
+    finally:
+        os.close(fd)
+
+
 def check_claimable(out: Path, rundir: Path) -> None:
     """Refuse (without writing anything) an OUT that another unfinished run holds, or whose folder cannot take a claim."""
     p = claim_path(out)
@@ -61,6 +146,7 @@ def check_claimable(out: Path, rundir: Path) -> None:
     current = holder(out)
     if current and current != str(rundir) and not (Path(current) / "DONE").exists():
         raise OutHeld(f"{out} is held by run {current}; finish it with --resume {current}, or remove {p}")
+    _refuse_if_published(out)
 
 
 def probe_writable(lock_file: Path) -> None:
@@ -89,6 +175,7 @@ def claim(out: Path, rundir: Path) -> None:
         current = holder(out)
         if current and current != str(rundir) and not (Path(current) / "DONE").exists():
             raise OutHeld(f"{out} is held by run {current}; finish it with --resume {current}, or remove {p}")
+        _refuse_if_published(out)
         p.write_text(str(rundir) + "\n")
 
 

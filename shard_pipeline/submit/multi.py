@@ -210,7 +210,7 @@ def create_all(args, argv, settings, executor, ms: MultiScope, root_out: Path, m
 
 def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Redo, per language, only what is unfinished; finished languages are left alone."""
-    from shard_pipeline.run.claim import claim
+    from shard_pipeline.run.claim import check_claimable, claim
     from shard_pipeline.run.resume import (
         ResumeRefused,
         changed_inputs,
@@ -266,6 +266,8 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if args.dry_run:
             print("dry run: nothing submitted")
             return 0
+        for l in todo:  # refused (another run, a publish) before anything below changes
+            check_claimable(Path(cfgs[l].execution.out), m.lang_dir(l))
         for g in tasks["plan"]:  # a stale plan must not feed the writes of a chain that waits with afterany
             RunDir(m.lang_dir(m.locate("plan", g)[0])).plan_json.unlink(missing_ok=True)
         for l in todo:

@@ -10,8 +10,11 @@ The order makes a destination's state readable from its files alone:
 
 Nothing is ever overwritten: a DEST holding anything else is refused untouched, uploads run
 with `rclone copy --immutable`, and the only files ever removed are this output's own broken
-uploads (a size or hash that differs from OUT). The run directory, when known, gets
-`_PUBLISHED.json` recording where and when; OUT itself is never written to.
+uploads (a size or hash that differs from OUT). A DEST that already holds this output complete
+is checked there and is a success (exit 0). The run directory, when known, gets
+`_PUBLISHED.json` (mode 0600: it names DEST) recording where and when; OUT itself is never
+written to. While it publishes, OUT is held (run/claim.py): no run replaces it meanwhile.
+DEST is shown with its secrets masked (dest.py) in every line, message and record.
 """
 from __future__ import annotations
 
@@ -23,16 +26,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from shard_pipeline.contract.shard import MANIFEST_NAME
+from shard_pipeline.contract.shard import MANIFEST_NAME, TMP_MARKER
 from shard_pipeline.errors import EXIT_FAILED, UserError
+from shard_pipeline.files import file_sha256, json_bytes, write_bytes_atomic
 from shard_pipeline.paths import home
-from shard_pipeline.run.rundir import read_json, write_json_atomic
-from shard_pipeline.submit.rclone import Rclone, RcloneFailed, RcloneMissing, mask
+from shard_pipeline.run.claim import claim_path, held_for_publish, publish_lock_path
+from shard_pipeline.run.rundir import read_json
+from shard_pipeline.submit.dest import is_local, lands_inside, local_targets, mask, resolved
+from shard_pipeline.submit.rclone import Rclone, RcloneFailed, RcloneMissing
 
 SUMS_NAME = "_SHA256SUMS"
 PUBLISHED_NAME = "_PUBLISHED.json"
 MIN_RATE = 1_000_000  # bytes/s: the wall-clock backstop of a transfer is 10 min + size at this rate
 SHOWN_PROBLEMS = 10
+RECORD_MODE = 0o600  # _PUBLISHED.json names DEST: not for other users to read
 
 
 class PublishRefused(UserError):
@@ -78,6 +85,15 @@ class Output:
 @dataclass(frozen=True)
 class DestState:
     present: dict[str, int]  # this output's files already at DEST, with their size there
+    complete: bool = False  # DEST holds this output's _SHA256SUMS and _MANIFEST.json
+
+
+class OutChanged(RcloneFailed):
+    """Files of OUT differ from what was verified: OUT was changed while it was published."""
+
+    def __init__(self, names: list[str]):
+        super().__init__(f"OUT changed: {', '.join(names[:3])}", None)
+        self.names = names
 
 
 def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
@@ -89,9 +105,16 @@ def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
                              "LUMI: module load lumio) and configure the remote (rclone config; LUMI: lumio-conf), "
                              "then run the same command again") from None
     out = out.resolve()
-    if is_local(dest) and (Path(dest).resolve() == out or out in Path(dest).resolve().parents):
-        raise PublishRefused(f"DEST {dest} is inside OUT {out}: OUT must hold only its manifest's files; "
-                             "choose a destination outside it")
+    refuse_dest_inside(rclone, dest, out, run_dir)
+    with held_for_publish(out) as held:
+        if not held and out.is_dir():
+            print(f"note: {out.parent} is not writable, so OUT is not locked while it is published "
+                  "(no run of yours can replace it there either)")
+        return publish_held(rclone, out, dest, run_dir)
+
+
+def publish_held(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> int:
+    """publish() with OUT held: verify, upload, check, record."""
     output = verified_output(out)
     run = find_run_dir(out, output.manifest, run_dir)
     shown = mask(dest)
@@ -103,13 +126,22 @@ def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
         raise PublishFailed(f"cannot reach {shown}: {exc}. Check the remote's name (rclone listremotes), its "
                             "configuration (rclone config; LUMI: module load lumio; lumio-conf) and the network, "
                             "then run the same command again; nothing was uploaded") from None
+    if state.complete:
+        return already_published(rclone, dest, output, state.present)
     try:
         verified_by = upload(rclone, dest, output, state)
         version = rclone.version()
     except RcloneFailed as exc:
+        changed = exc.names if isinstance(exc, OutChanged) else changed_in_out(output)
+        if changed:
+            raise PublishFailed(
+                f"OUT changed while it was published: {files(len(changed))} no longer as verified ({', '.join(changed[:3])}); "
+                f"{shown} holds a partial upload (no {MANIFEST_NAME}) of OUT as it was. Check OUT "
+                f"(./hplt-shard --verify {out}); to publish it as it is now, remove the partial upload "
+                f"(rclone purge DEST) and run the same command again") from None
         raise PublishFailed(f"upload to {shown} broke midway: {exc}. {shown} is incomplete (no {MANIFEST_NAME}); "
-                            "check the remote and the network, then run the same command again: it finishes "
-                            "the upload") from None
+                            "check the remote and the network, then run the same command again (before OUT changes): "
+                            "it finishes the upload") from None
     record = publication(output, shown, verified_by, version)
     print(f"published {out} to {shown} at {record['published_at']}: {record['files']} files "
           f"({MANIFEST_NAME} last, {SUMS_NAME}), sha256 verified by {verified_by}")
@@ -122,6 +154,89 @@ def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
     except OSError as exc:  # the upload is done and checked; only the note about it failed
         print(f"record: not written to {run / PUBLISHED_NAME}: {exc}", file=sys.stderr)
     return 0
+
+
+def refuse_dest_inside(rclone: Rclone, dest: str, out: Path, run_dir: Path | None) -> None:
+    """Refuse a DEST that writes into OUT, OUT.tmp, OUT.old, a claim or lock file beside OUT, or a run dir.
+
+    DEST is followed as rclone would: a local path (relative, `..`, symbolic links), `:local:`,
+    a remote of type local, and remotes that write into another (alias, crypt, union, ...).
+    """
+    def config() -> dict:
+        try:
+            return rclone.config_dump()
+        except (RcloneFailed, ValueError):
+            return {}  # an unreadable config: the listing of DEST fails next, with rclone's reason
+
+    targets = local_targets(dest, config)
+    protected = {"OUT": out, "OUT.tmp": out.with_name(out.name + ".tmp"), "OUT.old": out.with_name(out.name + ".old"),
+                 "the claim file of OUT": claim_path(out), "the claim lock of OUT": Path(f"{claim_path(out)}.lock"),
+                 "the publish lock of OUT": publish_lock_path(out), "the runs folder": home() / "runs"}
+    if run_dir is not None:
+        protected["--run-dir"] = run_dir
+    for target in targets:
+        found = [(what, path.resolve()) for what, path in protected.items() if lands_inside(target, path)]
+        for what, path in found or owner_folders(target):
+            via = "" if is_local(dest) else f" (rclone writes it to the local folder {resolved(target)[-1]})"
+            raise PublishRefused(f"DEST {mask(dest)} lies inside {what} {path}{via}: publishing there "
+                                 "would write into what hplt-shard owns (an output holds only its manifest's "
+                                 "files). Choose a destination outside it; nothing was uploaded")
+
+
+def owner_folders(target: str) -> list[tuple[str, Path]]:
+    """Existing folders at or above a local target that hplt-shard owns: another output (a manifest
+    without the _SHA256SUMS of a published copy), an OUT.tmp (its marker), a run directory."""
+    found = []
+    for t in resolved(target):
+        for folder in (t, *t.parents):
+            if (folder / MANIFEST_NAME).is_file() and not (folder / SUMS_NAME).exists():
+                found.append(("the hplt-shard output", folder))
+            elif (folder / TMP_MARKER).exists():
+                found.append(("the hplt-shard OUT.tmp", folder))
+            elif (folder / "config.json").is_file() and (folder / "run.json").is_file():
+                found.append(("the run directory", folder))
+    return found
+
+
+def already_published(rclone: Rclone, dest: str, output: Output, present: dict[str, int]) -> int:
+    """DEST holds this output complete: check every file there; a success when all match (exit 0)."""
+    shown = mask(dest)
+    entries = (*output.body, output.manifest_entry)
+    bad = [e for e in entries if present.get(e.name) != e.size]  # missing or cut short: no hash needed
+    try:
+        with tempfile.TemporaryDirectory(prefix="hplt-publish-") as tmp:
+            to_check = [e for e in entries if e not in bad]
+            wrong, how = check_sha256(rclone, dest, to_check, Path(tmp)) if to_check else ([], "size")
+    except RcloneFailed as exc:
+        raise PublishFailed(f"cannot check {shown}, which holds this output complete: {exc}. Check the remote "
+                            "and the network, then run the same command again; nothing was changed") from None
+    bad += wrong
+    if bad:
+        raise PublishFailed(f"{shown} holds this output complete ({MANIFEST_NAME} is there), but {files(len(bad))} "
+                            f"there differ from OUT ({', '.join(e.name for e in bad[:3])}): it was changed after "
+                            f"it was published. Publishing never overwrites a complete destination: to repair it, "
+                            f"remove its {MANIFEST_NAME} (rclone deletefile DEST/{MANIFEST_NAME}), then run the "
+                            "same command again: it re-sends what differs")
+    print(f"already published: {shown} holds this output, complete ({len(output.body) + 2} files, sha256 "
+          f"checked there by {how}); nothing was uploaded")
+    return 0
+
+
+def changed_in_out(output: Output) -> list[str]:
+    """Files of OUT whose size (or, for the manifest, sha256) is not what was verified: a cheap re-check."""
+    changed = []
+    for e in output.body:
+        try:
+            if (output.root / e.name).stat().st_size != e.size:
+                changed.append(e.name)
+        except OSError:
+            changed.append(e.name)
+    try:
+        if file_sha256(output.root / MANIFEST_NAME) != output.manifest_entry.sha256:
+            changed.append(MANIFEST_NAME)
+    except OSError:
+        changed.append(MANIFEST_NAME)
+    return changed
 
 
 def publication(output: Output, shown: str, verified_by: str, rclone_version: str) -> dict[str, Any]:
@@ -180,20 +295,28 @@ def dest_state(rclone: Rclone, dest: str, output: Output) -> DestState:
         return DestState({})
     ours = {e.name for e in output.body} | {MANIFEST_NAME, SUMS_NAME}
     foreign = sorted(n for n in listing if n not in ours)
-    if SUMS_NAME in listing and not foreign:
+    there = b""
+    if SUMS_NAME in listing:
         with tempfile.TemporaryDirectory(prefix="hplt-publish-") as tmp:
             there = rclone.read_file(dest, names_file(Path(tmp), [SUMS_NAME]))
+    if there and not foreign:
         partial_sums = len(listing) == 1 and output.sums.startswith(there)  # broken while uploading it
         if there == output.sums or partial_sums:
             present = dict(listing)  # a partial _SHA256SUMS has the wrong size: send() replaces it
-            complete = listing.get(MANIFEST_NAME) == output.manifest_entry.size
-            if complete:
-                raise PublishRefused(f"{shown} already holds this output, complete ({MANIFEST_NAME} is there); "
-                                     "nothing was uploaded. Publishing never overwrites: to publish again, "
-                                     "choose another destination")
+            if listing.get(MANIFEST_NAME) == output.manifest_entry.size:
+                print(f"destination {shown} already holds this output, complete ({MANIFEST_NAME} is there); "
+                      "checking it")
+                return DestState(present, complete=True)
             print(f"destination {shown} holds a partial upload of this output "
                   f"({len(present)} of {len(output.body) + 2} files); finishing it")
             return DestState(present)
+    if there and MANIFEST_NAME not in listing and set(listing) <= sums_names(there) | {SUMS_NAME}:
+        raise PublishRefused(f"refusing to publish to {shown}: it holds a partial upload of another output, or of "
+                             f"an earlier version of this one (no {MANIFEST_NAME}; its {SUMS_NAME} names other "
+                             "bytes). Publishing never overwrites: if that upload is yours and no longer wanted, "
+                             "remove it (rclone purge DEST) and run the same command again; else choose an empty "
+                             "destination. Nothing was changed")
+    if there:
         why = f"its {SUMS_NAME} names another output"
     elif foreign:
         why = f"{len(foreign)} files there are not part of this output (e.g. {', '.join(foreign[:3])})"
@@ -201,7 +324,12 @@ def dest_state(rclone: Rclone, dest: str, output: Output) -> DestState:
         why = f"it holds files of this output's names but no {SUMS_NAME}, so they are not known to be a partial upload of it"
     raise PublishRefused(f"refusing to publish to {shown}: it already holds {len(listing)} files and {why}. "
                          "Publishing never overwrites: choose an empty destination (see what is there with "
-                         f"rclone lsf -R '{shown}'); nothing was changed")
+                         f"rclone lsf -R DEST); nothing was changed")
+
+
+def sums_names(sums: bytes) -> set[str]:
+    """The file names a `_SHA256SUMS` lists."""
+    return {line.split("  ", 1)[1] for line in sums.decode(errors="replace").splitlines() if "  " in line}
 
 
 def upload(rclone: Rclone, dest: str, output: Output, state: DestState) -> str:
@@ -241,6 +369,9 @@ def send_checked(rclone: Rclone, src: Path, dest: str, entries: Sequence[Entry],
         bad, how = check_sha256(rclone, dest, bad, tmp)
     if bad:
         rclone.delete(dest, names_file(tmp, [e.name for e in bad]))  # never leave a wrong copy behind
+        changed = [e.name for e in bad if (src / e.name).exists() and file_sha256(src / e.name) != e.sha256]
+        if changed:
+            raise OutChanged(changed)
         raise RcloneFailed(f"{len(bad)} files at the destination still differ from OUT after a second upload "
                            f"({', '.join(e.name for e in bad[:3])})", None)
     return how
@@ -264,11 +395,6 @@ def files(n: int) -> str:
     return f"{n} file" if n == 1 else f"{n} files"
 
 
-def is_local(dest: str) -> bool:
-    """rclone reads DEST as a local path when no `name:` comes before its first slash."""
-    return ":" not in dest.split("/", 1)[0]
-
-
 def transfer_timeout(size: int) -> float:
     """A backstop only: rclone's own idle timeout ends a stalled transfer long before this."""
     return 600 + size / MIN_RATE
@@ -286,7 +412,7 @@ def record_publication(run: Path, record: dict[str, Any]) -> Path:
     path = run / PUBLISHED_NAME
     doc = read_json(path) if path.exists() else {"publications": []}
     doc["publications"].append(record)
-    write_json_atomic(path, doc)
+    write_bytes_atomic(path, json_bytes(doc), mode=RECORD_MODE)
     return path
 
 

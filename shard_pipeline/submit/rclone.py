@@ -1,12 +1,14 @@
 """rclone, called with argv lists only, bounded in time: the transport of `--publish`.
 
 Every call gets short connect/idle timeouts and a few retries (a stalled link fails instead of
-hanging) and a wall-clock backstop from the caller. A failing call becomes one RcloneFailed
-whose message is rclone's last error with any secret of the destination string masked.
+hanging) and a wall-clock backstop from the caller. They are given as rclone's own environment
+variables, so a user's `RCLONE_RETRIES=...` (or a test's) takes precedence. A failing call becomes
+one RcloneFailed whose message is rclone's last error with every secret of DEST masked.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -17,13 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Sequence
 
+from shard_pipeline.submit.dest import mask_text
+
 # Connect and IO-idle timeouts, retries: a dead or stalled remote fails within about a minute.
-BOUNDS = ("--contimeout", "15s", "--timeout", "60s", "--low-level-retries", "3",
-          "--retries", "3", "--retries-sleep", "1s")
+# Defaults only: the caller's RCLONE_* environment variables of the same names win.
+BOUNDS = {"RCLONE_CONTIMEOUT": "15s", "RCLONE_TIMEOUT": "60s", "RCLONE_LOW_LEVEL_RETRIES": "3",
+          "RCLONE_RETRIES": "3", "RCLONE_RETRIES_SLEEP": "1s"}
 # Stats lines (for long transfers) go to stderr at NOTICE; everything below is dropped.
 LOGGING = ("--log-level", "NOTICE", "--stats", "30s", "--stats-one-line", "--stats-log-level", "NOTICE")
 EXIT_DIR_NOT_FOUND = 3  # rclone's documented exit code for "directory not found"
-_SECRET_KEY = re.compile(r"(pass|secret|key|token|auth|bearer|sas|sig)", re.I)
 _LOG_PREFIX = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} ")
 
 
@@ -37,18 +41,6 @@ class RcloneFailed(Exception):
     def __init__(self, message: str, returncode: int | None):
         super().__init__(message)
         self.returncode = returncode
-
-
-def mask(dest: str) -> str:
-    """DEST with the values of secret-looking connection-string parameters replaced by ***.
-
-    `:s3,access_key_id=..,secret_access_key=..:bucket` must not end up in a log or a record.
-    """
-    def one(m: re.Match) -> str:
-        key = m.group(1)
-        return f",{key}=***" if _SECRET_KEY.search(key) else m.group(0)
-
-    return re.sub(r",([A-Za-z_][A-Za-z0-9_]*)=('[^']*'|\"[^\"]*\"|[^,:]*)", one, dest)
 
 
 @dataclass(frozen=True)
@@ -76,16 +68,16 @@ class Rclone:
 
     def run_rc(self, args: Sequence[str], *, timeout: float, ok: Sequence[int], echo: bool = False) -> tuple[int, str]:
         """(exit code, stdout) of `rclone ARGS` for an exit code in `ok`; else as run()."""
-        argv = [self.exe, *args, *BOUNDS, *LOGGING]
+        argv = [self.exe, *args, *LOGGING]
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, errors="replace")
+                                    stderr=subprocess.PIPE, text=True, errors="replace", env={**BOUNDS, **os.environ})
         except OSError as exc:
             raise RcloneFailed(f"cannot start {self.exe}: {exc}", None) from None
         out: list[str] = []
         tail: deque[str] = deque(maxlen=40)
         readers = [threading.Thread(target=_collect, args=(proc.stdout, out.append), daemon=True),
-                   threading.Thread(target=_collect, args=(proc.stderr, lambda l: _stderr_line(l, tail, echo)),
+                   threading.Thread(target=_collect, args=(proc.stderr, lambda l: _stderr_line(self._masked(l), tail, echo)),
                                     daemon=True)]
         for t in readers:
             t.start()
@@ -106,7 +98,12 @@ class Rclone:
         return rc, "".join(out)
 
     def _masked(self, text: str) -> str:
-        return text.replace(self.dest, mask(self.dest)) if self.dest else text
+        return mask_text(text, self.dest)
+
+    def config_dump(self) -> dict[str, dict[str, str]]:
+        """rclone's configured remotes with their options (secrets included: read, never shown)."""
+        doc = json.loads(self.run(["config", "dump"], timeout=60) or "{}")
+        return doc if isinstance(doc, dict) else {}
 
     # ---- the few operations publishing needs; `names` are paths relative to a folder
 
