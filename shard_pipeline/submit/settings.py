@@ -333,20 +333,11 @@ def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_ro
     )
 
 
-def conf_search_path(conf_path: Path | None, repo_root: Path) -> Path | None:
-    """The conf file load_settings would read (for messages and run records)."""
-    if conf_path is not None:
-        return Path(conf_path)
-    candidate = Path(repo_root) / CONF_NAME
-    return candidate if candidate.is_file() else None
-
-
 __all__ = [
     "KEYS",
     "ConfError",
     "Settings",
     "parse_conf",
     "load_settings",
-    "conf_search_path",
     "DEFAULT_V3_BASE_URL",
 ]
