@@ -39,12 +39,12 @@ KEYS: dict[str, str] = {
 
 
 def _clean_keys() -> dict[str, str]:
-    from shard_pipeline.stages.clean import CONF_KEYS
+    from shard_pipeline.stages.clean_policy import CONF_KEYS
 
     return dict(CONF_KEYS)
 
 
-KEYS.update(_clean_keys())  # the --clean thresholds (CLEAN_MAX_BYTES, ...), documented in clean.py
+KEYS.update(_clean_keys())  # the --clean thresholds (CLEAN_MAX_BYTES, ...), documented in clean_policy.py
 
 DEFAULT_V3_BASE_URL = "https://data.hplt-project.org/three/sorted"
 CONF_NAME = "hplt-shard.conf"
