@@ -544,6 +544,7 @@ def test_shallow_skips_rows_only(out: Path, capsys) -> None:
     assert code == 1 and lines[0].startswith(name)
 
 
+@pytest.mark.slow
 def test_run_as_module(out: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "shard_pipeline.contract.verify", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
