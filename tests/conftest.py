@@ -67,15 +67,6 @@ def slurm_cluster() -> None:
         pytest.skip(problem)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if "slurm_cluster" in fixtures:
-            item.add_marker(pytest.mark.slurm)
-        if fixtures & E2E_FIXTURES:
-            item.add_marker(pytest.mark.slow)
-
-
 # --------------------------------------------------------------------------------------------
 # The fast tier: `pytest -m "not slow"` runs the unit-level tests in well under a minute.
 #
@@ -85,8 +76,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 #     each such test with `@pytest.mark.slow`;
 #   - a test that takes a fixture of E2E_FIXTURES (the real cluster, a shared finished run) is
 #     marked slow here, at collection;
-#   - a test without the mark that starts such a process anyway fails at that moment, naming the
-#     program and the mark to add: a new end-to-end test cannot slip into the fast tier.
+#   - a test without the mark that starts such a process anyway (in its body or in the setup of
+#     any fixture it takes, of any scope) fails at that moment, naming the program and the mark
+#     to add: a new end-to-end test cannot slip into the fast tier.
 # Programs that only record argv (the fake_slurm fixture's sbatch, scontrol, ...) are allowed.
 # --------------------------------------------------------------------------------------------
 
@@ -112,13 +104,30 @@ class EndToEndInFastTier(BaseException):
     """Raised where an unmarked test starts an end-to-end program (a BaseException: no `except Exception` hides it)."""
 
 
-@pytest.fixture(autouse=True)
-def fast_tier_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
-    """Fail a test not marked slow at the moment it starts an end-to-end program."""
-    if request.node.get_closest_marker("slow") is not None:
-        yield
-        return
-    faked = FAKE_SLURM if "fake_slurm" in request.fixturenames else ()
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "slurm_cluster" in fixtures:
+            item.add_marker(pytest.mark.slurm)
+        if fixtures & E2E_FIXTURES:
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    return (yield from _guarded(item))  # the setup of every fixture the test takes, of any scope
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    return (yield from _guarded(item))
+
+
+def _guarded(item: pytest.Item):
+    """Run one phase of a test not marked slow with Popen refusing end-to-end programs."""
+    if item.get_closest_marker("slow") is not None:
+        return (yield)
+    faked = FAKE_SLURM if "fake_slurm" in getattr(item, "fixturenames", ()) else ()
     started: list[str] = []
     real_init = subprocess.Popen.__init__
 
@@ -126,13 +135,17 @@ def fast_tier_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
         program = e2e_program(args, faked)
         if program is not None:
             started.append(program)
-            raise EndToEndInFastTier(_unmarked(request.node.nodeid, program))
+            raise EndToEndInFastTier(_unmarked(item.nodeid, program))
         real_init(self, args, *a, **kw)
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", guarded_init)
-    yield
-    if started:  # also when the process was started from a thread, whose exception pytest does not see
-        pytest.fail(_unmarked(request.node.nodeid, started[0]), pytrace=False)
+    subprocess.Popen.__init__ = guarded_init
+    try:
+        result = yield
+    finally:
+        subprocess.Popen.__init__ = real_init
+    if started:  # started from a thread, or the exception was swallowed: the test still fails
+        pytest.fail(_unmarked(item.nodeid, started[0]), pytrace=False)
+    return result
 
 
 def _unmarked(nodeid: str, program: str) -> str:
