@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+
+from tests.pipeline_util import make_corpus, run_cli, tree_bytes
 
 # --------------------------------------------------------------------------------------------
 # Defaults that name a place (runs/, counts-index/) go to a folder of the test session, never
@@ -62,10 +67,121 @@ def slurm_cluster() -> None:
         pytest.skip(problem)
 
 
+# --------------------------------------------------------------------------------------------
+# The fast tier: `pytest -m "not slow"` runs the unit-level tests in well under a minute.
+#
+# A test is end-to-end, and marked `slow`, when it starts the pipeline's task processes, Slurm,
+# rclone or pip. Three rules keep the tier honest without a list to maintain:
+#   - modules of end-to-end tests carry `pytestmark = pytest.mark.slow`, and a mixed module marks
+#     each such test with `@pytest.mark.slow`;
+#   - a test that takes a fixture of E2E_FIXTURES (the real cluster, a shared finished run) is
+#     marked slow here, at collection;
+#   - a test without the mark that starts such a process anyway (in its body or in the setup of
+#     any fixture it takes, of any scope) fails at that moment, naming the program and the mark
+#     to add: a new end-to-end test cannot slip into the fast tier.
+# Programs that only record argv (the fake_slurm fixture's sbatch, scontrol, ...) are allowed.
+# --------------------------------------------------------------------------------------------
+
+E2E_FIXTURES = frozenset({"slurm_cluster", "reference_run", "finished_run"})
+E2E_PROGRAMS = frozenset({"rclone", "pip", "pip3", "sbatch", "srun", "squeue", "sacct", "scontrol", "scancel",
+                          "sinfo"})
+FAKE_SLURM = ("sbatch", "scontrol", "squeue", "scancel")  # what the fake_slurm fixture puts first on PATH
+_PYTHON = re.compile(r"python[0-9.]*")
+
+
+def e2e_program(args: object, faked: tuple[str, ...] = ()) -> str | None:
+    """The end-to-end program a Popen of `args` starts (a Python process, rclone, pip, Slurm), or None."""
+    argv0 = str(args if isinstance(args, (str, bytes, os.PathLike)) else next(iter(args), ""))
+    name = os.path.basename(argv0.split()[0] if argv0.strip() else argv0)
+    if argv0 == sys.executable or _PYTHON.fullmatch(name):
+        return "a Python process (a pipeline task, a script or pip)"
+    if name in E2E_PROGRAMS and name not in faked:
+        return name
+    return None
+
+
+class EndToEndInFastTier(BaseException):
+    """Raised where an unmarked test starts an end-to-end program (a BaseException: no `except Exception` hides it)."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "slurm_cluster" in fixtures:
             item.add_marker(pytest.mark.slurm)
+        if fixtures & E2E_FIXTURES:
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    return (yield from _guarded(item))  # the setup of every fixture the test takes, of any scope
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    return (yield from _guarded(item))
+
+
+def _guarded(item: pytest.Item):
+    """Run one phase of a test not marked slow with Popen refusing end-to-end programs."""
+    if item.get_closest_marker("slow") is not None:
+        return (yield)
+    faked = FAKE_SLURM if "fake_slurm" in getattr(item, "fixturenames", ()) else ()
+    started: list[str] = []
+    real_init = subprocess.Popen.__init__
+
+    def guarded_init(self, args, *a, **kw):
+        program = e2e_program(args, faked)
+        if program is not None:
+            started.append(program)
+            raise EndToEndInFastTier(_unmarked(item.nodeid, program))
+        real_init(self, args, *a, **kw)
+
+    subprocess.Popen.__init__ = guarded_init
+    try:
+        result = yield
+    finally:
+        subprocess.Popen.__init__ = real_init
+    if started:  # started from a thread, or the exception was swallowed: the test still fails
+        pytest.fail(_unmarked(item.nodeid, started[0]), pytrace=False)
+    return result
+
+
+def _unmarked(nodeid: str, program: str) -> str:
+    return (f"{nodeid} starts {program}: an end-to-end test. Mark it @pytest.mark.slow (or its module: "
+            "pytestmark = pytest.mark.slow) so that the fast tier (-m 'not slow') stays unit-level")
+
+
+# --------------------------------------------------------------------------------------------
+# Shared runs, built once per session and only read by the tests that take them (copy before
+# changing anything). Taking one marks a test slow (E2E_FIXTURES).
+# --------------------------------------------------------------------------------------------
+
+REFERENCE_ARGS = ("--shard-rows", "25", "--partition-tasks", "3", "--write-tasks", "3", "--buckets", "4",
+                  "--spill-bytes", "20000", "--row-group-bytes", "6000")
+
+
+@pytest.fixture(scope="session")
+def reference_run(tmp_path_factory) -> tuple[Path, dict[str, bytes]]:
+    """(corpus root, OUT's bytes) of an uninterrupted local run of 120 documents with REFERENCE_ARGS.
+
+    The bytes every resumed, grouped or faulted run of this corpus with the same shard rows and
+    row group bytes must reproduce: the layout options (tasks, buckets, spill, cores) never change them.
+    """
+    base = tmp_path_factory.mktemp("reference-run")
+    root = make_corpus(base, n_docs=120)
+    assert run_cli(root, base / "out", base / "run", *REFERENCE_ARGS) == 0
+    return root, tree_bytes(base / "out")
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory) -> tuple[Path, Path]:
+    """(OUT, RUNDIR) of a finished local run over 120 documents: 3 shards of 40 rows (~18 KB each)."""
+    base = tmp_path_factory.mktemp("finished-run")
+    root = make_corpus(base / "corpus", n_docs=120)
+    assert run_cli(root, base / "out", base / "run", "--shard-rows", "40") == 0
+    return base / "out", base / "run"
 
 
 # --------------------------------------------------------------------------------------------
@@ -73,7 +189,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # submitter's command lines (the real chain runs in test_pipeline_slurm).
 # --------------------------------------------------------------------------------------------
 
-FAKE = r'''#!/usr/bin/env python3
+FAKE = r'''#!PYTHON -S
 import json, os, sys
 log = os.environ["FAKE_SLURM_LOG"]
 name = os.path.basename(sys.argv[0])
@@ -96,7 +212,7 @@ def fake_slurm(tmp_path, monkeypatch):
     bin_dir.mkdir()
     for name in ("sbatch", "scontrol", "squeue", "scancel"):
         p = bin_dir / name
-        p.write_text(FAKE)
+        p.write_text(FAKE.replace("PYTHON", sys.executable, 1))  # not `env python3`: a pyenv shim costs 0.2 s a call
         p.chmod(p.stat().st_mode | stat.S_IEXEC)
     log = tmp_path / "slurm-calls.jsonl"
     log.write_text("")

@@ -15,6 +15,8 @@ import zstandard
 from shard_pipeline.contract.shard import read_shards
 from tests.pipeline_util import LANG, records, run_cli, tree_bytes, write_records
 
+pytestmark = pytest.mark.slow  # end-to-end: every test runs the pipeline
+
 GOOD = 6  # good records around each bad one
 
 
@@ -135,7 +137,6 @@ def test_repeated_id_within_a_file(tmp_path, capsys):
     assert "repeated document id" in err and "9_1.jsonl.zst:5" in err and "9_1.jsonl.zst:10" in err
 
 
-@pytest.mark.slow
 def test_a_200_mb_document_goes_through(tmp_path):
     rng = random.Random(5)
     words = ["alpha", "beta", "gamma", "delta", "épsilon", "ζeta"]

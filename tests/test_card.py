@@ -19,7 +19,7 @@ from shard_pipeline.stages.card import (
     ledger_rows,
     size_category,
 )
-from shard_pipeline.stages.clean import CleanPolicy, summary
+from shard_pipeline.stages.clean_policy import CleanPolicy, summary
 
 VAL_PERMILLE = 200
 PROVENANCE = {

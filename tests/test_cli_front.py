@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.args import build_parser
 
@@ -40,6 +42,7 @@ def help_examples() -> list[str]:
     return [line.strip() for line in joined.splitlines() if line.strip().startswith("./hplt-shard")]
 
 
+@pytest.mark.slow
 def test_help_examples_run_as_written(tmp_path):
     examples = help_examples()
     assert len(examples) == 2

@@ -154,6 +154,7 @@ def test_read_into_spills_at_the_budget(tmp_path):
     assert len(runs) > 3 and all(text_bytes >= 2000 for _, text_bytes in runs)
     assert sum(n for n, _ in runs) + len(buf) == reference.num_rows
 
+@pytest.mark.slow
 def test_stage_processes_run_without_pandas():
     """The task runner keeps pandas out; pyarrow then converts Python objects without it."""
     import subprocess

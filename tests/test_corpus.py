@@ -257,7 +257,7 @@ def map_server(monkeypatch: pytest.MonkeyPatch) -> Iterator:
             self.wfile.write(body)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()  # shutdown() waits one poll
     base = f"http://127.0.0.1:{server.server_address[1]}/three/sorted"
     yield base, files, seen
     server.shutdown()

@@ -166,6 +166,7 @@ _WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_concurrent_writers_keep_every_row(tmp_path: Path) -> None:
     idx = tmp_path / "idx"
     env = dict(os.environ, PYTHONPATH=str(REPO))

@@ -142,6 +142,7 @@ def test_a_stage_with_fewer_tasks_than_c_asks_only_for_its_tasks_cores(tmp_path,
 TASKS = ("--partition-tasks", "3", "--write-tasks", "4", "--buckets", "5", "--spill-bytes", "20000")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cpus", ["1", "2", "3"])
 def test_same_bytes_as_write_shards_for_every_c(tmp_path, cpus):
     root = make_corpus(tmp_path)
@@ -161,6 +162,7 @@ def test_same_bytes_as_write_shards_for_every_c(tmp_path, cpus):
         assert max(s for s, _ in spans) < min(e for _, e in spans)
 
 
+@pytest.mark.slow
 def test_default_layout_with_groups_gives_the_same_bytes(tmp_path):
     root = make_corpus(tmp_path, names=[f"9_{i}" for i in range(1, 8)], n_docs=210)
     out, run_dir = tmp_path / "out", tmp_path / "run"
@@ -178,13 +180,7 @@ def test_default_layout_with_groups_gives_the_same_bytes(tmp_path):
 ARGS = ("--shard-rows", "25", "--partition-tasks", "3", "--write-tasks", "4", "--buckets", "4",
         "--spill-bytes", "20000", "--row-group-bytes", "6000", "--cpus-per-task", "2")
 
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    base = tmp_path_factory.mktemp("ref")
-    root = make_corpus(base, n_docs=120)
-    assert run_cli(root, base / "out", base / "run", *ARGS[:-2]) == 0  # C = 1
-    return root, tree_bytes(base / "out")
+# the same shard rows and row group bytes as conftest.REFERENCE_ARGS: reference_run's bytes (C = 1)
 
 
 def failed_write_unit(tmp_path, monkeypatch, root) -> Path:
@@ -198,8 +194,8 @@ def failed_write_unit(tmp_path, monkeypatch, root) -> Path:
     return run_dir
 
 
-def test_resume_redoes_only_the_failed_unit_of_a_group(tmp_path, monkeypatch, reference, capsys):
-    root, expected = reference
+def test_resume_redoes_only_the_failed_unit_of_a_group(tmp_path, monkeypatch, reference_run, capsys):
+    root, expected = reference_run
     run_dir = failed_write_unit(tmp_path, monkeypatch, root)
     assert "No space left on device" in capsys.readouterr().err
     assert cli.main(["--status", str(run_dir)]) == 1  # failed: EXIT_STOPPED
@@ -215,8 +211,8 @@ def test_resume_redoes_only_the_failed_unit_of_a_group(tmp_path, monkeypatch, re
     assert "write task 1 done" in (run_dir / "logs" / "write" / "local_1.log").read_text()
 
 
-def test_resume_under_slurm_resubmits_only_groups_with_unfinished_units(tmp_path, monkeypatch, reference, fake_slurm):
-    root, _ = reference
+def test_resume_under_slurm_resubmits_only_groups_with_unfinished_units(tmp_path, monkeypatch, reference_run, fake_slurm):
+    root, _ = reference_run
     run_dir = failed_write_unit(tmp_path, monkeypatch, root)
     assert cli.main(["--resume", str(run_dir), "--executor", "slurm", "--conf", str(REPO / "presets" / "local.conf")]) == 0
     sb = {opt(a, "--job-name").rsplit("-", 1)[1]: a for a in fake_slurm("sbatch")}
@@ -225,9 +221,9 @@ def test_resume_under_slurm_resubmits_only_groups_with_unfinished_units(tmp_path
     assert opt(sb["write"], "--cpus-per-task") == "2"
 
 
-def test_array_task_of_a_group_skips_its_finished_units(tmp_path, monkeypatch, reference):
+def test_array_task_of_a_group_skips_its_finished_units(tmp_path, monkeypatch, reference_run):
     """What a requeued or resubmitted group does on a node: only the units without a valid receipt."""
-    root, expected = reference
+    root, expected = reference_run
     run_dir = failed_write_unit(tmp_path, monkeypatch, root)
     env = {**os.environ, "SLURM_ARRAY_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "0"}
     p = subprocess.run([sys.executable, str(REPO / "stages" / "write.py"), str(run_dir), "--task-offset", "0"],
@@ -240,11 +236,11 @@ def test_array_task_of_a_group_skips_its_finished_units(tmp_path, monkeypatch, r
     assert tree_bytes(tmp_path / "out") == expected
 
 
-def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, reference):
+def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, reference_run):
     from shard_pipeline.run.rundir import RunDir
     from shard_pipeline.run.status import stage_statuses
 
-    root, _ = reference
+    root, _ = reference_run
     run_dir = failed_write_unit(tmp_path, monkeypatch, root)
     record = json.loads((run_dir / "run.json").read_text())
     record["submissions"].append({"kind": "resume", "jobs": [{"stage": "write", "job_id": "900", "offset": 0}]})
@@ -256,12 +252,12 @@ def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, referenc
     assert [(t, Path(log).name, err) for t, log, err in write.failed] == [(1, "900_0.unit1.log", "ERROR: OSError: disk on fire")]
 
 
-def test_sigterm_to_a_group_stops_its_units_and_the_group_reruns(tmp_path, monkeypatch, reference):
+def test_sigterm_to_a_group_stops_its_units_and_the_group_reruns(tmp_path, monkeypatch, reference_run):
     """The requeue trap of slurm_job.sh sends TERM to the stage entry: the group forwards it to its units."""
     import signal
     import time
 
-    root, expected = reference
+    root, expected = reference_run
     run_dir = failed_write_unit(tmp_path, monkeypatch, root)
     env = {**os.environ, "SLURM_ARRAY_JOB_ID": "78", "SLURM_ARRAY_TASK_ID": "0", "HPLT_SHARD_FAULT": "write-start:1:hang"}
     argv = [sys.executable, str(REPO / "stages" / "write.py"), str(run_dir), "--task-offset", "0"]
@@ -281,6 +277,7 @@ def test_sigterm_to_a_group_stops_its_units_and_the_group_reruns(tmp_path, monke
     assert tree_bytes(tmp_path / "out") == expected
 
 
+@pytest.mark.slow
 def test_a_unit_that_cannot_start_counts_as_failed(tmp_path):
     from shard_pipeline.run.group import run_units
 

@@ -109,6 +109,7 @@ def test_dry_run_has_a_row_per_language_totals_and_the_separate_runs(tmp_path, c
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_twenty_languages_in_one_run_equal_write_shards_and_their_single_runs(tmp_path, capsys):
     sizes = {f"l{i:02d}_Latn": (3 + 4 * i, ("10_1", "9_1") if i % 3 == 0 else ("9_1",)) for i in range(20)}
     root = make_langs(tmp_path, sizes, text_bytes=200)
@@ -136,6 +137,7 @@ def test_twenty_languages_in_one_run_equal_write_shards_and_their_single_runs(tm
     assert sum(1 for l in status.splitlines() if l.endswith("  done")) == 20 and "languages done 20/20" in status
 
 
+@pytest.mark.slow
 def test_a_failed_language_does_not_stop_the_others_and_resume_finishes_it(tmp_path, monkeypatch, capsys):
     root = make_langs(tmp_path, {"fin_Latn": (80, ("10_1", "9_1")), "swe_Latn": (30, ("9_1",)), "est_Latn": (4, ("9_1",))})
     out, run_dir = tmp_path / "out", tmp_path / "run"

@@ -21,6 +21,8 @@ from tests.pipeline_util import (
     write_records,
 )
 
+pytestmark = pytest.mark.slow  # end-to-end: every test runs the pipeline
+
 
 @pytest.mark.parametrize(
     "tasks",

@@ -3,32 +3,29 @@ from __future__ import annotations
 
 import time
 
-from tests.pipeline_util import make_corpus, run_cli
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.status import live_line
 from shard_pipeline.run.tasklog import count_progress_lines, last_progress_line
 
 
-def test_finished_run_reads_as_complete_in_the_live_lines(tmp_path):
-    root = make_corpus(tmp_path / "in", n_docs=120)
-    assert run_cli(root, tmp_path / "out", tmp_path / "run", "--shard-rows", "20") == 0
-    run = RunDir(tmp_path / "run")
+def test_finished_run_reads_as_complete_in_the_live_lines(finished_run):
+    out, run_dir = finished_run
+    run = RunDir(run_dir)
     part = live_line(run, "partition", time.time() - 10)
     assert part.startswith("partition 120 docs") and "(100%)" in part and "ETA -" in part
     write = live_line(run, "write", time.time() - 10)
-    n = len(list((tmp_path / "out").glob("shard-*.parquet")))
+    n = len(list(out.glob("shard-*.parquet")))
     assert write.startswith(f"write     {n} of {n} shards")
     assert live_line(run, "plan", time.time()) is None
 
 
-def test_task_logs_carry_one_progress_line_per_input_and_per_shard(tmp_path):
-    root = make_corpus(tmp_path / "in", n_docs=120)
-    assert run_cli(root, tmp_path / "out", tmp_path / "run", "--shard-rows", "20") == 0
-    run = RunDir(tmp_path / "run")
+def test_task_logs_carry_one_progress_line_per_input_and_per_shard(finished_run):
+    out, run_dir = finished_run
+    run = RunDir(run_dir)
     part_logs = sorted(run.log_dir("partition").glob("*.log"))
     write_logs = sorted(run.log_dir("write").glob("*.log"))
     assert count_progress_lines(part_logs, "input") == 4  # make_corpus writes four input shards
-    assert count_progress_lines(write_logs, "shard") == len(list((tmp_path / "out").glob("shard-*.parquet")))
+    assert count_progress_lines(write_logs, "shard") == len(list(out.glob("shard-*.parquet")))
     line = last_progress_line(write_logs[0])
     assert line is not None and " write task " in line and " shard " in line and line[:4].isdigit()
 

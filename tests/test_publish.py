@@ -23,7 +23,7 @@ from shard_pipeline.submit import cli
 from shard_pipeline.submit.publish import PUBLISHED_NAME, SUMS_NAME
 from shard_pipeline.run.claim import claim_path, publish_lock_path
 from shard_pipeline.submit.dest import mask
-from tests.pipeline_util import LANG, LICENSE, make_corpus, run_cli, tree_bytes
+from tests.pipeline_util import LANG, LICENSE, tree_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 RCLONE = shutil.which("rclone")
@@ -32,15 +32,6 @@ WAIT = 20.0  # seconds: the longest any test waits for a server or a file to app
 
 
 # ---------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> tuple[Path, Path]:
-    """(OUT, RUNDIR) of a finished local run: 3 shards of ~18 KB."""
-    base = tmp_path_factory.mktemp("publish-run")
-    root = make_corpus(base / "corpus", n_docs=120)
-    assert run_cli(root, base / "out", base / "run", "--shard-rows", "40") == 0
-    return base / "out", base / "run"
 
 
 @pytest.fixture(autouse=True)
@@ -133,8 +124,8 @@ def run_subprocess(*args: str, env: dict | None = None, timeout: float = 120) ->
 
 
 @needs_rclone
-def test_webdav_upload_byte_for_byte_and_recorded(finished, webdav, capsys):
-    out, run = finished
+def test_webdav_upload_byte_for_byte_and_recorded(finished_run, webdav, capsys):
+    out, run = finished_run
     before = tree_bytes(out)
     assert publish(out, webdav.dest(), "--run-dir", str(run)) == 0
     assert tree_bytes(webdav.root / "pub" / "eng") == published_tree(out)
@@ -149,8 +140,8 @@ def test_webdav_upload_byte_for_byte_and_recorded(finished, webdav, capsys):
 
 
 @needs_rclone
-def test_local_dest_checked_by_remote_sha256_and_sums_verify(finished, tmp_path, capsys):
-    out, _ = finished
+def test_local_dest_checked_by_remote_sha256_and_sums_verify(finished_run, tmp_path, capsys):
+    out, _ = finished_run
     dest = tmp_path / "bucket" / "prefix"
     assert publish(out, str(dest)) == 0
     text = capsys.readouterr().out
@@ -162,9 +153,9 @@ def test_local_dest_checked_by_remote_sha256_and_sums_verify(finished, tmp_path,
 
 
 @needs_rclone
-def test_second_publish_is_a_checked_success_and_nothing_changes(finished, webdav, capsys):
+def test_second_publish_is_a_checked_success_and_nothing_changes(finished_run, webdav, capsys):
     """Publishing what DEST already holds complete is exit 0 (idempotent), after checking it there."""
-    out, _ = finished
+    out, _ = finished_run
     assert publish(out, webdav.dest()) == 0
     before = snapshot(webdav.root)
     capsys.readouterr()
@@ -175,9 +166,9 @@ def test_second_publish_is_a_checked_success_and_nothing_changes(finished, webda
 
 
 @needs_rclone
-def test_complete_dest_that_was_changed_is_refused_then_repaired(finished, tmp_path, capsys):
+def test_complete_dest_that_was_changed_is_refused_then_repaired(finished_run, tmp_path, capsys):
     """A complete DEST whose shard differs: exit 1 naming it; the advised step repairs it."""
-    out, _ = finished
+    out, _ = finished_run
     dest = tmp_path / "dest"
     assert publish(out, str(dest)) == 0
     shard = dest / "shard-00001-of-00003.parquet"
@@ -198,8 +189,8 @@ def test_complete_dest_that_was_changed_is_refused_then_repaired(finished, tmp_p
 
 
 @needs_rclone
-def test_foreign_files_at_dest_refused_untouched(finished, webdav, capsys):
-    out, _ = finished
+def test_foreign_files_at_dest_refused_untouched(finished_run, webdav, capsys):
+    out, _ = finished_run
     other = webdav.root / "pub" / "eng"
     other.mkdir(parents=True)
     (other / "notes.txt").write_text("someone else's\n")
@@ -212,8 +203,8 @@ def test_foreign_files_at_dest_refused_untouched(finished, webdav, capsys):
 
 
 @needs_rclone
-def test_another_outputs_partial_upload_refused(finished, tmp_path, capsys):
-    out, _ = finished
+def test_another_outputs_partial_upload_refused(finished_run, tmp_path, capsys):
+    out, _ = finished_run
     dest = tmp_path / "dest"
     dest.mkdir()
     (dest / SUMS_NAME).write_text("0" * 64 + "  shard-00000-of-00001.parquet\n")
@@ -225,8 +216,8 @@ def test_another_outputs_partial_upload_refused(finished, tmp_path, capsys):
 
 
 @needs_rclone
-def test_output_that_does_not_verify_is_refused(finished, tmp_path, capsys):
-    out, _ = finished
+def test_output_that_does_not_verify_is_refused(finished_run, tmp_path, capsys):
+    out, _ = finished_run
     bad = tmp_path / "bad"
     shutil.copytree(out, bad)
     shard = bad / "shard-00001-of-00003.parquet"
@@ -244,9 +235,9 @@ def test_output_that_does_not_verify_is_refused(finished, tmp_path, capsys):
 
 
 @needs_rclone
-def test_upload_interrupted_midway_then_finished(finished, webdav):
+def test_upload_interrupted_midway_then_finished(finished_run, webdav):
     """The server dies mid-transfer (a bandwidth limit keeps the upload slow enough to catch it)."""
-    out, run = finished
+    out, run = finished_run
     target = webdav.root / "pub" / "eng"
     env = {**os.environ, "RCLONE_BWLIMIT": "8k:off"}  # slow uploads, full-speed checks
     proc = subprocess.Popen([sys.executable, str(ROOT / "hplt-shard"), "--publish", str(out), webdav.dest()],
@@ -273,9 +264,9 @@ def test_upload_interrupted_midway_then_finished(finished, webdav):
 
 
 @needs_rclone
-def test_partial_upload_with_a_corrupt_file_is_repaired(finished, tmp_path, capsys):
+def test_partial_upload_with_a_corrupt_file_is_repaired(finished_run, tmp_path, capsys):
     """A same-size wrong copy is caught by the sha256 check at DEST and sent again."""
-    out, _ = finished
+    out, _ = finished_run
     dest = tmp_path / "dest"
     assert publish(out, str(dest)) == 0
     (dest / "_MANIFEST.json").unlink()
@@ -295,8 +286,8 @@ def test_partial_upload_with_a_corrupt_file_is_repaired(finished, tmp_path, caps
 
 
 @needs_rclone
-def test_unreachable_remote_fails_clearly(finished):
-    out, _ = finished
+def test_unreachable_remote_fails_clearly(finished_run):
+    out, _ = finished_run
     dest = f":webdav,url='http://127.0.0.1:{free_port()}':pub/eng"
     proc = run_subprocess("--publish", str(out), dest)
     assert proc.returncode == 1
@@ -306,15 +297,15 @@ def test_unreachable_remote_fails_clearly(finished):
 
 
 @needs_rclone
-def test_unknown_remote_name_fails_clearly(finished, tmp_path):
-    out, _ = finished
+def test_unknown_remote_name_fails_clearly(finished_run, tmp_path):
+    out, _ = finished_run
     proc = run_subprocess("--publish", str(out), "nosuchremote:bucket/prefix", timeout=60)
     assert proc.returncode == 1
     assert "nosuchremote" in proc.stderr and "rclone listremotes" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_rclone_missing_from_path(finished, tmp_path, monkeypatch, capsys):
-    out, _ = finished
+def test_rclone_missing_from_path(finished_run, tmp_path, monkeypatch, capsys):
+    out, _ = finished_run
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
@@ -324,8 +315,8 @@ def test_rclone_missing_from_path(finished, tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "dest").exists()
 
 
-def test_run_dir_that_did_not_make_out_is_refused(finished, tmp_path, capsys):
-    out, _ = finished
+def test_run_dir_that_did_not_make_out_is_refused(finished_run, tmp_path, capsys):
+    out, _ = finished_run
     other = tmp_path / "run"
     other.mkdir()
     (other / "config.json").write_text(json.dumps({"config_sha256": "0" * 64, "execution": {"out": str(out)}}))
@@ -346,8 +337,8 @@ def test_secrets_in_dest_are_masked():
     assert mask(dav) == ":webdav,url='http://***@h:8080/d?sig=***&x=1',headers='Authorization,***,Accept,***':p"
 
 
-def test_dest_inside_out_is_refused(finished, capsys):
-    out, _ = finished
+def test_dest_inside_out_is_refused(finished_run, capsys):
+    out, _ = finished_run
     if RCLONE is None:
         pytest.skip("needs rclone on PATH to get past the first check")
     assert publish(out, str(out / "_pub")) == 2
@@ -363,10 +354,10 @@ LEAKS = (PASSWORD, BASIC.split()[1], f"{USER}:{PASSWORD}", USER)
 
 
 @needs_rclone
-def test_credentials_in_url_and_headers_never_shown_nor_stored_readable(finished, tmp_path, capfd):
+def test_credentials_in_url_and_headers_never_shown_nor_stored_readable(finished_run, tmp_path, capfd):
     """A server that demands basic auth: credentials as URL userinfo, then as a header; a wrong
     password and a dead server make rclone repeat the URL. No line, message or record shows them."""
-    out, run = finished
+    out, run = finished_run
     server = WebDav(tmp_path / "served", auth=(USER, PASSWORD))
     server.start()
     try:
@@ -397,8 +388,8 @@ def test_credentials_in_url_and_headers_never_shown_nor_stored_readable(finished
 
 
 @needs_rclone
-def test_publish_refused_while_a_run_holds_out(finished, tmp_path, capsys):
-    out, _ = finished
+def test_publish_refused_while_a_run_holds_out(finished_run, tmp_path, capsys):
+    out, _ = finished_run
     holder = tmp_path / "other-run"
     holder.mkdir()
     claim_path(out).write_text(f"{holder}\n")  # an unfinished run (no DONE) that will replace OUT
@@ -413,10 +404,10 @@ def test_publish_refused_while_a_run_holds_out(finished, tmp_path, capsys):
 
 
 @needs_rclone
-def test_run_refused_while_out_is_being_published(finished, webdav, tmp_path):
+def test_run_refused_while_out_is_being_published(finished_run, webdav, tmp_path):
     """An upload holds OUT (its server paused mid-transfer): a run onto the same OUT is refused
     before it starts; once the server goes on, the upload finishes."""
-    out, run = finished
+    out, run = finished_run
     target = webdav.root / "pub" / "eng"
     env = {**os.environ, "RCLONE_BWLIMIT": "8k:off"}  # slow uploads, full-speed checks
     proc = subprocess.Popen([sys.executable, str(ROOT / "hplt-shard"), "--publish", str(out), webdav.dest()],
@@ -468,8 +459,8 @@ def _spellings(out: Path, run: Path, tmp_path: Path, conf: Path) -> dict[str, st
 
 
 @needs_rclone
-def test_dest_inside_out_is_refused_however_spelled(finished, tmp_path, rclone_config, capsys):
-    out, run = finished
+def test_dest_inside_out_is_refused_however_spelled(finished_run, tmp_path, rclone_config, capsys):
+    out, run = finished_run
     before = snapshot(out.parent)
     for what, dest in _spellings(out, run, tmp_path, rclone_config).items():
         given = () if what == "a run dir not named" else ("--run-dir", str(run))
@@ -482,11 +473,11 @@ def test_dest_inside_out_is_refused_however_spelled(finished, tmp_path, rclone_c
 
 
 @needs_rclone
-def test_out_changed_mid_upload_says_so_and_its_next_step_works(finished, webdav, tmp_path):
+def test_out_changed_mid_upload_says_so_and_its_next_step_works(finished_run, webdav, tmp_path):
     """OUT's manifest is edited while the shards upload (server paused): the publish fails naming
     it; the re-run refuses DEST's partial upload with one next step; after that step it publishes."""
     out = tmp_path / "out"
-    shutil.copytree(finished[0], out)
+    shutil.copytree(finished_run[0], out)
     target = webdav.root / "pub" / "eng"
     env = {**os.environ, "RCLONE_BWLIMIT": "8k:off"}
     proc = subprocess.Popen([sys.executable, str(ROOT / "hplt-shard"), "--publish", str(out), webdav.dest()],

@@ -1,6 +1,8 @@
 """The stage registry: one sequence of stages, one rule for "done" that --status and --resume share."""
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 from pathlib import Path
@@ -28,6 +30,7 @@ def test_the_stage_sequence():
     assert [s.array for s in STAGES] == [True, False, True, False]
 
 
+@pytest.mark.slow
 def test_a_changed_file_under_a_receipt_is_not_done_for_status_and_resume(tmp_path, monkeypatch):
     run = stopped_before_the_swap(tmp_path, monkeypatch)
     write = STAGES[STAGE_NAMES.index("write")]
@@ -60,6 +63,7 @@ def test_a_changed_file_under_a_receipt_is_not_done_for_status_and_resume(tmp_pa
     assert {s.stage: s.done for s in stage_statuses(run, queue={})}["partition"] == 1
 
 
+@pytest.mark.slow
 def test_status_reads_no_file_and_resume_rehashes_only_what_was_touched(tmp_path, monkeypatch):
     """--status is a stat per file (it runs often, on terabytes); --resume re-hashes only files whose
     ctime changed since they were finished, and keeps them when their bytes are the same."""
@@ -80,6 +84,7 @@ def test_status_reads_no_file_and_resume_rehashes_only_what_was_touched(tmp_path
     assert plan_resume(run).tasks == {"finalize": [0]} and hashed == [spill]  # re-hashed, same bytes: kept
 
 
+@pytest.mark.slow
 def test_receipts_from_before_ctimes_were_recorded_are_rehashed_as_then(tmp_path, monkeypatch):
     run = stopped_before_the_swap(tmp_path, monkeypatch)
     for t in range(3):  # as the previous version wrote them: size and mtime only

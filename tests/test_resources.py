@@ -135,6 +135,7 @@ def test_a_multi_language_run_queues_one_unit_per_array_task(tmp_path, fake_slur
         assert {r.cpus for s, r in kept(tmp_path / "r2" / lang).items() if s != "finalize"} == {1}
 
 
+@pytest.mark.slow
 def test_a_multi_language_run_without_run_dir_goes_under_runs(tmp_path, monkeypatch, capsys):
     root = make_langs(tmp_path, {"fin_Latn": (20, ("10_1",)), "est_Latn": (5, ("10_1",))})
     monkeypatch.setenv("HPLT_SHARD_HOME", str(tmp_path / "home"))

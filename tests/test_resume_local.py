@@ -11,20 +11,12 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.submit import cli
+from tests.conftest import REFERENCE_ARGS
 from tests.pipeline_util import LANG, make_corpus, run_cli, tree_bytes
 
-ARGS = ("--shard-rows", "25", "--partition-tasks", "3", "--write-tasks", "3", "--buckets", "4",
-        "--spill-bytes", "20000", "--row-group-bytes", "6000")
+pytestmark = pytest.mark.slow  # end-to-end: every test runs the pipeline
 
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """An uninterrupted run: the bytes every resumed run must reproduce."""
-    base = tmp_path_factory.mktemp("ref")
-    root = make_corpus(base, n_docs=120)
-    out = base / "out"
-    assert run_cli(root, out, base / "run", *ARGS) == 0
-    return root, tree_bytes(out)
+ARGS = REFERENCE_ARGS  # reference_run (conftest): the uninterrupted bytes every resumed run must reproduce
 
 
 def resume(run_dir: Path, *extra: str) -> int:
@@ -44,8 +36,8 @@ def interrupted(tmp_path, monkeypatch, root, fault: str, old_out: dict | None = 
 
 
 @pytest.mark.parametrize("fault", ["partition-after-input:1", "plan-start", "write-mid-shard:2", "write-start:0"])
-def test_killed_task_resumes_to_the_same_bytes(tmp_path, monkeypatch, reference, fault):
-    root, expected = reference
+def test_killed_task_resumes_to_the_same_bytes(tmp_path, monkeypatch, reference_run, fault):
+    root, expected = reference_run
     out, run_dir = interrupted(tmp_path, monkeypatch, root, fault)
     assert not out.exists()  # nothing reached OUT
     if fault.startswith("write-mid-shard"):
@@ -58,8 +50,8 @@ def test_killed_task_resumes_to_the_same_bytes(tmp_path, monkeypatch, reference,
     assert (run_dir / "DONE").exists()
 
 
-def test_partition_resumes_from_its_checkpoint(tmp_path, monkeypatch, reference):
-    root, expected = reference
+def test_partition_resumes_from_its_checkpoint(tmp_path, monkeypatch, reference_run):
+    root, expected = reference_run
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "partition-after-input:1")
     cp = json.loads((run_dir / "partition" / "task-00001.checkpoint.json").read_text())
     done_input = cp["inputs"][0]["index"]
@@ -73,8 +65,8 @@ def test_partition_resumes_from_its_checkpoint(tmp_path, monkeypatch, reference)
 
 
 @pytest.mark.parametrize("when", ["finalize-before-swap", "finalize-after-swap"])
-def test_finalize_killed_around_the_swap(tmp_path, monkeypatch, reference, when):
-    root, expected = reference
+def test_finalize_killed_around_the_swap(tmp_path, monkeypatch, reference_run, when):
+    root, expected = reference_run
     old = {"_MANIFEST.json": b"", "x": b""}
     # an older complete output: made by a real run on fewer documents
     small = make_corpus(tmp_path / "small", n_docs=30)
@@ -89,8 +81,8 @@ def test_finalize_killed_around_the_swap(tmp_path, monkeypatch, reference, when)
     assert not Path(str(out) + ".tmp").exists()
 
 
-def test_damaged_receipt_and_damaged_shard_are_redone(tmp_path, monkeypatch, reference):
-    root, expected = reference
+def test_damaged_receipt_and_damaged_shard_are_redone(tmp_path, monkeypatch, reference_run):
+    root, expected = reference_run
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "finalize-before-swap")
     # a partition receipt cut short, and a finished shard with a flipped byte
     (run_dir / "partition" / "task-00002.receipt.json").write_text('{"task": 2, "inp')
@@ -104,8 +96,8 @@ def test_damaged_receipt_and_damaged_shard_are_redone(tmp_path, monkeypatch, ref
     assert tree_bytes(out) == expected
 
 
-def test_damaged_shard_found_by_finalize_is_rewritten_on_resume(tmp_path, monkeypatch, reference):
-    root, expected = reference
+def test_damaged_shard_found_by_finalize_is_rewritten_on_resume(tmp_path, monkeypatch, reference_run):
+    root, expected = reference_run
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "finalize-before-swap")
     tmp = Path(json.loads((run_dir / "plan.json").read_text())["tmp_dir"])
     shard = sorted(tmp.glob("shard-*.parquet"))[0]
@@ -123,8 +115,8 @@ def test_damaged_shard_found_by_finalize_is_rewritten_on_resume(tmp_path, monkey
     assert tree_bytes(out) == expected
 
 
-def test_full_disk_fails_cleanly_and_resumes(tmp_path, monkeypatch, reference, capsys):
-    root, expected = reference
+def test_full_disk_fails_cleanly_and_resumes(tmp_path, monkeypatch, reference_run, capsys):
+    root, expected = reference_run
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "write-mid-shard:1:enospc")
     err = capsys.readouterr().err
     assert "No space left on device" in err and "write" in err
@@ -133,8 +125,7 @@ def test_full_disk_fails_cleanly_and_resumes(tmp_path, monkeypatch, reference, c
     assert tree_bytes(out) == expected
 
 
-def test_resume_refuses_changed_inputs(tmp_path, monkeypatch, reference, capsys):
-    root, _ = reference
+def test_resume_refuses_changed_inputs(tmp_path, monkeypatch, capsys):
     local = make_corpus(tmp_path / "c", n_docs=60)
     out, run_dir = interrupted(tmp_path, monkeypatch, local, "plan-start")
     shard = local / LANG / "9_1.ia.jsonl.zst"
@@ -144,9 +135,9 @@ def test_resume_refuses_changed_inputs(tmp_path, monkeypatch, reference, capsys)
     assert "9_1.ia.jsonl.zst" in err and "changed" in err
 
 
-def test_run_of_another_intermediate_format_is_refused(tmp_path, monkeypatch, reference, capsys):
+def test_run_of_another_intermediate_format_is_refused(tmp_path, monkeypatch, reference_run, capsys):
     """A run directory made by a version whose stages hand over other files is not resumed by this one."""
-    root, expected = reference
+    root, expected = reference_run
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "write-start:0")
     record = json.loads((run_dir / "run.json").read_text())
     del record["run_format"]  # as written before the format was recorded
@@ -158,8 +149,8 @@ def test_run_of_another_intermediate_format_is_refused(tmp_path, monkeypatch, re
     assert not out.exists()
 
 
-def test_second_resume_of_a_run_is_refused(tmp_path, monkeypatch, reference):
-    root, expected = reference
+def test_second_resume_of_a_run_is_refused(tmp_path, monkeypatch, reference_run):
+    root, expected = reference_run
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "plan-start")
     (run_dir / "logs" / "plan" / "local_0.log").unlink()  # the interrupted run's log also says "fault injected"
     env = {**os.environ, "HPLT_SHARD_FAULT": "plan-start:0:hang"}
@@ -183,8 +174,8 @@ def test_second_resume_of_a_run_is_refused(tmp_path, monkeypatch, reference):
     assert tree_bytes(out) == expected
 
 
-def test_status_shows_failures_then_done(tmp_path, monkeypatch, reference, capsys):
-    root, expected = reference
+def test_status_shows_failures_then_done(tmp_path, monkeypatch, reference_run, capsys):
+    root, expected = reference_run
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "write-mid-shard:1:enospc")
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 1  # stopped with failures (#11: not 0)

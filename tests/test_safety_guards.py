@@ -12,6 +12,8 @@ from shard_pipeline.stages.finalize import FinalizeError, already_swapped, run_f
 from shard_pipeline.stages.plan import PlanError, run_plan
 from tests.pipeline_util import make_corpus, run_cli
 
+pytestmark = pytest.mark.slow  # end-to-end: every test runs the pipeline
+
 ARGS = ("--shard-rows", "10", "--partition-tasks", "2", "--write-tasks", "2", "--buckets", "3")
 
 

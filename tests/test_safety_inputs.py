@@ -90,6 +90,7 @@ def test_input_changed_while_read_fails_naming_both_values(tmp_path, fake_slurm,
     assert not (run_dir / "partition" / "task-00000.receipt.json").exists()
 
 
+@pytest.mark.slow
 def test_counts_index_row_that_disagrees_is_reported_and_recorded(tmp_path, capsys):
     root = make_corpus(tmp_path, n_docs=40)
     path = root / LANG / SHARD
@@ -112,6 +113,7 @@ def test_counts_index_row_that_disagrees_is_reported_and_recorded(tmp_path, caps
     assert any(SHARD in r and "999 documents" in r for r in validation["counts_index_replaced"])
 
 
+@pytest.mark.slow
 def test_v4_records_with_corpus_v3_are_refused_naming_v4(tmp_path, capsys):
     generate_corpus(tmp_path / "clean", "fin_Latn", corpus="v4", n_docs=20, shard_names=["9_1", "9_2"])
     rc = cli.main(["fin_Latn", "--corpus", "v3", "--local-root", str(tmp_path / "clean"), "--out", str(tmp_path / "o"),
@@ -134,6 +136,7 @@ def test_v4_english_names_with_corpus_v3_are_refused(tmp_path, capsys):
     assert "source tag" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_matching_shapes_pass(tmp_path):
     generate_corpus(tmp_path / "sorted", "fin_Latn", corpus="v3", n_docs=20, shard_names=["9_1"])
     assert cli.main(["fin_Latn", "--corpus", "v3", "--local-root", str(tmp_path / "sorted"), "--out",

@@ -118,12 +118,14 @@ def test_two_rename_fallback_never_removes_a_user_out_old(tmp_path, monkeypatch)
     assert (old / "keep.txt").read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_the_marker_never_reaches_out(tmp_path):
     root = make_corpus(tmp_path, n_docs=30)
     assert run_cli(root, tmp_path / "out", tmp_path / "run", "--shard-rows", "10") == 0
     assert not list((tmp_path / "out").rglob(TMP_MARKER)) and manifest(tmp_path / "out")["rows"] == 30
 
 
+@pytest.mark.slow
 def test_overlap_is_refused_at_dry_run_too(tmp_path, capsys):
     root = make_corpus(tmp_path, n_docs=20)
     assert run_cli(root, tmp_path / "out", tmp_path / "out" / "run", "--dry-run") == 2

@@ -27,6 +27,7 @@ def failed_local_run(tmp_path, monkeypatch):
     return tmp_path / "run"
 
 
+@pytest.mark.slow
 def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slurm):
     run_dir = failed_local_run
     assert (EXIT_DONE, EXIT_STOPPED, EXIT_BUSY) == (0, 1, 3)
@@ -45,6 +46,7 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
     assert cli.main(["--status", str(run_dir)]) == EXIT_DONE
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line,reason", [
     ("slurmstepd: error: Detected 1 oom_kill event in StepId=123.batch. Some of the step tasks have been OOM Killed.",
      "OUT_OF_MEMORY"),
@@ -102,6 +104,7 @@ def test_resume_applies_mem_time_partition_and_records_them(tmp_path, fake_slurm
     assert last["stages"]["write"]["mem"] == "16G" and last["partition"] == "largemem" and last["max_tasks"] == 7
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag,value", [("--shard-rows", "5"), ("--val-permille", "9"), ("--license", "MIT"),
                                         ("--clean", None), ("--dataset-version", "2"), ("--wds", "9")])
 def test_resume_refuses_content_options_by_name(failed_local_run, capsys, flag, value):
@@ -112,6 +115,7 @@ def test_resume_refuses_content_options_by_name(failed_local_run, capsys, flag, 
     assert not (failed_local_run / "DONE").exists()
 
 
+@pytest.mark.slow
 def test_status_is_busy_while_a_process_holds_the_run(failed_local_run, capsys):
     from shard_pipeline.run.claim import run_lock
 

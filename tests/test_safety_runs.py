@@ -10,12 +10,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from shard_pipeline.submit import cli
 from tests.pipeline_util import LANG, LICENSE, make_corpus, manifest, run_cli, tree_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_run_dir_that_cannot_be_created_leaves_no_claim(tmp_path, capsys):
     root = make_corpus(tmp_path, n_docs=20)
     (tmp_path / "a_file").write_text("x")
@@ -73,6 +76,7 @@ def test_oserror_anywhere_at_the_submitter_is_one_line(tmp_path, capsys, monkeyp
     assert not (tmp_path / "run").exists()  # the half-made run dir of this start is gone: a retry is not refused
 
 
+@pytest.mark.slow
 def test_failure_after_the_swap_says_out_was_replaced(tmp_path, capsys, monkeypatch):
     root = make_corpus(tmp_path, n_docs=40)
     out = tmp_path / "out"
@@ -89,6 +93,7 @@ def test_failure_after_the_swap_says_out_was_replaced(tmp_path, capsys, monkeypa
     assert (tmp_path / "run2" / "DONE").exists()
 
 
+@pytest.mark.slow
 def test_failure_before_the_swap_says_out_is_as_it_was(tmp_path, capsys, monkeypatch):
     root = make_corpus(tmp_path, n_docs=40)
     out = tmp_path / "out"
@@ -112,6 +117,7 @@ def _procs_mentioning(text: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_workers_and_prints_the_resume_command(tmp_path):
     root = make_corpus(tmp_path, n_docs=40)
     run_dir = tmp_path / "run"

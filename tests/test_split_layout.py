@@ -10,7 +10,6 @@ import hashlib
 import json
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pytest
 
@@ -46,6 +45,7 @@ def prefixed(folder: str, m: dict) -> list[dict]:
     return [{**e, "name": f"{folder}/{e['name']}"} for e in m["shards"]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tasks", [("1", "1", "1"), ("3", "4", "5")])
 def test_each_set_is_write_shards_over_its_split(tmp_path, tasks):
     """Same bytes as the in-memory writer over each split alone, whatever the task and bucket counts."""
@@ -77,6 +77,7 @@ def test_each_set_is_write_shards_over_its_split(tmp_path, tasks):
     assert [d.id for d in read_shards(out)] == [d.id for d in read_shards(tmp_path / "exp-train")] + val_ids
 
 
+@pytest.mark.slow
 def test_dirs_is_the_column_layout_split_in_two(tmp_path):
     """Same rows as the default layout; only the cut into files and the row indexes differ."""
     root = make_corpus(tmp_path, n_docs=120)
@@ -94,6 +95,7 @@ def test_dirs_is_the_column_layout_split_in_two(tmp_path):
     assert mc["config_sha256"] != md["config_sha256"]  # the layout is part of the content config
 
 
+@pytest.mark.slow
 def test_dirs_with_dp_ranks_balances_each_set(tmp_path):
     recs = records(160, seed=51, text_bytes=300)
     for k in range(0, 160, 5):
@@ -115,7 +117,9 @@ def test_dirs_with_dp_ranks_balances_each_set(tmp_path):
     assert verify_output(out) == []
 
 
+@pytest.mark.slow
 def test_dirs_card_loads_with_datasets_and_duckdb(tmp_path, monkeypatch):
+    duckdb = pytest.importorskip("duckdb")  # a test extra: without it only this test skips
     root = make_corpus(tmp_path, n_docs=120)
     out = tmp_path / "out"
     assert run_cli(root, out, tmp_path / "run", *DIRS, "--shard-rows", "30", "--dataset-card") == 0
@@ -135,6 +139,7 @@ def test_dirs_card_loads_with_datasets_and_duckdb(tmp_path, monkeypatch):
     assert verify_output(out) == []
 
 
+@pytest.mark.slow
 def test_all_validation_loads_with_datasets(tmp_path, monkeypatch):
     """An empty train split is left out of the card, so datasets still loads the output."""
     root = make_corpus(tmp_path, n_docs=30)
@@ -148,6 +153,7 @@ def test_all_validation_loads_with_datasets(tmp_path, monkeypatch):
     assert list(ds) == ["validation"] and ds["validation"].num_rows == 30
 
 
+@pytest.mark.slow
 def test_empty_validation_set_has_one_empty_shard(tmp_path):
     root = make_corpus(tmp_path, n_docs=40)
     out = tmp_path / "out"
@@ -170,6 +176,7 @@ def _texts_in_both_splits(permille: int) -> tuple[str, str]:
     return found["train"], found["val"]
 
 
+@pytest.mark.slow
 def test_a_repeated_id_across_the_two_sets_is_an_error(tmp_path, capsys):
     """Equal ids must meet even when their texts put them in different sets."""
     recs = records(30, seed=52, text_bytes=200)
@@ -242,6 +249,7 @@ def test_verify_finds_rows_in_the_wrong_set(tmp_path):
     assert any("validation/shard-00000" in p and "in the shard set of split 'val'" in p for p in problems), problems
 
 
+@pytest.mark.slow
 def test_resumed_dirs_run_gives_the_same_bytes(tmp_path, monkeypatch):
     root = make_corpus(tmp_path, n_docs=120)
     args = (*DIRS, "--shard-rows", "9", "--row-group-bytes", "1500", "--write-tasks", "3", "--buckets", "4",

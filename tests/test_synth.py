@@ -166,6 +166,7 @@ def test_generate_corpus_is_deterministic(tmp_path: Path) -> None:
     assert orjson.loads(read_lines(a[0])[0])["lang"][0] == "fin_Latn"
 
 
+@pytest.mark.slow
 def test_cli(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     run = [sys.executable, "-m", "shard_pipeline.input.synth"]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 
-import duckdb
 import pyarrow.parquet as pq
 import pytest
 
@@ -23,6 +22,7 @@ def corpus(tmp_path):
     return tmp_path / "clean", recs
 
 
+@pytest.mark.slow
 def test_clean_quarantines_keeps_and_counts(tmp_path):
     root, recs = corpus(tmp_path)
     out, run_dir = tmp_path / "out", tmp_path / "run"
@@ -50,6 +50,7 @@ def test_clean_quarantines_keeps_and_counts(tmp_path):
     assert cli.main(["--verify", str(out)]) == 0
 
 
+@pytest.mark.slow
 def test_clean_threshold_from_the_conf(tmp_path):
     root, recs = corpus(tmp_path)
     conf = tmp_path / "c.conf"
@@ -60,7 +61,9 @@ def test_clean_threshold_from_the_conf(tmp_path):
     assert "clean:char_run" not in m["counts"]["filters"] and m["counts"]["filters"]["clean:documents"] == 2
 
 
+@pytest.mark.slow
 def test_dataset_card_loads_with_datasets_and_duckdb(tmp_path, monkeypatch):
+    duckdb = pytest.importorskip("duckdb")  # a test extra: without it only this test skips
     root, recs = corpus(tmp_path)
     out = tmp_path / "out"
     assert run_cli(root, out, tmp_path / "run", "--dataset-card", "--val-permille", "300", "--shard-rows", "15") == 0
@@ -90,6 +93,7 @@ def test_dataset_card_loads_with_datasets_and_duckdb(tmp_path, monkeypatch):
     assert cli.main(["--verify", str(out)]) == 1
 
 
+@pytest.mark.slow
 def test_verify_finds_a_damaged_pipeline_shard(tmp_path, capsys):
     root, _ = corpus(tmp_path)
     out = tmp_path / "out"
@@ -103,6 +107,7 @@ def test_verify_finds_a_damaged_pipeline_shard(tmp_path, capsys):
     assert shard.name in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_dp_ranks_give_a_multiple_of_the_lcm_balanced_by_bytes(tmp_path):
     import numpy as np
 
@@ -137,6 +142,7 @@ def test_dp_ranks_give_a_multiple_of_the_lcm_balanced_by_bytes(tmp_path):
     assert [d.id for d in read_shards(out2)] == [d.id for d in docs]
 
 
+@pytest.mark.slow
 def test_shard_bytes_cuts_by_bytes(tmp_path):
     recs = records(60, seed=32, text_bytes=500)
     write_records(tmp_path / "clean" / LANG / "9_1.jsonl.zst", recs)

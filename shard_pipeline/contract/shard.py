@@ -130,14 +130,6 @@ class TamperedShard(Exception):
     """A shard's bytes differ from what the manifest recorded."""
 
 
-def verified_shard(out: Path, entry: dict[str, Any]) -> Path:
-    path = Path(out) / entry["name"]
-    actual = file_sha256(path)
-    if actual != entry["sha256"]:
-        raise TamperedShard(f"{path}: sha256 {actual} differs from the manifest's {entry['sha256']}")
-    return path
-
-
 def _verified_open(out: Path, entry: dict[str, Any]) -> BinaryIO:
     """Open a shard, hash it through that same open file, and return it rewound.
 

@@ -37,9 +37,8 @@ from shard_pipeline.contract.shard import (
     manifest_sets,
     set_shard_name,
 )
-from shard_pipeline.contract.verify_manifest import (  # noqa: F401  (SCHEMA_PATH, Problem: re-exported)
+from shard_pipeline.contract.verify_manifest import (  # noqa: F401  (Problem: re-exported)
     ROW_PROBLEM_CAP,
-    SCHEMA_PATH,
     Problem,
     _check_manifest,
     _is_int,

@@ -1,9 +1,9 @@
 """--verify, the manifest half: its schema, structure, key order, no timestamps; the shared report types."""
 from __future__ import annotations
 
+import functools
 import json
 import re
-import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +19,8 @@ from shard_pipeline.contract.shard import (
     shard_name,
 )
 from shard_pipeline.files import sha256_of
+from shard_pipeline.paths import MANIFEST_SCHEMA
 
-SCHEMA_PATH = Path(__file__).resolve().parent / "corpus-manifest.schema.json"  # shipped with the package
 ROW_PROBLEM_CAP = 20  # row-level problems reported per kind; the rest are counted
 
 # A date with a time of day, ISO 8601 or RFC 2822 style, anywhere in a string value.
@@ -108,23 +108,23 @@ def _expected_key_orders() -> dict[str, list[str]]:
     }
 
 
-def _schema_problems(manifest: Any) -> list[str] | None:
-    """Violations of corpus-manifest.schema.json; None when the check cannot run."""
-    if not SCHEMA_PATH.is_file():
-        return None
-    try:
-        import jsonschema
-    except ImportError:
-        return None
-    try:
-        schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-        cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
-    except Exception as exc:  # the repository's schema file is broken, not the output
-        warnings.warn(f"{SCHEMA_PATH}: unusable schema, manifest not schema-checked ({exc})")
-        return None
-    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
-    errors = sorted(validator.iter_errors(manifest), key=lambda e: [str(p) for p in e.absolute_path])
+@functools.lru_cache(maxsize=1)
+def _schema_validator() -> Any:
+    """The validator of the packaged corpus-manifest.schema.json; always on (jsonschema is a hard dependency).
+
+    Imported here, on the first --verify, so that every other command starts without it.
+    """
+    import jsonschema
+
+    schema = json.loads(MANIFEST_SCHEMA.read_text(encoding="utf-8"))
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def schema_problems(manifest: Any) -> list[str]:
+    """Violations of corpus-manifest.schema.json, as 'path: message' sorted by path."""
+    errors = sorted(_schema_validator().iter_errors(manifest), key=lambda e: [str(p) for p in e.absolute_path])
     return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors]
 
 
@@ -268,8 +268,8 @@ def _check_manifest(out: Path, rep: _Report) -> dict[str, Any] | None:
     if m.get("format") != MANIFEST_FORMAT:
         rep.add(MANIFEST_NAME, f"format is {_short(m.get('format'))}, expected {MANIFEST_FORMAT!r}; nothing else checked")
         return None
-    schema_errors = _schema_problems(m)
-    for err in schema_errors or ():
+    schema_errors = schema_problems(m)
+    for err in schema_errors:
         if not _FILE_NAME_ERROR.match(err):  # the file check says what is wrong with the name, on the file
             rep.add(MANIFEST_NAME, f"does not match corpus-manifest.schema.json: {err}")
     expected = (json.dumps(m, indent=2, ensure_ascii=False) + "\n").encode("utf-8")

@@ -60,7 +60,3 @@ def multi_status_report(root: Path) -> tuple[str, int]:
         lines.append(f"state: unfinished ({', '.join(l for l, s in states.items() if s != 'done')}): "
                      f"./hplt-shard --resume {m.root}  (details: ./hplt-shard --status {m.root}/<LANG>)")
     return "\n".join(lines), code
-
-
-def multi_status_text(root: Path) -> str:
-    return multi_status_report(root)[0]

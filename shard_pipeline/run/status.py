@@ -298,7 +298,3 @@ def status_report(run: RunDir) -> tuple[str, int]:
     statuses = stage_statuses(run)
     return render(run, statuses, progress(run)), run_state(run, statuses)[1]
 
-
-def status_text(run: RunDir) -> str:
-    return status_report(run)[0]
-

@@ -7,7 +7,6 @@ only steer balance: any boundaries give the same output bytes.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -50,10 +49,6 @@ def choose_boundaries(sample: Sequence[str], buckets: int) -> tuple[str, list[st
 
 def boundary_keys(boundaries: Sequence[str]) -> list[bytes]:
     return [b.encode("utf-8") for b in boundaries]
-
-
-def bucket_of(id_utf8: bytes, keys: Sequence[bytes]) -> int:
-    return bisect_right(keys, id_utf8)
 
 
 def bucket_cuts(sorted_ids_utf8: Sequence[bytes], keys: Sequence[bytes]) -> list[int]:

@@ -282,8 +282,8 @@ def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Pa
     Their names (contract/extras.py) keep every reader of OUT on the shards alone.
     """
     from shard_pipeline.stages import card
-    from shard_pipeline.stages.clean import CleanPolicy, summary
-    from shard_pipeline.stages.cleaned import write_cleaned
+    from shard_pipeline.stages.clean_policy import CleanPolicy, summary
+    from shard_pipeline.stages.clean_quarantine import write_cleaned
 
     c = cfg.content
     listed = []

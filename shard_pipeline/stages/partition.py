@@ -23,7 +23,7 @@ from shard_pipeline.run.rundir import RunDir, file_stamp, read_json, write_json_
 from shard_pipeline.run.tasklog import input_line, log
 from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.buckets import boundary_keys, bucket_cuts
-from shard_pipeline.stages.cleaned import CleanedSink
+from shard_pipeline.stages.clean_quarantine import CleanedSink
 from shard_pipeline.stages.spill import SPILL_SCHEMA, Section, SpillWriter
 
 
@@ -171,7 +171,7 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
     sha256 = hashlib.sha256
     policy = None
     if cfg.content.clean is not None:
-        from shard_pipeline.stages.clean import CleanPolicy, quarantine_reasons
+        from shard_pipeline.stages.clean_policy import CleanPolicy, quarantine_reasons
 
         policy = CleanPolicy(**cfg.content.clean)
     for rec in iter_records(shard, corpus=cfg.content.corpus, bad_records=cfg.content.bad_records,

@@ -137,7 +137,7 @@ def parse_dp_ranks(spec: str) -> tuple[int, ...]:
 
 
 def clean_policy(settings) -> dict:
-    from shard_pipeline.stages.clean import CleanPolicy
+    from shard_pipeline.stages.clean_policy import CleanPolicy
 
     with scope.usage_errors():  # a CLEAN_* value of the conf
         return CleanPolicy.from_conf(dict(settings.clean_values)).to_json()

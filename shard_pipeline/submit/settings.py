@@ -39,12 +39,12 @@ KEYS: dict[str, str] = {
 
 
 def _clean_keys() -> dict[str, str]:
-    from shard_pipeline.stages.clean import CONF_KEYS
+    from shard_pipeline.stages.clean_policy import CONF_KEYS
 
     return dict(CONF_KEYS)
 
 
-KEYS.update(_clean_keys())  # the --clean thresholds (CLEAN_MAX_BYTES, ...), documented in clean.py
+KEYS.update(_clean_keys())  # the --clean thresholds (CLEAN_MAX_BYTES, ...), documented in clean_policy.py
 
 DEFAULT_V3_BASE_URL = "https://data.hplt-project.org/three/sorted"
 CONF_NAME = "hplt-shard.conf"
@@ -333,20 +333,11 @@ def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_ro
     )
 
 
-def conf_search_path(conf_path: Path | None, repo_root: Path) -> Path | None:
-    """The conf file load_settings would read (for messages and run records)."""
-    if conf_path is not None:
-        return Path(conf_path)
-    candidate = Path(repo_root) / CONF_NAME
-    return candidate if candidate.is_file() else None
-
-
 __all__ = [
     "KEYS",
     "ConfError",
     "Settings",
     "parse_conf",
     "load_settings",
-    "conf_search_path",
     "DEFAULT_V3_BASE_URL",
 ]

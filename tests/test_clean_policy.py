@@ -1,4 +1,4 @@
-"""shard_pipeline.stages.clean: the quarantine rules, their thresholds, and that normal text passes."""
+"""shard_pipeline.stages.clean_policy: the quarantine rules, their thresholds, and that normal text passes."""
 from __future__ import annotations
 
 import functools
@@ -11,8 +11,8 @@ from dataclasses import fields
 import pytest
 
 from shard_pipeline.input import synth
-from shard_pipeline.stages import clean
-from shard_pipeline.stages.clean import (
+from shard_pipeline.stages import clean_policy as clean
+from shard_pipeline.stages.clean_policy import (
     CONF_KEYS,
     REASONS,
     CleanPolicy,

@@ -18,8 +18,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-import duckdb
-import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
@@ -28,6 +26,8 @@ import pytest
 from shard_pipeline.contract.shard import read_shards
 from shard_pipeline.submit import cli
 from tests.pipeline_util import LANG, LICENSE, manifest, records, run_cli, write_records
+
+pytestmark = pytest.mark.slow  # end-to-end: every test reads the output of a pipeline run
 
 REPO = Path(__file__).resolve().parent.parent
 DIRS = ("--split-layout", "dirs")
@@ -118,10 +118,12 @@ def read_pa_dataset(out: Path, name: str) -> list[str]:
 
 
 def read_duckdb(out: Path, name: str) -> list[str]:
+    duckdb = pytest.importorskip("duckdb")  # test extras: without them only their readers skip
     return [r[0] for r in duckdb.sql(f"SELECT id FROM read_parquet('{shard_glob(out, name)}')").fetchall()]
 
 
 def read_polars(out: Path, name: str) -> list[str]:
+    pl = pytest.importorskip("polars")
     return pl.scan_parquet(shard_glob(out, name)).select("id").collect()["id"].to_list()
 
 
@@ -226,6 +228,8 @@ def _blocks(section: str, lang: str) -> list[str]:
 
 def test_readme_reading_examples_run_as_written(tmp_path, monkeypatch, hf):
     """The "Reading the output" examples, run unchanged on the output of the README's first command."""
+    duckdb = pytest.importorskip("duckdb")  # the examples use the test extras
+    pytest.importorskip("polars")
     out = tmp_path / "out" / "example"
     assert cli.main([LANG, "--corpus", "v4", "--local-root", str(REPO / "examples/hplt-v4/clean"), "--out", str(out),
                      "--run-dir", str(tmp_path / "run"), "--executor", "local", "--license", LICENSE,

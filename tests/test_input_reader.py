@@ -475,7 +475,7 @@ def http_files(monkeypatch: pytest.MonkeyPatch) -> Iterator:
 
     def start(state: _Files) -> str:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()  # shutdown() waits one poll
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}"
 
