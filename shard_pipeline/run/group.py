@@ -60,6 +60,10 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
     groups in threads of one process), which gives its CPU time and peak RSS. The first and
     last lines of a unit's log are its start and end (epoch seconds), so overlapping runs show.
     """
+    from shard_pipeline.run.live import DIE_WITH_ENV, child_env
+
+    base = dict(os.environ if env is None else env)
+    env = child_env(base) if DIE_WITH_ENV in base else env  # a local run's units die with this process
     results: dict[int, UnitRun] = {}
     live: dict[int, subprocess.Popen] = {}
     lock = threading.Lock()

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from shard_pipeline.run import live
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 
@@ -154,7 +155,8 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, index:
             continue
         os.environ[LANG_ENV] = lang
         try:
-            result = fn(run, task)
+            with live.recorded(run.root, stage, task):  # the language's --status and --resume see it alive
+                result = fn(run, task)
         except Exception as exc:  # one language's failure must not stop the others
             print(f"ERROR: {lang}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             failed.append(lang)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shard_pipeline.run import live
 from shard_pipeline.run.group import unit_log
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig, StageResources
@@ -147,6 +148,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
     jobs = latest_jobs(record)
     if queue is None:
         queue = squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks])
+    alive = live.running(run.root)  # local tasks alive now, whoever started them (run/live.py)
     out = []
     for reg in STAGES:
         stage = reg.name
@@ -159,7 +161,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
                 continue
             state = next((queue.get(f"{j['job_id']}_{task // cpus - j['offset']}") for j in chunks
                           if f"{j['job_id']}_{task // cpus - j['offset']}" in queue), None)
-            if state in ("RUNNING", "COMPLETING", "CONFIGURING"):
+            if state in ("RUNNING", "COMPLETING", "CONFIGURING") or (stage, task) in alive:
                 st.running += 1
                 log = _task_log(run, stage, task, chunks, cpus)
                 line = last_progress_line(log) if log is not None else None
