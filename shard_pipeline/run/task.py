@@ -107,7 +107,10 @@ def run_task(stage_name: str, rundir: Path, task: int, by_hand: bool) -> int:
     except Exception as exc:  # the traceback for whoever debugs it, then one line for --status
         log.exception("%s task %d failed", stage.name, task)
         logging.shutdown()
-        print(f"ERROR: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        try:
+            print(f"ERROR: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        except OSError:  # the log's disk is full too: --status says so (tasklog.empty_log)
+            pass
         return 1
     log.info("%s task %d done: %s", stage.name, task, stage.summary(result))
     return 0
