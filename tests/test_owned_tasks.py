@@ -34,12 +34,12 @@ def wait_for(condition, what: str) -> None:
     raise AssertionError(f"not within {WAIT} s: {what}")
 
 
-def submitter(tmp_path: Path, root: Path, fault: str, *langs: str) -> tuple[subprocess.Popen, Path]:
+def submitter(tmp_path: Path, root: Path, fault: str, *langs: str, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, Path]:
     run_dir = tmp_path / "run"
     env = {**os.environ, "HPLT_SHARD_FAULT": fault}
     argv = [sys.executable, "-m", "shard_pipeline.submit.cli", ",".join(langs) or LANG, "--corpus", "v4",
             "--local-root", str(root), "--out", str(tmp_path / "out"), "--run-dir", str(run_dir),
-            "--executor", "local", "--license", LICENSE, "--jobs", "2", "--partition-tasks", "2"]
+            "--executor", "local", "--license", LICENSE, "--jobs", "2", "--partition-tasks", "2", *extra]
     p = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)  # as a login shell's job: its own group, like a terminal gives it
     return p, run_dir
@@ -61,10 +61,11 @@ def gone(t: live.LiveTask) -> bool:
     return not live.is_alive(t)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
-def test_sighup_or_sigterm_of_the_submitter_stops_its_tasks(tmp_path, sig):
+@pytest.mark.parametrize("sig,extra", [(signal.SIGHUP, ()), (signal.SIGTERM, ()),
+                                       (signal.SIGHUP, ("--cpus-per-task", "2"))])  # a group runs 2 units at once
+def test_sighup_or_sigterm_of_the_submitter_stops_its_tasks(tmp_path, sig, extra):
     root = make_corpus(tmp_path, n_docs=40)
-    p, run_dir = submitter(tmp_path, root, "partition-after-input:0:hang")
+    p, run_dir = submitter(tmp_path, root, "partition-after-input:0:hang", extra=extra)
     task = hanging_task(run_dir)
     p.send_signal(sig)
     _, err = p.communicate(timeout=WAIT)

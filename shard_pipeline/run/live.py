@@ -123,7 +123,10 @@ def recorded(root: Path, stage: str, task: int) -> Iterator[None]:
         yield
         return
     path = live_dir(root) / f"{stage}-{task:05d}.{me}.json"
-    write_json_atomic(path, asdict(LiveTask(stage, task, me, st[1], os.getpgid(0), socket.gethostname())))
+    try:
+        write_json_atomic(path, asdict(LiveTask(stage, task, me, st[1], os.getpgid(0), socket.gethostname())))
+    except OSError as exc:  # a full disk: the task fails on its own writes, with their message
+        print(f"hplt-shard: warning: this task could not record itself as running: {exc}", file=sys.stderr, flush=True)
     try:
         yield
     finally:

@@ -48,7 +48,16 @@ class _Workers:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.procs: set[subprocess.Popen] = set()
+        self.adopted: set[int] = set()  # the units of groups (run/group.py), which reaps them itself
         self.stopping = False
+
+    def adopt(self, pid: int) -> None:
+        with self.lock:
+            self.adopted.add(pid)
+
+    def release(self, pid: int) -> None:
+        with self.lock:
+            self.adopted.discard(pid)
 
     def reset(self) -> None:
         with self.lock:
@@ -72,16 +81,17 @@ class _Workers:
             self.stopping = True
             procs = list(self.procs)
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            for p in procs:
-                if p.poll() is None:
-                    try:
-                        os.killpg(p.pid, sig)
-                    except ProcessLookupError:
-                        pass
+            with self.lock:
+                groups = [p.pid for p in procs if p.poll() is None] + list(self.adopted)
+            for pgid in groups:
+                try:
+                    os.killpg(pgid, sig)
+                except ProcessLookupError:
+                    pass
             deadline = time.monotonic() + grace
-            while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            while (any(p.poll() is None for p in procs) or self.adopted) and time.monotonic() < deadline:
                 time.sleep(0.05)
-        return [p.pid for p in procs if p.poll() is None]
+        return [p.pid for p in procs if p.poll() is None] + sorted(self.adopted)
 
 
 WORKERS = _Workers()
@@ -99,7 +109,7 @@ def run_group(python: str, stage: str, rundir: Path, index: int, units: Sequence
     """One group of units at once, as an array task with C cores runs them (run/group.py)."""
     runs = group.run_units(lambda u: task_argv(python, stage, rundir, u), units,
                            lambda u: RunDir(rundir).local_log(stage, u), f"{stage} group {index}", append=False,
-                           env=local_task_env())
+                           env=local_task_env(), owner=WORKERS)
     return [TaskResult(stage, r.unit, r.returncode, r.log) for r in runs]
 
 
