@@ -123,16 +123,19 @@ def test_no_resume_while_a_task_of_the_run_is_alive(tmp_path, monkeypatch, capsy
     assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == 40
 
 
-def test_a_multi_language_run_stops_its_units_on_sighup(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL])
+def test_a_multi_language_run_stops_its_units_when_the_submitter_dies(tmp_path, sig):
     from tests.test_multi_local import make_langs
 
     root = make_langs(tmp_path, {"fin_Latn": (30, ("10_1",)), "est_Latn": (20, ("10_1",))})
     p, run_dir = submitter(tmp_path, root, "partition-after-input:0:hang", "fin_Latn", "est_Latn")
     task = hanging_task(run_dir)
-    p.send_signal(signal.SIGHUP)
+    p.send_signal(sig)
     _, err = p.communicate(timeout=WAIT)
-    assert p.returncode == 128 + signal.SIGHUP, err
-    assert "SIGHUP" in err and "Traceback" not in err and gone(task)
+    if sig == signal.SIGHUP:
+        assert p.returncode == 128 + signal.SIGHUP, err
+        assert "SIGHUP" in err and "Traceback" not in err and gone(task)
+    wait_for(lambda: gone(task), f"unit pid {task.pid} to die with its submitter")
     assert not [t for lang in ("fin_Latn", "est_Latn") for t in live.alive(run_dir / lang)]
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
     assert all((RunDir(run_dir / lang).done_marker).exists() for lang in ("fin_Latn", "est_Latn"))
