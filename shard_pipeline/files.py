@@ -6,9 +6,11 @@ a reader sees the old file or the new one, never half, even after a node crash.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,22 +40,83 @@ def shared_mode() -> int:
     return 0o666 & ~mask
 
 
+def disk_figures(path: Path) -> str | None:
+    """'N free of M' (and free inodes when none are left) on the filesystem holding `path`, as df says it."""
+    from shard_pipeline.units import human_bytes
+
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    figures = f"{human_bytes(st.f_bavail * st.f_frsize)} free of {human_bytes(st.f_blocks * st.f_frsize)}"
+    return figures + (", no free inodes" if st.f_files and not st.f_favail else "")
+
+
+def disk_is_full(path: Path) -> bool:
+    """No room left for even a line of log (under 64 KiB, or no inode) on the filesystem holding `path`."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 << 10 or bool(st.f_files and not st.f_favail)
+
+
+def _existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def with_path(exc: OSError, path: Path) -> OSError:
+    """`exc` naming `path`: a write on an open file, and pyarrow's sinks, raise errors that name none.
+    A full disk also says what df says about it."""
+    if exc.filename:
+        return exc
+    code = exc.errno
+    if code is None:  # pyarrow: "... Detail: [errno 28] No space left on device"
+        m = re.search(r"\[errno (\d+)\]", str(exc), re.I)
+        code = int(m.group(1)) if m else None
+    reason = os.strerror(code) if code else (exc.strerror or str(exc))
+    if code == errno.ENOSPC:
+        figures = disk_figures(_existing(Path(path).parent))
+        reason += f" (the disk holding {Path(path).parent}: {figures})" if figures else ""
+    if code is None:
+        named = OSError(f"{path}: {reason}")
+        named.filename = str(path)
+        return named
+    return OSError(code, reason, str(path))  # OSError(code, ...) gives the matching subclass
+
+
+@contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """Every OSError of the block names `path` (the file being written) unless it names one already."""
+    try:
+        yield
+    except OSError as exc:
+        named = with_path(exc, path)
+        if named is exc:
+            raise
+        raise named from exc
+
+
 @contextmanager
 def atomic_file(path: Path, mode: int | None = None) -> Iterator[BinaryIO]:
-    """A binary file that appears at `path` only if the block ends without an exception."""
+    """A binary file that appears at `path` only if the block ends without an exception.
+    Its OSErrors name `path` (a full disk among them)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, shared_mode() if mode is None else mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, shared_mode() if mode is None else mode)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     fsync_dir(path.parent)
 
 

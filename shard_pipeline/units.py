@@ -1,4 +1,4 @@
-"""Sizes as people read them and as Slurm takes them."""
+"""Sizes and times as people read them and as Slurm takes them."""
 from __future__ import annotations
 
 import re
@@ -63,3 +63,21 @@ def slurm_minutes(t: str) -> float:
     if m.group(3) is not None:
         return d * 1440 + a * 60 + b if m.group(1) is not None else a + b / 60  # D-HH:MM, or MM:SS
     return a
+
+
+# Seconds before the time limit at which Slurm sends USR1 to a task's batch shell, which requeues
+# it (slurm_job.sh); the task then resumes from its last checkpoint.
+REQUEUE_SIGNAL_SECONDS = 300
+# The shortest --time a task may get: twice the signal's lead, so at least half of every attempt
+# is work. A limit at or under the lead would be signalled at start and requeue forever.
+MIN_TIME_MINUTES = 2 * REQUEUE_SIGNAL_SECONDS // 60
+
+
+def too_short_for_requeue(t: str) -> str | None:
+    """Why a valid Slurm time limit is too short for the requeue signal, or None when it is long enough."""
+    minutes = slurm_minutes(t)
+    if minutes >= MIN_TIME_MINUTES:
+        return None
+    return (f"{t!r} is too short: Slurm signals a task to checkpoint and requeue {REQUEUE_SIGNAL_SECONDS // 60} "
+            f"minutes before its time limit, so a shorter limit requeues it without end; give at least "
+            f"{MIN_TIME_MINUTES} minutes (--time {MIN_TIME_MINUTES // 60:02d}:{MIN_TIME_MINUTES % 60:02d}:00)")

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shard_pipeline.contract.rules import COLUMNS, DICTIONARY_COLUMNS, SCHEMA, ShardFile
+from shard_pipeline.files import naming
 
 
 class _HashingSink:
@@ -49,6 +50,11 @@ def write_shard_file(path: Path, groups: Iterable[pa.Table]) -> ShardFile:
     Each table is written as exactly one row group (combined into single chunks first, so the
     bytes do not depend on how the caller's arrays were chunked). The file is fsynced.
     """
+    with naming(path):  # a full disk names the shard
+        return _write_shard_file(path, groups)
+
+
+def _write_shard_file(path: Path, groups: Iterable[pa.Table]) -> ShardFile:
     rows = text_bytes = val = 0
     with open(path, "wb") as f:
         sink = _HashingSink(f)

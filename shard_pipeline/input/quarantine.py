@@ -9,6 +9,7 @@ from typing import BinaryIO
 
 import orjson
 
+from shard_pipeline.files import naming
 from shard_pipeline.input.failures import BadRecord
 
 
@@ -39,18 +40,20 @@ class QuarantineWriter:
             "detail": bad.detail,
             "raw": kept_raw,
         }
-        if self._fh is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.path, "ab")
-        self._fh.write(orjson.dumps(row) + b"\n")
+        with naming(self.path):  # a full disk names the file
+            if self._fh is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fh = open(self.path, "ab")
+            self._fh.write(orjson.dumps(row) + b"\n")
         self.count += 1
 
     def close(self) -> None:
         """Flush and fsync: the quarantine is the only copy of what was not kept."""
         if self._fh is not None:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
+            with naming(self.path):
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._fh.close()
             self._fh = None
 
     def __enter__(self) -> QuarantineWriter:

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 
 def units_of(index: int, cpus: int, n_units: int) -> range:
@@ -52,14 +52,32 @@ class UnitRun:
     log: Path
 
 
+class Owner(Protocol):
+    """Who stops these units (the local executor): each unit runs in its own session, known to it."""
+
+    stopping: bool
+
+    def adopt(self, pid: int) -> None: ...
+
+    def release(self, pid: int) -> None: ...
+
+
 def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of: Callable[[int], Path],
-              label: str, *, append: bool, env: dict[str, str] | None = None) -> list[UnitRun]:
+              label: str, *, append: bool, env: dict[str, str] | None = None,
+              owner: Owner | None = None) -> list[UnitRun]:
     """Start every unit at once, each writing its own log, and wait for all of them.
+
+    With an `owner` (the local executor) every unit gets its own session, which the owner ends
+    on Ctrl-C, SIGHUP or SIGTERM; under Slurm the units stay in the job's group.
 
     Each unit is reaped with wait4 on its own pid (never -1: the local executor runs several
     groups in threads of one process), which gives its CPU time and peak RSS. The first and
     last lines of a unit's log are its start and end (epoch seconds), so overlapping runs show.
     """
+    from shard_pipeline.run.live import DIE_WITH_ENV, child_env
+
+    base = dict(os.environ if env is None else env)
+    env = child_env(base) if DIE_WITH_ENV in base else env  # a local run's units die with this process
     results: dict[int, UnitRun] = {}
     live: dict[int, subprocess.Popen] = {}
     lock = threading.Lock()
@@ -81,14 +99,21 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
             f.write(f"# hplt-shard {label} unit {u} started at {start:.3f}; rerun by hand: {shlex.join(argv)}\n".encode())
             f.flush()
             with lock:
-                p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env)
+                if owner is not None and owner.stopping:
+                    raise OSError(f"{label} is being stopped")
+                p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=owner is not None)
                 live[u] = p
+                if owner is not None:
+                    owner.adopt(p.pid)
             _, status, ru = os.wait4(p.pid, 0)
             end = time.time()
             rc = os.waitstatus_to_exitcode(status)
             with lock:
                 p.returncode = rc  # reaped here: keep Popen from waiting again
                 del live[u]
+                if owner is not None:
+                    owner.release(p.pid)
             cpu = ru.ru_utime + ru.ru_stime
             f.write(f"# hplt-shard {label} unit {u} exit {rc} at {end:.3f}: wall {end - start:.2f} s, "
                     f"cpu {cpu:.2f} s, max rss {ru.ru_maxrss / 1024:.0f} MiB\n".encode())

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from shard_pipeline.run import live
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 
@@ -142,6 +143,7 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, index:
     """Run the units of one job of a multi-language run; 1 if any failed (the others still ran)."""
     m = load(rundir)
     failed: list[str] = []
+    causes: dict[str, str] = {}
     for g in units_of(rundir, stage, index):
         lang_dir, task = resolve(rundir, stage, g)
         run, lang = RunDir(lang_dir), lang_dir.name
@@ -149,21 +151,25 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, index:
         print(f"# unit {g} = {lang} {stage} task {task}; this unit alone: {shlex.join(alone)}", flush=True)
         why = upstream_problem(run, stage)
         if why:
-            print(f"ERROR: {lang}: {stage} task {task} skipped: {why}", file=sys.stderr, flush=True)
+            causes[lang] = f"{stage} task {task} skipped: {why}"
+            print(f"ERROR: {lang}: {causes[lang]}", file=sys.stderr, flush=True)
             failed.append(lang)
             continue
         os.environ[LANG_ENV] = lang
         try:
-            result = fn(run, task)
+            with live.recorded(run.root, stage, task):  # the language's --status and --resume see it alive
+                result = fn(run, task)
         except Exception as exc:  # one language's failure must not stop the others
-            print(f"ERROR: {lang}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            causes[lang] = f"{type(exc).__name__}: {exc}"
+            print(f"ERROR: {lang}: {causes[lang]}", file=sys.stderr, flush=True)
             failed.append(lang)
             continue
         finally:
             os.environ.pop(LANG_ENV, None)
         print(f"# {lang} {stage} task {task} done: {result}", flush=True)
     if failed:
-        print(f"ERROR: {stage} failed for {', '.join(sorted(set(failed)))}; the other languages went on; "
+        print(f"ERROR: {stage} failed for {', '.join(sorted(set(failed)))} ("
+              + "; ".join(f"{l}: {causes[l][:300]}" for l in sorted(causes)) + "); the other languages went on; "
               f"fix the cause, then ./hplt-shard --resume {m.root}", file=sys.stderr, flush=True)
         return 1
     return 0

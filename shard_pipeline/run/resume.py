@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass, field
 
 from shard_pipeline.errors import UserError
+from shard_pipeline.run import live
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir
@@ -89,3 +90,16 @@ def run_job_ids(run: RunDir) -> list[str]:
     except (OSError, ValueError):
         return []
     return [j["job_id"] for s in record.get("submissions", []) for j in s.get("jobs", [])]
+
+
+def refuse_live_tasks(*roots) -> None:
+    """A resume never starts while a task of the run still runs (a submitter that died can leave one):
+    two writers of the same spill and partial files would corrupt them. Stale records are dropped."""
+    busy = [t for r in roots for t in live.alive(r)]
+    if busy:
+        raise ResumeRefused(f"{len(busy)} task(s) of this run are still running: "
+                            + "; ".join(t.describe() for t in busy[:10])
+                            + ("; ..." if len(busy) > 10 else "")
+                            + ". Wait for them to end or stop them, then resume again")
+    for r in roots:
+        live.prune(r)

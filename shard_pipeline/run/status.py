@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shard_pipeline.run import live, multi
 from shard_pipeline.run.group import unit_log
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig, StageResources
@@ -74,7 +75,22 @@ def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], 
         if p.exists():
             return p
     p = run.local_log(stage, task)
-    return p if p.exists() else None
+    if p.exists():
+        return p
+    shared = _multi_root(run)  # a multi-language run's plan and finalize: one job, one log for every language
+    if shared is not None and stage in multi.SINGLE_JOB_STAGES:
+        p = shared / "logs" / stage / "local_0.log"
+        started = f"= {run.root.name} {stage} task {task};"  # multi.run_entry's line when it starts this unit
+        try:
+            return p if started in p.read_text(errors="replace") else None
+        except OSError:
+            return None
+    return None
+
+
+def _multi_root(run: RunDir) -> Path | None:
+    """The multi-language run dir a language's run dir sits in, or None."""
+    return run.root.parent if multi.is_multi(run.root.parent) else None
 
 
 _LOG_REASONS = (  # what slurmstepd / slurmd write into a task's log when Slurm ends it
@@ -147,6 +163,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
     jobs = latest_jobs(record)
     if queue is None:
         queue = squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks])
+    alive = live.running(run.root)  # local tasks alive now, whoever started them (run/live.py)
     out = []
     for reg in STAGES:
         stage = reg.name
@@ -159,7 +176,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
                 continue
             state = next((queue.get(f"{j['job_id']}_{task // cpus - j['offset']}") for j in chunks
                           if f"{j['job_id']}_{task // cpus - j['offset']}" in queue), None)
-            if state in ("RUNNING", "COMPLETING", "CONFIGURING"):
+            if state in ("RUNNING", "COMPLETING", "CONFIGURING") or (stage, task) in alive:
                 st.running += 1
                 log = _task_log(run, stage, task, chunks, cpus)
                 line = last_progress_line(log) if log is not None else None
@@ -171,7 +188,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
                 continue
             log = _task_log(run, stage, task, chunks, cpus)
             if log is not None:
-                err = last_error_line(log)
+                err = last_error_line(log, run.root.name if _multi_root(run) else None)
                 reason = slurm_reason(log)
                 if reason:
                     err = f"{reason} ({resume_hint(run, rs.cfg, stage, reason, record.get('resources', {}))}); last line: {err}"

@@ -72,6 +72,14 @@ def parse(argv: Sequence[str]) -> tuple[str, Path, int, bool]:
 def main(argv: Sequence[str] | None = None) -> int:
     keep_pandas_out()
     stage_name, rundir, task, by_hand = parse(sys.argv[1:] if argv is None else argv)
+    from shard_pipeline.run import live
+
+    live.die_with_parent()  # under the local executor: never outlive it (run/live.py)
+    with live.recorded(rundir, stage_name, task):  # --resume and --status see this task alive
+        return run_task(stage_name, rundir, task, by_hand)
+
+
+def run_task(stage_name: str, rundir: Path, task: int, by_hand: bool) -> int:
     from shard_pipeline.run.registry import stage as registered
     from shard_pipeline.run.rundir import RunDir
 
@@ -99,7 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the traceback for whoever debugs it, then one line for --status
         log.exception("%s task %d failed", stage.name, task)
         logging.shutdown()
-        print(f"ERROR: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        try:
+            print(f"ERROR: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        except OSError:  # the log's disk is full too: --status says so (tasklog.empty_log)
+            pass
         return 1
     log.info("%s task %d done: %s", stage.name, task, stage.summary(result))
     return 0

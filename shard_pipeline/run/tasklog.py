@@ -5,14 +5,35 @@ import logging
 from pathlib import Path
 
 
-def last_error_line(log: Path) -> str:
-    """The log's last `ERROR: Type: message` line (or, failing that, its last line)."""
+def last_error_line(log: Path, lang: str | None = None) -> str:
+    """The log's last `ERROR: Type: message` line (or, failing that, its last line).
+
+    `lang`: a multi-language job's log holds the lines of several languages and ends with a summary;
+    the last `ERROR: LANG: ...` line is that language's cause.
+    """
     try:
         lines = [l for l in log.read_text(errors="replace").splitlines() if l.strip()]
     except FileNotFoundError:
         return "(no log)"
+    except OSError as exc:
+        return f"(the log could not be read: {exc})"
     errors = [l for l in lines if l.startswith("ERROR") or "Error" in l]
-    return (errors or lines or ["(empty log)"])[-1]
+    own = [l for l in errors if lang and l.startswith(f"ERROR: {lang}: ")]
+    return (own or errors or lines or [empty_log(log)])[-1]
+
+
+def empty_log(log: Path) -> str:
+    """What is known when a task left an empty log: a full disk is the usual cause, so say what df says."""
+    from shard_pipeline.files import disk_figures, disk_is_full
+
+    figures = disk_figures(log.parent)
+    if figures is None:
+        return "(empty log)"
+    if disk_is_full(log.parent):
+        return (f"(empty log: the log could not be written: the disk holding {log.parent} is full, {figures}; "
+                "free space there, then --resume)")
+    return (f"(empty log: the task wrote nothing to it, not even its first line; {figures} on the disk holding "
+            f"{log.parent} now: if it was full when the task ran, the log could not be written)")
 
 
 # Progress lines: one per partition input, one per written shard. Their format is stable (the

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shard_pipeline.files import naming
 from shard_pipeline.contract.shard import row_group_bounds
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir
@@ -32,20 +33,22 @@ class CleanedSink:
     def add(self, rec, reasons: tuple[str, ...]) -> None:
         import pyarrow.parquet as pq  # only runs with --clean pay for it
 
-        if self.writer is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.writer = pq.ParquetWriter(str(self.partial), CLEANED_SCHEMA, compression="zstd")
-        self.writer.write_table(pa.Table.from_pylist(
-            [{"id": rec.id, "text": rec.text, "source_id": self.source_id, "url": rec.url, "line": rec.line,
-              "reasons": list(reasons)}], schema=CLEANED_SCHEMA))
+        with naming(self.partial):  # a full disk names the file
+            if self.writer is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.writer = pq.ParquetWriter(str(self.partial), CLEANED_SCHEMA, compression="zstd")
+            self.writer.write_table(pa.Table.from_pylist(
+                [{"id": rec.id, "text": rec.text, "source_id": self.source_id, "url": rec.url, "line": rec.line,
+                  "reasons": list(reasons)}], schema=CLEANED_SCHEMA))
         self.count += 1
         for r in reasons:
             self.reasons[r] = self.reasons.get(r, 0) + 1
 
     def close(self) -> None:
         if self.writer is not None:
-            self.writer.close()
-            os.replace(self.partial, self.path)
+            with naming(self.partial):
+                self.writer.close()
+                os.replace(self.partial, self.path)
         else:
             self.path.unlink(missing_ok=True)
 
@@ -58,7 +61,7 @@ def write_cleaned(run: RunDir, cfg: RunConfig, path: Path) -> Path:
     parts = [pq.read_table(p) for p in run.cleaned_files()]
     table = pa.concat_tables(parts) if parts else CLEANED_SCHEMA.empty_table()
     table = table.take(pc.sort_indices(table, [("id", "ascending")]))
-    with pq.ParquetWriter(str(path), CLEANED_SCHEMA, compression="zstd") as w:
+    with naming(path), pq.ParquetWriter(str(path), CLEANED_SCHEMA, compression="zstd") as w:
         if table.num_rows:
             sizes = pc.binary_length(table.column("text")).to_pylist()
             for a, b in row_group_bounds(sizes, cfg.content.row_group_bytes):

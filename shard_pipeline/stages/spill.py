@@ -18,7 +18,7 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
-from shard_pipeline.files import atomic_file, hash_into
+from shard_pipeline.files import atomic_file, hash_into, naming
 
 SPILL_SCHEMA = pa.schema(
     [
@@ -121,9 +121,10 @@ class SpillWriter:
 
     def flush(self) -> int:
         """Make everything written so far durable; return the file's length."""
-        f = self._file()
-        f.flush()
-        os.fsync(f.fileno())
+        with naming(self.data_path):
+            f = self._file()
+            f.flush()
+            os.fsync(f.fileno())
         return self._offset
 
     def write_run(self, table: pa.Table, cuts: list[int]) -> None:
@@ -139,7 +140,8 @@ class SpillWriter:
                 continue
             part = table.slice(lo, hi - lo)
             blob = section_blob(part, self.compression)
-            self._file().write(blob)
+            with naming(self.data_path):  # a full disk names the spill file
+                self._file().write(blob)
             self.sha256.update(blob)
             self.sections.append(Section(self.task, self.runs, b, self._offset, blob.size, hi - lo,
                                          int(tb_sum[hi] - tb_sum[lo]), int(val_rows[hi] - val_rows[lo]),
@@ -148,10 +150,11 @@ class SpillWriter:
         self.runs += 1
 
     def close(self) -> None:
-        f = self._file()
-        f.flush()
-        os.fsync(f.fileno())
-        f.close()
+        with naming(self.data_path):
+            f = self._file()
+            f.flush()
+            os.fsync(f.fileno())
+            f.close()
         cols = {name: [getattr(s, name) for s in self.sections] for name in INDEX_SCHEMA.names}
         write_arrow(self.index_path, pa.Table.from_pydict(cols, schema=INDEX_SCHEMA))
 

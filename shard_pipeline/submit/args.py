@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tasks", type=int, help="array tasks this run may queue (conf MAX_TASKS)")
     p.add_argument("--mem", help="memory per task of every stage, e.g. 4G; a bare number is megabytes, as for sbatch (default conf WORKER_MEM); a partition task "
                    "buffers mem/8 of text; the plan and write jobs get more when the layout estimates they need it")
-    p.add_argument("--time", help="wall time per task (default estimated from bytes)")
+    p.add_argument("--time", help="wall time per task, at least 10 minutes (default estimated from bytes)")
     p.add_argument("--cpus-per-task", type=int, metavar="C", help="cores per partition/write array task, each "
                    "running C tasks at once with C x --mem (conf CPUS_PER_TASK; default 1, lumi preset 16; one language per run)")
     p.add_argument("--partition-tasks", type=int, help="override the number of partition tasks")

@@ -33,6 +33,10 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     executor = scope.choose_executor(args)
     sc = prepare(args, settings, executor)
     run = RunDir((args.run_dir or scope.default_run_dir(args, sc.subset)).resolve())
+    if executor == "slurm":  # at --dry-run too
+        from shard_pipeline.submit.executors.slurm import check_log_dir
+
+        check_log_dir(run.root)
     if args.out is not None:  # the path rules hold at --dry-run too
         out = guards.check_out_path(args.out)
         check_replaceable(out)
@@ -201,12 +205,20 @@ def start(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], executor: st
     return submit_run(run, cfg, tasks, settings, cfg.content.lang, kind)
 
 
+def multi_parent(root: Path) -> list[Path]:
+    """The multi-language run dir this language's run dir belongs to, if any: its units run there too."""
+    from shard_pipeline.run import multi
+
+    return [root.parent] if multi.is_multi(root.parent) else []
+
+
 def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Redo only what an interrupted run has not finished; same bytes as an uninterrupted run."""
     from shard_pipeline.run.resume import (
         ResumeRefused,
         changed_inputs,
         plan_resume,
+        refuse_live_tasks,
         run_job_ids,
     )
     from shard_pipeline.run.resume import describe as describe_resume
@@ -233,6 +245,7 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
                             f"whose intermediate files have format {made_by}; this version reads format {RUN_FORMAT}. "
                             "Resume it with that version, or start a new run (inputs and OUT are untouched)")
     with run_lock(run.root):
+        refuse_live_tasks(run.root, *multi_parent(run.root))
         if shutil.which("squeue"):
             queued = queued_jobs_of(run_job_ids(run))
             if queued:

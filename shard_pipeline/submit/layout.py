@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from shard_pipeline.run.runconfig import StageResources
-from shard_pipeline.units import parse_mem, scale_mem
+from shard_pipeline.units import MIN_TIME_MINUTES, parse_mem, scale_mem
 
 # HPLT v4 clean English: 18.15 TB compressed / 7.86 B documents.
 COMPRESSED_BYTES_PER_DOC = 2309
@@ -19,7 +19,7 @@ BUCKET_ROWS = 4_000_000  # a writer orders one bucket at a time: ~60 B/row of or
 MAX_BUCKETS = 200_000
 PARTITION_MB_S = 25.0  # compressed MB/s one partition task sustains, conservative (see bench/RESULTS.md)
 WRITE_MB_S = 40.0  # JSON-equivalent MB/s one writer sustains
-MIN_MINUTES = 10
+MIN_MINUTES = MIN_TIME_MINUTES  # an estimated limit is never shorter than a given one may be (units.py)
 TEXT_BYTES_PER_DOC = 3500  # HPLT v4 English: ~27.5 TB of text / 7.86 B documents; the head sample measures it
 # Memory model of the stages after partition (bench/RESULTS.md, "Plan at HPLT scale" and "Writer"):
 PROCESS_BYTES = 300 << 20  # interpreter, pyarrow, numpy

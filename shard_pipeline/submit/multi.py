@@ -161,6 +161,10 @@ def new_multi_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     executor = scope.choose_executor(args)
     langs = languages(args, settings)
     ms = prepare_all(args, settings, executor, langs)
+    if executor == "slurm" and args.run_dir is not None:  # at --dry-run too
+        from shard_pipeline.submit.executors.slurm import check_log_dir
+
+        check_log_dir(args.run_dir.resolve())
     if args.dry_run:
         print(describe_multi(args, ms, executor, settings))
         print("dry run: nothing written, nothing submitted")
@@ -216,6 +220,7 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
         changed_inputs,
         describe,
         plan_resume,
+        refuse_live_tasks,
         run_job_ids,
     )
     from shard_pipeline.run.runconfig import RunConfig
@@ -238,6 +243,7 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise ResumeRefused(f"{root} was made by another hplt-shard version (format {record.get('run_format')}); "
                             f"this version reads format {RUN_FORMAT}")
     with run_lock(root):
+        refuse_live_tasks(root, *(m.lang_dir(l) for l in m.langs))
         if shutil.which("squeue"):
             queued = queued_jobs_of(run_job_ids(RunDir(root)))
             if queued:

@@ -5,7 +5,7 @@ numbers, in RUNDIR/<LANG>/run.json, so `--status RUNDIR/<LANG>` and `--resume` w
 """
 from __future__ import annotations
 
-import subprocess
+import shlex
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +16,7 @@ from shard_pipeline.run.claim import release
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.runconfig import StageResources
-from shard_pipeline.submit.executors import task_argv
+from shard_pipeline.submit.executors import local_task_env, task_argv
 from shard_pipeline.submit.layout import minutes_to_slurm
 from shard_pipeline.units import parse_mem, share_of_mem, slurm_minutes
 
@@ -99,14 +99,43 @@ def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], set
 
 
 def run_unit(python: str, stage: str, root: Path, index: int, log: Path) -> int:
+    """One unit in its own process group, owned by this process (local.WORKERS: Ctrl-C, SIGHUP, SIGKILL)."""
+    from shard_pipeline.submit.executors.local import WORKERS
+
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as f:
-        return subprocess.run(task_argv(python, stage, root, index), stdout=f, stderr=subprocess.STDOUT).returncode
+        return WORKERS.run(task_argv(python, stage, root, index), f, env=local_task_env())
 
 
 def run_local_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], jobs: int, kind: str) -> int:
-    """The stages in order; like afterany, a failed unit does not stop the others (its language's later units skip)."""
+    """The stages in order; like afterany, a failed unit does not stop the others (its language's later units skip).
+
+    Ctrl-C, SIGHUP and SIGTERM stop every unit as they stop a single-language local run."""
+    from shard_pipeline.submit.executors.local import WORKERS, say, signal_words, stopped_by_signals
+
     record_submission(m, f"local-{kind}", tasks, [])
+    WORKERS.reset()
+    try:
+        with stopped_by_signals():
+            run_stages(m, tasks, jobs)
+    except KeyboardInterrupt as exc:
+        survivors = WORKERS.stop()
+        if not survivors:
+            for lang, cfg in cfgs.items():
+                if not (m.lang_dir(lang) / "DONE").exists():
+                    release(Path(cfg.execution.out), m.lang_dir(lang))
+        signum = getattr(exc, "signum", 2)
+        say(f"\nhplt-shard: {signal_words(signum)}: "
+            + (f"tasks that did not end: pids {', '.join(map(str, survivors))}" if survivors
+               else "every task process was stopped") + ".",
+            f"hplt-shard: to continue: ./hplt-shard --resume {shlex.quote(str(m.root))} --executor local")
+        return 128 + signum
+    return report_languages(m, cfgs)
+
+
+def run_stages(m: multi.MultiRun, tasks: dict[str, list[int]], jobs: int) -> None:
+    from shard_pipeline.submit.executors.local import WORKERS
+
     python = sys.executable
     for stage in STAGES:
         units = tasks.get(stage, [])
@@ -119,10 +148,20 @@ def run_local_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], 
                 lang, t = m.locate(stage, g)
                 return run_unit(python, stage, m.root, g, m.lang_dir(lang) / "logs" / stage / f"local_{t}.log")
 
-            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+            try:
                 rcs = list(pool.map(one, units))
+            except KeyboardInterrupt:  # end the units before the pool waits for the threads that wait on them
+                WORKERS.stop()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+            pool.shutdown(wait=True)
         bad = sum(1 for rc in rcs if rc)
         print(f"{stage:<9} {len(units)} units" + (f", {bad} job(s) failed" if bad else ""), file=sys.stderr, flush=True)
+
+
+def report_languages(m: multi.MultiRun, cfgs: dict) -> int:
+    """Per language: done, or failed with its claim released (its previous output untouched)."""
     failed = []
     for lang, cfg in cfgs.items():
         if (m.lang_dir(lang) / "DONE").exists():

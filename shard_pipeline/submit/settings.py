@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shard_pipeline.errors import UserError
-from shard_pipeline.units import BadMemorySize, parse_mem
+from shard_pipeline.units import BadMemorySize, parse_mem, too_short_for_requeue
 
 KEYS: dict[str, str] = {
     "ACCOUNT": "Slurm project account for the jobs (sbatch --account); optional where the cluster has a default",
@@ -189,6 +189,9 @@ def _check_time(value: str, where: str) -> str:
             break
         if not any(g.values()):
             raise ConfError(where, f"TIME_LIMIT {value!r} is zero")
+        short = too_short_for_requeue(value)
+        if short:
+            raise ConfError(where, f"TIME_LIMIT {short}")
         return value
     raise ConfError(where, f"TIME_LIMIT {value!r} is not a Slurm time: minutes, HH:MM:SS or D-HH:MM:SS")
 

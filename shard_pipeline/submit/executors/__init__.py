@@ -26,3 +26,10 @@ def task_env() -> dict[str, str]:
     if not root:
         return dict(os.environ)
     return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep + path if path else ''}"}
+
+
+def local_task_env() -> dict[str, str]:
+    """`task_env` for a task the local executor owns: it dies when the executor dies (run/live.py)."""
+    from shard_pipeline.run.live import child_env
+
+    return child_env(task_env())

@@ -1,6 +1,7 @@
 """Local executor: the stages in order, each stage's tasks in a bounded process pool, blocking."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -20,7 +21,7 @@ from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import Execution, RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.tasklog import last_error_line
-from shard_pipeline.submit.executors import task_argv, task_env
+from shard_pipeline.submit.executors import local_task_env, task_argv
 
 
 class StageFailed(Exception):
@@ -38,14 +39,29 @@ class TaskResult:
 class _Workers:
     """The task processes alive now, each in its own process group, so that Ctrl-C can stop them all.
 
-    Tasks run in new sessions: a terminal's SIGINT reaches only the executor, which then ends
-    every task's group (the task and anything it started) and starts no new one.
+    Tasks run in new sessions: a terminal's SIGINT (or a closed session's SIGHUP) reaches only the
+    executor, which then ends every task's group (the task and anything it started) and starts no
+    new one. A task the executor cannot stop this way (SIGKILL of the executor) dies by its
+    parent-death signal (run/live.py).
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.procs: set[subprocess.Popen] = set()
+        self.adopted: set[int] = set()  # the units of groups (run/group.py), which reaps them itself
         self.stopping = False
+
+    def adopt(self, pid: int) -> None:
+        with self.lock:
+            self.adopted.add(pid)
+
+    def release(self, pid: int) -> None:
+        with self.lock:
+            self.adopted.discard(pid)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.stopping = False
 
     def run(self, argv: list[str], log, env=None) -> int:
         with self.lock:
@@ -53,27 +69,29 @@ class _Workers:
                 return -signal.SIGTERM
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
             self.procs.add(proc)
-        try:
-            return proc.wait()
-        finally:
-            with self.lock:
-                self.procs.discard(proc)
+        rc = proc.wait()  # a signal raised here (main thread) leaves proc listed: stop() ends it
+        with self.lock:
+            self.procs.discard(proc)
+        return rc
 
-    def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM every task's process group, then SIGKILL what is still alive after `grace` seconds."""
+    def stop(self, grace: float = 10.0) -> list[int]:
+        """SIGTERM every task's process group, then SIGKILL what is still alive after `grace` seconds;
+        the pids still alive after that (a process stuck in the kernel), normally none."""
         with self.lock:
             self.stopping = True
             procs = list(self.procs)
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            for p in procs:
-                if p.poll() is None:
-                    try:
-                        os.killpg(p.pid, sig)
-                    except ProcessLookupError:
-                        pass
+            with self.lock:
+                groups = [p.pid for p in procs if p.poll() is None] + list(self.adopted)
+            for pgid in groups:
+                try:
+                    os.killpg(pgid, sig)
+                except ProcessLookupError:
+                    pass
             deadline = time.monotonic() + grace
-            while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            while (any(p.poll() is None for p in procs) or self.adopted) and time.monotonic() < deadline:
                 time.sleep(0.05)
+        return [p.pid for p in procs if p.poll() is None] + sorted(self.adopted)
 
 
 WORKERS = _Workers()
@@ -83,7 +101,7 @@ def run_task(python: str, stage: str, rundir: Path, task: int) -> TaskResult:
     log = RunDir(rundir).local_log(stage, task)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as f:
-        rc = WORKERS.run(task_argv(python, stage, rundir, task), f, env=task_env())
+        rc = WORKERS.run(task_argv(python, stage, rundir, task), f, env=local_task_env())
     return TaskResult(stage, task, rc, log)
 
 
@@ -91,7 +109,7 @@ def run_group(python: str, stage: str, rundir: Path, index: int, units: Sequence
     """One group of units at once, as an array task with C cores runs them (run/group.py)."""
     runs = group.run_units(lambda u: task_argv(python, stage, rundir, u), units,
                            lambda u: RunDir(rundir).local_log(stage, u), f"{stage} group {index}", append=False,
-                           env=task_env())
+                           env=local_task_env(), owner=WORKERS)
     return [TaskResult(stage, r.unit, r.returncode, r.log) for r in runs]
 
 
@@ -116,10 +134,10 @@ def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs:
                 if r.returncode != 0:
                     failed.append(r)
                 progress(f"{stage:<9} {done}/{len(tasks)} tasks" + (f", {len(failed)} failed" if failed else ""))
-    except KeyboardInterrupt:
-        WORKERS.stop()  # before the pool waits for its threads: they wait on these processes
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGHUP / SIGTERM (Stop)
+        survivors = WORKERS.stop()  # before the pool waits for its threads: they wait on these processes
         pool.shutdown(wait=True, cancel_futures=True)
-        raise Interrupted(stage, done, len(tasks)) from None
+        raise Interrupted(stage, done, len(tasks), getattr(exc, "signum", signal.SIGINT), survivors) from None
     finally:
         ticker.stop()
     pool.shutdown(wait=True)
@@ -160,18 +178,69 @@ class Ticker:
 
 
 class Interrupted(Exception):
-    """Ctrl-C: the workers were stopped during `stage`, after `done` of its `total` tasks returned."""
+    """Ctrl-C (or SIGHUP, SIGTERM): the workers were stopped during `stage`, after `done` of its `total` tasks returned."""
 
-    def __init__(self, stage: str, done: int, total: int) -> None:
+    def __init__(self, stage: str, done: int, total: int, signum: int = signal.SIGINT,
+                 survivors: list[int] | None = None) -> None:
         super().__init__(stage, done, total)
-        self.stage, self.done, self.total = stage, done, total
+        self.stage, self.done, self.total, self.signum = stage, done, total, signum
+        self.survivors = survivors or []
         self.finished: list[str] = []
+
+
+class Stop(KeyboardInterrupt):
+    """SIGHUP or SIGTERM reached the executor: it stops its tasks as Ctrl-C does."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def signal_words(signum: int) -> str:
+    return {signal.SIGINT: "interrupted (Ctrl-C)",
+            signal.SIGHUP: "stopped by SIGHUP (the terminal or SSH session closed)",
+            signal.SIGTERM: "stopped by SIGTERM"}.get(signum, f"stopped by signal {signum}")
+
+
+@contextlib.contextmanager
+def stopped_by_signals():
+    """SIGHUP (a closed terminal or SSH session) and SIGTERM stop the run as Ctrl-C does: the tasks
+    die with the executor instead of running on unseen. A SIGHUP that nohup set to ignore stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = []
+
+    def handler(signum, _frame) -> None:
+        if not fired:  # the second signal must not break off the stopping of the first
+            fired.append(signum)
+            raise Stop(signum)
+
+    old = {}
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            old[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def say(*lines: str) -> None:
+    """Lines on stderr; a terminal that closed (SIGHUP) must not turn the stop into a traceback."""
+    for line in lines:
+        try:
+            print(line, file=sys.stderr, flush=True)
+        except OSError:
+            pass
 
 
 def run_all(python: str, rundir: Path, layout: dict[str, Sequence[int]], jobs: int,
             execution: Execution | None = None) -> None:
     """Run the stages in order; a failed stage stops the chain (like afterok)."""
     finished: list[str] = []
+    WORKERS.reset()
     for stage in STAGES:
         if layout.get(stage.name):  # a resume runs only what is unfinished
             try:
@@ -210,26 +279,37 @@ def _stale_before(out: Path, run: RunDir) -> bool:
         return True
 
 
+def stopped(run: RunDir, cfg: RunConfig, out: Path, exc: Interrupted) -> int:
+    """What a stopped local run says; the claim on OUT is released only once no task of the run is alive."""
+    if exc.survivors:
+        stuck = f"tasks that did not end: pids {', '.join(map(str, exc.survivors))}; OUT stays claimed"
+    else:
+        release(out, run.root)
+        stuck = "every task process was stopped"
+    done = ", ".join(exc.finished) or "none"
+    say(f"\nhplt-shard: {signal_words(exc.signum)}: {stuck}. Stages finished: {done}; "
+        f"{exc.stage} stopped after {exc.done} of {exc.total} tasks.",
+        f"hplt-shard: {out_now(run, cfg, out)}",
+        f"hplt-shard: to continue: ./hplt-shard --resume {shlex.quote(str(run.root))} --executor local")
+    return 128 + exc.signum
+
+
 def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: int, out: Path) -> int:
     record = read_json(run.run_json)
     record["submissions"].append({"kind": "local", "submitted_at": time.time(), "tasks": tasks, "jobs": []})
     write_json_atomic(run.run_json, record)
     try:
-        run_all(sys.executable, run.root, tasks, jobs, cfg.execution)
+        with stopped_by_signals():
+            run_all(sys.executable, run.root, tasks, jobs, cfg.execution)
     except StageFailed as exc:
         release(out, run.root)
         print(f"hplt-shard: {exc}", file=sys.stderr)
         print(f"hplt-shard: run directory {run.root}; {out_now(run, cfg, out)}", file=sys.stderr)
         return 1
-    except Interrupted as exc:
-        release(out, run.root)
-        done = ", ".join(exc.finished) or "none"
-        print(f"\nhplt-shard: interrupted (Ctrl-C): every task process was stopped. Stages finished: {done}; "
-              f"{exc.stage} stopped after {exc.done} of {exc.total} tasks.", file=sys.stderr)
-        print(f"hplt-shard: {out_now(run, cfg, out)}", file=sys.stderr)
-        print(f"hplt-shard: to continue: ./hplt-shard --resume {shlex.quote(str(run.root))} --executor local",
-              file=sys.stderr)
-        return 130
+    except (Interrupted, KeyboardInterrupt) as exc:
+        if not isinstance(exc, Interrupted):  # between two stages: no task was running
+            exc = Interrupted("the next stage", 0, 0, getattr(exc, "signum", signal.SIGINT), WORKERS.stop())
+        return stopped(run, cfg, out, exc)
     manifest = json.loads((out / "_MANIFEST.json").read_text())
     print(f"done: {manifest['rows']:,} documents in {len(manifest['shards'])} shards "
           f"(train {manifest['splits']['train']:,}, val {manifest['splits']['val']:,})")

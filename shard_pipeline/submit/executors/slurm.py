@@ -14,18 +14,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from shard_pipeline.errors import UserError
+from shard_pipeline.errors import UsageError, UserError
 from shard_pipeline.paths import JOB_SCRIPT
 from shard_pipeline.run import group
 from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.submit.executors import checkout_path
+from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS
 
 DEFAULT_MAX_ARRAY_SIZE = 1001
-# Seconds before the time limit at which Slurm sends USR1 to the batch shell, which requeues
-# the task (slurm_job.sh); the task then resumes from its last checkpoint.
-REQUEUE_SIGNAL_SECONDS = 300
 
 
 class SubmitError(UserError):
@@ -114,6 +112,22 @@ class SlurmSettings:
     job_prefix: str  # e.g. "hs-fin_Latn"
 
 
+def check_log_dir(rundir: Path) -> None:
+    """Refuse a run dir Slurm cannot name logs in: a backslash anywhere in --output turns every
+    %-replacement off (sbatch, "filename pattern"), so the array tasks would share one literal name."""
+    if "\\" in str(rundir):
+        raise UsageError(f"the run directory {rundir} contains a backslash, which makes Slurm ignore the %A/%a "
+                          "in the jobs' log names (sbatch \"filename pattern\"); choose a run directory without '\\' "
+                          "(--run-dir)")
+
+
+def output_pattern(rundir: Path, stage: str) -> str:
+    """sbatch --output of a stage's array tasks: RUNDIR/logs/STAGE/%A_%a.log, with every '%' of the run
+    dir itself written '%%' so that Slurm does not expand a %j or %u that is part of a folder's name."""
+    check_log_dir(rundir)
+    return str(RunDir(Path(str(rundir).replace("%", "%%"))).array_log(stage, "%A", "%a"))
+
+
 def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, local: Sequence[int],
                 depends_on: Sequence[str]) -> list[str]:
     argv = ["sbatch", "--parsable", "--partition", s.partition]
@@ -122,7 +136,7 @@ def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, l
     argv += [
         "--job-name", f"{s.job_prefix}-{stage.stage}",
         "--array", array_spec(local, stage.throttle),
-        "--output", str(RunDir(rundir).array_log(stage.stage, "%A", "%a")),
+        "--output", output_pattern(rundir, stage.stage),
         "--ntasks", "1",
         "--cpus-per-task", str(stage.resources.cpus),
         "--mem", stage.resources.mem,

@@ -1,0 +1,153 @@
+"""The task processes of a run that are alive now: a record per task in RUNDIR/live, checked in /proc.
+
+The run's lock says only that a submitter is alive. Its tasks are other processes: if they
+outlive it (a closed SSH session, a SIGKILL), a resume must not start a second writer of their
+spill and partial files, and --status must call them running, not failed. So every task records
+its pid and its start time (field 22 of /proc/PID/stat, which a reused pid does not share) and
+removes the record when it ends; a record whose process is gone (killed) is stale and ignored.
+Records of another host (Slurm compute nodes) are left to squeue.
+
+Under the local executor a task also dies with the process that started it: the executor sets
+HPLT_SHARD_DIE_WITH to its pid and the task asks the kernel for SIGKILL when its parent goes
+(prctl PR_SET_PDEATHSIG). The kernel sends it when the parent *thread* that forked the task ends;
+every thread that starts a task waits for it, so that thread outlives the task.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator
+
+from shard_pipeline.files import write_json_atomic
+
+DIE_WITH_ENV = "HPLT_SHARD_DIE_WITH"
+PR_SET_PDEATHSIG = 1
+EXIT_ORPHAN = 70  # the task found its starter gone before it could tie itself to it: it did nothing
+
+
+@dataclass(frozen=True)
+class LiveTask:
+    stage: str
+    task: int
+    pid: int
+    start: int  # clock ticks after boot (/proc/PID/stat field 22): pid and start name one process
+    pgid: int
+    host: str
+
+    def describe(self) -> str:
+        stop = f"kill -- -{self.pgid}" if self.pgid == self.pid else f"kill {self.pid}"
+        return f"{self.stage} task {self.task} (pid {self.pid}; to stop it: {stop})"
+
+
+def live_dir(root: Path) -> Path:
+    return Path(root) / "live"
+
+
+def proc_stat(pid: int) -> tuple[int, int] | None:
+    """(process group, start time) of a live process, None when there is no such process (or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[2]), int(fields[19])
+
+
+def _group_alive(pgid: int, since: int) -> bool:
+    """Some process of group `pgid` started at or after `since` still runs (a child the task left behind)."""
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = proc_stat(int(name))
+            if st is not None and st[0] == pgid and st[1] >= since:
+                return True
+    return False
+
+
+def is_alive(t: LiveTask) -> bool:
+    if t.host != socket.gethostname():
+        return False
+    st = proc_stat(t.pid)
+    if st is not None and st[1] == t.start:
+        return True
+    return t.pgid == t.pid and _group_alive(t.pgid, t.start)  # its own group: what it started counts too
+
+
+def _read(path: Path) -> LiveTask | None:
+    import json
+
+    try:
+        return LiveTask(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None  # half-written or foreign: a record is written atomically, so not ours
+
+
+def records(root: Path) -> list[tuple[Path, LiveTask]]:
+    try:
+        paths = sorted(live_dir(root).glob("*.json"))
+    except OSError:
+        return []
+    return [(p, t) for p in paths for t in [_read(p)] if t is not None]
+
+
+def alive(root: Path) -> list[LiveTask]:
+    """The run's tasks whose processes run now, on this host."""
+    return [t for _, t in records(root) if is_alive(t)]
+
+
+def running(root: Path) -> set[tuple[str, int]]:
+    """(stage, task) of every live task of the run: --status counts them as running."""
+    return {(t.stage, t.task) for t in alive(root)}
+
+
+def prune(root: Path) -> None:
+    """Remove the records of processes that are gone (killed before they could remove their own)."""
+    for p, t in records(root):
+        if t.host == socket.gethostname() and not is_alive(t):
+            p.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def recorded(root: Path, stage: str, task: int) -> Iterator[None]:
+    """This process is task `task` of `stage` in run `root` while the block runs."""
+    me = os.getpid()
+    st = proc_stat(me)
+    if st is None:  # no /proc: nothing to record, nothing can be checked
+        yield
+        return
+    path = live_dir(root) / f"{stage}-{task:05d}.{me}.json"
+    try:
+        write_json_atomic(path, asdict(LiveTask(stage, task, me, st[1], os.getpgid(0), socket.gethostname())))
+    except OSError as exc:  # a full disk: the task fails on its own writes, with their message
+        print(f"hplt-shard: warning: this task could not record itself as running: {exc}", file=sys.stderr, flush=True)
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def die_with_parent() -> None:
+    """Under the local executor: SIGKILL this task when the process that started it dies."""
+    want = os.environ.get(DIE_WITH_ENV)
+    if not want or not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+        print(f"hplt-shard: warning: prctl(PR_SET_PDEATHSIG) failed (errno {ctypes.get_errno()}): this task "
+              "would outlive its executor", file=sys.stderr, flush=True)
+        return
+    if os.getppid() != int(want):  # the starter died before the line above: run nothing
+        print(f"hplt-shard: the process that started this task ({want}) is gone; not running", file=sys.stderr, flush=True)
+        os._exit(EXIT_ORPHAN)
+
+
+def child_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a task this process starts and owns: it dies when this process dies."""
+    return {**env, DIE_WITH_ENV: str(os.getpid())}

@@ -1,0 +1,130 @@
+"""Messages carry their cause and their path (issue 19, item 12): a failed language's --status row
+shows why; a full disk under the run dir or OUT says which disk and what df says; every ENOSPC
+names the file being written. The full disks are real: a tmpfs mounted with a small size=.
+"""
+from __future__ import annotations
+
+import errno
+import re
+import subprocess
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.tasklog import last_error_line
+from shard_pipeline.submit import cli
+from tests.pipeline_util import make_corpus, run_cli
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real filesystem of a few hundred kB (tmpfs, size=); unmounted at teardown."""
+    mounted = []
+
+    def mount(size: str) -> Path:
+        where = tmp_path / f"small{len(mounted)}"
+        where.mkdir()
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here (needs root): {p.stderr.strip()}")
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in mounted:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def fill(disk: Path) -> None:
+    """Write until the disk refuses: it is full for real."""
+    with open(disk / "filler", "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+
+
+def failed_lines(status: str) -> list[str]:
+    return [l for l in status.splitlines() if l.startswith("FAILED ")]
+
+
+def test_a_failed_language_shows_its_cause_in_the_multi_status(tmp_path, monkeypatch, capsys):
+    from tests.test_multi_local import make_langs, multi_cli
+
+    root = make_langs(tmp_path, {"fin_Latn": (30, ("10_1",)), "swe_Latn": (20, ("9_1",))})
+    run_dir = tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "plan-start::enospc:swe_Latn")  # plan: one job for both languages
+    assert multi_cli(root, "fin_Latn,swe_Latn", tmp_path / "out", run_dir, "--shard-rows", "10") == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 1
+    status = capsys.readouterr().out
+    assert "FAILED swe_Latn plan task 0: ERROR: swe_Latn: OSError: [Errno 28] No space left on device" in status
+    assert not any("fix the cause" in l for l in failed_lines(status)), status
+    assert "FAILED fin_Latn" not in status
+    # the job's own summary line carries the cause too
+    summary = [l for l in (run_dir / "logs" / "plan" / "local_0.log").read_text().splitlines()
+               if l.startswith("ERROR: plan failed for")]
+    assert summary and "swe_Latn: OSError: [Errno 28]" in summary[-1]
+
+
+def test_full_disk_under_the_run_dir_says_which_disk_and_names_paths(tmp_path, small_disk, capsys):
+    root = make_corpus(tmp_path, n_docs=400)
+    run_dir = small_disk("150k") / "run"
+    assert run_cli(root, tmp_path / "out", run_dir, "--write-tasks", "2") == 1
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 1
+    failed = failed_lines(capsys.readouterr().out)
+    assert failed
+    for line in failed:  # each failure names the file it could not write, or says its log could not be written
+        named = re.search(r"No space left on device \(the disk holding \S+: [\d.]+ \S*B free of [\d.]+ kB\): '/\S+'", line)
+        unwritten = f"the log could not be written: the disk holding {run_dir}/logs/" in line and "free of" in line
+        assert named or unwritten, line
+        assert "(empty log)" not in line
+
+
+def test_full_disk_under_out_names_the_shard(tmp_path, small_disk, capsys):
+    root = make_corpus(tmp_path, n_docs=400)
+    disk = small_disk("60k")
+    assert run_cli(root, disk / "out", tmp_path / "run", "--write-tasks", "2", "--shard-rows", "100") == 1
+    err = capsys.readouterr().err
+    tasks = [l for l in err.splitlines() if l.startswith("  task ")]
+    assert tasks and all(re.search(rf"disk holding {disk}/out.tmp: .* free of .*\): '{disk}/out.tmp/\.shard-\S+\.partial'", l)
+                         for l in tasks), err
+
+
+def test_atomic_writes_and_spills_name_their_path_on_a_full_disk(tmp_path, small_disk):
+    from shard_pipeline.stages.spill import SPILL_SCHEMA, SpillWriter
+
+    disk = small_disk("64k")
+    fill(disk)
+    with pytest.raises(OSError) as got:
+        write_json_atomic(disk / "receipt.json", {"rows": list(range(10000))})
+    assert got.value.errno == errno.ENOSPC and got.value.filename == str(disk / "receipt.json")
+    assert f"the disk holding {disk}: 0 B free of" in str(got.value)
+    assert not list(disk.glob(".receipt.json.*"))  # the temporary file is gone
+    w = SpillWriter(0, disk / "task-00000.spill", disk / "task-00000.index.arrow")
+    n = 2000
+    t = pa.table({"id": [f"{i:08d}" for i in range(n)], "text_bytes": [9] * n, "text": ["some text"] * n,
+                  "source": [0] * n, "line": list(range(n)), "url": ["u"] * n, "lang": ["x"] * n, "n_chars": [9] * n,
+                  "sha256": [bytes(32)] * n, "pii_redactions": [0] * n, "val": [False] * n}, schema=SPILL_SCHEMA)
+    with pytest.raises(OSError) as got:
+        w.write_run(t, [0, 2000])
+        w.flush()
+    assert got.value.errno == errno.ENOSPC and got.value.filename == str(disk / "task-00000.spill")
+
+
+def test_an_empty_log_on_a_full_disk_says_so(tmp_path, small_disk):
+    disk = small_disk("64k")
+    log = disk / "logs" / "partition" / "local_0.log"
+    log.parent.mkdir(parents=True)
+    log.touch()
+    assert "the task wrote nothing to it" in last_error_line(log)  # not full: the facts, no guess
+    fill(disk)
+    line = last_error_line(log)
+    assert line.startswith(f"(empty log: the log could not be written: the disk holding {log.parent} is full")
+    assert "free of" in line

@@ -1,0 +1,141 @@
+"""The local executor owns its tasks (issue 19, item 5): when the submitter dies (SIGHUP of a closed
+session, SIGTERM, SIGKILL) its tasks die with it, and no resume starts while a task of the run lives.
+
+Real processes throughout: the submitter is `python -m shard_pipeline.submit.cli`, a task is held
+alive by HPLT_SHARD_FAULT=...:hang, and liveness is read from /proc.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shard_pipeline.run import live
+from shard_pipeline.run.rundir import RunDir
+from shard_pipeline.submit import cli
+from tests.pipeline_util import LANG, LICENSE, make_corpus
+
+REPO = Path(__file__).resolve().parents[1]
+WAIT = 120  # generous: other work shares the machine; a condition ends every wait
+
+
+def wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not within {WAIT} s: {what}")
+
+
+def submitter(tmp_path: Path, root: Path, fault: str, *langs: str, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, Path]:
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "HPLT_SHARD_FAULT": fault}
+    argv = [sys.executable, "-m", "shard_pipeline.submit.cli", ",".join(langs) or LANG, "--corpus", "v4",
+            "--local-root", str(root), "--out", str(tmp_path / "out"), "--run-dir", str(run_dir),
+            "--executor", "local", "--license", LICENSE, "--jobs", "2", "--partition-tasks", "2", *extra]
+    p = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)  # as a login shell's job: its own group, like a terminal gives it
+    return p, run_dir
+
+
+def hanging_task(run_root: Path, stage: str = "partition") -> live.LiveTask:
+    """The task of `stage` the fault holds alive, once it has recorded itself."""
+    found: list[live.LiveTask] = []
+
+    def seen() -> bool:
+        found[:] = [t for t in live.alive(run_root) if t.stage == stage]
+        return bool(found)
+
+    wait_for(seen, f"a live {stage} task recorded in {run_root}/live")
+    return found[0]
+
+
+def gone(t: live.LiveTask) -> bool:
+    return not live.is_alive(t)
+
+
+@pytest.mark.parametrize("sig,extra", [(signal.SIGHUP, ()), (signal.SIGTERM, ()),
+                                       (signal.SIGHUP, ("--cpus-per-task", "2"))])  # a group runs 2 units at once
+def test_sighup_or_sigterm_of_the_submitter_stops_its_tasks(tmp_path, sig, extra):
+    root = make_corpus(tmp_path, n_docs=40)
+    p, run_dir = submitter(tmp_path, root, "partition-after-input:0:hang", extra=extra)
+    task = hanging_task(run_dir)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=WAIT)
+    assert p.returncode == 128 + sig, err
+    assert "Traceback" not in err and f"./hplt-shard --resume {run_dir} --executor local" in err
+    assert ("SIGHUP" if sig == signal.SIGHUP else "SIGTERM") in err and "every task process was stopped" in err
+    assert gone(task), "a task outlived its submitter"
+    assert not (tmp_path / "out.hplt-shard-claim").exists()
+    assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
+    assert json.loads((tmp_path / "out" / "_MANIFEST.json").read_text())["rows"] == 40
+
+
+def test_sigkill_of_the_submitter_kills_its_tasks(tmp_path, capsys):
+    root = make_corpus(tmp_path, n_docs=40)
+    p, run_dir = submitter(tmp_path, root, "write-start:0:hang")
+    task = hanging_task(run_dir, "write")
+    p.kill()  # no handler runs: only the parent-death signal can end the task
+    p.communicate(timeout=WAIT)
+    wait_for(lambda: gone(task), f"task pid {task.pid} to die with its submitter")
+    # status: stopped (not running, not done), the claim kept by the unfinished run; resume finishes it
+    assert cli.main(["--status", str(run_dir)]) == 1
+    assert "state: stopped with failures" in capsys.readouterr().out
+    assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
+    assert json.loads((tmp_path / "out" / "_MANIFEST.json").read_text())["rows"] == 40
+    assert not list(live.live_dir(run_dir).glob("*.json"))  # the stale record was dropped
+
+
+def test_no_resume_while_a_task_of_the_run_is_alive(tmp_path, monkeypatch, capsys):
+    """A task that is not the submitter's child (started by hand from its log line) is seen all the same."""
+    root = make_corpus(tmp_path, n_docs=40)
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0")  # the run stops with write task 0 killed
+    assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(out), "--run-dir", str(run_dir),
+                     "--executor", "local", "--license", LICENSE, "--write-tasks", "2", "--shard-rows", "10"]) == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    capsys.readouterr()
+    env = {**os.environ, "HPLT_SHARD_FAULT": "write-start:0:hang"}
+    orphan = subprocess.Popen([sys.executable, "-m", "shard_pipeline.run.task", "write", str(run_dir), "--task", "0"],
+                              env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        task = hanging_task(run_dir, "write")
+        assert (task.pid, task.stage, task.task) == (orphan.pid, "write", 0)
+        assert cli.main(["--status", str(run_dir)]) == 3
+        text = capsys.readouterr().out
+        assert "FAILED write task 0" not in text and "state: in progress" in text
+        assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 2
+        err = capsys.readouterr().err
+        assert f"write task 0 (pid {orphan.pid}; to stop it: kill -- -{orphan.pid})" in err and "still running" in err
+        assert not out.exists()
+    finally:
+        os.killpg(orphan.pid, signal.SIGKILL)
+        orphan.wait()
+    assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
+    assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == 40
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL])
+def test_a_multi_language_run_stops_its_units_when_the_submitter_dies(tmp_path, sig):
+    from tests.test_multi_local import make_langs
+
+    root = make_langs(tmp_path, {"fin_Latn": (30, ("10_1",)), "est_Latn": (20, ("10_1",))})
+    p, run_dir = submitter(tmp_path, root, "partition-after-input:0:hang", "fin_Latn", "est_Latn")
+    task = hanging_task(run_dir)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=WAIT)
+    if sig == signal.SIGHUP:
+        assert p.returncode == 128 + signal.SIGHUP, err
+        assert "SIGHUP" in err and "Traceback" not in err and gone(task)
+    wait_for(lambda: gone(task), f"unit pid {task.pid} to die with its submitter")
+    assert not [t for lang in ("fin_Latn", "est_Latn") for t in live.alive(run_dir / lang)]
+    assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
+    assert all((RunDir(run_dir / lang).done_marker).exists() for lang in ("fin_Latn", "est_Latn"))
