@@ -45,6 +45,15 @@ def check_out_path(out_arg: Path) -> Path:
     return given.resolve()
 
 
+def out_holds(out: Path, held) -> str:
+    """What OUT holds now, for --dry-run and the submit note (`held`: check_replaceable's answer)."""
+    if held is not None:
+        return f"--out {out} holds {held.summary()}; this run replaces it when it finishes"
+    if out.exists():
+        return f"--out {out} is an empty folder"
+    return f"--out {out} does not exist yet"
+
+
 def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None) -> None:
     """Before anything is written: the four folders apart, and no OUT.tmp this run did not make."""
     check_no_overlap({"--run-dir": run_root, "input root": input_root, "--out": out, "OUT.tmp": tmp_dir_for(out)})

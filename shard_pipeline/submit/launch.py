@@ -35,15 +35,19 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     run = RunDir((args.run_dir or scope.default_run_dir(args, sc.subset)).resolve())
     if args.out is not None:  # the path rules hold at --dry-run too
         out = guards.check_out_path(args.out)
-        check_replaceable(out)
+        held = check_replaceable(out)
         guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
     if args.dry_run:
         print(describe(args, sc.subset, sc.shards, sc.lay, executor, settings))
+        if args.out is not None:
+            print(guards.out_holds(out, held))
         print("dry run: nothing written, nothing submitted")
         return 0
     if args.out is None:
         raise UsageError("--out is required (the output folder)")
     cfg = create_run(args, argv, settings, executor, sc, out, run)
+    if held is not None:
+        print(f"hplt-shard: {guards.out_holds(out, held)}", file=sys.stderr)
     with run_lock(run.root):
         return start(run, cfg, all_tasks(cfg), executor, args.jobs, settings, "submit")
 
