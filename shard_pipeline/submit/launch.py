@@ -36,6 +36,7 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.out is not None:  # the path rules hold at --dry-run too
         out = guards.check_out_path(args.out)
         held = check_replaceable(out)
+        guards.check_same_dataset(out, held, dataset_name(args, sc.subset), args.replace_other)
         guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
     if args.dry_run:
         print(describe(args, sc.subset, sc.shards, sc.lay, executor, settings))
@@ -90,12 +91,12 @@ def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor
                run: RunDir) -> RunConfig:
     """Check OUT and the run dir, write the run dir of one language, then claim OUT; nothing is started."""
     subset, shards, lay, sample, disagree = sc.subset, sc.shards, sc.lay, sc.sample, sc.disagree
-    check_replaceable(out)
+    guards.check_same_dataset(out, check_replaceable(out), dataset_name(args, subset), args.replace_other)
     if run.root.exists():
         raise UsageError(f"run directory {run.root} exists; use --resume {run.root} or move it away")
     content = Content(
         corpus=args.corpus, subset=subset, lang=args.lang,
-        dataset=args.dataset or f"hplt-{args.corpus}-{subset}-{args.lang}", version=args.dataset_version,
+        dataset=dataset_name(args, subset), version=args.dataset_version,
         license_spdx=settings.license, shard_rows=args.shard_rows, val_permille=args.val_permille,
         row_group_bytes=args.row_group_bytes, bad_records=args.bad_records,
         inputs=tuple(InputRef(s.name, s.location, s.size, s.mtime, s.source_id) for s in shards),
@@ -131,6 +132,11 @@ def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor
     print(f"{args.lang}: config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
           f"{lay.write_tasks} write tasks; {len(boundaries) + 1} buckets ({method})", file=sys.stderr)
     return cfg
+
+
+def dataset_name(args: argparse.Namespace, subset: str) -> str:
+    """The manifest's dataset: --dataset, else hplt-<corpus>-<subset>-<LANG>."""
+    return args.dataset or f"hplt-{args.corpus}-{subset}-{args.lang}"
 
 
 def parse_dp_ranks(spec: str) -> tuple[int, ...]:
