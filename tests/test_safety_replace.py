@@ -240,3 +240,17 @@ def test_an_out_of_another_language_is_replaced_only_with_replace_other(tmp_path
     # an older version of the same dataset is replaced as before, without the flag
     assert cli.main([*argv, "--run-dir", str(tmp_path / "run-v2"), "--dataset-version", "2"]) == 0
     assert json.loads((out / MANIFEST_NAME).read_text())["version"] == "2"
+
+
+def test_rerun_over_a_damaged_output_on_the_cluster(slurm_cluster, tmp_path):
+    from tests.slurm_util import wait_for_jobs
+    from tests.test_pipeline_slurm import TIMEOUT, slurm_conf, submit
+
+    root = make_corpus(tmp_path, n_docs=30)
+    conf, out = slurm_conf(tmp_path), tmp_path / "out"
+    wait_for_jobs([j["job_id"] for j in submit(root, out, tmp_path / "run1", conf, *ROWS)], timeout=TIMEOUT)
+    whole = tree_bytes(out)
+    damage(out)
+    wait_for_jobs([j["job_id"] for j in submit(root, out, tmp_path / "run2", conf, *ROWS)], timeout=TIMEOUT)
+    assert (tmp_path / "run2" / "DONE").exists()
+    assert tree_bytes(out) == whole and not verify_output(out) and not (tmp_path / "out.tmp").exists()
