@@ -158,6 +158,15 @@ def test_a_multi_language_root_is_not_replaced_by_a_single_run(tmp_path, made, c
     rc, said = rerun(capsys, root, multi, tmp_path / "run-m", "--dry-run")
     assert rc == 2 and "holds other outputs (deu_Latn/, eng_Latn/)" in said and "multi-language root" in said
     assert tree_bytes(multi) == {**before, MANIFEST_NAME: (out / MANIFEST_NAME).read_bytes()}
+    # and a multi-language run does not write its languages into a folder that is itself an output
+    from shard_pipeline.input.synth import generate_corpus
+    from shard_pipeline.submit import cli
+
+    generate_corpus(root, "deu_Latn", corpus="v4", n_docs=10, shard_names=["10_1"], seed=2)
+    capsys.readouterr()
+    assert cli.main(["eng_Latn,deu_Latn", "--corpus", "v4", "--local-root", str(root), "--out", str(out),
+                     "--executor", "local", "--license", "CC0-1.0", "--dry-run"]) == 2
+    assert f"--out {out} is itself an output" in capsys.readouterr().err
 
 
 # --- 7. OUT on a mount point -------------------------------------------------------------------

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.errors import UsageError
 from shard_pipeline.paths import home
 from shard_pipeline.run import multi
@@ -161,6 +162,9 @@ def new_multi_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     executor = scope.choose_executor(args)
     langs = languages(args, settings)
     ms = prepare_all(args, settings, executor, langs)
+    if args.out is not None and (args.out / MANIFEST_NAME).exists():
+        raise UsageError(f"--out {args.out.resolve()} is itself an output (it holds {MANIFEST_NAME}); a multi-language "
+                         "run writes OUT/<LANG>/ into it, which that output does not list: choose another --out")
     if args.dry_run:
         print(describe_multi(args, ms, executor, settings))
         print("dry run: nothing written, nothing submitted")
