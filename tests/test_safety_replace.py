@@ -54,7 +54,7 @@ def test_rerun_over_a_damaged_output_swaps_the_fresh_shards_in(tmp_path, made, c
     damage(out)
     assert verify_output(out)  # the damage is real
     rc, said = rerun(capsys, root, out, tmp_path / "run2")
-    assert rc == 0 and "damaged: 1 listed files missing" in said  # said at submit
+    assert rc == 0 and "damaged: 1 listed file missing" in said  # said at submit
     assert tree_bytes(out) == whole and not verify_output(out)
     assert not (tmp_path / "out.tmp").exists()
     log = (tmp_path / "run2" / "logs" / "finalize" / "local_0.log").read_text()
@@ -138,7 +138,7 @@ def test_notes_and_checkpoints_added_to_an_output_are_refused_before_and_at_fina
     capsys.readouterr()
     assert cli_resume(tmp_path / "run2") == 1
     log = (tmp_path / "run2" / "logs" / "finalize" / "local_0.log").read_text()
-    assert "entries its manifest does not list (notes.txt)" in log
+    assert "holds 1 entry its manifest does not list (notes.txt)" in log
     assert (out / "notes.txt").read_text() == "mine" and tmp_owner(tmp_path / "out.tmp") == str(tmp_path / "run2")
     (out / "notes.txt").unlink()
     assert cli_resume(tmp_path / "run2") == 0 and tree_bytes(out) == whole

@@ -41,9 +41,14 @@ class Holdings:
         m = self.manifest
         what = (f"a previous output: dataset {m.get('dataset')!r} version {m.get('version')!r}, "
                 f"{m.get('rows')} rows in {len(m.get('shards', []))} shards")
-        parts = [f"{len(self.missing)} listed files missing ({shown(self.missing)})" if self.missing else "",
-                 f"{len(self.resized)} of another size ({shown(self.resized)})" if self.resized else ""]
+        parts = [f"{counted(len(self.missing), 'listed file')} missing ({shown(self.missing)})" if self.missing else "",
+                 f"{counted(len(self.resized), 'listed file')} of another size ({shown(self.resized)})"
+                 if self.resized else ""]
         return what + "".join(f", damaged: {'; '.join(p for p in parts if p)}" if self.damaged else "")
+
+
+def counted(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def shown(paths: tuple[str, ...] | list[str]) -> str:
@@ -119,5 +124,6 @@ def foreign_message(h: Holdings) -> str:
     if h.outputs_inside:
         return (f"{out} holds other outputs ({shown(h.outputs_inside)}): it is a multi-language root (or holds "
                 f"outputs), and a run replaces OUT whole; give --out {out}/LANG, or a new folder")
-    return (f"{out} holds {len(h.foreign)} entries its manifest does not list ({shown(h.foreign)}); a run replaces "
-            f"OUT whole and would delete them: move them out of {out}, or choose another --out")
+    return (f"{out} holds {counted(len(h.foreign), 'entry', 'entries')} its manifest does not list "
+            f"({shown(h.foreign)}); a run replaces OUT whole and would delete them: move them out of {out}, "
+            "or choose another --out")
