@@ -167,6 +167,16 @@ def test_a_multi_language_root_is_not_replaced_by_a_single_run(tmp_path, made, c
     assert cli.main(["eng_Latn,deu_Latn", "--corpus", "v4", "--local-root", str(root), "--out", str(out),
                      "--executor", "local", "--license", "CC0-1.0", "--dry-run"]) == 2
     assert f"--out {out} is itself an output" in capsys.readouterr().err
+    # each OUT/<LANG> is checked as a single run's OUT, at --dry-run too (deu_Latn/ holds the eng output)
+    (multi / MANIFEST_NAME).unlink()
+    multi_argv = ["eng_Latn,deu_Latn", "--corpus", "v4", "--local-root", str(root), "--out", str(multi),
+                  "--executor", "local", "--license", "CC0-1.0", "--dry-run"]
+    assert cli.main(multi_argv) == 2
+    assert "deu_Latn holds dataset 'hplt-v4-clean-eng_Latn', this run makes 'hplt-v4-clean-deu_Latn'" in \
+        capsys.readouterr().err
+    assert cli.main([*multi_argv, "--replace-other"]) == 0
+    assert f"--out {multi}/deu_Latn holds a previous output" in capsys.readouterr().out
+    assert tree_bytes(multi) == before
 
 
 # --- 7. OUT on a mount point -------------------------------------------------------------------
