@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Sequence
 
-from shard_pipeline.contract.rules import ShardFile, _is_count, shard_sets
+from shard_pipeline.contract.rules import ShardFile, _is_count, set_shard_name, shard_sets
 from shard_pipeline.files import write_bytes_atomic
 
 # Counts of what an upstream dedup stage removed; callers override the keys they know.
@@ -29,6 +29,18 @@ def manifest_sets(manifest: dict[str, Any]) -> list[tuple[str, str | None, list[
         return [("", None, list(manifest["shards"]))]
     return [(folder, split, [e for e in manifest["shards"] if e["name"].startswith(folder + "/")])
             for folder, split in sets]
+
+
+def expected_shard_names(m: dict[str, Any]) -> list[str]:
+    """The shard names the manifest must list, in order: each set named by the contract inside its folder."""
+    return [set_shard_name(folder, i, len(entries)) for folder, _, entries in manifest_sets(m) for i in range(len(entries))]
+
+
+def safe_relative(name: str) -> bool:
+    """True for a plain relative path inside OUT (no '..', no absolute path, no backslash)."""
+    p = PurePosixPath(name)
+    return (not p.is_absolute() and "\\" not in name and str(p) == name
+            and all(part not in ("", ".", "..") for part in p.parts))
 
 
 def check_manifest_args(*, dataset: Any, version: Any, config_sha256: Any, filters: Any, dedup: Any, ledger_ref: Any) -> None:

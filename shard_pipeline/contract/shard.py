@@ -27,6 +27,9 @@ from shard_pipeline.contract.manifest import (  # noqa: F401  (re-exported)
 from shard_pipeline.contract.replace import (  # noqa: F401  (re-exported)
     TMP_MARKER,
     WRITE_SHARDS_OWNER,
+    NotReplaceable,
+    SwapFailed,
+    check_not_mounted,
     check_replaceable,
     check_tmp_free,
     fresh_tmp_dir,

@@ -17,7 +17,7 @@ import heapq
 import json
 import os
 import sys
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
@@ -35,8 +35,9 @@ from shard_pipeline.contract.shard import (
     MANIFEST_NAME,
     SCHEMA,
     manifest_sets,
-    set_shard_name,
 )
+from shard_pipeline.contract.manifest import expected_shard_names as _expected_names
+from shard_pipeline.contract.manifest import safe_relative as _safe_relative
 from shard_pipeline.contract.verify_manifest import (  # noqa: F401  (Problem: re-exported)
     ROW_PROBLEM_CAP,
     Problem,
@@ -50,17 +51,6 @@ from shard_pipeline.contract.verify_manifest import (  # noqa: F401  (Problem: r
 from shard_pipeline.contract.verify_rows import GroupCutChecker, RowState, check_rows
 
 _PLAIN_COLUMNS = frozenset(c for c in SCHEMA.names if c not in DICTIONARY_COLUMNS)
-
-
-def _safe_relative(name: str) -> bool:
-    p = PurePosixPath(name)
-    return (not p.is_absolute() and "\\" not in name and str(p) == name
-            and all(part not in ("", ".", "..") for part in p.parts))
-
-
-def _expected_names(m: dict[str, Any]) -> list[str]:
-    """The shard names the manifest must list, in order: each set named by the contract inside its folder."""
-    return [set_shard_name(folder, i, len(entries)) for folder, _, entries in manifest_sets(m) for i in range(len(entries))]
 
 
 def _check_files(out: Path, m: dict[str, Any], rep: _Report) -> None:

@@ -54,13 +54,21 @@ def read_receipt(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path) -> dict[str, Any] | None:
-    """OUT's manifest, if an earlier attempt of this run's finalize already swapped its output in.
+def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path,
+                    rehash: bool = True) -> dict[str, Any] | None:
+    """OUT's manifest, if OUT is provably this run's output: an earlier attempt of finalize swapped it in.
 
     Finalize can be killed between the swap and its last steps; rerun, it must finish those
-    steps, not fail on an OUT.tmp that is gone (or holds the old version).
+    steps, not fail on an OUT.tmp that is gone (or holds the old version). Equal hashes in the
+    manifest are no proof: a re-run over a previous (perhaps damaged) output makes the same
+    manifest. So every shard in OUT must be the very file a writer of this run finished (its
+    receipt's size, mtime and ctime; a touched one by sha256 when `rehash`), every other listed
+    file there with its size, and nothing else in OUT but this run's marker (left when finalize
+    stopped between the exchange and removing it). Cost: one stat per file.
     """
     from shard_pipeline.contract.manifest import load_manifest
+    from shard_pipeline.contract.previous import holdings
+    from shard_pipeline.contract.replace import TMP_MARKER, tmp_owner
 
     try:
         manifest = load_manifest(out)
@@ -68,13 +76,23 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path
         return None
     if manifest.get("config_sha256") != cfg.content.sha256() or manifest.get("rows") != plan["rows"]:
         return None
-    recorded = {}
+    recorded: dict[str, dict[str, Any]] = {}
     for wt in plan["write_tasks"]:
         receipt = read_receipt(run.write_receipt(wt["task"]))
         if receipt is None:
             return None
-        recorded.update({s["name"]: s["sha256"] for s in receipt["shards"]})
-    if {s["name"]: s["sha256"] for s in manifest["shards"]} != recorded:
+        recorded.update({s["name"]: s for s in receipt["shards"]})
+    if {s["name"]: s["sha256"] for s in manifest["shards"]} != {n: s["sha256"] for n, s in recorded.items()}:
+        return None
+    for name, s in recorded.items():
+        if file_matches(out / name, s.get("stamp", {"bytes": s["bytes"]}), s["sha256"], rehash) is not None:
+            return None
+    try:
+        held = holdings(out, manifest)
+    except (OSError, ValueError):
+        return None
+    ours = tmp_owner(out) == str(run.root)
+    if held.damaged or any(not (ours and p == TMP_MARKER) for p in held.foreign):
         return None
     return manifest
 
@@ -104,7 +122,8 @@ class RunState:
     @cached_property
     def swapped(self) -> bool:
         """Finalize exchanged OUT already: the shards left OUT.tmp, their receipts still hold."""
-        return self.plan is not None and already_swapped(self.run, self.cfg, self.plan, Path(self.cfg.execution.out)) is not None
+        return self.plan is not None and already_swapped(self.run, self.cfg, self.plan, Path(self.cfg.execution.out),
+                                                        self.rehash) is not None
 
 
 def _missing(path: Path) -> str:

@@ -23,10 +23,11 @@ from shard_pipeline.contract.shard import (
     MANIFEST_NAME,
     SPLIT_DIRS,
     TMP_MARKER,
+    NotReplaceable,
     ShardFile,
     build_manifest,
+    check_replaceable,
     file_sha256,
-    load_manifest,
     manifest_sets,
     swap_into_place,
     tmp_owner,
@@ -139,16 +140,16 @@ def update_counts_index(cfg: RunConfig, run: RunDir) -> tuple[int, list[str]]:
 
 
 def left_by_exchange(tmp: Path, run: RunDir) -> bool:
-    """True when `tmp` is what an exchange of this run left there: the previous output (a
-    manifest), an empty folder, or this run's own staging folder. Anything else is not ours."""
+    """True when `tmp` is what an exchange of this run left there: a previous output (its manifest
+    lists everything in it), an empty folder, or this run's own staging folder. Anything else is not ours."""
     if tmp.is_symlink() or not tmp.is_dir():
         return False
     if tmp_owner(tmp) == str(run.root) or not any(tmp.iterdir()):
         return True
     try:
-        load_manifest(tmp)
-    except (OSError, ValueError):
-        print(f"finalize: {tmp} is not this run's and is left as it is", flush=True)
+        check_replaceable(tmp)
+    except NotReplaceable as exc:
+        print(f"finalize: {tmp} is not this run's and is left as it is ({exc})", flush=True)
         return False
     return True
 
@@ -160,11 +161,14 @@ def run_finalize(run: RunDir) -> dict[str, Any]:
     if plan["config_sha256"] != c.sha256():
         raise FinalizeError("plan.json was made for another configuration")
     tmp, out = Path(plan["tmp_dir"]), Path(cfg.execution.out)
-    manifest = already_swapped(run, cfg, plan, out)
+    manifest = already_swapped(run, cfg, plan, out)  # proven by stat: OUT holds this run's very files
     if manifest is None:
         manifest = check_and_swap(run, cfg, plan, tmp, out)
-    elif tmp.exists() and left_by_exchange(tmp, run):
-        shutil.rmtree(tmp)  # the previous version, left by an attempt stopped right after the exchange
+    else:
+        if tmp_owner(out) == str(run.root):
+            (out / TMP_MARKER).unlink()  # stopped between the exchange and removing the marker
+        if tmp.exists() and left_by_exchange(tmp, run):
+            shutil.rmtree(tmp)  # the previous version, left by an attempt stopped right after the exchange
     try:
         fault_point("finalize-after-swap")
         return finish(run, cfg, plan, manifest, out)
@@ -225,7 +229,9 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
     manifest = manifest_with(write_extra_files(run, cfg, plan, tmp, manifest_with([])))
     write_manifest(tmp, manifest)
     fault_point("finalize-before-swap")
-    swap_into_place(tmp, out)
+    replaced = swap_into_place(tmp, out)
+    if replaced is not None:
+        print(f"finalize: replaced {out}, which held {replaced.summary()}", flush=True)
     return manifest
 
 

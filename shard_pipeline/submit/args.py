@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--license", help="SPDX license of the packaging (conf LICENSE; HPLT presets: CC0-1.0)")
     p.add_argument("--dataset", help="dataset name in the manifest (default hplt-<corpus>-<subset>-<LANG>)")
     p.add_argument("--dataset-version", default="1", help="dataset version in the manifest (default 1)")
+    p.add_argument("--replace-other", action="store_true",
+                   help="replace an OUT that holds another dataset (another language); without it such an OUT is refused")
     p.add_argument("--bad-records", choices=("fail", "quarantine"), default="fail",
                    help="fail at the first bad record (default), or count and keep it in the run's quarantine/")
     p.add_argument("--shard-bytes", type=int,

@@ -45,6 +45,26 @@ def check_out_path(out_arg: Path) -> Path:
     return given.resolve()
 
 
+def out_holds(out: Path, held) -> str:
+    """What OUT holds now, for --dry-run and the submit note (`held`: check_replaceable's answer)."""
+    if held is not None:
+        return f"--out {out} holds {held.summary()}; this run replaces it when it finishes"
+    if out.exists():
+        return f"--out {out} is an empty folder"
+    return f"--out {out} does not exist yet"
+
+
+def check_same_dataset(out: Path, held, dataset: str, replace_other: bool) -> None:
+    """Refuse to replace an OUT holding another dataset (another language, by default names) unless
+    --replace-other says so; an older version of the same dataset is replaced as always (#21)."""
+    if held is None or replace_other:
+        return
+    theirs = held.manifest.get("dataset")
+    if theirs != dataset:
+        raise UsageError(f"--out {out} holds dataset {theirs!r}, this run makes {dataset!r}: replacing another "
+                         "dataset is a decision; add --replace-other to replace it, or choose another --out")
+
+
 def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None) -> None:
     """Before anything is written: the four folders apart, and no OUT.tmp this run did not make."""
     check_no_overlap({"--run-dir": run_root, "input root": input_root, "--out": out, "OUT.tmp": tmp_dir_for(out)})

@@ -39,15 +39,20 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         check_log_dir(run.root)
     if args.out is not None:  # the path rules hold at --dry-run too
         out = guards.check_out_path(args.out)
-        check_replaceable(out)
+        held = check_replaceable(out)
+        guards.check_same_dataset(out, held, dataset_name(args, sc.subset), args.replace_other)
         guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
     if args.dry_run:
         print(describe(args, sc.subset, sc.shards, sc.lay, executor, settings))
+        if args.out is not None:
+            print(guards.out_holds(out, held))
         print("dry run: nothing written, nothing submitted")
         return 0
     if args.out is None:
         raise UsageError("--out is required (the output folder)")
     cfg = create_run(args, argv, settings, executor, sc, out, run)
+    if held is not None:
+        print(f"hplt-shard: {guards.out_holds(out, held)}", file=sys.stderr)
     with run_lock(run.root):
         return start(run, cfg, all_tasks(cfg), executor, args.jobs, settings, "submit")
 
@@ -90,12 +95,12 @@ def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor
                run: RunDir) -> RunConfig:
     """Check OUT and the run dir, write the run dir of one language, then claim OUT; nothing is started."""
     subset, shards, lay, sample, disagree = sc.subset, sc.shards, sc.lay, sc.sample, sc.disagree
-    check_replaceable(out)
+    guards.check_same_dataset(out, check_replaceable(out), dataset_name(args, subset), args.replace_other)
     if run.root.exists():
         raise UsageError(f"run directory {run.root} exists; use --resume {run.root} or move it away")
     content = Content(
         corpus=args.corpus, subset=subset, lang=args.lang,
-        dataset=args.dataset or f"hplt-{args.corpus}-{subset}-{args.lang}", version=args.dataset_version,
+        dataset=dataset_name(args, subset), version=args.dataset_version,
         license_spdx=settings.license, shard_rows=args.shard_rows, val_permille=args.val_permille,
         row_group_bytes=args.row_group_bytes, bad_records=args.bad_records,
         inputs=tuple(InputRef(s.name, s.location, s.size, s.mtime, s.source_id) for s in shards),
@@ -131,6 +136,11 @@ def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor
     print(f"{args.lang}: config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
           f"{lay.write_tasks} write tasks; {len(boundaries) + 1} buckets ({method})", file=sys.stderr)
     return cfg
+
+
+def dataset_name(args: argparse.Namespace, subset: str) -> str:
+    """The manifest's dataset: --dataset, else hplt-<corpus>-<subset>-<LANG>."""
+    return args.dataset or f"hplt-{args.corpus}-{subset}-{args.lang}"
 
 
 def parse_dp_ranks(spec: str) -> tuple[int, ...]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.errors import UsageError
 from shard_pipeline.paths import home
 from shard_pipeline.run import multi
@@ -153,6 +154,24 @@ def one_unit_per_task(args: argparse.Namespace, settings):
     return dataclasses.replace(settings, cpus_per_task=1)
 
 
+def check_language_outs(args: argparse.Namespace, ms: MultiScope) -> list[str]:
+    """Each OUT/<LANG> checked as a single run checks its OUT (--dry-run included); what each holds now."""
+    from shard_pipeline.contract.shard import check_replaceable
+    from shard_pipeline.submit import guards
+
+    root_out = args.out.resolve()
+    if (root_out / MANIFEST_NAME).exists():
+        raise UsageError(f"--out {root_out} is itself an output (it holds {MANIFEST_NAME}); a multi-language "
+                         "run writes OUT/<LANG>/ into it, which that output does not list: choose another --out")
+    holds = []
+    for lang in ms.langs:
+        out, la = root_out / lang, lang_args(args, lang)
+        held = check_replaceable(out)
+        guards.check_same_dataset(out, held, launch.dataset_name(la, ms.scopes[lang].subset), args.replace_other)
+        holds.append(guards.out_holds(out, held))
+    return holds
+
+
 def new_multi_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from shard_pipeline.submit.multi_report import describe_multi
     from shard_pipeline.submit.multi_start import start_multi
@@ -165,8 +184,10 @@ def new_multi_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         from shard_pipeline.submit.executors.slurm import check_log_dir
 
         check_log_dir(args.run_dir.resolve())
+    holds = check_language_outs(args, ms) if args.out is not None else []
     if args.dry_run:
         print(describe_multi(args, ms, executor, settings))
+        print("\n".join(holds))
         print("dry run: nothing written, nothing submitted")
         return 0
     if args.out is None:

@@ -1,0 +1,275 @@
+"""Replacing OUT requires proof that OUT is the output it claims to be (issue #19, items 1, 2 and 7).
+
+A re-run over a damaged output swaps the fresh shards in (never "already swapped"); OUT holding
+anything its manifest does not list is refused before anything runs and again at finalize; an
+OUT on a mount point is refused, and a failed swap leaves OUT.tmp marked as its run's.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from shard_pipeline.contract import replace as replace_mod
+from shard_pipeline.contract.shard import MANIFEST_NAME, TMP_MARKER, SwapFailed, tmp_owner
+from shard_pipeline.contract.verify import verify_output
+from shard_pipeline.run.rundir import RunDir
+from shard_pipeline.stages.finalize import run_finalize
+from tests.pipeline_util import make_corpus, run_cli, tree_bytes
+
+ROWS = ("--shard-rows", "10")
+
+
+def damage(out: Path) -> None:
+    """Delete the first shard and overwrite bytes of the second (same size: only a hash tells)."""
+    shards = sorted(out.glob("shard-*.parquet"))
+    shards[0].unlink()
+    with open(shards[1], "r+b") as f:
+        f.seek(100)
+        f.write(b"XXXX")
+
+
+def rerun(capsys, root: Path, out: Path, run: Path, *extra: str) -> tuple[int, str]:
+    capsys.readouterr()
+    rc = run_cli(root, out, run, *ROWS, *extra)
+    cap = capsys.readouterr()
+    return rc, cap.out + cap.err
+
+
+@pytest.fixture
+def made(tmp_path) -> tuple[Path, Path, dict[str, bytes]]:
+    root = make_corpus(tmp_path, n_docs=30)
+    out = tmp_path / "out"
+    assert run_cli(root, out, tmp_path / "run1", *ROWS) == 0
+    return root, out, tree_bytes(out)
+
+
+# --- 1. a re-run over a damaged output -------------------------------------------------------
+
+def test_rerun_over_a_damaged_output_swaps_the_fresh_shards_in(tmp_path, made, capsys):
+    root, out, whole = made
+    damage(out)
+    assert verify_output(out)  # the damage is real
+    rc, said = rerun(capsys, root, out, tmp_path / "run2")
+    assert rc == 0 and "damaged: 1 listed file missing" in said  # said at submit
+    assert tree_bytes(out) == whole and not verify_output(out)
+    assert not (tmp_path / "out.tmp").exists()
+    log = (tmp_path / "run2" / "logs" / "finalize" / "local_0.log").read_text()
+    assert "replaced" in log and "shard-00000-of-00003.parquet" in log
+
+
+def test_resumed_finalize_takes_out_as_swapped_only_when_its_files_are_this_runs(tmp_path, monkeypatch, capsys):
+    root = make_corpus(tmp_path, n_docs=30)
+    out, run = tmp_path / "out", tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-after-swap:0:enospc")
+    assert run_cli(root, out, run, *ROWS) == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    whole = tree_bytes(out)
+    damage(out)  # damaged after the swap, before the resume: OUT is no longer provably this run's
+    capsys.readouterr()
+    rc = cli_resume(run)
+    said = "".join(capsys.readouterr())
+    # not taken as swapped: the writers are redone into OUT.tmp and swapped in over the damaged OUT
+    assert rc == 0 and "write     redo 3" in said, said
+    assert tree_bytes(out) == whole and not verify_output(out) and not (tmp_path / "out.tmp").exists()
+
+
+def test_marker_left_in_out_by_a_stop_right_after_the_exchange_is_removed(tmp_path, monkeypatch):
+    root = make_corpus(tmp_path, n_docs=30)
+    out, run = tmp_path / "out", tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-after-swap:0:enospc")
+    assert run_cli(root, out, run, *ROWS) == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    (out / TMP_MARKER).write_text(str(run) + "\n")  # as if stopped between the exchange and its removal
+    assert run_finalize(RunDir(run))["rows"] == 30
+    assert not (out / TMP_MARKER).exists() and not verify_output(out)
+
+
+def cli_resume(run: Path) -> int:
+    from shard_pipeline.submit import cli
+
+    return cli.main(["--resume", str(run), "--executor", "local"])
+
+
+# --- 2. nothing but what the manifest lists --------------------------------------------------
+
+def test_home_like_folder_with_a_copied_manifest_is_refused(tmp_path, made, capsys):
+    root, out, _ = made
+    home = tmp_path / "home"
+    (home / "Documents").mkdir(parents=True)
+    (home / "Documents" / "letter.odt").write_text("dear")
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("secret")
+    shutil.copy(out / MANIFEST_NAME, home / MANIFEST_NAME)
+    before = tree_bytes(home)
+    for extra in (("--dry-run",), ()):
+        rc, said = rerun(capsys, root, home, tmp_path / "run-home", *extra)
+        assert rc == 2 and ".ssh/" in said and "Documents/" in said and "2 entries" in said, said
+    assert tree_bytes(home) == before and not (tmp_path / "run-home").exists()
+    # a forged manifest that lists the user's file is not an hplt-shard manifest
+    m = json.loads((out / MANIFEST_NAME).read_text())
+    m["files"].append({"name": "Documents/letter.odt", "bytes": 4, "sha256": "0" * 64})
+    shutil.rmtree(home / ".ssh")
+    (home / MANIFEST_NAME).write_text(json.dumps(m))
+    rc, said = rerun(capsys, root, home, tmp_path / "run-home")
+    assert rc == 2 and "which no hplt-shard output holds" in said and (home / "Documents" / "letter.odt").exists()
+
+
+def test_notes_and_checkpoints_added_to_an_output_are_refused_before_and_at_finalize(tmp_path, made, monkeypatch,
+                                                                                      capsys):
+    root, out, whole = made
+    (out / "notes.txt").write_text("mine")
+    (out / "checkpoints").mkdir()
+    (out / "checkpoints" / "step-100.pt").write_bytes(b"weights")
+    for extra in (("--dry-run",), ()):
+        rc, said = rerun(capsys, root, out, tmp_path / "run2", *extra)
+        assert rc == 2 and "checkpoints/, notes.txt" in said and "would delete them" in said, said
+    assert not (tmp_path / "run2").exists()
+    shutil.rmtree(out / "checkpoints")
+    (out / "notes.txt").unlink()
+    # added while the run runs: finalize refuses, OUT and OUT.tmp are kept
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap:0:enospc")
+    assert run_cli(root, out, tmp_path / "run2", *ROWS) == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    (out / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    assert cli_resume(tmp_path / "run2") == 1
+    log = (tmp_path / "run2" / "logs" / "finalize" / "local_0.log").read_text()
+    assert "holds 1 entry its manifest does not list (notes.txt)" in log
+    assert (out / "notes.txt").read_text() == "mine" and tmp_owner(tmp_path / "out.tmp") == str(tmp_path / "run2")
+    (out / "notes.txt").unlink()
+    assert cli_resume(tmp_path / "run2") == 0 and tree_bytes(out) == whole
+
+
+def test_a_multi_language_root_is_not_replaced_by_a_single_run(tmp_path, made, capsys):
+    root, out, _ = made
+    multi = tmp_path / "multi"
+    multi.mkdir()
+    shutil.copytree(out, multi / "eng_Latn")
+    shutil.copytree(out, multi / "deu_Latn")
+    (multi / "eng_Latn.hplt-shard-claim").write_text("/runs/x/eng_Latn\n")
+    before = tree_bytes(multi)
+    rc, said = rerun(capsys, root, multi, tmp_path / "run-m")
+    assert rc == 2 and "holds no" in said  # a root without its own manifest
+    shutil.copy(out / MANIFEST_NAME, multi / MANIFEST_NAME)  # a root that is itself an output
+    rc, said = rerun(capsys, root, multi, tmp_path / "run-m", "--dry-run")
+    assert rc == 2 and "holds other outputs (deu_Latn/, eng_Latn/)" in said and "multi-language root" in said
+    assert tree_bytes(multi) == {**before, MANIFEST_NAME: (out / MANIFEST_NAME).read_bytes()}
+    # and a multi-language run does not write its languages into a folder that is itself an output
+    from shard_pipeline.input.synth import generate_corpus
+    from shard_pipeline.submit import cli
+
+    generate_corpus(root, "deu_Latn", corpus="v4", n_docs=10, shard_names=["10_1"], seed=2)
+    capsys.readouterr()
+    assert cli.main(["eng_Latn,deu_Latn", "--corpus", "v4", "--local-root", str(root), "--out", str(out),
+                     "--executor", "local", "--license", "CC0-1.0", "--dry-run"]) == 2
+    assert f"--out {out} is itself an output" in capsys.readouterr().err
+    # each OUT/<LANG> is checked as a single run's OUT, at --dry-run too (deu_Latn/ holds the eng output)
+    (multi / MANIFEST_NAME).unlink()
+    multi_argv = ["eng_Latn,deu_Latn", "--corpus", "v4", "--local-root", str(root), "--out", str(multi),
+                  "--executor", "local", "--license", "CC0-1.0", "--dry-run"]
+    assert cli.main(multi_argv) == 2
+    assert "deu_Latn holds dataset 'hplt-v4-clean-eng_Latn', this run makes 'hplt-v4-clean-deu_Latn'" in \
+        capsys.readouterr().err
+    assert cli.main([*multi_argv, "--replace-other"]) == 0
+    assert f"--out {multi}/deu_Latn holds a previous output" in capsys.readouterr().out
+    assert tree_bytes(multi) == before
+
+
+# --- 7. OUT on a mount point -------------------------------------------------------------------
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A real tmpfs mounted at tmp_path/out (needs root); unmounted at teardown."""
+    point = tmp_path / "out"
+    point.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(point)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root): {proc.stderr.strip()}")
+    mounted = [True]
+
+    def umount() -> None:
+        if mounted[0]:
+            subprocess.run(["umount", str(point)], check=True)
+            mounted[0] = False
+
+    yield point, umount
+    umount()
+
+
+def test_out_on_a_mount_point_is_refused_and_a_failed_swap_keeps_out_tmp_marked(tmp_path, tmpfs, monkeypatch,
+                                                                                   capsys):
+    point, umount = tmpfs
+    root = make_corpus(tmp_path, n_docs=30)
+    for extra in (("--dry-run",), ()):
+        rc, said = rerun(capsys, root, point, tmp_path / "run0", *extra)
+        assert rc == 2 and f"--out {point} is a mount point" in said and f"--out {point}/NAME" in said, said
+    assert not (tmp_path / "run0").exists() and not (tmp_path / "out.tmp").exists()
+    # mounted after the submit: finalize refuses; OUT.tmp stays this run's
+    umount()
+    run = tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap:0:enospc")
+    assert run_cli(root, point, run, *ROWS) == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(point)], check=True)
+    try:
+        assert cli_resume(run) == 1
+        assert "is a mount point" in (run / "logs" / "finalize" / "local_0.log").read_text()
+        assert tmp_owner(tmp_path / "out.tmp") == str(run)
+        # a mount the guard does not see: the kernel's own refusal (EBUSY) leaves OUT.tmp marked too
+        monkeypatch.setattr(replace_mod, "check_not_mounted", lambda out: None)
+        with pytest.raises(SwapFailed, match="Device or resource busy"):
+            run_finalize(RunDir(run))
+        monkeypatch.undo()
+        assert tmp_owner(tmp_path / "out.tmp") == str(run) and not list(point.iterdir())
+    finally:
+        subprocess.run(["umount", str(point)], check=True)
+    capsys.readouterr()
+    assert cli_resume(run) == 0  # recognised as this run's: the resume finishes the swap
+    assert not (point / TMP_MARKER).exists() and not verify_output(point) and not (tmp_path / "out.tmp").exists()
+
+
+# --- issue 21: an OUT holding another dataset ------------------------------------------------
+
+def test_an_out_of_another_language_is_replaced_only_with_replace_other(tmp_path, made, capsys):
+    from shard_pipeline.input.synth import generate_corpus
+    from shard_pipeline.submit import cli
+
+    root, out, whole = made
+    generate_corpus(root, "deu_Latn", corpus="v4", n_docs=20, shard_names=["10_1"], seed=2)
+    argv = ["deu_Latn", "--corpus", "v4", "--local-root", str(root), "--out", str(out), "--executor", "local",
+            "--license", "CC0-1.0", *ROWS]
+    for extra in (["--dry-run"], []):
+        capsys.readouterr()
+        assert cli.main([*argv, "--run-dir", str(tmp_path / "run-deu"), *extra]) == 2
+        err = capsys.readouterr().err
+        assert "holds dataset 'hplt-v4-clean-eng_Latn', this run makes 'hplt-v4-clean-deu_Latn'" in err, err
+        assert "--replace-other" in err
+    assert tree_bytes(out) == whole and not (tmp_path / "run-deu").exists()
+    capsys.readouterr()
+    assert cli.main([*argv, "--run-dir", str(tmp_path / "run-deu"), "--replace-other", "--dry-run"]) == 0
+    said = capsys.readouterr().out
+    assert f"--out {out} holds a previous output: dataset 'hplt-v4-clean-eng_Latn'" in said  # what OUT holds now
+    assert cli.main([*argv, "--run-dir", str(tmp_path / "run-deu"), "--replace-other"]) == 0
+    assert json.loads((out / MANIFEST_NAME).read_text())["dataset"] == "hplt-v4-clean-deu_Latn"
+    # an older version of the same dataset is replaced as before, without the flag
+    assert cli.main([*argv, "--run-dir", str(tmp_path / "run-v2"), "--dataset-version", "2"]) == 0
+    assert json.loads((out / MANIFEST_NAME).read_text())["version"] == "2"
+
+
+def test_rerun_over_a_damaged_output_on_the_cluster(slurm_cluster, tmp_path):
+    from tests.slurm_util import wait_for_jobs
+    from tests.test_pipeline_slurm import TIMEOUT, slurm_conf, submit
+
+    root = make_corpus(tmp_path, n_docs=30)
+    conf, out = slurm_conf(tmp_path), tmp_path / "out"
+    wait_for_jobs([j["job_id"] for j in submit(root, out, tmp_path / "run1", conf, *ROWS)], timeout=TIMEOUT)
+    whole = tree_bytes(out)
+    damage(out)
+    wait_for_jobs([j["job_id"] for j in submit(root, out, tmp_path / "run2", conf, *ROWS)], timeout=TIMEOUT)
+    assert (tmp_path / "run2" / "DONE").exists()
+    assert tree_bytes(out) == whole and not verify_output(out) and not (tmp_path / "out.tmp").exists()
