@@ -91,6 +91,10 @@ class RunDir:
     def partition_checkpoint(self, task: int) -> Path:
         return self.root / "partition" / f"task-{task:05d}.checkpoint.json"
 
+    def partition_receipts_log(self, task: int) -> Path:
+        """One line per checkpointed input (stages/checkpoint.py); the checkpoint records its length."""
+        return self.root / "partition" / f"task-{task:05d}.receipts.jsonl"
+
     def quarantine_file(self, task: int) -> Path:
         return self.root / "quarantine" / f"task-{task:05d}.jsonl"
 

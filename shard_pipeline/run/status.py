@@ -182,14 +182,16 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
 
 def progress(run: RunDir) -> dict[str, Any]:
     """Documents and bytes read so far (receipts and checkpoints), throughput, ETA of the partition stage."""
+    from shard_pipeline.stages.checkpoint import progress_counts
+
     cfg = RunConfig.from_json(read_json(run.config_json))
     docs = compressed = 0
     for t in range(cfg.execution.partition_tasks):
         for path in (run.partition_receipt(t), run.partition_checkpoint(t)):
             if path.exists():
-                inputs = read_json(path)["inputs"]
-                docs += sum(i["read"] for i in inputs)
-                compressed += sum(i["compressed_bytes"] for i in inputs)
+                read, comp = progress_counts(path)
+                docs += read
+                compressed += comp
                 break
     total = sum(i.size or 0 for i in cfg.content.inputs)
     record = read_json(run.run_json)
