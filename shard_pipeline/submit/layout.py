@@ -18,6 +18,9 @@ JSON_PER_COMPRESSED = 5.5  # zstd level 3 on HPLT JSONL, measured on synthetic H
 BUCKET_ROWS = 4_000_000  # a writer orders one bucket at a time: ~60 B/row of order arrays (docs/DESIGN.md)
 MAX_BUCKETS = 200_000
 PARTITION_MB_S = 25.0  # compressed MB/s one partition task sustains, conservative (see bench/RESULTS.md)
+# Fixed cost of one input in a partition task: open, stat twice, spill, three fsyncs of the checkpoint.
+# 12.6 ms measured on a local ext4 disk (bench/partition_many_inputs.py); x4 for a parallel filesystem.
+PARTITION_SECONDS_PER_INPUT = 0.05
 WRITE_MB_S = 40.0  # JSON-equivalent MB/s one writer sustains
 MIN_MINUTES = 10
 TEXT_BYTES_PER_DOC = 3500  # HPLT v4 English: ~27.5 TB of text / 7.86 B documents; the head sample measures it
@@ -60,6 +63,7 @@ class Layout:
     partition_groups: int = 0  # array tasks: ceil(tasks / cpus); these count against the job cap
     write_groups: int = 0
     biggest_unit_bytes: int = 0  # compressed input of the largest partition task
+    most_unit_inputs: int = 0  # inputs of the partition task that has the most (each costs PARTITION_SECONDS_PER_INPUT)
     text_bytes: int = 0  # estimated text of the whole selection
     largest_text: int = 0  # the longest document text the head sample saw (UTF-8 bytes)
     doc_need: int = 0  # what a partition or write task needs to hold that one document (0: no large one seen)
@@ -205,7 +209,9 @@ def lay_out_jobs(
     compressed = sum(sizes_)
     json_bytes = int(compressed * JSON_PER_COMPRESSED)
     biggest = max((sum(sizes_[i] for i in pk) for pk in packing), default=0)
-    part_min = biggest / 1e6 / PARTITION_MB_S / 60 * 1.5
+    part_s = max((sum(sizes_[i] for i in pk) / 1e6 / PARTITION_MB_S + len(pk) * PARTITION_SECONDS_PER_INPUT
+                  for pk in packing), default=0)
+    part_min = part_s / 60 * 1.5
     write_min = json_bytes / max(1, w) / 1e6 / WRITE_MB_S / 60 * 1.5
     spill = spill_bytes or max(8 << 20, parse_mem(worker_mem) // 8)
     per_doc = text_per_doc or TEXT_BYTES_PER_DOC
@@ -236,6 +242,7 @@ def lay_out_jobs(
         partition_groups=-(-p // cpus),
         write_groups=-(-w // cpus),
         biggest_unit_bytes=biggest,
+        most_unit_inputs=max((len(pk) for pk in packing), default=0),
         text_bytes=int(est_docs * per_doc),
         largest_text=largest_text,
         doc_need=max(doc_memory(largest_text, largest_line, spill)),
