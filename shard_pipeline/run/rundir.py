@@ -17,6 +17,7 @@ from shard_pipeline.files import write_json_atomic  # noqa: F401  (the stages im
 # directory is resumed only by code of the same format: 2 = per-split counts in the index,
 # shard sets in the plan (--split-layout).
 RUN_FORMAT = 2
+CHECKPOINT_FORMAT = "receipts-log"  # a partition checkpoint naming its receipts log (stages/checkpoint.py)
 
 
 def file_stamp(path: Path) -> dict[str, int]:

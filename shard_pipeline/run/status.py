@@ -16,7 +16,7 @@ from typing import Any
 from shard_pipeline.run.group import unit_log
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig, StageResources
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, read_json
 from shard_pipeline.run.tasklog import last_error_line, last_progress_line
 from shard_pipeline.units import share_of_mem
 
@@ -180,10 +180,16 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
     return out
 
 
+def progress_counts(path: Path) -> tuple[int, int]:
+    """(documents read, compressed bytes read) that a partition receipt or checkpoint records."""
+    rec = read_json(path)
+    if rec.get("format") == CHECKPOINT_FORMAT:  # a checkpoint lists only its last inputs, and keeps totals
+        return rec["read"], rec["compressed_bytes"]
+    return sum(i["read"] for i in rec["inputs"]), sum(i["compressed_bytes"] for i in rec["inputs"])
+
+
 def progress(run: RunDir) -> dict[str, Any]:
     """Documents and bytes read so far (receipts and checkpoints), throughput, ETA of the partition stage."""
-    from shard_pipeline.stages.checkpoint import progress_counts
-
     cfg = RunConfig.from_json(read_json(run.config_json))
     docs = compressed = 0
     for t in range(cfg.execution.partition_tasks):

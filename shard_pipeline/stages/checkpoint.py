@@ -14,17 +14,15 @@ names shorter lengths, and the input after it is read again).
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from shard_pipeline.files import atomic_file, fsync_file, json_bytes
+from shard_pipeline.run.rundir import CHECKPOINT_FORMAT as _FORMAT
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.tasklog import log
 from shard_pipeline.stages.spill import Section, SpillWriter
-
-_FORMAT = "receipts-log"
 
 
 class PartitionCheckpoint:
@@ -119,10 +117,3 @@ class PartitionCheckpoint:
         with atomic_file(self.log_path) as f:
             f.write(orjson.dumps({"inputs": receipts, "sections": sections}) + b"\n")
 
-
-def progress_counts(path: Path) -> tuple[int, int]:
-    """(documents read, compressed bytes read) that a partition receipt or checkpoint records."""
-    rec = read_json(path)
-    if rec.get("format") == _FORMAT:
-        return rec["read"], rec["compressed_bytes"]
-    return sum(i["read"] for i in rec["inputs"]), sum(i["compressed_bytes"] for i in rec["inputs"])
