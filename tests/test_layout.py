@@ -107,3 +107,15 @@ def test_a_garbage_memory_value_is_one_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "WORKER_MEM 'lots' is not a Slurm memory size" in err and "Traceback" not in err
+
+
+def test_many_small_inputs_count_in_the_partition_time_and_projection():
+    """8,000 files of 600 B: the bytes say 0 s, the per-input cost says minutes (issue #19, item 11)."""
+    from shard_pipeline.submit.layout import PARTITION_SECONDS_PER_INPUT
+    from shard_pipeline.submit.projection import project
+
+    many = lay_out_jobs([600] * 8000, {}, shard_rows=1_000_000, task_budget=200, worker_mem="4G", partition_tasks=1)
+    few = lay_out_jobs([600] * 8, {}, shard_rows=1_000_000, task_budget=200, worker_mem="4G", partition_tasks=1)
+    assert many.most_unit_inputs == 8000 and few.most_unit_inputs == 8
+    assert project(many)[0].seconds >= 8000 * PARTITION_SECONDS_PER_INPUT
+    assert many.resources["partition"].time > few.resources["partition"].time == "00:10:00"

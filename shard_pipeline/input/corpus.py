@@ -13,16 +13,18 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from shard_pipeline.errors import UserError
+from shard_pipeline.input.langdir import SUFFIX, refusal, scan_folder, warning
 
-SUFFIX = ".jsonl.zst"
 SOURCES = ("cc", "ia", "ab")  # Common Crawl, Internet Archive, ArchiveBot
 CORPORA = ("v3", "v4")
 WDS_BINS = range(0, 11)  # floor(10 x WDS) on the 0-1 scale; 10 means exactly 1.0
@@ -189,7 +191,13 @@ def check_unchanged(location: str, size: int | None, mtime: int | None, when: st
                            "shard_inventory.tsv; restore the file or start a new run")
 
 
-def _local_shards(lang: str, corpus: str, root: Path, wds: str | None, sources: str | None) -> list[InputShard]:
+def _warn(message: str) -> None:
+    print(f"hplt-shard: warning: {message}", file=sys.stderr)
+
+
+def _local_shards(lang: str, corpus: str, root: Path, wds: str | None, sources: str | None,
+                  warn: Callable[[str], None] | None = None) -> list[InputShard]:
+    """The selected shards of a local language folder; every other entry is refused or warned about (langdir.py)."""
     root = Path(os.path.abspath(root))
     if not root.is_dir():
         raise InputError(f"corpus root {root} does not exist (looked for {root}/{lang}/*{SUFFIX})")
@@ -202,24 +210,20 @@ def _local_shards(lang: str, corpus: str, root: Path, wds: str | None, sources: 
         close = difflib.get_close_matches(lang, known, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else (f"; {len(known)} languages there" if known else "")
         raise InputError(f"unknown language {lang!r}: no directory {lang_dir}{hint}")
-    entries = {}
-    broken = []
     try:
-        with os.scandir(lang_dir) as it:
-            for entry in it:
-                if entry.name.startswith(".") or not entry.name.endswith(SUFFIX):
-                    continue  # hidden statistics files such as .8_30.ia.filter.json
-                why = not_a_shard_file(entry.path)  # follows symlinks, as catalogue copies may use them
-                if why:
-                    broken.append(f"{entry.path} ({why})")
-                else:
-                    entries[entry.name[: -len(SUFFIX)]] = entry
+        scan = scan_folder(str(lang_dir), not_a_shard_file)
     except OSError as exc:
         raise InputError(f"cannot list the language folder {lang_dir}: {exc.strerror or exc}") from None
+    broken = scan.broken
     if broken:
         more = f" and {len(broken) - 5} more" if len(broken) > 5 else ""
         raise InputError(f"{len(broken)} entries in {lang_dir} are named like shards but are not readable files: "
                          + "; ".join(sorted(broken)[:5]) + more + " (fix or move them; nothing was started)")
+    if scan.refused:
+        raise InputError(refusal(str(lang_dir), scan.refused))
+    if scan.strays:
+        (warn or _warn)(warning(str(lang_dir), scan.strays))
+    entries = scan.shards
     if not entries:
         raise InputError(f"no shards in {lang_dir} (looked for {lang_dir}/*{SUFFIX})")
     where = str(lang_dir)
@@ -308,6 +312,7 @@ def find_shards(
     base_url: str | None = None,
     wds: str | None = None,
     sources: str | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[InputShard]:
     """The selected shards of ``lang``, in a fixed order.
 
@@ -316,7 +321,9 @@ def find_shards(
     any other names in natural order, ties by name; the same on every machine
     whatever the directory listing order. A bad ``wds``/``sources`` spec is a
     ValueError; a missing root, an unknown language or an empty selection is an
-    :class:`InputError` naming the path or URL and the filter.
+    :class:`InputError` naming the path or URL and the filter. Entries of a local language
+    folder that look like data but would not be read are an InputError too; other entries that
+    are not HPLT side files go to `warn` (default: one ``hplt-shard: warning:`` line on stderr).
     """
     _check_corpus(corpus)
     if not lang or "/" in lang or lang.startswith("."):
@@ -326,7 +333,7 @@ def find_shards(
     if sources is not None:
         parse_sources(sources)
     if local_root is not None:
-        return _local_shards(lang, corpus, Path(local_root), wds, sources)
+        return _local_shards(lang, corpus, Path(local_root), wds, sources, warn)
     if base_url:
         return _url_shards(lang, corpus, base_url, wds, sources)
     raise InputError(f"no input for {lang}: give a local root (--local-root, V3_ROOT/V4_ROOT) or a v3 base URL")

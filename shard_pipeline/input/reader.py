@@ -76,6 +76,7 @@ class ReadStats:
     quarantined: dict[str, int] = field(default_factory=dict)
     json_bytes: int = 0
     compressed_bytes: int = 0
+    longest_line: int = 0  # bytes of the longest line seen: the head sample sizes memory by it
 
 
 def iter_records(
@@ -137,9 +138,13 @@ class _LineBatches:
             if lines[-1][-1] != 10:
                 self.pending += lines.pop()
             if lines:
+                longest = max(map(len, lines))  # C-level, once per chunk
+                if longest > stats.longest_line:
+                    stats.longest_line = longest
                 yield lines
         if self.pending:  # a final line without a newline is a line
             final, self.pending = self.pending, bytearray()
+            stats.longest_line = max(stats.longest_line, len(final))
             yield [final]
 
 

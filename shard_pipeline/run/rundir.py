@@ -17,6 +17,7 @@ from shard_pipeline.files import write_json_atomic  # noqa: F401  (the stages im
 # directory is resumed only by code of the same format: 2 = per-split counts in the index,
 # shard sets in the plan (--split-layout).
 RUN_FORMAT = 2
+CHECKPOINT_FORMAT = "receipts-log"  # a partition checkpoint naming its receipts log (stages/checkpoint.py)
 
 
 def file_stamp(path: Path) -> dict[str, int]:
@@ -90,6 +91,10 @@ class RunDir:
 
     def partition_checkpoint(self, task: int) -> Path:
         return self.root / "partition" / f"task-{task:05d}.checkpoint.json"
+
+    def partition_receipts_log(self, task: int) -> Path:
+        """One line per checkpointed input (stages/checkpoint.py); the checkpoint records its length."""
+        return self.root / "partition" / f"task-{task:05d}.receipts.jsonl"
 
     def quarantine_file(self, task: int) -> Path:
         return self.root / "quarantine" / f"task-{task:05d}.jsonl"

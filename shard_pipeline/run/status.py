@@ -17,7 +17,7 @@ from shard_pipeline.run import live, multi
 from shard_pipeline.run.group import unit_log
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig, StageResources
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, read_json
 from shard_pipeline.run.tasklog import last_error_line, last_progress_line
 from shard_pipeline.units import share_of_mem
 
@@ -197,6 +197,14 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
     return out
 
 
+def progress_counts(path: Path) -> tuple[int, int]:
+    """(documents read, compressed bytes read) that a partition receipt or checkpoint records."""
+    rec = read_json(path)
+    if rec.get("format") == CHECKPOINT_FORMAT:  # a checkpoint lists only its last inputs, and keeps totals
+        return rec["read"], rec["compressed_bytes"]
+    return sum(i["read"] for i in rec["inputs"]), sum(i["compressed_bytes"] for i in rec["inputs"])
+
+
 def progress(run: RunDir) -> dict[str, Any]:
     """Documents and bytes read so far (receipts and checkpoints), throughput, ETA of the partition stage."""
     cfg = RunConfig.from_json(read_json(run.config_json))
@@ -204,9 +212,9 @@ def progress(run: RunDir) -> dict[str, Any]:
     for t in range(cfg.execution.partition_tasks):
         for path in (run.partition_receipt(t), run.partition_checkpoint(t)):
             if path.exists():
-                inputs = read_json(path)["inputs"]
-                docs += sum(i["read"] for i in inputs)
-                compressed += sum(i["compressed_bytes"] for i in inputs)
+                read, comp = progress_counts(path)
+                docs += read
+                compressed += comp
                 break
     total = sum(i.size or 0 for i in cfg.content.inputs)
     record = read_json(run.run_json)

@@ -72,6 +72,9 @@ class HeadSample:
     complete: dict[int, int] = field(default_factory=dict)  # shard index -> exact records, read to the end
     compressed_per_doc: float | None = None  # from the shards read only in part
     text_per_doc: float | None = None  # UTF-8 text bytes per record seen: sizes the later stages' memory
+    largest_text: int = 0  # UTF-8 bytes of the longest text seen: one document's memory in partition and write
+    largest_line: int = 0  # bytes of the longest JSON line seen (xml and md too: partition parses all of it)
+    largest_at: str = ""  # "PATH line N" of the longest text
 
 
 def sample_heads(shards, *, corpus: str, per_shard: int = 2000, total: int = 100_000) -> HeadSample:
@@ -102,7 +105,10 @@ def sample_heads(shards, *, corpus: str, per_shard: int = 2000, total: int = 100
                 if seen >= per:
                     break
                 sample.ids.append(rec.id)
-                texts, text_bytes = texts + 1, text_bytes + len(rec.text.encode("utf-8"))
+                size = len(rec.text.encode("utf-8"))
+                texts, text_bytes = texts + 1, text_bytes + size
+                if size > sample.largest_text:
+                    sample.largest_text, sample.largest_at = size, f"{shard.location} line {rec.line}"
                 seen += 1
             else:
                 ended = True
@@ -110,6 +116,7 @@ def sample_heads(shards, *, corpus: str, per_shard: int = 2000, total: int = 100
             pass
         finally:
             it.close()
+        sample.largest_line = max(sample.largest_line, stats.longest_line)
         if ended:
             sample.complete[index] = stats.read
         elif stats.read:

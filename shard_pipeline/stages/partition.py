@@ -23,8 +23,9 @@ from shard_pipeline.run.rundir import RunDir, file_stamp, read_json, write_json_
 from shard_pipeline.run.tasklog import input_line, log
 from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.buckets import boundary_keys, bucket_cuts
+from shard_pipeline.stages.checkpoint import PartitionCheckpoint
 from shard_pipeline.stages.clean_quarantine import CleanedSink
-from shard_pipeline.stages.spill import SPILL_SCHEMA, Section, SpillWriter
+from shard_pipeline.stages.spill import SPILL_SCHEMA, SpillWriter
 
 
 @dataclass
@@ -197,40 +198,6 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
     return stats
 
 
-def _restore(run: RunDir, task: int, writer: SpillWriter) -> tuple[list[InputReceipt], int]:
-    """Continue a task that was stopped (time limit, node failure) after its last whole input.
-
-    The spill and quarantine files are cut back to where the checkpoint left them, so a task
-    that restarts writes exactly the bytes an uninterrupted one would have.
-    """
-    cp_path = run.partition_checkpoint(task)
-    qpath = run.quarantine_file(task)
-    if not cp_path.exists():
-        qpath.unlink(missing_ok=True)
-        return [], 0
-    cp = read_json(cp_path)
-    writer.restore(cp["spill_bytes"], [Section(**s) for s in cp["sections"]], cp["runs"])
-    if qpath.exists():
-        with open(qpath, "r+b") as f:
-            f.truncate(cp["quarantine_bytes"])
-    return [InputReceipt(**r) for r in cp["inputs"]], cp["pii_spans"]
-
-
-def _save_checkpoint(run: RunDir, task: int, writer: SpillWriter, receipts: list[InputReceipt], pii_spans: int,
-                     quarantine: QuarantineWriter | None) -> None:
-    if quarantine is not None:
-        quarantine.close()  # flushed and fsynced; it reopens in append mode on the next bad record
-    qpath = run.quarantine_file(task)
-    write_json_atomic(run.partition_checkpoint(task), {
-        "inputs": [asdict(r) for r in receipts],
-        "spill_bytes": writer.flush(),
-        "sections": [asdict(s) for s in writer.sections],
-        "runs": writer.runs,
-        "pii_spans": pii_spans,
-        "quarantine_bytes": qpath.stat().st_size if qpath.exists() else 0,
-    })
-
-
 def run_partition(run: RunDir, task: int) -> PartitionReceipt:
     cfg = RunConfig.from_json(read_json(run.config_json))
     spec = read_json(run.task_file("partition", task))
@@ -238,7 +205,9 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
     keys = boundary_keys(boundaries)
     budget = cfg.execution.spill_bytes
     writer = SpillWriter(task, run.spill_file(task), run.spill_index(task), cfg.execution.intermediate_compression)
-    receipts, pii_spans = _restore(run, task, writer)
+    checkpoint = PartitionCheckpoint(run, task)
+    restored, pii_spans = checkpoint.restore(writer)
+    receipts = [InputReceipt(**r) for r in restored]
     done = {r.index for r in receipts}
     buf = _Buffer(cfg.content.val_permille)
 
@@ -265,7 +234,9 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
                                          stats.kept - cleaned.count, dict(sorted(stats.quarantined.items())),
                                          stats.json_bytes, stats.compressed_bytes, cleaned.count,
                                          dict(sorted(cleaned.reasons.items()))))
-            _save_checkpoint(run, task, writer, receipts, pii_spans, quarantine)
+            if quarantine is not None:
+                quarantine.close()  # flushed and fsynced; it reopens in append mode on the next bad record
+            checkpoint.save(writer, [asdict(receipts[-1])], pii_spans)
             log.info(input_line(task, k, len(spec["inputs"]), inp.name, stats.read, stats.compressed_bytes,
                                 time.monotonic() - started))
             fault_point("partition-after-input", task)
@@ -289,6 +260,6 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
         quarantine_file=str(qpath.relative_to(run.root)) if qpath.exists() else None,
     )
     write_json_atomic(run.partition_receipt(task), asdict(receipt))
-    run.partition_checkpoint(task).unlink(missing_ok=True)
+    checkpoint.remove()
     return receipt
 

@@ -87,7 +87,10 @@ def prepare(args: argparse.Namespace, settings, executor: str, budget: int | Non
         print(f"hplt-shard: warning: {len(disagree) - 10} more input shards disagree with the counts index "
               "(all listed in run.json at submit)", file=sys.stderr)
     lay = scope.make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc,
-                            sample.text_per_doc, budget=budget)
+                            sample.text_per_doc, budget=budget, sample=sample)
+    big = layout_mod.doc_memory_warning(lay, settings.worker_mem, sample.largest_at)
+    if big:  # the layout already raised the tasks; where memory is enforced, --mem is the user's to know
+        print(f"hplt-shard: warning: {big}", file=sys.stderr)
     return Scope(subset, shards, sample, lay, known, tuple(disagree))
 
 

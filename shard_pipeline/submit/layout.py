@@ -18,6 +18,9 @@ JSON_PER_COMPRESSED = 5.5  # zstd level 3 on HPLT JSONL, measured on synthetic H
 BUCKET_ROWS = 4_000_000  # a writer orders one bucket at a time: ~60 B/row of order arrays (docs/DESIGN.md)
 MAX_BUCKETS = 200_000
 PARTITION_MB_S = 25.0  # compressed MB/s one partition task sustains, conservative (see bench/RESULTS.md)
+# Fixed cost of one input in a partition task: open, stat twice, spill, three fsyncs of the checkpoint.
+# 12.6 ms measured on a local ext4 disk (bench/partition_many_inputs.py); x4 for a parallel filesystem.
+PARTITION_SECONDS_PER_INPUT = 0.05
 WRITE_MB_S = 40.0  # JSON-equivalent MB/s one writer sustains
 MIN_MINUTES = MIN_TIME_MINUTES  # an estimated limit is never shorter than a given one may be (units.py)
 TEXT_BYTES_PER_DOC = 3500  # HPLT v4 English: ~27.5 TB of text / 7.86 B documents; the head sample measures it
@@ -30,6 +33,13 @@ HASH_BYTES_PER_CPU_S = 1e9  # sha256 of one core (SHA extensions: 1-2 GB/s)
 FINALIZE_HASH_SECONDS = 900  # finalize gets the cores to re-hash the output in about this long
 MAX_FINALIZE_CPUS = 16
 ORDER_BYTES_PER_ROW = 60  # a writer's order arrays of one bucket
+# One large document (bench/doc_memory.py, bench/RESULTS.md "One large document"): peak RSS over a
+# small-document run grows by ~2 x its JSON line + ~2 x its text in partition (the parsed line,
+# the UTF-8 copy hashed, the sorted copy spilled), and by 4-10 x its text in write (Arrow
+# column, row group, Parquet page and its compression; 10 x from ~100 MB on).
+DOC_PARTITION_PER_LINE_BYTE = 2.0
+DOC_PARTITION_PER_TEXT_BYTE = 2.0
+DOC_WRITE_PER_TEXT_BYTE = 10.0
 
 
 @dataclass(frozen=True)
@@ -53,7 +63,10 @@ class Layout:
     partition_groups: int = 0  # array tasks: ceil(tasks / cpus); these count against the job cap
     write_groups: int = 0
     biggest_unit_bytes: int = 0  # compressed input of the largest partition task
+    most_unit_inputs: int = 0  # inputs of the partition task that has the most (each costs PARTITION_SECONDS_PER_INPUT)
     text_bytes: int = 0  # estimated text of the whole selection
+    largest_text: int = 0  # the longest document text the head sample saw (UTF-8 bytes)
+    doc_need: int = 0  # what a partition or write task needs to hold that one document (0: no large one seen)
 
 
 def minutes_to_slurm(minutes: float) -> str:
@@ -86,16 +99,33 @@ class StageMemory:
     sections: int
     plan_bytes: int
     write_bytes: int
+    partition_bytes: int = 0  # 0: the partition task fits in --mem by design (spill budget = mem / 8)
+
+
+def doc_memory(largest_text: int, largest_line: int, spill_bytes: int) -> tuple[int, int]:
+    """(partition, write) bytes a task needs to hold the largest document; (0, 0) when it is not large.
+
+    A document is large when it takes more memory than the spill budget (mem / 8 by default),
+    which the design already leaves for documents in flight. Partition may hold a full budget
+    when it arrives; a writer holds it once in the row group being written.
+    """
+    part_doc = DOC_PARTITION_PER_LINE_BYTE * largest_line + DOC_PARTITION_PER_TEXT_BYTE * largest_text
+    write_doc = DOC_WRITE_PER_TEXT_BYTE * largest_text
+    if max(part_doc, write_doc) <= spill_bytes:
+        return 0, 0
+    return int((PROCESS_BYTES + spill_bytes + part_doc) * HEADROOM), int((PROCESS_BYTES + write_doc) * HEADROOM)
 
 
 def stage_memory(*, docs: int, text_bytes: int, spill_bytes: int, inputs: int, buckets: int,
-                 row_group_bytes: int, text_per_doc: float) -> StageMemory:
+                 row_group_bytes: int, text_per_doc: float, largest_text: int = 0,
+                 largest_line: int = 0) -> StageMemory:
     """Estimate the sections and the plan's and a writer's memory.
 
     Every sorted run of every partition task is cut into up to one section per bucket, so the
     plan holds runs x buckets index entries, and a writer keeps one decoded batch per section of
     its bucket (one per run). Both grow with text / spill budget: the partition task's memory
-    sets them.
+    sets them. The largest document seen adds its own need (`doc_memory`) to a writer's, and
+    sets the partition task's when it is more than the spill design gives.
     """
     from shard_pipeline.stages.spill import BATCH_ROWS
 
@@ -105,8 +135,10 @@ def stage_memory(*, docs: int, text_bytes: int, spill_bytes: int, inputs: int, b
     per_bucket = sections // max(1, buckets)
     cursor = int(BATCH_ROWS * (text_per_doc + 400)) + 4096  # one decoded batch (all columns) + its reader
     plan = PROCESS_BYTES + PLAN_BYTES_PER_SECTION * sections
-    write = PROCESS_BYTES + 4 * row_group_bytes + per_bucket * cursor + ORDER_BYTES_PER_ROW * (docs // max(1, buckets))
-    return StageMemory(runs, sections, int(plan * HEADROOM), int(write * HEADROOM))
+    write = PROCESS_BYTES + 4 * row_group_bytes + per_bucket * cursor + ORDER_BYTES_PER_ROW * (docs // max(1, buckets)) \
+        + DOC_WRITE_PER_TEXT_BYTE * largest_text
+    partition = doc_memory(largest_text, largest_line, spill_bytes)[0]
+    return StageMemory(runs, sections, int(plan * HEADROOM), int(write * HEADROOM), partition)
 
 
 def finalize_cpus(json_bytes: int) -> int:
@@ -120,10 +152,12 @@ def sbatch_resources(*, worker_mem: str, need: StageMemory, partition_cpus: int,
     """What each stage's array task asks sbatch for, decided here once and passed on unchanged.
 
     A partition or write array task runs `cpus` units at once and asks for that many units'
-    memory; plan and a writer get at least their estimated need (`need`), whatever --mem says.
+    memory; plan, a writer, and a partition task that must hold a large document get at least
+    their estimated need (`need`), whatever --mem says.
     """
     return {
-        "partition": StageResources(scale_mem(worker_mem, partition_cpus), partition_time, partition_cpus),
+        "partition": StageResources(scale_mem(at_least(worker_mem, need.partition_bytes), partition_cpus), partition_time,
+                                    partition_cpus),
         "plan": StageResources(at_least(worker_mem, need.plan_bytes), job_time),
         "write": StageResources(scale_mem(at_least(worker_mem, need.write_bytes), write_cpus), write_time, write_cpus),
         "finalize": StageResources(worker_mem, job_time, finalize_cores),
@@ -152,6 +186,8 @@ def lay_out_jobs(
     text_per_doc: float | None = None,
     row_group_bytes: int = 64 << 20,
     cpus: int = 1,
+    largest_text: int = 0,
+    largest_line: int = 0,
 ) -> Layout:
     """Fit partition + plan + write + finalize into `task_budget` queued array tasks.
 
@@ -173,12 +209,15 @@ def lay_out_jobs(
     compressed = sum(sizes_)
     json_bytes = int(compressed * JSON_PER_COMPRESSED)
     biggest = max((sum(sizes_[i] for i in pk) for pk in packing), default=0)
-    part_min = biggest / 1e6 / PARTITION_MB_S / 60 * 1.5
+    part_s = max((sum(sizes_[i] for i in pk) / 1e6 / PARTITION_MB_S + len(pk) * PARTITION_SECONDS_PER_INPUT
+                  for pk in packing), default=0)
+    part_min = part_s / 60 * 1.5
     write_min = json_bytes / max(1, w) / 1e6 / WRITE_MB_S / 60 * 1.5
     spill = spill_bytes or max(8 << 20, parse_mem(worker_mem) // 8)
     per_doc = text_per_doc or TEXT_BYTES_PER_DOC
     need = stage_memory(docs=est_docs, text_bytes=int(est_docs * per_doc), spill_bytes=spill, inputs=n,
-                        buckets=buckets, row_group_bytes=row_group_bytes, text_per_doc=per_doc)
+                        buckets=buckets, row_group_bytes=row_group_bytes, text_per_doc=per_doc,
+                        largest_text=largest_text, largest_line=largest_line)
     return Layout(
         partition_tasks=p,
         write_tasks=w,
@@ -203,5 +242,20 @@ def lay_out_jobs(
         partition_groups=-(-p // cpus),
         write_groups=-(-w // cpus),
         biggest_unit_bytes=biggest,
+        most_unit_inputs=max((len(pk) for pk in packing), default=0),
         text_bytes=int(est_docs * per_doc),
+        largest_text=largest_text,
+        doc_need=max(doc_memory(largest_text, largest_line, spill)),
     )
+
+
+def doc_memory_warning(lay: Layout, worker_mem: str, where: str) -> str | None:
+    """One line when the largest document seen would not fit the requested --mem (None when it fits)."""
+    from shard_pipeline.units import human_bytes
+
+    if lay.doc_need <= parse_mem(worker_mem):
+        return None
+    fits = at_least(worker_mem, lay.doc_need)
+    return (f"a single document of {human_bytes(lay.largest_text)} of text ({where}) needs about "
+            f"{human_bytes(lay.doc_need)} in one partition or write task, more than --mem {worker_mem}: "
+            f"--mem {fits} fits it (this run raises its partition and write tasks to what each needs)")

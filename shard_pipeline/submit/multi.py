@@ -129,7 +129,8 @@ def prepare_all(args: argparse.Namespace, settings, executor: str, langs: list[s
     for l, share in zip(langs, shares):
         sc = first[l]
         lay = scope.make_layout(lang_args(args, l), settings, sc.shards, {**sc.sample.complete, **sc.known}, executor,
-                                sc.sample.compressed_per_doc, sc.sample.text_per_doc, budget=share + 2)
+                                sc.sample.compressed_per_doc, sc.sample.text_per_doc, budget=share + 2,
+                                sample=sc.sample)
         scopes[l] = launch.Scope(sc.subset, sc.shards, sc.sample, lay, sc.known)
     return MultiScope(langs, scopes, {l: first[l].lay for l in langs}, budget)
 

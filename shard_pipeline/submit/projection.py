@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from shard_pipeline.submit.layout import (
     HASH_BYTES_PER_CPU_S,
     JSON_PER_COMPRESSED,
+    PARTITION_SECONDS_PER_INPUT,
     Layout,
 )
 
@@ -51,7 +52,8 @@ def project(lay: Layout) -> list[StageProjection]:
     text = lay.text_bytes
     spill = int(text * SPILL_PER_TEXT)
     parquet = int(text * PARQUET_PER_TEXT)
-    part_s = lay.biggest_unit_bytes * JSON_PER_COMPRESSED / PARTITION_JSON_BYTES_PER_S
+    part_s = (lay.biggest_unit_bytes * JSON_PER_COMPRESSED / PARTITION_JSON_BYTES_PER_S
+              + lay.most_unit_inputs * PARTITION_SECONDS_PER_INPUT)  # many small inputs cost by their number
     write_s = text / max(1, lay.write_tasks) / WRITE_TEXT_BYTES_PER_S
     finalize_cpus = lay.resources["finalize"].cpus
     hash_rate = min(finalize_cpus * HASH_BYTES_PER_CPU_S, CLIENT_READ_BYTES_S)

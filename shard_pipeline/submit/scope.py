@@ -113,7 +113,8 @@ def task_budget(args: argparse.Namespace, settings, executor: str) -> int:
 
 
 def make_layout(args, settings, shards, known, executor, compressed_per_doc=None,
-                text_per_doc=None, budget: int | None = None) -> layout_mod.Layout:
+                text_per_doc=None, budget: int | None = None, sample=None) -> layout_mod.Layout:
+    """The job layout; `sample` (the head sample) gives the largest document, which sizes task memory."""
     for name in ("shard_rows", "row_group_bytes", "shard_bytes"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
@@ -138,6 +139,8 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
         text_per_doc=text_per_doc,
         row_group_bytes=args.row_group_bytes,
         cpus=cpus,
+        largest_text=sample.largest_text if sample is not None else 0,
+        largest_line=sample.largest_line if sample is not None else 0,
     )
 
 
