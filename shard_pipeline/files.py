@@ -73,6 +73,13 @@ def _existing(path: Path) -> Path:
     return path
 
 
+class _NamedError(OSError):
+    """An OSError without an errno that names its file: str() is its message, not `[Errno None] None: path`."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 def with_path(exc: OSError, path: Path) -> OSError:
     """`exc` naming `path`: a write on an open file, and pyarrow's sinks, raise errors that name none.
     A full disk also says what df says about it."""
@@ -87,7 +94,7 @@ def with_path(exc: OSError, path: Path) -> OSError:
         figures = disk_figures(_existing(Path(path).parent))
         reason += f" (the disk holding {Path(path).parent}: {figures})" if figures else ""
     if code is None:
-        named = OSError(f"{path}: {reason}")
+        named = _NamedError(f"{path}: {reason}")
         named.filename = str(path)
         return named
     return OSError(code, reason, str(path))  # OSError(code, ...) gives the matching subclass

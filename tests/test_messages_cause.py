@@ -17,6 +17,8 @@ from shard_pipeline.run.tasklog import last_error_line
 from shard_pipeline.submit import cli
 from tests.pipeline_util import make_corpus, run_cli
 
+pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline
+
 
 @pytest.fixture
 def small_disk(tmp_path):

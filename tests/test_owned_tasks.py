@@ -21,6 +21,8 @@ from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import cli
 from tests.pipeline_util import LANG, LICENSE, make_corpus
 
+pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline
+
 REPO = Path(__file__).resolve().parents[1]
 WAIT = 120  # generous: other work shares the machine; a condition ends every wait
 

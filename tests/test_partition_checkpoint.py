@@ -11,6 +11,8 @@ from shard_pipeline.run.status import progress_counts
 from shard_pipeline.stages import partition as partition_mod
 from tests.pipeline_util import make_corpus, run_cli
 
+pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline
+
 NAMES = ("10_1.cc", "9_1.ia", "9_2.cc", "9_3.cc", "8_1.ab", "8_2.cc")
 
 

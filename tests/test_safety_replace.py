@@ -20,6 +20,8 @@ from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.stages.finalize import run_finalize
 from tests.pipeline_util import make_corpus, run_cli, tree_bytes
 
+pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline
+
 ROWS = ("--shard-rows", "10")
 
 
