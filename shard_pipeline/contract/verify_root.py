@@ -102,8 +102,9 @@ def summary_line(res: RootResult) -> str:
         parts.append(f"{len(e.unlanded)} not landed: {', '.join(s.lang for s in e.unlanded)} (finish the run: "
                      "--status, then --resume)")
     if e.other_folders:
-        parts.append(f"{len(e.other_folders)} folders that are no language output (move them out of ROOT, "
-                     "or rebuild the language with its run)")
+        n_other = len(e.other_folders)
+        parts.append(f"{n_other} folder{' that is' if n_other == 1 else 's that are'} no language output "
+                     "(move it out of ROOT, or rebuild the language with its run)")
     return "FAILED: " + "; ".join(parts)
 
 

@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def os_error_line(exc: OSError, args: argparse.Namespace) -> str:
     """What was being done, the path and the reason, from an OSError nobody mapped closer to its source."""
     doing = ("reading the run directory" if args.status or args.resume else
-             "checking the output folder" if args.verify else "preparing the run")
+             "checking the output folder" if args.verify or args.publish else "preparing the run")
     where = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 else "") if exc.filename else "(no path)"
     return f"{doing} failed: {where}: {exc.strerror or exc}"
 
