@@ -353,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def root_main(root: Path, deep: bool) -> int:
     from shard_pipeline.contract.verify_root import root_main as verify_each
 
-    return verify_each(root, deep)
+    return verify_each(root, deep, lambda out, deep_: verify_output(out, deep=deep_))
 
 
 if __name__ == "__main__":

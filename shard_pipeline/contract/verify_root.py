@@ -46,23 +46,24 @@ class RootResult:
         return not self.failed and not self.entries.unlanded and not self.entries.other_folders
 
 
-def verify_language(out: Path, deep: bool) -> LangResult:
-    from shard_pipeline.contract.verify import verify_output
+Verifier = Callable[[Path, bool], "list[Problem]"]  # contract.verify.verify_output(out, deep): one output
 
-    problems = verify_output(out, deep=deep)
+
+def verify_language(out: Path, deep: bool, verify_one: Verifier) -> LangResult:
+    problems = verify_one(out, deep)
     if problems:
         return LangResult(out.name, tuple(problems))
     m = json.loads((out / MANIFEST_NAME).read_text(encoding="utf-8"))
     return LangResult(out.name, (), int(m["rows"]), len(m["shards"]))
 
 
-def verify_root(root: Path, *, deep: bool = True, each: Callable[[LangResult], None] = lambda r: None,
-                entries: RootEntries | None = None) -> RootResult:
+def verify_root(root: Path, verify_one: Verifier, *, deep: bool = True,
+                each: Callable[[LangResult], None] = lambda r: None, entries: RootEntries | None = None) -> RootResult:
     """Verify every language output of ROOT in name order; `each` sees each result as it is known."""
     entries = entries or scan(root)
     results = []
     for lang in entries.languages:
-        results.append(verify_language(Path(root) / lang, deep))
+        results.append(verify_language(Path(root) / lang, deep, verify_one))
         each(results[-1])
     return RootResult(entries, tuple(results))
 
@@ -108,12 +109,12 @@ def summary_line(res: RootResult) -> str:
     return "FAILED: " + "; ".join(parts)
 
 
-def root_main(root: Path, deep: bool) -> int:
+def root_main(root: Path, deep: bool, verify_one: Verifier) -> int:
     """Print each language's result as it is known, what else ROOT holds, and one summary line; 0 only when all pass."""
     root = Path(root)
     entries = scan(root)
     print(f"{root}: a multi-language root; verifying its {len(entries.languages)} language outputs one by one")
-    res = verify_root(root, deep=deep, each=lambda r: print("\n".join(language_lines(r, not deep)), flush=True),
+    res = verify_root(root, verify_one, deep=deep, each=lambda r: print("\n".join(language_lines(r, not deep)), flush=True),
                       entries=entries)
     for line in entry_lines(res.entries):
         print(line)

@@ -45,9 +45,12 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
         return verify_main([str(args.verify)])
     if args.publish:
+        from shard_pipeline.contract.root import is_root
         from shard_pipeline.submit.publish import main as publish_main
+        from shard_pipeline.submit.publish_root import publish_root
 
-        return publish_main(Path(args.publish[0]), args.publish[1], args.run_dir)
+        publish_one = publish_root if is_root(Path(args.publish[0])) else publish_main  # ROOT: each LANG, one summary
+        return publish_one(Path(args.publish[0]), args.publish[1], args.run_dir)
     if args.status:
         from shard_pipeline.run import multi
         from shard_pipeline.run.status import status_report

@@ -426,16 +426,14 @@ def record_publication(run: Path, record: dict[str, Any]) -> Path:
     return path
 
 
-def main(out: Path, dest: str, run_dir: Path | None = None) -> int:
-    """The `--publish OUT DEST` entry point (cli.run_command)."""
+def require_dest(dest: str) -> None:
     if not dest.strip():
         raise PublishRefused("DEST is empty: give an rclone destination such as remote:bucket/prefix")
-    from shard_pipeline.contract.root import is_root
 
-    if is_root(out):  # ROOT/<LANG>/ outputs of a run of several languages: each to DEST/<LANG>, one summary
-        from shard_pipeline.submit.publish_root import publish_root
 
-        return publish_root(out, dest, run_dir)
+def main(out: Path, dest: str, run_dir: Path | None = None) -> int:
+    """The `--publish OUT DEST` entry point (cli.run_command)."""
+    require_dest(dest)
     try:
         return publish(out, dest, run_dir)
     except KeyboardInterrupt:  # during the verify or between rclone calls
