@@ -261,3 +261,24 @@ def test_every_language_refused_is_exit_2_and_an_unlanded_language_fails_the_roo
     err = capsys.readouterr().err
     assert "deu_Latn: not landed: deu_Latn.tmp is the unfinished output of run /runs/r1" in err
     assert all(tree_bytes(dest / l) == published_tree(root / l) for l in LANGS) and not (dest / "deu_Latn").exists()
+
+
+def test_the_run_dir_of_a_language_of_a_root_is_found_under_runs(tmp_path):
+    """Without --run-dir, RUNDIR/<LANG> of a run of several languages under runs/ is found, as a single run's is."""
+    from shard_pipeline.paths import home
+    from shard_pipeline.submit.publish import find_run_dir
+
+    root = small_root(tmp_path)
+    out = (root / "est_Latn").resolve()
+    m = json.loads((out / "_MANIFEST.json").read_text())
+    lang_run = home() / "runs" / f"multi-{tmp_path.name}" / "est_Latn"
+    lang_run.mkdir(parents=True)
+    (lang_run / "config.json").write_text(json.dumps({"config_sha256": m["config_sha256"],
+                                                      "execution": {"out": str(out)}}))
+    (lang_run.parent / "fin_Latn").mkdir()
+    (lang_run.parent / "fin_Latn" / "config.json").write_text("[]")  # not a run's config: passed over, no traceback
+    try:
+        assert find_run_dir(out, m, None) == lang_run
+        assert find_run_dir((root / "fin_Latn").resolve(), m, None) is None
+    finally:
+        shutil.rmtree(lang_run.parent)

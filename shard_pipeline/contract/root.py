@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from shard_pipeline.contract.replace import TMP_MARKER, tmp_owner
+from shard_pipeline.contract.replace import tmp_owner
 from shard_pipeline.contract.shard import MANIFEST_NAME
 
 # Written beside every OUT (run/claim.py): hplt-shard's own, never part of an output.
@@ -39,10 +39,6 @@ class RootEntries:
     replacing: tuple[Staged, ...]  # a marked LANG.tmp beside LANG/: a run is writing its next version
     other_folders: tuple[str, ...]  # folders (and symbolic links) that are no language output
     other_files: tuple[str, ...]  # files that are neither an output nor hplt-shard's bookkeeping
-
-    @property
-    def names(self) -> str:
-        return ", ".join(self.languages)
 
 
 def is_language_output(p: Path) -> bool:
@@ -87,7 +83,3 @@ NO_OUTPUT_HINT = (f"and no language outputs (LANG/{MANIFEST_NAME}): it is neithe
 def staged_line(s: Staged) -> str:
     """One unfinished language, with the command that shows its run."""
     return f"{s.lang}.tmp is the unfinished output of run {s.owner} (./hplt-shard --status {s.owner})"
-
-
-__all__ = ["BOOKKEEPING_SUFFIXES", "NO_OUTPUT_HINT", "RootEntries", "Staged", "TMP_MARKER", "is_language_output",
-           "is_root", "scan", "staged_line"]
