@@ -282,3 +282,16 @@ def test_the_run_dir_of_a_language_of_a_root_is_found_under_runs(tmp_path):
         assert find_run_dir((root / "fin_Latn").resolve(), m, None) is None
     finally:
         shutil.rmtree(lang_run.parent)
+
+
+def test_the_summary_masks_dest_and_its_exit_code_tells_refused_from_failed(tmp_path):
+    from shard_pipeline.submit.publish_root import LangOutcome, summary
+
+    dest = ":s3,access_key_id=AKIA,secret_access_key='a:b':bucket/v4"
+    text, code = summary(tmp_path, dest, [LangOutcome("est_Latn", 0), LangOutcome("fin_Latn", 2, "refusing ...")])
+    assert "AKIA" not in text and "a:b" not in text and ":s3,access_key_id=***,secret_access_key=***:bucket/v4/LANG" in text
+    assert code == 1 and "(published: est_Latn)" in text and "  fin_Latn: refusing ..." in text
+    assert summary(tmp_path, dest, [LangOutcome("est_Latn", 2, "r"), LangOutcome("fin_Latn", 2, "r")])[1] == 2
+    assert summary(tmp_path, dest, [LangOutcome("est_Latn", 2, "r"), LangOutcome("x/", 1, "not a language")])[1] == 1
+    text, code = summary(tmp_path, dest, [LangOutcome("est_Latn", 0)])
+    assert code == 0 and text.startswith(f"published 1 language of {tmp_path} to :s3,access_key_id=***")

@@ -96,7 +96,8 @@ def summary(root: Path, dest: str, outcomes: list[LangOutcome]) -> tuple[str, in
     failed = [o for o in outcomes if o.code != 0]
     shown = f"{mask(dest)}/LANG"
     if not failed:
-        return f"published {len(done)} languages of {root} to {shown}, each complete and checked there: {', '.join(done)}", 0
+        langs = f"{len(done)} language" + ("s" if len(done) != 1 else "")
+        return f"published {langs} of {root} to {shown}, each complete and checked there: {', '.join(done)}", 0
     lines = [f"not published from {root} to {shown}: {len(failed)} of {len(outcomes)}"
              + (f" (published: {', '.join(done)})" if done else " (none published)") + ":"]
     lines += [f"  {o.lang}: {o.message}" for o in failed]
