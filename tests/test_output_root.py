@@ -295,3 +295,20 @@ def test_the_summary_masks_dest_and_its_exit_code_tells_refused_from_failed(tmp_
     assert summary(tmp_path, dest, [LangOutcome("est_Latn", 2, "r"), LangOutcome("x/", 1, "not a language")])[1] == 1
     text, code = summary(tmp_path, dest, [LangOutcome("est_Latn", 0)])
     assert code == 0 and text.startswith(f"published 1 language of {tmp_path} to :s3,access_key_id=***")
+
+
+@pytest.mark.slow
+@needs_rclone
+def test_a_dead_remote_fails_every_language_then_the_same_command_finishes(multi_run, tmp_path, capsys):
+    root, _ = multi_run
+    server = WebDav(tmp_path / "served")  # not started yet: nothing listens on its port
+    assert cli.main(["--publish", str(root), server.dest("pub")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("cannot reach") == 2 * len(LANGS) and "(none published)" in err  # as it happens, and in the summary
+    assert "run the same command again" in err.splitlines()[-1] and "Traceback" not in err
+    server.start()
+    try:
+        assert cli.main(["--publish", str(root), server.dest("pub")]) == 0
+        assert all(tree_bytes(server.root / "pub" / l) == published_tree(root / l) for l in LANGS)
+    finally:
+        server.kill()
