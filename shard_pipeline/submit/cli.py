@@ -49,8 +49,8 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         from shard_pipeline.submit.publish import main as publish_main
         from shard_pipeline.submit.publish_root import publish_root
 
-        publish_one = publish_root if is_root(Path(args.publish[0])) else publish_main  # ROOT: each LANG, one summary
-        return publish_one(Path(args.publish[0]), args.publish[1], args.run_dir)
+        entry = publish_root if is_root(Path(args.publish[0])) else publish_main  # ROOT: each LANG, one summary
+        return entry(Path(args.publish[0]), args.publish[1], args.run_dir)
     if args.status:
         from shard_pipeline.run import multi
         from shard_pipeline.run.status import status_report
