@@ -30,6 +30,7 @@ from shard_pipeline.contract.extras import (
     ledger_problems,
     reader_problem,
 )
+from shard_pipeline.contract.root import is_root
 from shard_pipeline.contract.shard import (
     DICTIONARY_COLUMNS,
     MANIFEST_NAME,
@@ -327,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Verify a hplt-shard output folder against docs/formats/corpus-shard.md. "
         "Exit 0: verified; 1: problems found (one line each); 2: bad usage.",
     )
-    parser.add_argument("out", metavar="OUT", help="the output folder (holds _MANIFEST.json)")
+    parser.add_argument("out", metavar="OUT", help="the output folder (holds _MANIFEST.json), or the root of a "
+                        "run of several languages (holds LANG/ outputs: each is verified, with one summary)")
     parser.add_argument("--shallow", action="store_true",
                         help="skip the per-row checks (files, hashes, schema and row groups are still checked)")
     try:
@@ -335,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help is 0, bad usage 2
         return exc.code if isinstance(exc.code, int) else 2
     out = Path(args.out)
+    if is_root(out):  # ROOT/<LANG>/ outputs of a run of several languages: each verified, one summary
+        return root_main(out, deep=not args.shallow)
     problems = verify_output(out, deep=not args.shallow)
     if problems:
         for p in problems:
@@ -344,6 +348,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     suffix = " (shallow: rows not checked)" if args.shallow else ""
     print(f"OK: {manifest['rows']} rows in {len(manifest['shards'])} shards verified{suffix}")
     return 0
+
+
+def root_main(root: Path, deep: bool) -> int:
+    from shard_pipeline.contract.verify_root import root_main as verify_each
+
+    return verify_each(root, deep, lambda out, deep_: verify_output(out, deep=deep_))
 
 
 if __name__ == "__main__":

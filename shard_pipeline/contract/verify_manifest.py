@@ -241,13 +241,31 @@ def _key_words(key: str) -> set[str]:
 _FILE_NAME_ERROR = re.compile(r"files/\d+/name: ")
 
 
+def _no_manifest(out: Path) -> str:
+    """Why a folder without a manifest does not verify, and what to give instead (contract/root.py)."""
+    from shard_pipeline.contract.root import NO_OUTPUT_HINT, is_root, scan, staged_line
+
+    if is_root(out):
+        langs = scan(out).languages
+        return (f"missing: OUT holds no manifest; it is a multi-language root ({len(langs)} language outputs: "
+                f"{', '.join(langs[:3])}{', ...' if len(langs) > 3 else ''}): ./hplt-shard --verify OUT checks each")
+    try:
+        unlanded = scan(out).unlanded if out.is_dir() else ()
+    except OSError:
+        unlanded = ()
+    if unlanded:  # a run of several languages none of which has landed yet
+        return (f"missing: OUT holds no manifest and no language output yet: {staged_line(unlanded[0])}"
+                + (f" (and {len(unlanded) - 1} more languages)" if len(unlanded) > 1 else ""))
+    return f"missing: OUT holds no manifest {NO_OUTPUT_HINT}"
+
+
 def _check_manifest(out: Path, rep: _Report) -> dict[str, Any] | None:
     """Check check 1; return the manifest when the other checks can use it."""
     path = out / MANIFEST_NAME
     if path.is_symlink():
         rep.add(MANIFEST_NAME, "is a symlink, not a regular file")
     if not path.exists():
-        rep.add(MANIFEST_NAME, "missing: OUT holds no manifest, so it is not a verifiable hplt-shard output")
+        rep.add(MANIFEST_NAME, _no_manifest(out))
         return None
     try:
         raw = path.read_bytes()

@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def os_error_line(exc: OSError, args: argparse.Namespace) -> str:
     """What was being done, the path and the reason, from an OSError nobody mapped closer to its source."""
     doing = ("reading the run directory" if args.status or args.resume else
-             "checking the output folder" if args.verify else "preparing the run")
+             "checking the output folder" if args.verify or args.publish else "preparing the run")
     where = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 else "") if exc.filename else "(no path)"
     return f"{doing} failed: {where}: {exc.strerror or exc}"
 
@@ -45,9 +45,12 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
         return verify_main([str(args.verify)])
     if args.publish:
+        from shard_pipeline.contract.root import is_root
         from shard_pipeline.submit.publish import main as publish_main
+        from shard_pipeline.submit.publish_root import publish_root
 
-        return publish_main(Path(args.publish[0]), args.publish[1], args.run_dir)
+        entry = publish_root if is_root(Path(args.publish[0])) else publish_main  # ROOT: each LANG, one summary
+        return entry(Path(args.publish[0]), args.publish[1], args.run_dir)
     if args.status:
         from shard_pipeline.run import multi
         from shard_pipeline.run.status import status_report

@@ -96,16 +96,25 @@ class OutChanged(RcloneFailed):
         self.names = names
 
 
-def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
-    """Verify OUT, upload it to DEST (or finish a partial upload), check it there, record it."""
+def find_rclone(dest: str) -> Rclone:
     try:
-        rclone = Rclone.find(dest)
+        return Rclone.find(dest)
     except RcloneMissing:
         raise PublishRefused("rclone is not on PATH: install it (Debian/Ubuntu: apt-get install rclone; "
                              "LUMI: module load lumio) and configure the remote (rclone config; LUMI: lumio-conf), "
                              "then run the same command again") from None
+
+
+def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
+    """Verify OUT, upload it to DEST (or finish a partial upload), check it there, record it."""
+    rclone = find_rclone(dest)
     out = out.resolve()
     refuse_dest_inside(rclone, dest, out, run_dir)
+    return publish_one(rclone, out, dest, run_dir)
+
+
+def publish_one(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> int:
+    """publish() after the checks of DEST: OUT held (run/claim.py) while it is verified and uploaded."""
     with held_for_publish(out) as held:
         if not held and out.is_dir():
             print(f"note: {out.parent} is not writable, so OUT is not locked while it is published "
@@ -272,9 +281,9 @@ def find_run_dir(out: Path, manifest: dict[str, Any], given: Path | None) -> Pat
     def wrote_out(run: Path) -> bool:
         try:
             cfg = read_json(run / "config.json")
-        except (OSError, ValueError):
+            return cfg.get("config_sha256") == manifest["config_sha256"] and Path(cfg["execution"]["out"]) == out
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not a run's config.json
             return False
-        return cfg.get("config_sha256") == manifest["config_sha256"] and Path(cfg["execution"]["out"]) == out
 
     if given is not None:
         run = given.resolve()
@@ -282,7 +291,8 @@ def find_run_dir(out: Path, manifest: dict[str, Any], given: Path | None) -> Pat
             raise PublishRefused(f"--run-dir {run} did not write {out} (no config.json there with this output's "
                                  "path and config sha256); give the run directory that made it, or leave --run-dir out")
         return run
-    found = [p.parent for p in sorted((home() / "runs").glob("*/config.json")) if wrote_out(p.parent)]
+    runs = home() / "runs"  # a run of one language, or a language of a run of several (RUNDIR/<LANG>)
+    found = [p.parent for p in sorted([*runs.glob("*/config.json"), *runs.glob("*/*/config.json")]) if wrote_out(p.parent)]
     return found[0] if len(found) == 1 else None
 
 
@@ -416,10 +426,14 @@ def record_publication(run: Path, record: dict[str, Any]) -> Path:
     return path
 
 
-def main(out: Path, dest: str, run_dir: Path | None = None) -> int:
-    """The `--publish OUT DEST` entry point (cli.run_command)."""
+def require_dest(dest: str) -> None:
     if not dest.strip():
         raise PublishRefused("DEST is empty: give an rclone destination such as remote:bucket/prefix")
+
+
+def main(out: Path, dest: str, run_dir: Path | None = None) -> int:
+    """The `--publish OUT DEST` entry point (cli.run_command)."""
+    require_dest(dest)
     try:
         return publish(out, dest, run_dir)
     except KeyboardInterrupt:  # during the verify or between rclone calls

@@ -1,0 +1,85 @@
+"""A multi-language output root (`--out ROOT` of a run of several languages) told apart from anything else.
+
+A run of several languages writes each language's output to `ROOT/<LANG>/`, and beside it the
+files every single-language OUT has beside it (the claim, its lock, the publish lock) and, while
+a language is being written, its marked `ROOT/<LANG>.tmp`. ROOT itself holds no manifest.
+
+So a folder is a multi-language root when it holds no `_MANIFEST.json` and at least one
+subfolder (a real folder, not a symbolic link) that holds one: those subfolders are its language
+outputs. Everything else in it is named, never passed over: an unfinished language (a marked
+`.tmp` with no output beside it), a run writing a language's next version, other folders (a
+language whose manifest is gone looks exactly like this), and other files. A folder with no
+manifest and no language output is neither an output nor a root: `--verify` and `--publish` say so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from shard_pipeline.contract.replace import tmp_owner
+from shard_pipeline.contract.shard import MANIFEST_NAME
+
+# Written beside every OUT (run/claim.py): hplt-shard's own, never part of an output.
+BOOKKEEPING_SUFFIXES = (".hplt-shard-claim", ".hplt-shard-claim.lock", ".hplt-shard-publish")
+
+
+@dataclass(frozen=True)
+class Staged:
+    """`ROOT/<lang>.tmp`, marked: a run (`owner`, its run dir) is writing this language."""
+
+    lang: str
+    owner: str
+
+
+@dataclass(frozen=True)
+class RootEntries:
+    root: Path
+    languages: tuple[str, ...]  # subfolders holding _MANIFEST.json: the language outputs
+    unlanded: tuple[Staged, ...]  # a marked LANG.tmp with no LANG/ output: not landed yet
+    replacing: tuple[Staged, ...]  # a marked LANG.tmp beside LANG/: a run is writing its next version
+    other_folders: tuple[str, ...]  # folders (and symbolic links) that are no language output
+    other_files: tuple[str, ...]  # files that are neither an output nor hplt-shard's bookkeeping
+
+
+def is_language_output(p: Path) -> bool:
+    return p.is_dir() and not p.is_symlink() and (p / MANIFEST_NAME).is_file()
+
+
+def scan(root: Path) -> RootEntries:
+    """What ROOT holds, entry by entry (one listing; the language outputs are not read here)."""
+    entries = sorted(Path(root).iterdir(), key=lambda p: p.name)
+    langs = [p.name for p in entries if is_language_output(p)]
+    unlanded, replacing, folders, files = [], [], [], []
+    for p in entries:
+        name = p.name
+        if name in langs or (name.endswith(BOOKKEEPING_SUFFIXES) and p.is_file() and not p.is_symlink()):
+            continue
+        owner = tmp_owner(p) if name.endswith(".tmp") and p.is_dir() and not p.is_symlink() else None
+        if owner is not None:
+            staged = Staged(name[: -len(".tmp")], owner)
+            (replacing if staged.lang in langs else unlanded).append(staged)
+        elif p.is_symlink() or p.is_dir():
+            folders.append(f"{name}/" if not p.is_symlink() else f"{name} (a symbolic link)")
+        else:
+            files.append(name)
+    return RootEntries(Path(root), tuple(langs), tuple(unlanded), tuple(replacing), tuple(folders), tuple(files))
+
+
+def is_root(folder: Path) -> bool:
+    """A folder without a manifest that holds at least one language output."""
+    folder = Path(folder)
+    if not folder.is_dir() or (folder / MANIFEST_NAME).exists() or (folder / MANIFEST_NAME).is_symlink():
+        return False
+    try:
+        return any(is_language_output(p) for p in folder.iterdir())
+    except OSError:
+        return False
+
+
+NO_OUTPUT_HINT = (f"and no language outputs (LANG/{MANIFEST_NAME}): it is neither an output nor a multi-language "
+                  "root; give a run's --out (or ROOT/LANG of a run of several languages)")
+
+
+def staged_line(s: Staged) -> str:
+    """One unfinished language, with the command that shows its run."""
+    return f"{s.lang}.tmp is the unfinished output of run {s.owner} (./hplt-shard --status {s.owner})"

@@ -1,0 +1,122 @@
+"""`./hplt-shard --verify ROOT` of a multi-language root: every language output with the one verifier.
+
+Each `ROOT/<LANG>/` is checked by `verify_output` as if it were given alone; ROOT passes only when
+every language output verifies and nothing in ROOT could be a language that is missing or broken:
+a marked `<LANG>.tmp` with no output beside it (a language that has not landed) and any other
+folder (e.g. a language whose manifest is gone) fail it. Other files are named, not checked.
+What makes a folder a root: contract/root.py.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from shard_pipeline.contract.root import RootEntries, scan, staged_line
+from shard_pipeline.contract.shard import MANIFEST_NAME
+from shard_pipeline.contract.verify_manifest import Problem
+
+SHOWN_PER_LANGUAGE = 5  # a failed language's first problems in the summary; --verify ROOT/LANG lists all
+
+
+@dataclass(frozen=True)
+class LangResult:
+    lang: str
+    problems: tuple[Problem, ...]  # file names relative to ROOT/<lang>
+    rows: int = 0
+    shards: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True)
+class RootResult:
+    entries: RootEntries
+    results: tuple[LangResult, ...]
+
+    @property
+    def failed(self) -> tuple[LangResult, ...]:
+        return tuple(r for r in self.results if not r.ok)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.entries.unlanded and not self.entries.other_folders
+
+
+Verifier = Callable[[Path, bool], "list[Problem]"]  # contract.verify.verify_output(out, deep): one output
+
+
+def verify_language(out: Path, deep: bool, verify_one: Verifier) -> LangResult:
+    problems = verify_one(out, deep)
+    if problems:
+        return LangResult(out.name, tuple(problems))
+    m = json.loads((out / MANIFEST_NAME).read_text(encoding="utf-8"))
+    return LangResult(out.name, (), int(m["rows"]), len(m["shards"]))
+
+
+def verify_root(root: Path, verify_one: Verifier, *, deep: bool = True,
+                each: Callable[[LangResult], None] = lambda r: None, entries: RootEntries | None = None) -> RootResult:
+    """Verify every language output of ROOT in name order; `each` sees each result as it is known."""
+    entries = entries or scan(root)
+    results = []
+    for lang in entries.languages:
+        results.append(verify_language(Path(root) / lang, deep, verify_one))
+        each(results[-1])
+    return RootResult(entries, tuple(results))
+
+
+def language_lines(r: LangResult, shallow: bool) -> list[str]:
+    """`lang: OK: ...`, or `lang: FAILED: N problems` and the first of them, named from ROOT."""
+    if r.ok:
+        return [f"{r.lang}: OK: {r.rows} rows in {r.shards} shards verified" + (" (shallow)" if shallow else "")]
+    more = len(r.problems) - SHOWN_PER_LANGUAGE
+    return [f"{r.lang}: FAILED: {len(r.problems)} problems" + (f", the first {SHOWN_PER_LANGUAGE}:" if more > 0 else ":"),
+            *(f"  {r.lang}/{p.file}: {p.what}" for p in r.problems[:SHOWN_PER_LANGUAGE]),
+            *([f"  ... and {more} more" ] if more > 0 else [])]
+
+
+def entry_lines(e: RootEntries) -> list[str]:
+    """What ROOT holds besides its language outputs, one line per kind."""
+    lines = [f"not landed: {staged_line(s)}" for s in e.unlanded]
+    lines += [f"note: {s.lang}/ verified as it is now; {staged_line(s)} and replaces it when it finishes"
+              for s in e.replacing]
+    if e.other_folders:
+        lines.append(f"not a language output (no {MANIFEST_NAME}): {', '.join(e.other_folders)}")
+    if e.other_files:
+        lines.append(f"not checked (files beside the language outputs): {', '.join(e.other_files)}")
+    return lines
+
+
+def summary_line(res: RootResult) -> str:
+    e, n = res.entries, len(res.results)
+    if res.ok:
+        rows, shards = sum(r.rows for r in res.results), sum(r.shards for r in res.results)
+        return f"OK: {n} languages verified ({rows} rows in {shards} shards) in {e.root}"
+    parts = [f"{n - len(res.failed)} of {n} languages verified"]
+    if res.failed:
+        names = ", ".join(r.lang for r in res.failed)
+        parts.append(f"{len(res.failed)} failed: {names} (./hplt-shard --verify {e.root}/LANG lists every problem)")
+    if e.unlanded:
+        parts.append(f"{len(e.unlanded)} not landed: {', '.join(s.lang for s in e.unlanded)} (finish the run: "
+                     "--status, then --resume)")
+    if e.other_folders:
+        n_other = len(e.other_folders)
+        parts.append(f"{n_other} folder{' that is' if n_other == 1 else 's that are'} no language output "
+                     "(move it out of ROOT, or rebuild the language with its run)")
+    return "FAILED: " + "; ".join(parts)
+
+
+def root_main(root: Path, deep: bool, verify_one: Verifier) -> int:
+    """Print each language's result as it is known, what else ROOT holds, and one summary line; 0 only when all pass."""
+    root = Path(root)
+    entries = scan(root)
+    print(f"{root}: a multi-language root; verifying its {len(entries.languages)} language outputs one by one")
+    res = verify_root(root, verify_one, deep=deep, each=lambda r: print("\n".join(language_lines(r, not deep)), flush=True),
+                      entries=entries)
+    for line in entry_lines(res.entries):
+        print(line)
+    print(summary_line(res))
+    return 0 if res.ok else 1
