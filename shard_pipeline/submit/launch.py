@@ -44,6 +44,7 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
     if args.dry_run:
         print(describe(args, sc.subset, sc.shards, sc.lay, executor, settings))
+        print(scope.index_line(args, settings))
         if args.out is not None:
             print(guards.out_holds(out, held))
         print("dry run: nothing written, nothing submitted")

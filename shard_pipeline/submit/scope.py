@@ -90,6 +90,15 @@ def index_key(args: argparse.Namespace, settings) -> tuple[str, str]:
                corpus_names(args, settings).name)
 
 
+def index_line(args: argparse.Namespace, settings) -> str:
+    """--dry-run's line: the index file this run reads and, at finalize, adds its rows to."""
+    if not settings.counts_index:
+        return "counts index     off (COUNTS_INDEX unset, or {ACCOUNT} in it with no ACCOUNT)"
+    names = corpus_names(args, settings)
+    what = f"HPLT {args.corpus} {names.name}" if names.hplt else f"{names.name}, not HPLT"
+    return f"counts index     {Path(settings.counts_index).joinpath(*index_key(args, settings), args.lang + '.tsv')} ({what})"
+
+
 def index_warning(settings) -> str | None:
     """Said at submit: an index whose folder a run may not make (counts_index.make_root) is read, never written."""
     root = settings.counts_index
