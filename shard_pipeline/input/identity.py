@@ -58,7 +58,7 @@ def names_for(corpus: str, folder: str, corpus_name: str | None = None) -> Corpu
     """Names of a root whose folder is `folder` (URL inputs: ``sorted``); `corpus_name` = --corpus-name."""
     if corpus_name is not None:
         return CorpusNames(corpus, check_name(corpus_name, "--corpus-name"), False)
-    if folder in HPLT_SUBSETS.get(corpus, ()):
+    if is_hplt(corpus, folder):
         return CorpusNames(corpus, folder, True)
     try:
         return CorpusNames(corpus, check_name(folder, "the corpus root's folder name"), False)
@@ -67,7 +67,7 @@ def names_for(corpus: str, folder: str, corpus_name: str | None = None) -> Corpu
 
 
 def is_hplt(corpus: str, subset: str) -> bool:
-    """True for a Content (corpus, subset) that names an HPLT release subset (the card's rule for old run dirs)."""
+    """True when `subset` is one of the release's subset folders (launch.dataset_name's rule, with no --corpus-name)."""
     return subset in HPLT_SUBSETS.get(corpus, ())
 
 
