@@ -32,6 +32,13 @@ def make_corpus(root: Path, *, n_docs: int = 240, names: Sequence[str] = ("10_1.
     return clean
 
 
+def index_file(index: Path, root: Path, lang: str = LANG, corpus: str = "v4") -> Path:
+    """Where a run over `root` keeps its counts-index rows: a tmp root is no preset's HPLT root (input/identity.py)."""
+    from shard_pipeline.input.identity import index_key
+
+    return index.joinpath(*index_key(corpus, root, {}), f"{lang}.tsv")
+
+
 def write_records(path: Path, records: Sequence[dict | bytes], frames: int = 1) -> None:
     write_jsonl_zst(path, [r if isinstance(r, bytes) else orjson.dumps(r) for r in records], frames=frames)
 

@@ -290,7 +290,9 @@ def test_shipped_presets_load() -> None:
     lumi = load_settings(cli={"PRESET": "lumi"}, conf_path=REPO / "hplt-shard.conf.example", repo_root=REPO)
     assert lumi.worker_partition == "small" and lumi.worker_mem == "4G"
     assert (lumi.max_tasks, lumi.submit_limit, lumi.license) == (200, 220, "CC0-1.0")
-    assert lumi.counts_index == Path("/projappl/project_462001491/hplt-counts")
+    assert lumi.counts_index is None  # the index is the user's project's: off until ACCOUNT is set
+    mine = load_settings(cli={"PRESET": "lumi", "ACCOUNT": "project_465000001"}, conf_path=None, repo_root=REPO)
+    assert mine.counts_index == Path("/projappl/project_465000001/hplt-counts")
     assert lumi.v4_root == Path("/appl/local/openeurollm/training/catalogue/hplt/4.0/clean")
     assert lumi.v3_root == Path("/appl/local/openeurollm/training/catalogue/hplt/3.0/sorted")
     assert lumi.v3_base_url == "https://data.hplt-project.org/three/sorted"

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LICENSE, records, tree_bytes, write_records
+from tests.pipeline_util import LICENSE, index_file, records, tree_bytes, write_records
 from tests.slurm_util import job_records, wait_for_jobs
 from tests.test_multi_local import make_langs, multi_cli
 from tests.test_pipeline_slurm import slurm_conf
@@ -59,7 +59,7 @@ def test_three_languages_in_one_chain_equal_three_single_runs(slurm_cluster, tmp
         assert tree_bytes(out / lang) == expected[lang], lang
         assert cli.main(["--verify", str(out / lang)]) == 0
         # the counts index learned each language's exact counts, in its own file
-        index = (tmp_path / "counts-index" / "v4" / "clean" / f"{lang}.tsv").read_text().splitlines()
+        index = index_file(tmp_path / "counts-index", root, lang).read_text().splitlines()
         assert len(index) == 1 + len(names) and sum(int(l.split("\t")[3]) for l in index[1:]) == n
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 0

@@ -14,6 +14,7 @@ from tests.pipeline_util import (
     LICENSE,
     config_sha,
     expected_output,
+    index_file,
     make_corpus,
     records,
     tree_bytes,
@@ -72,7 +73,7 @@ def test_chain_is_queued_at_once_and_matches_local_and_write_shards(slurm_cluste
                      str(tmp_path / "run-local"), "--executor", "local", "--license", LICENSE, "--shard-rows", "30"]) == 0
     assert tree_bytes(local_out) == tree_bytes(out)
     # the counts index learned every shard's exact count from the full read
-    index = (tmp_path / "counts-index" / "v4" / "clean" / f"{LANG}.tsv").read_text().splitlines()
+    index = index_file(tmp_path / "counts-index", root).read_text().splitlines()
     assert len(index) == 1 + 4 and sum(int(l.split("\t")[3]) for l in index[1:]) == 200
 
 

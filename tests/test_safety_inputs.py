@@ -13,7 +13,7 @@ from shard_pipeline.input.synth import generate_corpus
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.stages import partition as partition_mod
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LANG, LICENSE, make_corpus, run_cli
+from tests.pipeline_util import LANG, LICENSE, index_file, make_corpus, run_cli
 
 SHARD = "9_1.ia.jsonl.zst"
 
@@ -96,7 +96,7 @@ def test_counts_index_row_that_disagrees_is_reported_and_recorded(tmp_path, caps
     path = root / LANG / SHARD
     st = path.stat()
     idx = tmp_path / "index"
-    record(idx, "v4", "clean", LANG, [CountRow(SHARD, st.st_size + 5, int(st.st_mtime), 999, "hplt-shard-read",
+    record(idx, *index_file(idx, root).relative_to(idx).parts[:2], LANG, [CountRow(SHARD, st.st_size + 5, int(st.st_mtime), 999, "hplt-shard-read",
                                                "2026-01-01T00:00:00Z")])
     args = ["--counts-index", str(idx), "--shard-rows", "10"]
     assert run_cli(root, tmp_path / "out", tmp_path / "run", "--dry-run", *args) == 0

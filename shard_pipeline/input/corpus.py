@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from shard_pipeline.errors import UserError
+from shard_pipeline.input.identity import CorpusNames, names_for
 from shard_pipeline.input.langdir import SUFFIX, refusal, scan_folder, warning
 
 SOURCES = ("cc", "ia", "ab")  # Common Crawl, Internet Archive, ArchiveBot
@@ -142,8 +143,12 @@ def _select(names: list[str], wds: str | None, sources: str | None, where: str) 
     return sorted(chosen, key=_order_key)
 
 
-def _source_id(corpus: str, subset: str, lang: str, name: str) -> str:
-    return f"hplt-{corpus}/{subset}/{lang}/{name}"
+def corpus_names(corpus: str, folder: str, corpus_name: str | None) -> CorpusNames:
+    """identity.names_for, its refusal an InputError (one message, exit 2)."""
+    try:
+        return names_for(corpus, folder, corpus_name)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _check_corpus(corpus: str) -> None:
@@ -196,7 +201,7 @@ def _warn(message: str) -> None:
 
 
 def _local_shards(lang: str, corpus: str, root: Path, wds: str | None, sources: str | None,
-                  warn: Callable[[str], None] | None = None) -> list[InputShard]:
+                  warn: Callable[[str], None] | None = None, corpus_name: str | None = None) -> list[InputShard]:
     """The selected shards of a local language folder; every other entry is refused or warned about (langdir.py)."""
     root = Path(os.path.abspath(root))
     if not root.is_dir():
@@ -232,7 +237,7 @@ def _local_shards(lang: str, corpus: str, root: Path, wds: str | None, sources: 
         raise InputError(
             f"no shards in {lang_dir} match {_describe_filter(wds, sources)} ({len(entries)} {SUFFIX} files there)"
         )
-    subset = root.name
+    names = corpus_names(corpus, root.name, corpus_name)
     shards = []
     for name in chosen:
         st = entries[name].stat()
@@ -242,7 +247,7 @@ def _local_shards(lang: str, corpus: str, root: Path, wds: str | None, sources: 
                 location=str(lang_dir / (name + SUFFIX)),
                 size=st.st_size,
                 mtime=int(st.st_mtime),
-                source_id=_source_id(corpus, subset, lang, name),
+                source_id=names.source_id(lang, name),
             )
         )
     return shards
@@ -268,7 +273,8 @@ def _fetch_map(url: str, retries: int = 3, backoff: float = 1.0) -> str:
     raise InputError(f"cannot read shard map {url} after {retries} retries: {error}")
 
 
-def _url_shards(lang: str, corpus: str, base_url: str, wds: str | None, sources: str | None) -> list[InputShard]:
+def _url_shards(lang: str, corpus: str, base_url: str, wds: str | None, sources: str | None,
+                corpus_name: str | None = None) -> list[InputShard]:
     base = base_url.rstrip("/")
     map_url = f"{base}/{lang}.map"
     by_name: dict[str, str] = {}
@@ -292,13 +298,14 @@ def _url_shards(lang: str, corpus: str, base_url: str, wds: str | None, sources:
             f"no shards in {map_url} match {_describe_filter(wds, sources)} ({len(by_name)} shards listed)"
         )
     subset = urllib.parse.urlparse(base).path.rstrip("/").rsplit("/", 1)[-1] or "http"
+    names = corpus_names(corpus, subset, corpus_name) if corpus_name else CorpusNames(corpus, subset, True)  # the HPLT map
     return [
         InputShard(
             name=name,
             location=by_name[name],
             size=None,
             mtime=None,
-            source_id=_source_id(corpus, subset, lang, name),
+            source_id=names.source_id(lang, name),
         )
         for name in chosen
     ]
@@ -313,6 +320,7 @@ def find_shards(
     wds: str | None = None,
     sources: str | None = None,
     warn: Callable[[str], None] | None = None,
+    corpus_name: str | None = None,
 ) -> list[InputShard]:
     """The selected shards of ``lang``, in a fixed order.
 
@@ -324,6 +332,7 @@ def find_shards(
     :class:`InputError` naming the path or URL and the filter. Entries of a local language
     folder that look like data but would not be read are an InputError too; other entries that
     are not HPLT side files go to `warn` (default: one ``hplt-shard: warning:`` line on stderr).
+    Source ids follow identity.names_for: HPLT release names only for HPLT subset folders.
     """
     _check_corpus(corpus)
     if not lang or "/" in lang or lang.startswith("."):
@@ -333,7 +342,7 @@ def find_shards(
     if sources is not None:
         parse_sources(sources)
     if local_root is not None:
-        return _local_shards(lang, corpus, Path(local_root), wds, sources, warn)
+        return _local_shards(lang, corpus, Path(local_root), wds, sources, warn, corpus_name)
     if base_url:
-        return _url_shards(lang, corpus, base_url, wds, sources)
+        return _url_shards(lang, corpus, base_url, wds, sources, corpus_name)
     raise InputError(f"no input for {lang}: give a local root (--local-root, V3_ROOT/V4_ROOT) or a v3 base URL")

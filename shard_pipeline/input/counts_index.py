@@ -11,6 +11,7 @@ replace the file atomically, so concurrent runs and users never lose rows.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Sequence
@@ -73,7 +74,7 @@ def _read(path: Path) -> list[str]:
     """Data lines of an index file ([] when absent); a foreign header is an error, not a miss."""
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no index there (yet): nothing known
         return []
     lines = text.splitlines()
     if not lines:
@@ -158,6 +159,17 @@ def _file_mode(path: Path) -> int:
         return shared_mode()
 
 
+def make_root(root: Path) -> None:
+    """Make the index folder itself, never its parents: a conf naming /projappl/<a project you are not in>/...
+    or a mistyped path ends in an error here, not in a tree built where the run has no business."""
+    if root.is_dir():
+        return
+    if not root.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, f"its parent folder {root.parent} does not exist "
+                                "(a run makes only the index folder itself)", str(root))
+    root.mkdir(exist_ok=True)
+
+
 def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[CountRow]) -> list[str]:
     """Merge rows into the index: same-shard rows are replaced, all others kept.
 
@@ -172,6 +184,7 @@ def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[Count
     if not rows:
         return []
     path = index_path(root, corpus, subset, lang)
+    make_root(Path(root))
     path.parent.mkdir(parents=True, exist_ok=True)
     new_lines = {row.shard: row.to_line() for row in rows}
     lock_file = str(path) + ".lock"

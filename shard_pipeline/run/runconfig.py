@@ -45,6 +45,7 @@ class Content:
     shard_bytes: int | None = None  # byte-balanced shards of about this many text bytes (instead of shard_rows)
     dp_ranks: tuple[int, ...] = ()  # data-parallel rank counts the shard count must divide by (lcm)
     split_layout: str = "column"  # "dirs": train/ and validation/, one shard set each
+    hplt: bool = True  # False: a corpus of the user's own, named `subset` (input/identity.py); the card claims no HPLT
 
     @property
     def byte_balanced(self) -> bool:
@@ -73,6 +74,8 @@ class Content:
         }
         if self.split_layout != "column":  # absent by default, so earlier runs keep their hash
             doc["split_layout"] = self.split_layout
+        if not self.hplt:  # likewise: HPLT runs keep their hash
+            doc["hplt"] = False
         return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -107,6 +110,7 @@ class Execution:
     resources: dict[str, StageResources] = field(default_factory=dict)  # stage name -> its sbatch resources
     intermediate_compression: str = "lz4"
     counts_index: str | None = None
+    counts_index_key: str | None = None  # "<corpus>/<subset>" of this root's rows (identity.index_key); None: legacy
 
     def units_per_task(self, stage: str) -> int:
         """C: the units one array task of `stage` runs at once (its cores); 1 for plan and finalize."""

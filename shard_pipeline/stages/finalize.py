@@ -35,6 +35,7 @@ from shard_pipeline.contract.shard import (
 )
 from shard_pipeline.files import write_bytes_atomic
 from shard_pipeline.input.counts_index import CountRow, record
+from shard_pipeline.input.identity import CorpusNames
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.registry import already_swapped
@@ -119,8 +120,21 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[Sh
     return shards
 
 
+def index_key(cfg: RunConfig) -> tuple[str, str]:
+    """The run's rows' place in the index (submit decided it, input/identity.py); run dirs made before: corpus/subset."""
+    key = cfg.execution.counts_index_key
+    if key:
+        corpus, subset = key.split("/", 1)
+        return corpus, subset
+    return cfg.content.corpus, cfg.content.subset
+
+
 def update_counts_index(cfg: RunConfig, run: RunDir) -> tuple[int, list[str]]:
-    """Record every input's exact document count (a full read) in the shared counts index."""
+    """Record every input's exact document count (a full read) in the shared counts index.
+
+    Only the index root itself may be made here, and only inside a folder that exists: a run
+    never builds a path such as /projappl/<another project>/... (counts_index.record).
+    """
     root = cfg.execution.counts_index
     if not root:
         return 0, []
@@ -132,11 +146,27 @@ def update_counts_index(cfg: RunConfig, run: RunDir) -> tuple[int, list[str]]:
             if ref.size is None or ref.mtime is None:
                 continue
             rows.append(CountRow(Path(ref.location).name, ref.size, ref.mtime, inp["read"], "hplt-shard-read", now))
-    c = cfg.content
-    replaced = record(Path(root), c.corpus, c.subset, c.lang, rows)
+    replaced = record(Path(root), *index_key(cfg), cfg.content.lang, rows)
     for line in replaced:  # HPLT releases are immutable: a row for another file state is a signal, said aloud
         print(f"finalize: counts index row replaced (the file differs from what was counted before): {line}", flush=True)
     return len(rows), replaced
+
+
+def counts_index_step(cfg: RunConfig, run: RunDir) -> dict[str, Any]:
+    """The index update after the swap, as validation.json's fields: a failed write is a warning, never a failed run.
+
+    The output is in place by then; the index only saves a later run a count.
+    """
+    try:
+        counted, replaced = update_counts_index(cfg, run)
+    except (OSError, ValueError) as exc:  # TimeoutError is an OSError
+        where = getattr(exc, "filename", None)
+        reason = f"{where}: {exc.strerror}" if getattr(exc, "strerror", None) and where else str(exc)
+        warning = (f"the counts index {cfg.execution.counts_index} was not updated ({reason}); "
+                   "the output is complete; a later run counts these inputs again")
+        print(f"finalize: warning: {warning}", flush=True)
+        return {"counts_index_rows": 0, "counts_index_replaced": [], "counts_index_warning": warning}
+    return {"counts_index_rows": counted, "counts_index_replaced": replaced}
 
 
 def left_by_exchange(tmp: Path, run: RunDir) -> bool:
@@ -181,7 +211,7 @@ def run_finalize(run: RunDir) -> dict[str, Any]:
 def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str, Any], out: Path) -> dict[str, Any]:
     """The steps after the swap: counts index, validation.json, DONE, the claim released."""
     c = cfg.content
-    counted, replaced = update_counts_index(cfg, run)
+    index = counts_index_step(cfg, run)
     validation = {
         "config_sha256": c.sha256(),
         "out": str(out),
@@ -195,8 +225,7 @@ def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str
         "rows": manifest["rows"],
         "splits": manifest["splits"],
         "receipts_match_disk": True,
-        "counts_index_rows": counted,
-        "counts_index_replaced": replaced,
+        **index,
     }
     write_json_atomic(run.validation_json, validation)
     run.done_marker.write_text("ok\n")
@@ -313,7 +342,7 @@ def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Pa
                                   "mtime": ref.mtime, "documents": inputs[k]["read"], "license_spdx": c.license_spdx}
                                  for k, ref in enumerate(c.inputs)])
         listed.append(_listed(tmp, _write_bytes(tmp / LEDGER_NAME, card.ledger_bytes(rows))))
-        provenance = {"license_spdx": c.license_spdx, "source": f"HPLT {c.corpus} {c.subset} {c.lang}",
+        provenance = {"license_spdx": c.license_spdx, "source": CorpusNames(c.corpus, c.subset, c.hplt).source(c.lang),
                       "selection": f"{len(c.inputs)} input shards", "tool": "hplt-shard",
                       "tool_commit": tool_commit(run), "language": [c.lang]}
         text = card.dataset_card(manifest, layout=c.split_layout, ledger_name=LEDGER_NAME, policy=policy, provenance=provenance)

@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(OUT/<LANG>/ each), or all (every language folder under the corpus root)")
     p.add_argument("--langs-file", type=Path, help="several languages in one run: one code per line (# comments)")
     p.add_argument("--corpus", choices=("v3", "v4"), default="v4", help="HPLT release layout (default v4)")
-    p.add_argument("--local-root", type=Path, help="folder holding LANG/ (v4 clean|noisy root, v3 sorted); default from the preset")
+    p.add_argument("--local-root", type=Path, help="folder holding LANG/ (v4 clean|noisy root, v3 sorted; any other folder is a corpus of its own, "
+                   "named after it); default from the preset")
     p.add_argument("--wds", help="WDS scores to include: 9-10, 8,9,10, 10 (default: all shards)")
     p.add_argument("--sources", help="v4 English source tags to include: cc,ia,ab (default: all)")
     p.add_argument("--out", type=Path, help="output folder (replaced atomically when the run finishes)")
@@ -39,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--val-permille", type=int, default=5, help="validation share in thousandths (default 5)")
     p.add_argument("--row-group-bytes", type=int, default=DEFAULT_ROW_GROUP_BYTES, help="text bytes per row group (default 64 MiB)")
     p.add_argument("--license", help="SPDX license of the packaging (conf LICENSE; HPLT presets: CC0-1.0)")
-    p.add_argument("--dataset", help="dataset name in the manifest (default hplt-<corpus>-<subset>-<LANG>)")
+    p.add_argument("--dataset", help="dataset name in the manifest and the card's title (default hplt-<corpus>-<subset>-<LANG> "
+                   "for an HPLT root, else <name>-<LANG>)")
+    p.add_argument("--corpus-name", metavar="NAME", help="the corpus is not HPLT and is called NAME: source ids NAME/<LANG>/<shard>, "
+                   "dataset NAME-<LANG>, a card without HPLT provenance (default: HPLT for a clean/noisy (v4) or sorted (v3) "
+                   "root folder, else the folder's name)")
     p.add_argument("--dataset-version", default="1", help="dataset version in the manifest (default 1)")
     p.add_argument("--replace-other", action="store_true",
                    help="replace an OUT that holds another dataset (another language); without it such an OUT is refused")

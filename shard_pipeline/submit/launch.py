@@ -44,6 +44,7 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
     if args.dry_run:
         print(describe(args, sc.subset, sc.shards, sc.lay, executor, settings))
+        print(scope.index_line(args, settings))
         if args.out is not None:
             print(guards.out_holds(out, held))
         print("dry run: nothing written, nothing submitted")
@@ -74,13 +75,17 @@ def prepare(args: argparse.Namespace, settings, executor: str, budget: int | Non
     if not settings.license:
         raise UsageError("no license: give --license SPDX or LICENSE in the conf (HPLT presets use CC0-1.0)")
     subset, shards = scope.find_inputs(args, settings)
-    known = scope.known_counts(settings, args.corpus, subset, args.lang, shards)
+    key = scope.index_key(args, settings)
+    note = scope.index_warning(settings)
+    if note:
+        print(f"hplt-shard: warning: {note}", file=sys.stderr)
+    known = scope.known_counts(settings, key, args.lang, shards)
     from shard_pipeline.input.shape import check_record_shape
     from shard_pipeline.stages.buckets import sample_heads
 
     sample = sample_heads(shards, corpus=args.corpus)
     check_record_shape(shards, args.corpus)
-    disagree = scope.index_disagreements(settings, args.corpus, subset, args.lang, shards, sample.complete)
+    disagree = scope.index_disagreements(settings, key, args.lang, shards, sample.complete)
     for d in disagree[:10]:  # HPLT releases are immutable: a file that no longer matches its row is a signal
         print(f"hplt-shard: warning: {d.describe()} (was the file replaced?)", file=sys.stderr)
     if len(disagree) > 10:
@@ -112,6 +117,7 @@ def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor
         shard_bytes=args.shard_bytes,
         dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks is not None else (),
         split_layout=args.split_layout,
+        hplt=scope.corpus_names(args, settings).hplt,
     )
     python = settings.python if executor == "slurm" else sys.executable
     execution = Execution(
@@ -119,6 +125,7 @@ def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor
         buckets=lay.buckets, spill_bytes=lay.spill_bytes, python=python,
         resources=lay.resources,
         counts_index=str(settings.counts_index) if settings.counts_index else None,
+        counts_index_key="/".join(scope.index_key(args, settings)),
     )
     from shard_pipeline.stages.buckets import choose_boundaries
 
@@ -142,8 +149,11 @@ def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor
 
 
 def dataset_name(args: argparse.Namespace, subset: str) -> str:
-    """The manifest's dataset: --dataset, else hplt-<corpus>-<subset>-<LANG>."""
-    return args.dataset or f"hplt-{args.corpus}-{subset}-{args.lang}"
+    """The manifest's dataset: --dataset, else hplt-<corpus>-<subset>-<LANG> (HPLT) or <name>-<LANG> (identity.py)."""
+    from shard_pipeline.input.identity import CorpusNames, is_hplt
+
+    hplt = getattr(args, "corpus_name", None) is None and is_hplt(args.corpus, subset)
+    return args.dataset or CorpusNames(args.corpus, subset, hplt).dataset(args.lang)
 
 
 def parse_dp_ranks(spec: str) -> tuple[int, ...]:

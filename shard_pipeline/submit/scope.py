@@ -48,6 +48,7 @@ def input_root(args: argparse.Namespace, settings) -> Path | None:
 
 
 def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
+    """(subset, shards): subset is the HPLT subset (clean) or a non-HPLT corpus's own name (identity.py)."""
     from shard_pipeline.input.corpus import find_shards, parse_sources, parse_wds
 
     with usage_errors():  # the specs are user input: their ValueError is a usage error
@@ -55,31 +56,74 @@ def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
             if spec is not None:
                 parse(spec)
 
-    root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
+    root = input_root(args, settings)
     base_url = None
     if root is None:
         if args.corpus == "v4":
             raise UsageError("v4 needs --local-root (or V4_ROOT in the conf/preset): HPLT v4 has no public shard map")
         base_url = settings.v3_base_url
-        subset = "sorted"
-    else:
-        root = Path(root)
-        subset = root.name
-    shards = find_shards(args.lang, corpus=args.corpus, local_root=root, base_url=base_url, wds=args.wds, sources=args.sources)
-    return subset, shards
+    shards = find_shards(args.lang, corpus=args.corpus, local_root=root, base_url=base_url, wds=args.wds,
+                         sources=args.sources, corpus_name=getattr(args, "corpus_name", None))
+    return corpus_names(args, settings).name, shards
 
 
-def known_counts(settings, corpus: str, subset: str, lang: str, shards: Sequence) -> dict[int, int]:
+def corpus_names(args: argparse.Namespace, settings):
+    """identity.CorpusNames of this run's root: HPLT release names, or the corpus's own (--corpus-name)."""
+    import os
+
+    from shard_pipeline.input.identity import URL_SUBSET, names_for
+
+    root = input_root(args, settings)
+    folder = os.path.basename(os.path.abspath(root)) if root is not None else URL_SUBSET
+    with usage_errors():
+        return names_for(args.corpus, folder, getattr(args, "corpus_name", None))
+
+
+def index_key(args: argparse.Namespace, settings) -> tuple[str, str]:
+    """Where this root's rows live in the counts index: the sampler's <corpus>/<subset> only for the
+    HPLT roots a shipped preset names, else custom/<name>-<hash of the resolved root> (identity.py)."""
+    from shard_pipeline.input.identity import index_key as key
+    from shard_pipeline.input.identity import known_hplt_roots
+    from shard_pipeline.submit.settings import preset_values
+
+    return key(args.corpus, input_root(args, settings), known_hplt_roots(preset_values(PRESET_DIR)),
+               corpus_names(args, settings).name)
+
+
+def index_line(args: argparse.Namespace, settings) -> str:
+    """--dry-run's line: the index file this run reads and, at finalize, adds its rows to."""
+    if not settings.counts_index:
+        return "counts index     off (COUNTS_INDEX unset, or {ACCOUNT} in it with no ACCOUNT)"
+    names = corpus_names(args, settings)
+    what = f"HPLT {args.corpus} {names.name}" if names.hplt else f"{names.name}, not HPLT"
+    return f"counts index     {Path(settings.counts_index).joinpath(*index_key(args, settings), args.lang + '.tsv')} ({what})"
+
+
+def index_warning(settings) -> str | None:
+    """Said at submit: an index whose folder a run may not make (counts_index.make_root) is read, never written."""
+    root = settings.counts_index
+    if not root or Path(root).is_dir():
+        return None
+    if Path(root).exists():
+        return f"the counts index {root} is not a folder: this run reads no counts from it and writes none"
+    if Path(root).parent.is_dir():
+        return None
+    return (f"the counts index {root} does not exist and neither does its parent folder {Path(root).parent}: "
+            "this run reads no counts from it and does not make it (set COUNTS_INDEX or --counts-index to a folder "
+            "of your own project)")
+
+
+def known_counts(settings, key: tuple[str, str], lang: str, shards: Sequence) -> dict[int, int]:
     from shard_pipeline.input.counts_index import lookup
 
     if not settings.counts_index:
         return {}
     with usage_errors():  # a counts index the user pointed at is unreadable (the message names it)
-        by_name = lookup(Path(settings.counts_index), corpus, subset, lang, shards)
+        by_name = lookup(Path(settings.counts_index), *key, lang, shards)
     return {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
 
 
-def index_disagreements(settings, corpus: str, subset: str, lang: str, shards: Sequence,
+def index_disagreements(settings, key: tuple[str, str], lang: str, shards: Sequence,
                         complete: dict[int, int]) -> list:
     """Counts-index rows that name another size or mtime than the file has (with its count when known)."""
     from shard_pipeline.input.counts_index import disagreements
@@ -87,7 +131,7 @@ def index_disagreements(settings, corpus: str, subset: str, lang: str, shards: S
     if not settings.counts_index:
         return []
     docs_now = {shards[i].name: n for i, n in complete.items()}
-    return disagreements(Path(settings.counts_index), corpus, subset, lang, shards, docs_now)
+    return disagreements(Path(settings.counts_index), *key, lang, shards, docs_now)
 
 
 def choose_executor(args: argparse.Namespace, recorded: str | None = None) -> str:

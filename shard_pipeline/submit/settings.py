@@ -28,7 +28,9 @@ KEYS: dict[str, str] = {
     "MAX_TASKS": "array tasks one run may queue at once (also the array throttle)",
     "CPUS_PER_TASK": "cores per partition/write array task; each runs that many tasks at once (memory: that many x WORKER_MEM)",
     "SUBMIT_LIMIT": "the partition's cap on submitted jobs per user (LUMI small: 220); the submitter fits under it",
-    "COUNTS_INDEX": "shared counts index directory (relative paths: relative to the checkout, or the current directory when installed)",
+    "COUNTS_INDEX": "shared counts index directory (relative paths: relative to the checkout, or the current directory when "
+                    "installed); {ACCOUNT} in it is replaced by ACCOUNT (lumi preset: /projappl/{ACCOUNT}/hplt-counts), "
+                    "and without ACCOUNT such an index is off",
     "LICENSE": "SPDX id written to every row's license_spdx, e.g. CC0-1.0 for HPLT",
     "PRESET": "name of a shipped preset (shard_pipeline/submit/presets/) whose values this conf overrides, e.g. lumi",
     "V3_BASE_URL": "HPLT v3 download base holding <lang>.map, e.g. https://data.hplt-project.org/three/sorted",
@@ -56,6 +58,8 @@ _PARTITION_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(,[A-Za-z0-9_][A-Za-z0-
 _INT_RE = re.compile(r"^[1-9][0-9]*$")
 _SPDX_RE = re.compile(r"^(LicenseRef-)?[A-Za-z0-9][A-Za-z0-9.+-]*$")
 _PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_ACCOUNT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")  # where ACCOUNT becomes part of a path
+ACCOUNT_FIELD = "{ACCOUNT}"
 _URL_RE = re.compile(r"^https?://[^\s\"'`$;|&<>\\]+$")
 _TIME_RES = (
     re.compile(r"^(?P<m>\d+)$"),
@@ -90,7 +94,7 @@ class Settings:
     worker_mem: str
     max_tasks: int
     submit_limit: int | None
-    counts_index: Path
+    counts_index: Path | None  # None: off (a {ACCOUNT} index with no ACCOUNT set)
     license: str | None
     preset: str | None
     v3_base_url: str
@@ -156,6 +160,11 @@ def _parse_lines(path: Path) -> dict[str, tuple[str, str]]:
 def parse_conf(path: Path) -> dict[str, str]:
     """Read a conf or preset file into KEY -> VALUE; every problem names file and line."""
     return {key: value for key, (value, _) in _parse_lines(path).items()}
+
+
+def preset_values(preset_dir: Path) -> list[dict[str, str]]:
+    """Every shipped preset's values: their V4_ROOT/V3_ROOT are the HPLT roots (input/identity.py)."""
+    return [parse_conf(p) for p in sorted(Path(preset_dir).glob("*.conf"))]
 
 
 # --------------------------------------------------------------------------
@@ -255,6 +264,25 @@ def _resolve(value: str, base: Path) -> Path:
     return path if path.is_absolute() else base / path
 
 
+def _counts_index(entry: tuple[str, str] | None, account: tuple[str, str] | None,
+                  path_of: Callable[[str], Path | None]) -> Path | None:
+    """COUNTS_INDEX with {ACCOUNT} filled in: each project's own index; None (off) when ACCOUNT is not set.
+
+    A preset cannot name one group's directory for everyone: a run writes its rows there.
+    """
+    if entry is None:
+        return None
+    value, where = entry
+    if ACCOUNT_FIELD not in value:
+        return path_of("COUNTS_INDEX")
+    if account is None:
+        return None
+    if not _ACCOUNT_RE.match(account[0]):
+        raise ConfError(account[1], f"ACCOUNT {account[0][:80]!r} cannot be part of the counts index path {value} "
+                        "(letters, digits, . _ -)")
+    return Path(str(path_of("COUNTS_INDEX")).replace(ACCOUNT_FIELD, account[0]))
+
+
 def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_root: Path,
                   preset_dir: Path | None = None) -> Settings:
     """Merge command line > conf > preset > built-in defaults and validate every value.
@@ -314,7 +342,8 @@ def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_ro
 
     module_entry = pick("MODULE_LOAD_CMD")
     module_loads = _check_module_load(*module_entry) if module_entry else ()
-    counts_index = path_of("COUNTS_INDEX") or repo_root / "counts-index"
+    counts_index = _counts_index(pick("COUNTS_INDEX"), pick("ACCOUNT"), path_of) or (
+        None if pick("COUNTS_INDEX") else repo_root / "counts-index")
 
     return Settings(
         account=text("ACCOUNT"),
