@@ -64,7 +64,7 @@ def test_three_languages_in_one_chain_equal_three_single_runs(slurm_cluster, tmp
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 0
     status = capsys.readouterr().out
-    assert sum(1 for l in status.splitlines() if l.endswith("  done")) == 3 and "state: done" in status
+    assert sum(1 for l in status.splitlines() if "  landed 20" in l) == 3 and "state: done" in status
     assert cli.main(["--status", str(run_dir / "est_Latn")]) == 0
     assert "state: done" in capsys.readouterr().out
 
@@ -109,8 +109,8 @@ def test_failed_write_in_one_language_lets_the_others_land_then_resume(slurm_clu
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 1
     status = capsys.readouterr().out
-    assert "FAILED swe_Latn write task 0" in status and "Killed" in status and "languages done 2/3" in status
-    assert "failed (write)" in status and status.count("  done") == 2
+    assert "FAILED swe_Latn write task 0" in status and "Killed" in status and "languages landed 2/3, 1 failed" in status
+    assert "failed (write)" in status and status.count("  landed 20") == 2
     assert cli.main(["--status", str(run_dir / "swe_Latn")]) == 1
     assert "FAILED write task 0" in capsys.readouterr().out
     landed = {l: tree_bytes(out / l) for l in ("fin_Latn", "est_Latn")}
