@@ -300,3 +300,29 @@ def test_each_array_gets_the_most_any_language_needs():
     assert stage_resources(m3, cfgs, "partition", 3, False) == R("12G", "00:10:00", 3)  # 3 units only: C = 3
     assert stage_resources(m3, cfgs, "finalize", 3, False) == R("4G", "00:36:00", 16)
     assert slurm_minutes("1-02:00:00") == 1560 and slurm_minutes("45") == 45 and slurm_minutes("10:30") == 10.5
+
+
+def test_the_chains_array_indices_read_in_each_languages_task_numbers(tmp_path):
+    """--status of a language looks squeue up as `<job>_<task - offset>`; with C = 2 global unit g of
+    array index g // 2 must answer it, and a key of the raw queue must never answer for another unit."""
+    m = multi.unit_table(tmp_path, [("a", 3, 3), ("b", 1, 2)], cpus=2)  # write units: a 0-2, b 3-4
+    jobs_b = {"write": [{"job_id": "7", "offset": 0 - m.base("write", "b")}]}  # as record_submission translates
+    queue = {"7_0": "RUNNING", "7_1": "PENDING", "9_0": "RUNNING"}  # array index 1 = units 2 (a) and 3 (b)
+    q = multi.language_queue(m, "b", jobs_b, queue)
+    look = lambda t: q.get(f"7_{t - jobs_b['write'][0]['offset']}")  # noqa: E731  status.stage_statuses' key
+    assert (look(0), look(1)) == ("PENDING", None)  # b's unit 0 is global 3 (index 1), unit 1 global 4 (index 2)
+    assert q["9_0"] == "RUNNING" and "7_0" not in q and "7_1" not in q
+    one = multi.unit_table(tmp_path, [("a", 3, 3), ("b", 1, 2)])
+    assert multi.language_queue(one, "b", jobs_b, queue) == queue  # C = 1: offsets already match
+
+
+def test_languages_land_by_their_own_write_in_the_projection():
+    from shard_pipeline.submit.layout import lay_out_jobs
+    from shard_pipeline.submit.projection import landing_seconds, project
+
+    lays = {l: lay_out_jobs([n * 16_400_000_000] if n else [10**9], {}, shard_rows=1_000_000, task_budget=40,
+                            worker_mem="4G", cpus=4) for l, n in (("big", 40), ("small", 0))}
+    lands = landing_seconds(lays, cpus=4)
+    assert lands["small"] < lands["big"]
+    part = max(s.seconds for lay in lays.values() for s in project(lay) if s.stage == "partition")
+    assert lands["small"] > part  # every language waits for the slowest partition and the plan

@@ -139,6 +139,35 @@ def selected(root: Path, stage: str) -> list[int]:
     return read_json(p)["units"] if p.exists() else list(range(load(root).size(stage)))
 
 
+def language_queue(m: MultiRun, lang: str, lang_jobs: dict[str, list[dict[str, Any]]],
+                   queue: dict[str, str]) -> dict[str, str]:
+    """squeue's states keyed as the language's --status looks them up (`<job>_<task - offset>`).
+
+    The language's run.json keeps the chain's chunks with offsets shifted into its task numbers;
+    with C units per array task, its task t is global unit g = first + t of array index g // C."""
+    grouped = {stage for stage in lang_jobs if m.units_per_task(stage) > 1}
+    ids = {j["job_id"] for stage in grouped for j in lang_jobs[stage]}
+    out = {k: v for k, v in queue.items() if k.partition("_")[0] not in ids}  # C = 1: the shifted offsets match
+    for stage in grouped:
+        chunks, c = lang_jobs[stage], m.units_per_task(stage)
+        base = m.base(stage, lang)
+        count = next(b.count for b in m.blocks[stage] if b.lang == lang)
+        for j in chunks:
+            chunk = j["offset"] + base  # the chunk's offset in array indices
+            for t in range(count):
+                state = queue.get(f"{j['job_id']}_{(base + t) // c - chunk}")
+                if state is not None:
+                    out[f"{j['job_id']}_{t - j['offset']}"] = state
+    return out
+
+
+def queue_of_language(run: RunDir, jobs: dict[str, list[dict[str, Any]]], queue: dict[str, str]) -> dict[str, str]:
+    """squeue's states as `--status RUNDIR/<LANG>` looks them up: translated when the run dir is a language of a
+    multi-language run (`language_queue`), else as they are."""
+    root = run.root.parent
+    return language_queue(load(root), run.root.name, jobs, queue) if is_multi(root) else queue
+
+
 def upstream_problem(run: RunDir, stage: str) -> str | None:
     """Why a unit cannot start because an earlier stage of its language is unfinished (plan checks its own)."""
     if stage in ("write", "finalize") and not run.plan_json.exists():

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
-from typing import Any
-
 from shard_pipeline.run import multi
+from shard_pipeline.run.multi import language_queue
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.status import (
     StageStatus,
@@ -50,28 +49,6 @@ def language_state(run: RunDir, sts: list[StageStatus], chain_alive: bool) -> st
     if chain_alive or any(st.pending for st in sts):
         return WAITING
     return STOPPED
-
-
-def language_queue(m: multi.MultiRun, lang: str, lang_jobs: dict[str, list[dict[str, Any]]],
-                   queue: dict[str, str]) -> dict[str, str]:
-    """squeue's states keyed as the language's --status looks them up (`<job>_<task - offset>`).
-
-    The language's run.json keeps the chain's chunks with offsets shifted into its task numbers;
-    with C units per array task, its task t is global unit g = first + t of array index g // C."""
-    grouped = {stage for stage in lang_jobs if m.units_per_task(stage) > 1}
-    ids = {j["job_id"] for stage in grouped for j in lang_jobs[stage]}
-    out = {k: v for k, v in queue.items() if k.partition("_")[0] not in ids}  # C = 1: the shifted offsets match
-    for stage in grouped:
-        chunks, c = lang_jobs[stage], m.units_per_task(stage)
-        base = m.base(stage, lang)
-        count = next(b.count for b in m.blocks[stage] if b.lang == lang)
-        for j in chunks:
-            chunk = j["offset"] + base  # the chunk's offset in array indices
-            for t in range(count):
-                state = queue.get(f"{j['job_id']}_{(base + t) // c - chunk}")
-                if state is not None:
-                    out[f"{j['job_id']}_{t - j['offset']}"] = state
-    return out
 
 
 def _cell(st: StageStatus) -> str:
