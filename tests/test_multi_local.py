@@ -222,6 +222,28 @@ def test_a_small_language_lands_while_a_large_one_is_still_writing(tmp_path, cap
 
 
 @pytest.mark.slow
+def test_a_finalize_that_fails_in_the_last_write_unit_is_left_to_the_finalize_job(tmp_path, monkeypatch, capsys):
+    root = make_langs(tmp_path, {"fin_Latn": (40, ("10_1", "9_1")), "est_Latn": (4, ("9_1",))})
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap::enospc:est_Latn")
+    assert multi_cli(root, "fin_Latn,est_Latn", out, run_dir, "--shard-rows", "20") == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    est_write = (run_dir / "est_Latn" / "logs" / "write" / "local_0.log").read_text()
+    assert "WARNING: est_Latn: finalize after its last write unit failed (OSError" in est_write
+    assert "the finalize job of this run tries it again" in est_write
+    assert "# est_Latn write task 0 done" in est_write  # the write itself succeeded: its receipt holds
+    fin_log = (run_dir / "logs" / "finalize" / "local_0.log").read_text()
+    assert "fin_Latn landed before" in fin_log and "finalize failed for est_Latn" in fin_log
+    assert f"--resume {run_dir}" in fin_log
+    assert (out / "fin_Latn" / "_MANIFEST.json").exists() and not (out / "est_Latn").exists()
+    assert "est_Latn" in capsys.readouterr().err
+    assert cli.main(["--resume", str(run_dir)]) == 0
+    expected = tmp_path / "expected"
+    expected_for(root, "est_Latn", expected, run_dir / "est_Latn", shard_rows=20)
+    assert tree_bytes(out / "est_Latn") == tree_bytes(expected)
+
+
+@pytest.mark.slow
 def test_a_failed_language_does_not_stop_the_others_and_resume_finishes_it(tmp_path, monkeypatch, capsys):
     root = make_langs(tmp_path, {"fin_Latn": (80, ("10_1", "9_1")), "swe_Latn": (30, ("9_1",)), "est_Latn": (4, ("9_1",))})
     out, run_dir = tmp_path / "out", tmp_path / "run"

@@ -209,13 +209,14 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
             with live.recorded(run.root, stage, task):  # the language's --status and --resume see it alive
                 result = fn(run, task)
             print(f"# {lang} {stage} task {task} done: {result}", flush=True)
-            if finalize is not None:
-                land_if_written(run, finalize)
         except Exception as exc:  # one language's failure must not stop the others
             causes[lang] = f"{type(exc).__name__}: {exc}"
             print(f"ERROR: {lang}: {causes[lang]}", file=sys.stderr, flush=True)
             failed.append(lang)
             continue
+        else:
+            if finalize is not None:
+                land_if_written(run, finalize)
         finally:
             os.environ.pop(LANG_ENV, None)
     if failed:
@@ -245,17 +246,17 @@ def land_if_written(run: RunDir, finalize: Callable[[RunDir], Any]) -> bool:
     """
     from filelock import FileLock
 
-    with FileLock(str(run.land_lock)):  # held by a live process only (flock): never a stale lock
-        if run.done_marker.exists() or not written(run):
-            return False
-        print(f"# {run.root.name}: every write unit is done: finalizing it now", flush=True)
-        try:
+    try:
+        with FileLock(str(run.land_lock)):  # held by a live process only (flock): never a stale lock
+            if run.done_marker.exists() or not written(run):
+                return False
+            print(f"# {run.root.name}: every write unit is done: finalizing it now", flush=True)
             with live.recorded(run.root, "finalize", 0):
                 result = finalize(run)
-        except Exception as exc:
-            print(f"WARNING: {run.root.name}: finalize after its last write unit failed ({type(exc).__name__}: "
-                  f"{str(exc)[:300]}); the finalize job of this run tries it again", file=sys.stderr, flush=True)
-            return False
+    except Exception as exc:  # the lock, the check or finalize itself
+        print(f"WARNING: {run.root.name}: finalize after its last write unit failed ({type(exc).__name__}: "
+              f"{str(exc)[:300]}); the finalize job of this run tries it again", file=sys.stderr, flush=True)
+        return False
     print(f"# {run.root.name} landed: {result.get('rows') if isinstance(result, dict) else result} rows in place",
           flush=True)
     return True
