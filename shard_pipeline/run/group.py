@@ -5,8 +5,9 @@ checkpoint and log are its own, so `--resume` and a requeue stay per unit and th
 not depend on C. What C changes is the number of Slurm jobs: under a per-user job cap (LUMI
 `small`: 220, every array task counted) C cores per array task give C times the parallelism.
 
-`units_of` is the one mapping from an array index to its units; the Slurm batch script (through
-the stage entry point) and the local executor both run a group with `run_units`.
+`units_of` is the one mapping from an array index to its units, for one language or many (a
+multi-language run's global units, run/multi.py); the Slurm batch script (through the stage
+entry point, `run_group`) and the local executors all run a group with `run_units`.
 """
 from __future__ import annotations
 
