@@ -50,6 +50,22 @@ def test_budget_is_shared_by_bytes_with_at_least_two_tasks_each():
         share_budget([1, 1, 1], 5)
 
 
+def test_an_array_index_runs_c_global_units_of_any_language(tmp_path):
+    m = multi.unit_table(tmp_path, [("a", 3, 2), ("b", 1, 4), ("c", 2, 1)], cpus=3)
+    assert m.units_per_task("write") == 3 and m.units_per_task("plan") == 1
+    assert [m.units_of("write", i) for i in range(3)] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert [m.locate("write", g)[0] for g in m.units_of("write", 0)] == ["a", "a", "b"]  # one task, two languages
+    assert m.array_indices("write", [2, 3, 6]) == [0, 1, 2] and m.array_indices("plan", [0, 2]) == [0]
+    (tmp_path / multi.LANGUAGES_JSON).write_text(json.dumps(m.to_json()))
+    assert multi.load(tmp_path) == m
+    small = multi.unit_table(tmp_path, [("a", 1, 1)], cpus=4)  # never more cores than units
+    assert (small.units_per_task("partition"), small.units_per_task("write")) == (1, 1)
+    doc = m.to_json()
+    del doc["cpus"]  # languages.json of a run made before C applied to several languages
+    (tmp_path / multi.LANGUAGES_JSON).write_text(json.dumps(doc))
+    assert multi.load(tmp_path).units_per_task("write") == 1
+
+
 def test_unit_table_maps_every_global_index_to_one_language_task(tmp_path):
     m = multi.unit_table(tmp_path, [("a", 3, 2), ("b", 1, 4), ("c", 2, 1)])
     assert m.size("partition") == 6 and m.size("write") == 7 and m.size("plan") == 3
@@ -110,17 +126,22 @@ def test_dry_run_has_a_row_per_language_totals_and_the_separate_runs(tmp_path, c
 
 
 @pytest.mark.slow
-def test_twenty_languages_in_one_run_equal_write_shards_and_their_single_runs(tmp_path, capsys):
+def test_twenty_languages_with_three_cores_per_task_equal_write_shards_and_their_single_runs(tmp_path, capsys):
+    """C = 3: every array index runs three global units at once, of one or two languages."""
     sizes = {f"l{i:02d}_Latn": (3 + 4 * i, ("10_1", "9_1") if i % 3 == 0 else ("9_1",)) for i in range(20)}
     root = make_langs(tmp_path, sizes, text_bytes=200)
     langs_file = tmp_path / "langs.txt"
     langs_file.write_text("".join(f"{l}\n" for l in sizes))
     out, run_dir = tmp_path / "out", tmp_path / "run"
     assert cli.main(["--langs-file", str(langs_file), "--corpus", "v4", "--local-root", str(root), "--out", str(out),
-                     "--run-dir", str(run_dir), "--executor", "local", "--license", LICENSE, "--jobs", "2",
-                     "--shard-rows", "20"]) == 0
+                     "--run-dir", str(run_dir), "--executor", "local", "--license", LICENSE, "--jobs", "3",
+                     "--shard-rows", "20", "--cpus-per-task", "3"]) == 0
     m = multi.load(run_dir)
     assert m.langs == tuple(sizes) and m.size("partition") >= 20 and m.size("plan") == 1 * 20
+    assert m.units_per_task("write") == 3 and {m.locate("write", g)[0] for g in m.units_of("write", 0)} != set()
+    # every language landed when its last write unit ended: the finalize job found each one done
+    fin_log = (run_dir / "logs" / "finalize" / "local_0.log").read_text()
+    assert fin_log.count("landed before (its last write unit finalized it), skipped") == 20
     assert sorted(p.name for p in out.iterdir()) == sorted(sizes)
     for lang, (n, _) in sizes.items():
         expected = tmp_path / "expected" / lang
@@ -134,7 +155,92 @@ def test_twenty_languages_in_one_run_equal_write_shards_and_their_single_runs(tm
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 0
     status = capsys.readouterr().out
-    assert sum(1 for l in status.splitlines() if l.endswith("  done")) == 20 and "languages done 20/20" in status
+    assert sum(1 for l in status.splitlines() if "  landed 20" in l) == 20 and "languages landed 20/20" in status
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_languages_of_very_different_sizes_with_c_cores_equal_their_single_runs(tmp_path, cpus):
+    sizes = {"fin_Latn": (90, ("10_1", "9_1", "9_2")), "swe_Latn": (25, ("9_1",)), "est_Latn": (3, ("9_1",))}
+    root = make_langs(tmp_path, sizes)
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    assert multi_cli(root, ",".join(sizes), out, run_dir, "--shard-rows", "15", "--cpus-per-task", str(cpus)) == 0
+    m = multi.load(run_dir)
+    assert m.units_per_task("write") == min(cpus, m.size("write"))
+    for lang in sizes:
+        expected = tmp_path / "expected" / lang
+        expected_for(root, lang, expected, run_dir / lang, shard_rows=15)
+        assert tree_bytes(out / lang) == tree_bytes(expected), lang
+
+
+@pytest.mark.slow
+def test_a_small_language_lands_while_a_large_one_is_still_writing(tmp_path, capsys):
+    """fin_Latn's write unit 0 hangs (fault aimed at it): est_Latn's OUT is in place, --status says so, and
+    after the run is stopped --resume finishes fin_Latn with its single run's bytes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = make_langs(tmp_path, {"fin_Latn": (60, ("10_1", "9_1")), "est_Latn": (4, ("9_1",))})
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    argv = [sys.executable, "hplt-shard", "fin_Latn,est_Latn", "--corpus", "v4", "--local-root", str(root),
+            "--out", str(out), "--run-dir", str(run_dir), "--executor", "local", "--license", LICENSE,
+            "--jobs", "2", "--shard-rows", "20"]
+    env = {**os.environ, "HPLT_SHARD_FAULT": "write-start:0:hang:fin_Latn"}
+    proc = subprocess.Popen(argv, cwd=Path(__file__).resolve().parent.parent, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (run_dir / "est_Latn" / "DONE").exists():
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "est_Latn did not land while fin_Latn's write hung"
+            time.sleep(0.3)
+        assert (out / "est_Latn" / "_MANIFEST.json").exists()
+        assert not (out / "fin_Latn").exists() and not (run_dir / "fin_Latn" / "DONE").exists()
+        assert proc.poll() is None  # the run is still going: fin_Latn's write unit 0 hangs
+        capsys.readouterr()
+        assert cli.main(["--status", str(run_dir)]) == 3
+        status = capsys.readouterr().out
+        rows = {l.split()[0]: l for l in status.splitlines() if l.split() and l.split()[0] in ("fin_Latn", "est_Latn")}
+        assert rows["est_Latn"].split("  ")[-1].startswith("landed 20") and rows["fin_Latn"].endswith("  running")
+        assert "languages landed 1/2, 1 running" in status and "state: in progress" in status
+    finally:
+        proc.send_signal(signal.SIGTERM)  # the local executor stops its units, as on Ctrl-C
+        proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM
+    landed = tree_bytes(out / "est_Latn")
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 1
+    assert "fin_Latn" in capsys.readouterr().out.split("state: unfinished (")[1]
+    assert cli.main(["--resume", str(run_dir)]) == 0
+    assert tree_bytes(out / "est_Latn") == landed
+    expected = tmp_path / "expected"
+    expected_for(root, "fin_Latn", expected, run_dir / "fin_Latn", shard_rows=20)
+    assert tree_bytes(out / "fin_Latn") == tree_bytes(expected)
+
+
+@pytest.mark.slow
+def test_a_finalize_that_fails_in_the_last_write_unit_is_left_to_the_finalize_job(tmp_path, monkeypatch, capsys):
+    root = make_langs(tmp_path, {"fin_Latn": (40, ("10_1", "9_1")), "est_Latn": (4, ("9_1",))})
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap::enospc:est_Latn")
+    assert multi_cli(root, "fin_Latn,est_Latn", out, run_dir, "--shard-rows", "20") == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    est_write = (run_dir / "est_Latn" / "logs" / "write" / "local_0.log").read_text()
+    assert "WARNING: est_Latn: finalize after its last write unit failed (OSError" in est_write
+    assert "the finalize job of this run tries it again" in est_write
+    assert "# est_Latn write task 0 done" in est_write  # the write itself succeeded: its receipt holds
+    fin_log = (run_dir / "logs" / "finalize" / "local_0.log").read_text()
+    assert "fin_Latn landed before" in fin_log and "finalize failed for est_Latn" in fin_log
+    assert f"--resume {run_dir}" in fin_log
+    assert (out / "fin_Latn" / "_MANIFEST.json").exists() and not (out / "est_Latn").exists()
+    assert "est_Latn" in capsys.readouterr().err
+    assert cli.main(["--resume", str(run_dir)]) == 0
+    expected = tmp_path / "expected"
+    expected_for(root, "est_Latn", expected, run_dir / "est_Latn", shard_rows=20)
+    assert tree_bytes(out / "est_Latn") == tree_bytes(expected)
 
 
 @pytest.mark.slow
@@ -150,7 +256,7 @@ def test_a_failed_language_does_not_stop_the_others_and_resume_finishes_it(tmp_p
     assert not (out / "swe_Latn").exists()
     assert cli.main(["--status", str(run_dir)]) == 1
     status = capsys.readouterr().out
-    assert "failed (write)" in status and "FAILED swe_Latn write task 0" in status and "languages done 2/3" in status
+    assert "failed (write)" in status and "FAILED swe_Latn write task 0" in status and "languages landed 2/3, 1 failed" in status
     assert cli.main(["--status", str(run_dir / "swe_Latn")]) == 1
     assert "FAILED write task 0" in capsys.readouterr().out
     before = {l: tree_bytes(out / l) for l in ("fin_Latn", "est_Latn")}
@@ -206,7 +312,39 @@ def test_each_array_gets_the_most_any_language_needs():
                        "finalize": R("4G", "00:30:00", cpus)}))
 
     cfgs = {"a": cfg("9G", "32:30:00", 16), "b": cfg("4G", "00:10:00", 1), "c": cfg("700M", "1-12:00:00", 1)}
-    assert stage_resources(cfgs, "write", 40, False) == R("9G", "1-12:00:00", 1)
-    assert stage_resources(cfgs, "finalize", 3, False) == R("4G", "00:36:00", 16)  # 2 minutes more per language
-    assert stage_resources(cfgs, "plan", 3, True).time == "00:30:00"  # --time: exactly that
+    m = multi.unit_table(Path("/r"), [("a", 1, 20), ("b", 1, 10), ("c", 1, 10)])
+    assert stage_resources(m, cfgs, "write", 40, False) == R("9G", "1-12:00:00", 1)
+    assert stage_resources(m, cfgs, "finalize", 3, False) == R("4G", "00:36:00", 16)  # 2 minutes more per language
+    assert stage_resources(m, cfgs, "plan", 3, True).time == "00:30:00"  # --time: exactly that
+    # C = 3 units per array task: 3 x the largest unit memory, 3 cores; plan and finalize unchanged
+    m3 = multi.unit_table(Path("/r"), [("a", 1, 20), ("b", 1, 10), ("c", 1, 10)], cpus=3)
+    assert stage_resources(m3, cfgs, "write", 40, False) == R("27G", "1-12:00:00", 3)
+    assert stage_resources(m3, cfgs, "partition", 3, False) == R("12G", "00:10:00", 3)  # 3 units only: C = 3
+    assert stage_resources(m3, cfgs, "finalize", 3, False) == R("4G", "00:36:00", 16)
     assert slurm_minutes("1-02:00:00") == 1560 and slurm_minutes("45") == 45 and slurm_minutes("10:30") == 10.5
+
+
+def test_the_chains_array_indices_read_in_each_languages_task_numbers(tmp_path):
+    """--status of a language looks squeue up as `<job>_<task - offset>`; with C = 2 global unit g of
+    array index g // 2 must answer it, and a key of the raw queue must never answer for another unit."""
+    m = multi.unit_table(tmp_path, [("a", 3, 3), ("b", 1, 2)], cpus=2)  # write units: a 0-2, b 3-4
+    jobs_b = {"write": [{"job_id": "7", "offset": 0 - m.base("write", "b")}]}  # as record_submission translates
+    queue = {"7_0": "RUNNING", "7_1": "PENDING", "9_0": "RUNNING"}  # array index 1 = units 2 (a) and 3 (b)
+    q = multi.language_queue(m, "b", jobs_b, queue)
+    look = lambda t: q.get(f"7_{t - jobs_b['write'][0]['offset']}")  # noqa: E731  status.stage_statuses' key
+    assert (look(0), look(1)) == ("PENDING", None)  # b's unit 0 is global 3 (index 1), unit 1 global 4 (index 2)
+    assert q["9_0"] == "RUNNING" and "7_0" not in q and "7_1" not in q
+    one = multi.unit_table(tmp_path, [("a", 3, 3), ("b", 1, 2)])
+    assert multi.language_queue(one, "b", jobs_b, queue) == queue  # C = 1: offsets already match
+
+
+def test_languages_land_by_their_own_write_in_the_projection():
+    from shard_pipeline.submit.layout import lay_out_jobs
+    from shard_pipeline.submit.projection import landing_seconds, project
+
+    lays = {l: lay_out_jobs([n * 16_400_000_000] if n else [10**9], {}, shard_rows=1_000_000, task_budget=40,
+                            worker_mem="4G", cpus=4) for l, n in (("big", 40), ("small", 0))}
+    lands = landing_seconds(lays, cpus=4)
+    assert lands["small"] < lands["big"]
+    part = max(s.seconds for lay in lays.values() for s in project(lay) if s.stage == "partition")
+    assert lands["small"] > part  # every language waits for the slowest partition and the plan

@@ -64,9 +64,67 @@ def test_three_languages_in_one_chain_equal_three_single_runs(slurm_cluster, tmp
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 0
     status = capsys.readouterr().out
-    assert sum(1 for l in status.splitlines() if l.endswith("  done")) == 3 and "state: done" in status
+    assert sum(1 for l in status.splitlines() if "  landed 20" in l) == 3 and "state: done" in status
     assert cli.main(["--status", str(run_dir / "est_Latn")]) == 0
     assert "state: done" in capsys.readouterr().out
+
+
+def test_two_cores_per_array_task_for_three_languages_equal_three_single_runs(slurm_cluster, tmp_path, capsys):
+    """--cpus-per-task 2 with several languages: array tasks ask for 2 CPUs, run two units each (of one or
+    two languages), and every language's bytes match its single run."""
+    root = make_langs(tmp_path, SIZES)
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    opts = ("--shard-rows", "40")
+    jobs = submit_multi(root, out, run_dir, tmp_path, *opts, "--cpus-per-task", "2")
+    wait_for_jobs(jobs, timeout=TIMEOUT)
+    assert {r["JobState"] for j in jobs for r in job_records(j)} <= {"COMPLETED"}
+    sub = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
+    cpus = {j["stage"]: j["argv"][j["argv"].index("--cpus-per-task") + 1] for j in sub}
+    assert cpus["partition"] == cpus["write"] == "2", cpus
+    m = json.loads((run_dir / "languages.json").read_text())
+    n_write = sum(c for _, _, c in m["units"]["write"])
+    assert next(j for j in sub if j["stage"] == "write")["array"].split("%")[0] == f"0-{(n_write + 1) // 2 - 1}"
+    assert list((run_dir / "logs" / "write" / "units").iterdir())  # each unit's own log, in its language's numbers
+    expected = singles(root, tmp_path, *opts)
+    assert {l: tree_bytes(out / l) for l in SIZES} == expected
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 0
+    assert "languages landed 3/3" in capsys.readouterr().out
+
+
+def test_a_small_language_lands_while_a_large_one_still_writes(slurm_cluster, tmp_path, monkeypatch, capsys):
+    """fin_Latn's write unit 0 hangs: est_Latn and swe_Latn land from their own write units, without a
+    finalize job of their own; scancel of the hung unit, and the finalize job names fin_Latn to resume."""
+    import subprocess
+    import time
+
+    root = make_langs(tmp_path, SIZES)
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:hang:fin_Latn")
+    jobs = submit_multi(root, out, run_dir, tmp_path, "--shard-rows", "40")
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    assert len(jobs) == 4  # still one chain: no queue slot per language
+    deadline = time.monotonic() + TIMEOUT
+    while not all((run_dir / l / "DONE").exists() for l in ("swe_Latn", "est_Latn")):
+        assert time.monotonic() < deadline, "the small languages did not land while fin_Latn's write hung"
+        time.sleep(1)
+    assert (out / "est_Latn" / "_MANIFEST.json").exists() and not (out / "fin_Latn").exists()
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 3
+    status = capsys.readouterr().out
+    rows = {l.split()[0]: l for l in status.splitlines() if l.split() and l.split()[0] in SIZES}
+    assert rows["fin_Latn"].endswith("  running") and "  landed 20" in rows["est_Latn"], status
+    fin0 = json.loads((run_dir / "languages.json").read_text())["units"]["write"][0][1]
+    subprocess.run(["scancel", f"{jobs[2]}_{fin0}"], check=True)
+    wait_for_jobs(jobs, timeout=TIMEOUT)
+    finalize_log = (run_dir / "logs" / "finalize" / f"{jobs[3]}_0.log").read_text()
+    assert finalize_log.count("landed before") == 2 and "finalize failed for fin_Latn" in finalize_log
+    assert f"--resume {run_dir}" in finalize_log
+    landed = {l: tree_bytes(out / l) for l in ("swe_Latn", "est_Latn")}
+    assert cli.main(["--resume", str(run_dir), "--conf", str(conf(tmp_path))]) == 0
+    wait_for_jobs(job_ids(run_dir, last=True), timeout=TIMEOUT)
+    assert {l: tree_bytes(out / l) for l in landed} == landed
+    assert tree_bytes(out / "fin_Latn") == singles(root, tmp_path, "--shard-rows", "40")["fin_Latn"]
 
 
 def test_quarantine_in_one_language_conserves_every_language(slurm_cluster, tmp_path):
@@ -109,8 +167,8 @@ def test_failed_write_in_one_language_lets_the_others_land_then_resume(slurm_clu
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 1
     status = capsys.readouterr().out
-    assert "FAILED swe_Latn write task 0" in status and "Killed" in status and "languages done 2/3" in status
-    assert "failed (write)" in status and status.count("  done") == 2
+    assert "FAILED swe_Latn write task 0" in status and "Killed" in status and "languages landed 2/3, 1 failed" in status
+    assert "failed (write)" in status and status.count("  landed 20") == 2
     assert cli.main(["--status", str(run_dir / "swe_Latn")]) == 1
     assert "FAILED write task 0" in capsys.readouterr().out
     landed = {l: tree_bytes(out / l) for l in ("fin_Latn", "est_Latn")}
@@ -140,7 +198,8 @@ def test_requeued_task_holds_the_afterany_chain(slurm_cluster, tmp_path, monkeyp
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 3
     rows = {l.split()[0]: l for l in capsys.readouterr().out.splitlines() if l.split() and l.split()[0] in SIZES}
-    assert all(r.endswith("in progress") for r in rows.values()), rows
+    assert rows["fin_Latn"].endswith("  running"), rows
+    assert all(r.endswith(("  running", "  waiting")) for r in rows.values()), rows  # the others wait for the plan
     assert cli.main(["--status", str(run_dir / "est_Latn")]) == 3
     est = {l.split()[0]: l.split()[1:] for l in capsys.readouterr().out.splitlines() if l.split() and l.split()[0] in ("plan", "write")}
     assert est["plan"][3] == "1" and est["write"][3] == "1", est  # pending on the dependency

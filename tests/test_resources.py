@@ -7,6 +7,7 @@ C of them. Run dirs written before resources were kept per stage still resume an
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from dataclasses import asdict
 
 import pytest
@@ -115,24 +116,33 @@ def test_share_and_scale_of_a_slurm_memory_size():
     assert (share_of_mem("64G", 16), share_of_mem("5G", 2), share_of_mem("4000", 1)) == ("4G", "2560M", "4000")
 
 
-def test_a_multi_language_run_queues_one_unit_per_array_task(tmp_path, fake_slurm, capsys):
+def test_a_multi_language_run_runs_c_units_per_array_task(tmp_path, fake_slurm, capsys):
+    """--cpus-per-task C (and a conf's CPUS_PER_TASK) apply to several languages: C units per array task."""
+    from shard_pipeline.run.group import group_count
+    from shard_pipeline.units import parse_mem
+
     root = make_langs(tmp_path, {"fin_Latn": (60, ("10_1", "9_1")), "est_Latn": (5, ("10_1",))})
-    base = ["fin_Latn,est_Latn", "--local-root", str(root), "--out", str(tmp_path / "out"), "--license", LICENSE,
-            "--executor", "slurm", "--mem", "500M"]
-    assert cli.main([*base, "--run-dir", str(tmp_path / "r1"), "--cpus-per-task", "4"]) == 2
-    err = capsys.readouterr().err
-    assert "--cpus-per-task 4 applies to a run of one language" in err and fake_slurm("sbatch") == []
+    base = ["fin_Latn,est_Latn", "--local-root", str(root), "--license", LICENSE,
+            "--executor", "slurm", "--mem", "500M", "--shard-rows", "4"]
     conf = tmp_path / "c.conf"
     conf.write_text("PRESET=local\nCPUS_PER_TASK=4\nMAX_TASKS=8\n")
-    assert cli.main([*base, "--run-dir", str(tmp_path / "r2"), "--conf", str(conf), "--shard-rows", "4"]) == 0
-    assert "CPUS_PER_TASK=4 (conf or preset) applies to single-language runs" in capsys.readouterr().err
+    assert cli.main([*base, "--run-dir", str(tmp_path / "r2"), "--conf", str(conf), "--out", str(tmp_path / "o2")]) == 0
+    assert "CPUS_PER_TASK" not in capsys.readouterr().err  # no note: it applies
     sb = by_stage(fake_slurm("sbatch"))
-    assert sb["partition"] == StageResources("500M", sb["partition"].time, 1)
-    assert sb["write"].cpus == 1
     m = multi.load(tmp_path / "r2")
-    assert m.size("partition") + m.size("write") + 2 <= 8  # array indices are units: MAX_TASKS counts them
-    for lang in ("fin_Latn", "est_Latn"):
+    for stage in ("partition", "write"):
+        c = m.units_per_task(stage)
+        assert c == min(4, m.size(stage)) and sb[stage].cpus == c
+        unit = max(parse_mem(r.mem) for r in (kept(tmp_path / "r2" / l)[stage] for l in m.langs))
+        assert parse_mem(sb[stage].mem) == c * unit and unit >= parse_mem("500M")
+    assert m.size("write") > 4  # more units than a C = 1 run could queue under MAX_TASKS 8
+    assert group_count(m.size("partition"), m.units_per_task("partition")) \
+        + group_count(m.size("write"), m.units_per_task("write")) + 2 <= 8  # MAX_TASKS counts array tasks
+    for lang in ("fin_Latn", "est_Latn"):  # each language's run dir keeps one unit's needs
         assert {r.cpus for s, r in kept(tmp_path / "r2" / lang).items() if s != "finalize"} == {1}
+    assert cli.main([*base, "--run-dir", str(tmp_path / "r1"), "--cpus-per-task", "2", "--out", str(tmp_path / "o1")]) == 0
+    sb = by_stage(fake_slurm("sbatch")[-4:])
+    assert sb["write"].cpus == 2
 
 
 @pytest.mark.slow
@@ -226,9 +236,10 @@ def test_a_multi_run_dir_laid_out_in_groups_asks_for_one_unit_per_array_task():
     single = legacy_resources({"partition": "400M", "write": "700M", "job": "300M"},
                               {"partition": "00:10:00", "write": "00:20:00", "job": "00:30:00"}, {})
     cfgs = {"a": cfg(grouped), "b": cfg(single)}
-    assert stage_resources(cfgs, "partition", 9, False) == StageResources("400M", "00:10:00", 1)
-    assert stage_resources(cfgs, "write", 9, False) == StageResources("1G", "00:20:00", 1)
-    assert stage_resources(cfgs, "finalize", 2, False).cpus == 2  # finalize's threads are its own
+    m = multi.unit_table(Path("/r"), [("a", 6, 6), ("b", 6, 6)])  # languages.json of that time: no "cpus", C = 1
+    assert stage_resources(m, cfgs, "partition", 9, False) == StageResources("400M", "00:10:00", 1)
+    assert stage_resources(m, cfgs, "write", 9, False) == StageResources("1G", "00:20:00", 1)
+    assert stage_resources(m, cfgs, "finalize", 2, False).cpus == 2  # finalize's threads are its own
 
 
 def test_slurm_time_limits_compare_in_minutes():

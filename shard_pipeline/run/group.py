@@ -5,8 +5,9 @@ checkpoint and log are its own, so `--resume` and a requeue stay per unit and th
 not depend on C. What C changes is the number of Slurm jobs: under a per-user job cap (LUMI
 `small`: 220, every array task counted) C cores per array task give C times the parallelism.
 
-`units_of` is the one mapping from an array index to its units; the Slurm batch script (through
-the stage entry point) and the local executor both run a group with `run_units`.
+`units_of` is the one mapping from an array index to its units, for one language or many (a
+multi-language run's global units, run/multi.py); the Slurm batch script (through the stage
+entry point, `run_group`) and the local executors all run a group with `run_units`.
 """
 from __future__ import annotations
 
@@ -173,15 +174,28 @@ def run_array_task(rundir: Path, stage: str, index: int, script: Sequence[str]) 
     print(f"# hplt-shard {label}: units {units[0] if units else '-'}..{units[-1] if units else '-'} "
           f"of {n} on {cpus} cores (pid {os.getpid()})", flush=True)
     state, reg = RunState(run), registered(stage)
-    problem = lambda u: reg.problem(state, u)  # noqa: E731
+    return run_group(stage, label, units, lambda u: reg.problem(state, u) is None,
+                     lambda u: [*script, str(rundir), "--task", str(u)],
+                     lambda u: unit_log(run.log_dir(stage), job, local, u))
+
+
+def run_group(stage: str, label: str, units: Sequence[int], finished: Callable[[int], bool], argv_of: Callable[[int], list[str]],
+              log_of: Callable[[int], Path], *, append: bool = True, env: dict[str, str] | None = None,
+              owner: Owner | None = None) -> int:
+    """Run the units of one group that are not finished yet, at once; 1 if any failed.
+
+    Shared by a single-language array task and a multi-language one (run/multi.py), whose units
+    may belong to several languages. A unit whose receipt agrees with its files (the test
+    `--resume` applies, `finished`) is skipped: after a requeue or a sparse resubmission the
+    group redoes only its unfinished units.
+    """
     todo = []
     for u in units:
-        if problem(u) is None:
+        if finished(u):
             print(f"# {label} unit {u}: finished before (its receipt agrees with its files), skipped", flush=True)
         else:
             todo.append(u)
-    runs = run_units(lambda u: [*script, str(rundir), "--task", str(u)], todo,
-                     lambda u: unit_log(run.log_dir(stage), job, local, u), label, append=True)
+    runs = run_units(argv_of, todo, log_of, label, append=append, env=env, owner=owner)
     print(summary(label, runs), flush=True)
     failed = [r for r in runs if r.returncode != 0]
     for r in failed:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from shard_pipeline.run import live
+from shard_pipeline.run import group, live
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 
@@ -46,6 +46,19 @@ class MultiRun:
     root: Path
     langs: tuple[str, ...]
     blocks: dict[str, tuple[Block, ...]]
+    cpus: dict[str, int] | None = None  # array stage -> C, global units per array task (absent: 1)
+
+    def units_per_task(self, stage: str) -> int:
+        """C of an array stage: units one array task runs at once; 1 for plan and finalize."""
+        return (self.cpus or {}).get(stage, 1) if stage not in SINGLE_JOB_STAGES else 1
+
+    def array_indices(self, stage: str, units: Sequence[int]) -> list[int]:
+        """The array indices that run these global units (a resume's sparse `--array`): as in a single run."""
+        return [0] if stage in SINGLE_JOB_STAGES else group.groups_of(units, self.units_per_task(stage))
+
+    def units_of(self, stage: str, index: int) -> list[int]:
+        """Global units of array index `index`: the group mapping of a single run (run/group.py)."""
+        return list(group.units_of(index, self.units_per_task(stage), self.size(stage)))
 
     def lang_dir(self, lang: str) -> Path:
         return self.root / lang
@@ -76,19 +89,25 @@ class MultiRun:
             "format": MULTI_FORMAT,
             "languages": [{"lang": l, "rundir": l} for l in self.langs],
             "single_job_stages": list(SINGLE_JOB_STAGES),
+            "cpus": dict(self.cpus or {}),
             "units": {s: [[b.lang, b.first, b.count] for b in self.blocks[s]] for s in STAGES},
         }
 
 
-def unit_table(root: Path, tasks: Sequence[tuple[str, int, int]]) -> MultiRun:
-    """Contiguous blocks per language, in the given order, from (lang, partition tasks, write tasks)."""
+def unit_table(root: Path, tasks: Sequence[tuple[str, int, int]], cpus: int = 1) -> MultiRun:
+    """Contiguous blocks per language, in the given order, from (lang, partition tasks, write tasks).
+
+    With C cores per array task (`cpus`), array index i of partition and write runs global
+    units [i*C, (i+1)*C): units of several languages may share one array task."""
     blocks: dict[str, list[Block]] = {s: [] for s in STAGES}
     nxt = {s: 0 for s in STAGES}
     for lang, p, w in tasks:
         for stage, n in (("partition", p), ("plan", 1), ("write", w), ("finalize", 1)):
             blocks[stage].append(Block(lang, nxt[stage], n))
             nxt[stage] += n
-    return MultiRun(Path(root), tuple(l for l, _, _ in tasks), {s: tuple(b) for s, b in blocks.items()})
+    sizes = {s: nxt[s] for s in STAGES}
+    per_task = {s: max(1, min(cpus, sizes[s])) for s in STAGES if s not in SINGLE_JOB_STAGES}
+    return MultiRun(Path(root), tuple(l for l, _, _ in tasks), {s: tuple(b) for s, b in blocks.items()}, per_task)
 
 
 def load(root: Path) -> MultiRun:
@@ -96,7 +115,7 @@ def load(root: Path) -> MultiRun:
     if doc.get("format") != MULTI_FORMAT:
         raise ValueError(f"{root}/{LANGUAGES_JSON} has format {doc.get('format')}; this version reads {MULTI_FORMAT}")
     blocks = {s: tuple(Block(l, f, c) for l, f, c in doc["units"][s]) for s in STAGES}
-    return MultiRun(Path(root), tuple(e["lang"] for e in doc["languages"]), blocks)
+    return MultiRun(Path(root), tuple(e["lang"] for e in doc["languages"]), blocks, dict(doc.get("cpus", {})))
 
 
 def resolve(rundir: Path, stage: str, index: int) -> tuple[Path, int]:
@@ -120,9 +139,33 @@ def selected(root: Path, stage: str) -> list[int]:
     return read_json(p)["units"] if p.exists() else list(range(load(root).size(stage)))
 
 
-def units_of(rundir: Path, stage: str, index: int) -> list[int]:
-    """Global units one job of `stage` runs: its array index, or the selection of a single-job stage."""
-    return selected(rundir, stage) if stage in SINGLE_JOB_STAGES else [index]
+def language_queue(m: MultiRun, lang: str, lang_jobs: dict[str, list[dict[str, Any]]],
+                   queue: dict[str, str]) -> dict[str, str]:
+    """squeue's states keyed as the language's --status looks them up (`<job>_<task - offset>`).
+
+    The language's run.json keeps the chain's chunks with offsets shifted into its task numbers;
+    with C units per array task, its task t is global unit g = first + t of array index g // C."""
+    grouped = {stage for stage in lang_jobs if m.units_per_task(stage) > 1}
+    ids = {j["job_id"] for stage in grouped for j in lang_jobs[stage]}
+    out = {k: v for k, v in queue.items() if k.partition("_")[0] not in ids}  # C = 1: the shifted offsets match
+    for stage in grouped:
+        chunks, c = lang_jobs[stage], m.units_per_task(stage)
+        base = m.base(stage, lang)
+        count = next(b.count for b in m.blocks[stage] if b.lang == lang)
+        for j in chunks:
+            chunk = j["offset"] + base  # the chunk's offset in array indices
+            for t in range(count):
+                state = queue.get(f"{j['job_id']}_{(base + t) // c - chunk}")
+                if state is not None:
+                    out[f"{j['job_id']}_{t - j['offset']}"] = state
+    return out
+
+
+def queue_of_language(run: RunDir, jobs: dict[str, list[dict[str, Any]]], queue: dict[str, str]) -> dict[str, str]:
+    """squeue's states as `--status RUNDIR/<LANG>` looks them up: translated when the run dir is a language of a
+    multi-language run (`language_queue`), else as they are."""
+    root = run.root.parent
+    return language_queue(load(root), run.root.name, jobs, queue) if is_multi(root) else queue
 
 
 def upstream_problem(run: RunDir, stage: str) -> str | None:
@@ -139,16 +182,22 @@ def upstream_problem(run: RunDir, stage: str) -> str | None:
     return None
 
 
-def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, index: int) -> int:
-    """Run the units of one job of a multi-language run; 1 if any failed (the others still ran)."""
+def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units: Sequence[int],
+              finalize: Callable[[RunDir], Any] | None = None) -> int:
+    """Run these global units of a multi-language run in turn; 1 if any failed (the others still ran).
+
+    `finalize` (given for write): a language whose last write unit this was lands right here."""
     m = load(rundir)
     failed: list[str] = []
     causes: dict[str, str] = {}
-    for g in units_of(rundir, stage, index):
+    for g in units:
         lang_dir, task = resolve(rundir, stage, g)
         run, lang = RunDir(lang_dir), lang_dir.name
         alone = [sys.executable, "-m", "shard_pipeline.run.task", stage, str(run.root), "--task", str(task)]
         print(f"# unit {g} = {lang} {stage} task {task}; this unit alone: {shlex.join(alone)}", flush=True)
+        if stage == "finalize" and run.done_marker.exists():
+            print(f"# {lang} landed before (its last write unit finalized it), skipped", flush=True)
+            continue
         why = upstream_problem(run, stage)
         if why:
             causes[lang] = f"{stage} task {task} skipped: {why}"
@@ -159,17 +208,92 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, index:
         try:
             with live.recorded(run.root, stage, task):  # the language's --status and --resume see it alive
                 result = fn(run, task)
+            print(f"# {lang} {stage} task {task} done: {result}", flush=True)
         except Exception as exc:  # one language's failure must not stop the others
             causes[lang] = f"{type(exc).__name__}: {exc}"
             print(f"ERROR: {lang}: {causes[lang]}", file=sys.stderr, flush=True)
             failed.append(lang)
             continue
+        else:
+            if finalize is not None:
+                land_if_written(run, finalize)
         finally:
             os.environ.pop(LANG_ENV, None)
-        print(f"# {lang} {stage} task {task} done: {result}", flush=True)
     if failed:
         print(f"ERROR: {stage} failed for {', '.join(sorted(set(failed)))} ("
               + "; ".join(f"{l}: {causes[l][:300]}" for l in sorted(causes)) + "); the other languages went on; "
               f"fix the cause, then ./hplt-shard --resume {m.root}", file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def written(run: RunDir) -> bool:
+    """Every write unit of this language is done by the registry's rule (receipts agree with their files)."""
+    from shard_pipeline.run.registry import RunState
+    from shard_pipeline.run.registry import stage as registered
+
+    state, write = RunState(run, rehash=False), registered("write")
+    return state.plan is not None and all(write.problem(state, t) is None for t in range(write.tasks(state.cfg)))
+
+
+def land_if_written(run: RunDir, finalize: Callable[[RunDir], Any]) -> bool:
+    """Finalize this language now if its write units are all done; True when it landed here.
+
+    Under the language's land lock, so two write units finishing together finalize it once (the
+    second sees DONE). A finalize that fails here leaves the language to the finalize job at the
+    end of the chain, which retries it and names it with the --resume command: the write unit
+    itself has succeeded (its receipt holds), so its exit status stays 0.
+    """
+    from filelock import FileLock
+
+    try:
+        with FileLock(str(run.land_lock)):  # held by a live process only (flock): never a stale lock
+            if run.done_marker.exists() or not written(run):
+                return False
+            print(f"# {run.root.name}: every write unit is done: finalizing it now", flush=True)
+            with live.recorded(run.root, "finalize", 0):
+                result = finalize(run)
+    except Exception as exc:  # the lock, the check or finalize itself
+        print(f"WARNING: {run.root.name}: finalize after its last write unit failed ({type(exc).__name__}: "
+              f"{str(exc)[:300]}); the finalize job of this run tries it again", file=sys.stderr, flush=True)
+        return False
+    print(f"# {run.root.name} landed: {result.get('rows') if isinstance(result, dict) else result} rows in place",
+          flush=True)
+    return True
+
+
+def run_task(stage: str, entry: Callable[..., Any], finalize: Callable[[RunDir], Any], rundir: Path, index: int,
+             by_hand: bool, array: bool, script: Sequence[str]) -> int:
+    """The task entry of a multi-language run: an array index runs its group of C units, each in its own
+    process (`--task G` of that process names one global unit, as by hand); a single job its selection."""
+    m = load(rundir)
+    if array and not by_hand and m.units_per_task(stage) > 1:
+        return run_array_group(m, stage, index, script)
+    units = [index] if array else selected(rundir, stage)
+    fn = (lambda r, t: entry(r, t)) if array else (lambda r, t: entry(r))
+    return run_entry(stage, fn, rundir, units, finalize if stage == "write" else None)
+
+
+def run_array_group(m: MultiRun, stage: str, index: int, script: Sequence[str]) -> int:
+    """The Slurm side of a multi-language array task with C cores: run.group's runner over global units.
+
+    Each unit's log is named in its language's task numbers (RunDir.unit_log_dir), so the language's
+    --status finds it as in a single run: `<job>_<t - chunk offset>.log` with the recorded offsets."""
+    from shard_pipeline.run.registry import RunState
+    from shard_pipeline.run.registry import stage as registered
+
+    units = m.units_of(stage, index)
+    job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID") or "nojob"
+    chunk = index - int(os.environ.get("SLURM_ARRAY_TASK_ID", str(index)))  # the chunk's --task-offset
+    reg = registered(stage)
+
+    def finished(g: int) -> bool:
+        lang_dir, t = resolve(m.root, stage, g)
+        return reg.problem(RunState(RunDir(lang_dir)), t) is None
+
+    label = f"{stage} group {index}"
+    print(f"# hplt-shard {label}: global units {units[0] if units else '-'}..{units[-1] if units else '-'} "
+          f"on {m.units_per_task(stage)} cores (pid {os.getpid()})", flush=True)
+    return group.run_group(stage, label, units, finished, lambda g: [*script, str(m.root), "--task", str(g)],
+                           lambda g: RunDir(m.root).unit_log_dir(stage) / f"{job}_{g - chunk}.log")
+

@@ -69,8 +69,17 @@ class RunDir:
         """Held while a process runs or submits the run (claim.run_lock)."""
         return self.root / ".run.lock"
 
+    @property
+    def land_lock(self) -> Path:
+        """Held while a write unit of a multi-language run checks whether its language can land (run/multi.py)."""
+        return self.root / ".land.lock"
+
     def log_dir(self, stage: str) -> Path:
         return self.root / "logs" / stage
+
+    def unit_log_dir(self, stage: str) -> Path:
+        """A multi-language run's unit logs when an array task runs C units: named in their language's task numbers."""
+        return self.log_dir(stage) / "units"
 
     def local_log(self, stage: str, task: int) -> Path:
         return self.log_dir(stage) / f"local_{task}.log"

@@ -162,7 +162,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
     record = read_json(run.run_json)
     jobs = latest_jobs(record)
     if queue is None:
-        queue = squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks])
+        queue = multi.queue_of_language(run, jobs, squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks]))
     alive = live.running(run.root)  # local tasks alive now, whoever started them (run/live.py)
     out = []
     for reg in STAGES:

@@ -91,9 +91,11 @@ def run_task(stage_name: str, rundir: Path, task: int, by_hand: bool) -> int:
     from shard_pipeline.run import multi
 
     if multi.is_multi(rundir):  # RUNDIR of several languages: the index names (language, task) units
-        runner = getattr(importlib.import_module(module), function)
-        return multi.run_entry(stage.name, (lambda r, t: runner(r, t)) if stage.array else (lambda r, t: runner(r)),
-                               rundir, task)
+        fin_module, _, fin_function = registered("finalize").entry.partition(":")
+        return multi.run_task(stage.name, getattr(importlib.import_module(module), function),
+                              lambda r: getattr(importlib.import_module(fin_module), fin_function)(r),
+                              rundir, task, by_hand, stage.array,
+                              [sys.executable, "-m", "shard_pipeline.run.task", stage.name])
     if stage.array and not by_hand:  # an array task of a run with --cpus-per-task C runs C units at once
         from shard_pipeline.run import group
         from shard_pipeline.run.runconfig import RunConfig

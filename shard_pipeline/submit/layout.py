@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from shard_pipeline.run.runconfig import StageResources
-from shard_pipeline.units import MIN_TIME_MINUTES, parse_mem, scale_mem
+from shard_pipeline.units import MIN_TIME_MINUTES, parse_mem, scale_mem, share_of_mem
 
 # HPLT v4 clean English: 18.15 TB compressed / 7.86 B documents.
 COMPRESSED_BYTES_PER_DOC = 2309
@@ -162,6 +162,26 @@ def sbatch_resources(*, worker_mem: str, need: StageMemory, partition_cpus: int,
         "write": StageResources(scale_mem(at_least(worker_mem, need.write_bytes), write_cpus), write_time, write_cpus),
         "finalize": StageResources(worker_mem, job_time, finalize_cores),
     }
+
+
+def unit_resources(resources: dict[str, StageResources]) -> dict[str, StageResources]:
+    """What one unit of each stage needs: a grouped stage's memory divided by its C, one core.
+
+    A multi-language run keeps these in each language's run dir; the array task of C global
+    units, possibly of several languages, asks C x the largest of them (submit/multi_start.py)."""
+    from shard_pipeline.run.runconfig import GROUPED_STAGES
+
+    return {s: StageResources(share_of_mem(r.mem, r.cpus), r.time, 1) if s in GROUPED_STAGES else r
+            for s, r in resources.items()}
+
+
+def group_resources(units: Sequence[StageResources], cpus: int) -> StageResources:
+    """An array task of `cpus` units, any of `units` (one unit's needs each): C x the largest memory,
+    the longest time, C cores (sbatch_resources' rule for one language, over several)."""
+    from shard_pipeline.units import slurm_minutes
+
+    mem = max((r.mem for r in units), key=parse_mem)
+    return StageResources(scale_mem(mem, cpus), max((r.time for r in units), key=slurm_minutes), cpus)
 
 
 def estimate_docs(sizes: Sequence[int | None], known: dict[int, int], compressed_per_doc: float | None = None) -> int:

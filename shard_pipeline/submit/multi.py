@@ -9,7 +9,6 @@ import argparse
 import dataclasses
 import re
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -117,7 +116,8 @@ class MultiScope:
 def total_budget(args: argparse.Namespace, settings, executor: str, n: int) -> int:
     if executor == "slurm":
         return scope.task_budget(args, settings, executor)
-    return max(4 * max(1, args.jobs) + 2, 2 * n + 2)  # locally tasks are process starts, not queue slots
+    # locally tasks are process starts, not queue slots; as a single run, groups of C count once
+    return max(4 * max(1, args.jobs // settings.cpus_per_task) + 2, 2 * n + 2)
 
 
 def prepare_all(args: argparse.Namespace, settings, executor: str, langs: list[str]) -> MultiScope:
@@ -139,20 +139,6 @@ def default_run_dir(args: argparse.Namespace, subset: str, langs: list[str]) -> 
     wds = (args.wds or "all").replace(",", "_")
     name = "all" if args.lang == "all" else f"{langs[0]}+{len(langs) - 1}" if len(langs) > 1 else langs[0]
     return home() / "runs" / f"{args.corpus}-{subset}-multi-{name}-{wds}"
-
-
-def one_unit_per_task(args: argparse.Namespace, settings):
-    """Settings whose array tasks run one unit each: a multi-language run's unit table maps every
-    array index to one (language, task) unit, so --cpus-per-task, which groups the units of one
-    language, belongs to single-language runs."""
-    if settings.cpus_per_task == 1:
-        return settings
-    if args.cpus_per_task is not None:
-        raise UsageError(f"--cpus-per-task {args.cpus_per_task} applies to a run of one language: a multi-language run "
-                         "queues one task per array index. Drop --cpus-per-task, or run the languages one by one")
-    print(f"hplt-shard: note: CPUS_PER_TASK={settings.cpus_per_task} (conf or preset) applies to single-language runs; "
-          "this multi-language run queues one task per array index", file=sys.stderr)
-    return dataclasses.replace(settings, cpus_per_task=1)
 
 
 def check_language_outs(args: argparse.Namespace, ms: MultiScope) -> list[str]:
@@ -177,7 +163,7 @@ def new_multi_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from shard_pipeline.submit.multi_report import describe_multi
     from shard_pipeline.submit.multi_start import start_multi
 
-    settings = one_unit_per_task(args, scope.resolve_settings(args))
+    settings = scope.resolve_settings(args)  # CPUS_PER_TASK / --cpus-per-task: C global units per array task
     executor = scope.choose_executor(args)
     langs = languages(args, settings)
     ms = prepare_all(args, settings, executor, langs)
@@ -200,12 +186,24 @@ def new_multi_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise UsageError(f"run directory {root} exists; use --resume {root} or move it away")
     if root == root_out or root_out in root.parents or root in root_out.parents:
         raise UsageError("--out and --run-dir must not contain each other")
-    m = multi.unit_table(root, [(l, ms.scopes[l].lay.partition_tasks, ms.scopes[l].lay.write_tasks) for l in langs])
+    m = multi.unit_table(root, [(l, ms.scopes[l].lay.partition_tasks, ms.scopes[l].lay.write_tasks) for l in langs],
+                         settings.cpus_per_task)
     cfgs = create_all(args, argv, settings, executor, ms, root_out, m)
     with run_lock(root):
         tasks = {s: list(range(m.size(s))) for s in ("partition", "write")}
         tasks.update({s: list(range(m.size(s))) for s in multi.SINGLE_JOB_STAGES})
         return start_multi(m, cfgs, tasks, executor, args.jobs, settings, "submit")
+
+
+def unit_scope(sc: launch.Scope) -> launch.Scope:
+    """A language's scope with one unit's resources: in a multi-language run the array task, not the
+    language's run dir, groups units (C global units, of any language; run/multi.py), so the
+    language's run dir keeps what one unit needs and its --status counts units as a C = 1 run."""
+    from shard_pipeline.submit.layout import unit_resources
+
+    return dataclasses.replace(sc, lay=dataclasses.replace(sc.lay, resources=unit_resources(sc.lay.resources), cpus=1,
+                                                           partition_groups=sc.lay.partition_tasks,
+                                                           write_groups=sc.lay.write_tasks))
 
 
 def create_all(args, argv, settings, executor, ms: MultiScope, root_out: Path, m: multi.MultiRun) -> dict:
@@ -216,7 +214,8 @@ def create_all(args, argv, settings, executor, ms: MultiScope, root_out: Path, m
     try:
         for l in ms.langs:
             out = root_out / l
-            cfgs[l] = launch.create_run(lang_args(args, l), argv, settings, executor, ms.scopes[l], out, RunDir(m.lang_dir(l)))
+            cfgs[l] = launch.create_run(lang_args(args, l), argv, settings, executor, unit_scope(ms.scopes[l]), out,
+                                        RunDir(m.lang_dir(l)))
             made.append(out)
         write_json_atomic(root / multi.LANGUAGES_JSON, {**m.to_json(), "out": str(root_out)})
         for sub in ("tasks", *(f"logs/{s}" for s in STAGES)):  # Slurm opens the logs of every job here

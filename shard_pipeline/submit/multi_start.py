@@ -17,24 +17,28 @@ from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.runconfig import StageResources
 from shard_pipeline.submit.executors import local_task_env, task_argv
-from shard_pipeline.submit.layout import minutes_to_slurm
+from shard_pipeline.submit.layout import group_resources, minutes_to_slurm
 from shard_pipeline.units import parse_mem, share_of_mem, slurm_minutes
 
 
-def stage_resources(cfgs: dict, stage: str, units: int, fixed_time: bool) -> StageResources:
-    """What a stage's array task asks for when it may run any language's unit: the most any of them needs.
+def stage_resources(m: multi.MultiRun, cfgs: dict, stage: str, units: int, fixed_time: bool) -> StageResources:
+    """What a stage's array task asks for when it may run any language's units: C x the most one of them needs.
 
-    An array index is one unit here, so a run dir whose partition/write tasks were laid out in
-    groups of C (before multi-language runs refused that) asks for one unit's memory and core.
+    Each language's run dir keeps one unit's resources (submit/multi.py unit_scope; a run dir made
+    before C applied to several languages has C = 1, the same thing), so an array task of C units
+    asks C x the largest unit memory of the stage, the longest time, C cores (layout.group_resources).
     plan and finalize run their languages in turn in one job: their time grows by a few minutes
     per language (HPLT v4 English plans in under a minute, docs/DESIGN.md), unless --time set it.
     """
     every = [(c.execution.resources[stage], c.execution.units_per_task(stage)) for c in cfgs.values()]
-    mem = max((share_of_mem(r.mem, k) for r, k in every), key=parse_mem)
+    if stage not in multi.SINGLE_JOB_STAGES:
+        one = [StageResources(share_of_mem(r.mem, k), r.time, 1) for r, k in every]
+        return group_resources(one, m.units_per_task(stage))
+    mem = max((r.mem for r, _ in every), key=parse_mem)
     longest = max((r.time for r, _ in every), key=slurm_minutes)
-    if stage in multi.SINGLE_JOB_STAGES and not fixed_time:
+    if not fixed_time:
         longest = minutes_to_slurm(slurm_minutes(longest) + 2 * units)
-    return StageResources(mem, longest, max(1 if k > 1 else r.cpus for r, k in every))
+    return StageResources(mem, longest, max(r.cpus for r, _ in every))
 
 
 def start_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], executor: str, jobs: int, settings,
@@ -58,7 +62,8 @@ def record_submission(m: multi.MultiRun, kind: str, tasks: dict[str, list[int]],
             continue
         translated = [{**{k: j[k] for k in ("stage", "job_id", "array", "tasks")},
                        "offset": j["offset"] - m.base(j["stage"], lang),
-                       "log_dir": str(m.root / "logs" / j["stage"])}
+                       "log_dir": str(RunDir(m.root).unit_log_dir(j["stage"]) if m.units_per_task(j["stage"]) > 1
+                                      else RunDir(m.root).log_dir(j["stage"]))}
                       for j in jobs if mine.get(j["stage"])]
         run = RunDir(m.lang_dir(lang))
         lrec = read_json(run.run_json)
@@ -78,14 +83,14 @@ def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], set
     python = next(iter(cfgs.values())).execution.python
     fixed_time = bool(read_json(m.root / "run.json").get("time_limit"))  # --time at submission: every job gets it
     s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, "hs-multi")
-    throttle = max(1, min(len(tasks.get("partition", [])) + len(tasks.get("write", [])), settings.max_tasks))
+    arrays = {stage: m.array_indices(stage, tasks[stage]) for stage in STAGES if tasks.get(stage)}
+    throttle = max(1, min(len(arrays.get("partition", [])) + len(arrays.get("write", [])), settings.max_tasks))
     stages = []
     for stage in STAGES:
         if not tasks.get(stage):
             continue
         single = stage in multi.SINGLE_JOB_STAGES
-        stages.append(StageJobs(stage, (0,) if single else tuple(tasks[stage]),
-                                stage_resources(cfgs, stage, len(tasks[stage]), fixed_time),
+        stages.append(StageJobs(stage, tuple(arrays[stage]), stage_resources(m, cfgs, stage, len(tasks[stage]), fixed_time),
                                 None if single else throttle, after="afterany"))
     sub = submit_chain(s, m.root, stages, max_size=max_array_size())
     record_submission(m, kind, tasks, sub.jobs)
@@ -98,8 +103,23 @@ def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], set
     return 0
 
 
+def run_group(python: str, stage: str, m: multi.MultiRun, index: int, units: list[int]) -> list[int]:
+    """One array index's units at once, as its Slurm array task runs them (run/group.py); each unit's log
+    is its language's `local_<task>.log`, as in a single run. Owned by local.WORKERS (Ctrl-C, SIGHUP)."""
+    from shard_pipeline.run import group
+    from shard_pipeline.submit.executors.local import WORKERS
+
+    def log_of(g: int) -> Path:
+        lang, t = m.locate(stage, g)
+        return RunDir(m.lang_dir(lang)).local_log(stage, t)
+
+    runs = group.run_units(lambda g: task_argv(python, stage, m.root, g), units, log_of, f"{stage} group {index}",
+                           append=False, env=local_task_env(), owner=WORKERS)
+    return [r.returncode for r in runs]
+
+
 def run_unit(python: str, stage: str, root: Path, index: int, log: Path) -> int:
-    """One unit in its own process group, owned by this process (local.WORKERS: Ctrl-C, SIGHUP, SIGKILL)."""
+    """One job in its own process group, owned by this process (local.WORKERS: Ctrl-C, SIGHUP, SIGKILL)."""
     from shard_pipeline.submit.executors.local import WORKERS
 
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -142,22 +162,20 @@ def run_stages(m: multi.MultiRun, tasks: dict[str, list[int]], jobs: int) -> Non
         if not units:
             continue
         if stage in multi.SINGLE_JOB_STAGES:
-            rcs = [run_unit(python, stage, m.root, 0, m.root / "logs" / stage / "local_0.log")]
-        else:
-            def one(g: int) -> int:
-                lang, t = m.locate(stage, g)
-                return run_unit(python, stage, m.root, g, m.lang_dir(lang) / "logs" / stage / f"local_{t}.log")
-
-            pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+            rcs = [run_unit(python, stage, m.root, 0, RunDir(m.root).local_log(stage, 0))]
+        else:  # array index i runs its C units at once, jobs // C indices at a time (as a single run)
+            cpus = m.units_per_task(stage)
+            groups = [(i, [g for g in units if g // cpus == i]) for i in m.array_indices(stage, units)]
+            pool = ThreadPoolExecutor(max_workers=max(1, jobs // cpus))
             try:
-                rcs = list(pool.map(one, units))
+                rcs = [rc for rs in pool.map(lambda iu: run_group(python, stage, m, *iu), groups) for rc in rs]
             except KeyboardInterrupt:  # end the units before the pool waits for the threads that wait on them
                 WORKERS.stop()
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
             pool.shutdown(wait=True)
         bad = sum(1 for rc in rcs if rc)
-        print(f"{stage:<9} {len(units)} units" + (f", {bad} job(s) failed" if bad else ""), file=sys.stderr, flush=True)
+        print(f"{stage:<9} {len(units)} units" + (f", {bad} failed" if bad else ""), file=sys.stderr, flush=True)
 
 
 def report_languages(m: multi.MultiRun, cfgs: dict) -> int:

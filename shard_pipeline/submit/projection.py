@@ -73,3 +73,24 @@ def total_seconds(stages: list[StageProjection], lustre_bytes_s: float | None = 
 def hms(seconds: float) -> str:
     s = int(round(seconds))
     return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
+
+
+def landing_seconds(lays: dict[str, Layout], cpus: int = 1) -> dict[str, float]:
+    """When each language of one multi-language run lands, compute-bound, from the chain's start.
+
+    The chain: every language's partition units at once, then one plan job taking the languages
+    in turn, then every write unit at once; a language lands when its own last write unit ends
+    and finalizes it right there (run/multi.py land_if_written), re-hashing its output with the
+    cores of that array task (C, at most its finalize cores). So a language's landing is the
+    slowest partition + all planning + its own write + its own finalize.
+    """
+    per = {lang: {s.stage: s for s in project(lay)} for lang, lay in lays.items()}
+    partition = max((p["partition"].seconds for p in per.values()), default=0.0)
+    plan = sum(p["plan"].seconds for p in per.values())
+    out = {}
+    for lang, lay in lays.items():
+        parquet = per[lang]["finalize"].read_bytes
+        cores = max(1, min(cpus, lay.resources["finalize"].cpus))
+        out[lang] = partition + plan + per[lang]["write"].seconds + 5 + parquet / min(cores * HASH_BYTES_PER_CPU_S,
+                                                                                       CLIENT_READ_BYTES_S)
+    return out
