@@ -43,7 +43,7 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         guards.check_same_dataset(out, held, dataset_name(args, sc.subset), args.replace_other)
         guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
     if args.dry_run:
-        print(describe(args, sc.subset, sc.shards, sc.lay, executor, settings))
+        print(describe(args, sc.subset, sc.shards, sc.lay, executor, settings, run.root))
         print(scope.index_line(args, settings))
         if args.out is not None:
             print(guards.out_holds(out, held))

@@ -73,11 +73,12 @@ def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], set
         StageJobs,
         max_array_size,
         submit_chain,
+        watch_command,
     )
 
     python = next(iter(cfgs.values())).execution.python
     fixed_time = bool(read_json(m.root / "run.json").get("time_limit"))  # --time at submission: every job gets it
-    s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, "hs-multi")
+    s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, "mul")
     throttle = max(1, min(len(tasks.get("partition", [])) + len(tasks.get("write", [])), settings.max_tasks))
     stages = []
     for stage in STAGES:
@@ -92,7 +93,7 @@ def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], set
     for j in sub.jobs:
         print(f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}")
     print(f"run dir: {m.root}  ({len(cfgs)} languages; ./hplt-shard --status {m.root})")
-    print("watch:   squeue --me -n hs-multi-partition,hs-multi-plan,hs-multi-write,hs-multi-finalize")
+    print(f"watch:   {watch_command(m.root, 'mul')}")
     print(f"done when every {m.root}/<LANG>/DONE exists; outputs appear at " + ", ".join(c.execution.out for c in list(cfgs.values())[:3])
           + (" ..." if len(cfgs) > 3 else ""))
     return 0

@@ -1,6 +1,8 @@
 """The dry-run report: what a submission would read, queue and write, before anything happens."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from shard_pipeline.run.runconfig import StageResources
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.projection import (
@@ -12,7 +14,7 @@ from shard_pipeline.submit.projection import (
 from shard_pipeline.units import human_bytes, share_of_mem
 
 
-def describe(args, subset, shards, lay: layout_mod.Layout, executor: str, settings) -> str:
+def describe(args, subset, shards, lay: layout_mod.Layout, executor: str, settings, rundir: Path | None = None) -> str:
     res = lay.resources
     lines = [
         f"hplt-shard {args.lang}  corpus {args.corpus}/{subset}  wds {args.wds or 'all'}"
@@ -34,6 +36,11 @@ def describe(args, subset, shards, lay: layout_mod.Layout, executor: str, settin
         f"sorted runs      ~{lay.sorted_runs:,} (text / spill budget {human_bytes(lay.spill_bytes)}), ~{lay.sections:,} "
         f"sections: plan mem {res['plan'].mem}, writer mem {share_of_mem(res['write'].mem, res['write'].cpus)} (more partition memory means fewer runs)",
     ]
+    if executor == "slurm" and rundir is not None:
+        from shard_pipeline.submit.executors.slurm import job_names, watch_command
+
+        lines.append(f"job names        {' '.join(job_names(rundir, args.lang).values())} (partition, plan, write, "
+                     f"finalize; run dir {rundir}); watch: {watch_command(rundir, args.lang)}")
     return "\n".join(lines + projection_lines(lay))
 
 
