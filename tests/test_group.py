@@ -258,6 +258,18 @@ def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, referenc
     assert [(t, Path(log).name, err) for t, log, err in write.failed] == [(1, "900_0.unit1.log", "ERROR: OSError: disk on fire")]
 
 
+@pytest.mark.parametrize("cpus", ["1", "3"])
+def test_a_resume_with_another_cpus_per_task_gives_the_same_bytes(tmp_path, monkeypatch, reference_run, capsys, cpus):
+    """C decides no byte (#21): a run made with C = 2 finishes with C = 1 or 3, byte-identical."""
+    root, expected = reference_run
+    run_dir = failed_write_unit(tmp_path, monkeypatch, root)
+    assert cli.main(["--resume", str(run_dir), "--executor", "local", "--cpus-per-task", cpus]) == 0
+    assert f"cpus_per_task={cpus}" in capsys.readouterr().out
+    assert tree_bytes(tmp_path / "out") == expected
+    text = (run_dir / "logs" / "write" / "local_1.log").read_text()
+    assert ("group 0 unit 1 exit 0" in text) == (cpus != "1")  # regrouped by the new C
+
+
 def test_sigterm_to_a_group_stops_its_units_and_the_group_reruns(tmp_path, monkeypatch, reference_run):
     """The requeue trap of slurm_job.sh sends TERM to the stage entry: the group forwards it to its units."""
     import signal

@@ -296,7 +296,10 @@ def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
     if held_by_a_process(run):
         return "in progress (an hplt-shard process is running or resuming it here)", EXIT_BUSY
     if failed:
-        return f"stopped with failures: fix the cause, then ./hplt-shard --resume {run.root}", EXIT_STOPPED
+        from shard_pipeline.run.next_step import bad_record_step
+
+        step = bad_record_step(run, (err for st in statuses for _, _, err in st.failed))
+        return step or f"stopped with failures: fix the cause, then ./hplt-shard --resume {run.root}", EXIT_STOPPED
     return f"not running and not done: ./hplt-shard --resume {run.root}", EXIT_STOPPED
 
 

@@ -248,6 +248,7 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from shard_pipeline.submit.args import build_parser
     from shard_pipeline.submit.executors.slurm import queued_jobs_of
     from shard_pipeline.submit.resume_args import (
+        keep_cpus,
         keep_resources,
         resume_resources,
         with_resources,
@@ -288,5 +289,6 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         out = Path(cfg.execution.out)
         claim(out, run.root)
         settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
+        keep_cpus(run.config_json, resources)
         keep_resources(run.run_json, resources)
         return start(run, cfg, rp.tasks, executor, args.jobs, settings, "resume")

@@ -260,6 +260,9 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
     m = multi.load(root)
     record = read_json(root / "run.json")
     resources = resume_resources(build_parser(), argv, record)  # as a single run's resume: same options, same rules
+    if int(resources.get("cpus_per_task", 1)) != 1:
+        raise UsageError("--cpus-per-task applies to single-language runs; every task of a multi-language run "
+                         "runs on one core, so its resume cannot change that")
     executor = scope.choose_executor(args, record["executor"])
     if record.get("run_format", 1) != RUN_FORMAT:
         raise ResumeRefused(f"{root} was made by another hplt-shard version (format {record.get('run_format')}); "

@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 from shard_pipeline.run import group
 from shard_pipeline.run.claim import release
+from shard_pipeline.run.next_step import bad_record_step
 from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import Execution, RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
@@ -305,6 +306,9 @@ def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: in
         release(out, run.root)
         print(f"hplt-shard: {exc}", file=sys.stderr)
         print(f"hplt-shard: run directory {run.root}; {out_now(run, cfg, out)}", file=sys.stderr)
+        step = bad_record_step(run, str(exc).splitlines())
+        if step:
+            print(f"hplt-shard: {step}", file=sys.stderr)
         return 1
     except (Interrupted, KeyboardInterrupt) as exc:
         if not isinstance(exc, Interrupted):  # between two stages: no task was running
