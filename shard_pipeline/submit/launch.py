@@ -24,6 +24,7 @@ from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_
 from shard_pipeline.submit import guards, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.report import describe
+from shard_pipeline.units import plural
 
 
 def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -143,8 +144,9 @@ def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor
     except BaseException:
         shutil.rmtree(run.root, ignore_errors=True)  # made a moment ago by this process; nothing ran in it
         raise
-    print(f"{args.lang}: config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
-          f"{lay.write_tasks} write tasks; {len(boundaries) + 1} buckets ({method})", file=sys.stderr)
+    print(f"{args.lang}: config sha256 {content.sha256()}; {plural(len(shards), 'input shard')}; {lay.partition_tasks} "
+          f"partition / {plural(lay.write_tasks, 'write task')}; {plural(len(boundaries) + 1, 'bucket')} ({method})",
+          file=sys.stderr)
     return cfg
 
 

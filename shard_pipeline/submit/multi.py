@@ -22,6 +22,7 @@ from shard_pipeline.run.claim import release, run_lock
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_atomic
 from shard_pipeline.submit import launch, scope
+from shard_pipeline.units import plural
 
 LANG_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
 
@@ -293,7 +294,7 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if not todo:
             print(f"{root}: already done; outputs under {record.get('out')}")
             return 0
-        print(f"resuming {root}: {len(todo)} of {len(m.langs)} languages unfinished ({', '.join(todo)})")
+        print(f"resuming {root}: {len(todo)} of {plural(len(m.langs), 'language')} unfinished ({', '.join(todo)})")
         if args.dry_run:
             print("dry run: nothing submitted")
             return 0

@@ -18,7 +18,7 @@ from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.runconfig import StageResources
 from shard_pipeline.submit.executors import local_task_env, task_argv
 from shard_pipeline.submit.layout import minutes_to_slurm
-from shard_pipeline.units import parse_mem, share_of_mem, slurm_minutes
+from shard_pipeline.units import parse_mem, plural, share_of_mem, slurm_minutes
 
 
 def stage_resources(cfgs: dict, stage: str, units: int, fixed_time: bool) -> StageResources:
@@ -92,7 +92,7 @@ def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], set
     record_submission(m, kind, tasks, sub.jobs)
     for j in sub.jobs:
         print(f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}")
-    print(f"run dir: {m.root}  ({len(cfgs)} languages; ./hplt-shard --status {m.root})")
+    print(f"run dir: {m.root}  ({plural(len(cfgs), 'language')}; ./hplt-shard --status {m.root})")
     print(f"watch:   {watch_command(m.root, 'mul')}")
     print(f"done when every {m.root}/<LANG>/DONE exists; outputs appear at " + ", ".join(c.execution.out for c in list(cfgs.values())[:3])
           + (" ..." if len(cfgs) > 3 else ""))
@@ -158,7 +158,8 @@ def run_stages(m: multi.MultiRun, tasks: dict[str, list[int]], jobs: int) -> Non
                 raise
             pool.shutdown(wait=True)
         bad = sum(1 for rc in rcs if rc)
-        print(f"{stage:<9} {len(units)} units" + (f", {bad} job(s) failed" if bad else ""), file=sys.stderr, flush=True)
+        print(f"{stage:<9} {plural(len(units), 'unit')}" + (f", {plural(bad, 'job')} failed" if bad else ""),
+              file=sys.stderr, flush=True)
 
 
 def report_languages(m: multi.MultiRun, cfgs: dict) -> int:
