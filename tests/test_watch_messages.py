@@ -45,3 +45,43 @@ def test_an_unknown_language_is_not_offered_a_far_one(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "unknown language 'deu_Latn'" in err and "did you mean" not in err and "1 language there" in err, err
     assert LANG == "eng_Latn"
+
+
+@pytest.mark.parametrize("given,refusal", [
+    ("cc0", "did you mean CC0-1.0?"), ("CC0", "did you mean CC0-1.0?"), ("foo", "is not an SPDX license id"),
+    ("CC-BY-4", "did you mean CC-BY-4.0"),
+])
+def test_a_license_off_the_spdx_list_is_refused_with_the_close_ids(tmp_path, capsys, given, refusal):
+    root = make_corpus(tmp_path, n_docs=5, names=("9_1.cc",))
+    assert cli.main([LANG, "--local-root", str(root), "--out", str(tmp_path / "o"), "--license", given,
+                     "--executor", "local", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert f"LICENSE {given!r} is not an SPDX license id" in err and refusal in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_license_in_another_case_lands_as_the_canonical_spdx_id_in_rows_manifest_and_card(tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    from shard_pipeline.submit.settings import check_setting
+
+    assert check_setting("LICENSE", "CC0-1.0", "x") == "CC0-1.0" and check_setting("LICENSE", "LicenseRef-HPLT", "x")
+    root = make_corpus(tmp_path, n_docs=12, names=("9_1.cc",))
+    out = tmp_path / "out"
+    assert run_cli(root, out, tmp_path / "run", "--dataset-card") == 0  # run_cli passes --license CC0-1.0 first
+    reference = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert cli.main([LANG, "--local-root", str(root), "--out", str(tmp_path / "out2"), "--run-dir", str(tmp_path / "r2"),
+                     "--executor", "local", "--license", "cc0-1.0", "--dataset-card"]) == 0
+    rows = pq.read_table(sorted((tmp_path / "out2").glob("shard-*.parquet"))[0], columns=["license_spdx"])
+    assert set(rows.column("license_spdx").to_pylist()) == {"CC0-1.0"}
+    card = (tmp_path / "out2" / "README.md").read_text()
+    assert "CC0-1.0" in card and "license: cc0-1.0" in card.replace('"', "")  # the Hub's id is the SPDX id lowercased
+    assert "CC0-1.0" in (tmp_path / "out2" / "_LEDGER.jsonl").read_text()
+    # the same content config as --license CC0-1.0, so the same bytes: a valid id changes nothing
+    again = {p.name: p.read_bytes() for p in (tmp_path / "out2").iterdir() if p.is_file()}
+    assert again.keys() == reference.keys()
+    for name in reference:
+        if name not in ("_LEDGER.jsonl", "README.md", "_MANIFEST.json"):  # these name the input paths / hashes
+            assert again[name] == reference[name], name
+    m1, m2 = (json.loads((d / "_MANIFEST.json").read_text()) for d in (out, tmp_path / "out2"))
+    assert m1["config_sha256"] == m2["config_sha256"]
