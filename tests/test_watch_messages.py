@@ -17,6 +17,7 @@ def test_plural_says_one_shard_and_two_shards():
     assert plural(1, "input shard") == "1 input shard" and plural(3, "array task") == "3 array tasks"
 
 
+@pytest.mark.slow  # end-to-end: runs the pipeline
 def test_a_run_of_one_input_and_one_shard_says_so_in_the_singular(tmp_path, capsys):
     root = make_corpus(tmp_path, n_docs=12, names=("9_1.cc",))
     assert run_cli(root, tmp_path / "out", tmp_path / "run") == 0
@@ -60,6 +61,7 @@ def test_a_license_off_the_spdx_list_is_refused_with_the_close_ids(tmp_path, cap
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # end-to-end: runs the pipeline
 def test_a_license_in_another_case_lands_as_the_canonical_spdx_id_in_rows_manifest_and_card(tmp_path, capsys):
     import pyarrow.parquet as pq
 
