@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 
 _DECIMAL = (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
@@ -81,3 +82,13 @@ def too_short_for_requeue(t: str) -> str | None:
     return (f"{t!r} is too short: Slurm signals a task to checkpoint and requeue {REQUEUE_SIGNAL_SECONDS // 60} "
             f"minutes before its time limit, so a shorter limit requeues it without end; give at least "
             f"{MIN_TIME_MINUTES} minutes (--time {MIN_TIME_MINUTES // 60:02d}:{MIN_TIME_MINUTES % 60:02d}:00)")
+
+
+def iso_time(epoch: float) -> str:
+    """Local time to the millisecond, in the format of every log line's timestamp (2026-12-03T08:30:01.250)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch)) + f".{int(epoch * 1000) % 1000:03d}"
+
+
+def plural(n: int, noun: str, plural_form: str | None = None) -> str:
+    """'1 shard', '2 shards', '1,000 shards': a count with its noun, for every message that counts."""
+    return f"{n:,} {noun if n == 1 else plural_form or noun + 's'}"

@@ -151,3 +151,32 @@ def test_a_200_mb_document_goes_through(tmp_path):
     assert docs[recs[2]["id"]].text == big and len(docs) == 5
     files = tree_bytes(out)
     assert len(files) == 4
+
+
+def test_after_a_bad_record_both_printed_commands_run_as_written(tmp_path, capsys):
+    """#21: --resume cannot pass a bad record, so the next step names the two new runs that can, exactly."""
+    import shlex
+
+    from shard_pipeline.submit import cli
+
+    root = corpus_with(tmp_path, b'{"id": "x", "text": ')
+    out, run = tmp_path / "out", tmp_path / "run"
+    assert run_cli(root, out, run) == 1
+    err = capsys.readouterr().err
+    assert cli.main(["--status", str(run)]) == 1
+    status = capsys.readouterr().out
+    assert "fix the cause, then" not in status
+    commands = [l.strip() for l in status.splitlines() if l.strip().startswith("./hplt-shard ")]
+    assert len(commands) == 2 and all(c in err for c in commands)  # the run and --status say the same
+    fixed, quarantined = (shlex.split(c)[1:] for c in commands)
+    assert "9_1.jsonl.zst:4: not_json" in status and "--bad-records quarantine" not in " ".join(fixed)
+    assert quarantined[-4:] == ["--bad-records", "quarantine", "--run-dir", str(tmp_path / "run-quarantine")]
+    assert cli.main(["--resume", str(run), "--bad-records", "quarantine"]) == 2  # what the old message led to
+    capsys.readouterr()
+    assert cli.main(quarantined) == 0
+    assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == GOOD + 4  # the bad line set aside:
+    assert any(p.stat().st_size for p in (tmp_path / "run-quarantine" / "quarantine").iterdir())  # kept verbatim
+    recs = records(GOOD, seed=11, text_bytes=200)
+    write_records(root / LANG / "9_1.jsonl.zst", [orjson.dumps(r) for r in recs])  # the input, fixed
+    assert cli.main(fixed) == 0
+    assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == GOOD + 4

@@ -8,29 +8,33 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from shard_pipeline.run.group import group_count, groups_of, units_of
+from shard_pipeline.run.task import rerun_argv
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.layout import lay_out_jobs
 from shard_pipeline.units import scale_mem, share_of_mem
 from tests.pipeline_util import config_sha, expected_output, make_corpus, manifest, run_cli, tree_bytes
-from tests.test_submitter import opt, submit
+from tests.test_submitter import opt, stage_of, submit
 
 REPO = Path(__file__).resolve().parent.parent
 HPLT_EN = [16_382_767_553] * 1108
 
 
 def unit_interval(log: Path) -> tuple[float, float]:
-    """(start, end) epoch seconds from the group runner's first and last lines of a unit log."""
-    lines = log.read_text().splitlines()
-    start = float(lines[0].split(" started at ")[1].split(";")[0])
-    end = float(lines[-1].split(" at ")[1].split(":")[0])
-    return start, end
+    """(start, end) epoch seconds from the group runner's last line of a unit log (ISO local times)."""
+    last = log.read_text().splitlines()[-1]
+    m = re.search(r" exit -?\d+: (\S+) -> (\S+),", last)
+    assert m, last
+    return tuple(datetime.fromisoformat(t).timestamp() for t in m.groups())
 
 
 # ---------------------------------------------------------------------------- the mapping
@@ -111,7 +115,7 @@ def test_groups_are_submitted_with_c_cores_and_c_times_the_memory(tmp_path, fake
     root = make_corpus(tmp_path, n_docs=40, names=[f"9_{i}" for i in range(1, 6)])
     assert submit(tmp_path, root, "--cpus-per-task", "2", "--partition-tasks", "5", "--write-tasks", "3",
                   "--mem", "300M") == 0
-    sb = {opt(a, "--job-name").rsplit("-", 1)[1]: a for a in fake_slurm("sbatch")}
+    sb = {stage_of(a): a for a in fake_slurm("sbatch")}
     ex = json.loads((tmp_path / "run" / "config.json").read_text())["execution"]
     res = ex["resources"]
     assert (res["partition"]["cpus"], res["write"]["cpus"]) == (2, 2) and (ex["partition_tasks"], ex["write_tasks"]) == (5, 3)
@@ -130,7 +134,7 @@ def test_a_stage_with_fewer_tasks_than_c_asks_only_for_its_tasks_cores(tmp_path,
     root = make_corpus(tmp_path, n_docs=40)
     assert submit(tmp_path, root, "--cpus-per-task", "16", "--partition-tasks", "4", "--write-tasks", "1",
                   "--mem", "300M") == 0
-    sb = {opt(a, "--job-name").rsplit("-", 1)[1]: a for a in fake_slurm("sbatch")}
+    sb = {stage_of(a): a for a in fake_slurm("sbatch")}
     res = json.loads((tmp_path / "run" / "config.json").read_text())["execution"]["resources"]
     assert {stage: r["cpus"] for stage, r in res.items()} == {"partition": 4, "plan": 1, "write": 1, "finalize": 1}
     assert (opt(sb["partition"], "--cpus-per-task"), opt(sb["partition"], "--mem")) == ("4", "1200M")
@@ -155,7 +159,9 @@ def test_same_bytes_as_write_shards_for_every_c(tmp_path, cpus):
     assert tree_bytes(out) == tree_bytes(expected) and manifest(out) == m
     logs = run_dir / "logs" / "partition"
     assert sorted(p.name for p in logs.iterdir()) == [f"local_{u}.log" for u in range(3)]  # a log per unit
-    grouped = "group 0 unit 0 started at" in (logs / "local_0.log").read_text()
+    text = (logs / "local_0.log").read_text()
+    grouped = "# hplt-shard partition group 0 unit 0 exit 0: " in text
+    assert text.splitlines()[0] == shlex.join(rerun_argv("partition", run_dir.resolve(), 0))  # the rerun command
     assert grouped == (cpus != "1")
     if cpus == "3":  # all three partition units of group 0 ran at once
         spans = [unit_interval(logs / f"local_{u}.log") for u in range(3)]
@@ -215,7 +221,7 @@ def test_resume_under_slurm_resubmits_only_groups_with_unfinished_units(tmp_path
     root, _ = reference_run
     run_dir = failed_write_unit(tmp_path, monkeypatch, root)
     assert cli.main(["--resume", str(run_dir), "--executor", "slurm", "--conf", str(REPO / "presets" / "local.conf")]) == 0
-    sb = {opt(a, "--job-name").rsplit("-", 1)[1]: a for a in fake_slurm("sbatch")}
+    sb = {stage_of(a): a for a in fake_slurm("sbatch")}
     assert sorted(sb) == ["finalize", "write"]
     assert opt(sb["write"], "--array").split("%")[0] == "0"  # group 0 holds unit 1; group 1 (units 2, 3) is done
     assert opt(sb["write"], "--cpus-per-task") == "2"
@@ -250,6 +256,18 @@ def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, referenc
     (run_dir / "logs" / "write" / "900_0.unit1.log").write_text("# started\nERROR: OSError: disk on fire\n")
     write = {s.stage: s for s in stage_statuses(RunDir(run_dir), queue={})}["write"]
     assert [(t, Path(log).name, err) for t, log, err in write.failed] == [(1, "900_0.unit1.log", "ERROR: OSError: disk on fire")]
+
+
+@pytest.mark.parametrize("cpus", ["1", "3"])
+def test_a_resume_with_another_cpus_per_task_gives_the_same_bytes(tmp_path, monkeypatch, reference_run, capsys, cpus):
+    """C decides no byte (#21): a run made with C = 2 finishes with C = 1 or 3, byte-identical."""
+    root, expected = reference_run
+    run_dir = failed_write_unit(tmp_path, monkeypatch, root)
+    assert cli.main(["--resume", str(run_dir), "--executor", "local", "--cpus-per-task", cpus]) == 0
+    assert f"cpus_per_task={cpus}" in capsys.readouterr().out
+    assert tree_bytes(tmp_path / "out") == expected
+    text = (run_dir / "logs" / "write" / "local_1.log").read_text()
+    assert ("group 0 unit 1 exit 0" in text) == (cpus != "1")  # regrouped by the new C
 
 
 def test_sigterm_to_a_group_stops_its_units_and_the_group_reruns(tmp_path, monkeypatch, reference_run):

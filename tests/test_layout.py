@@ -13,7 +13,7 @@ from shard_pipeline.submit.layout import (
     stage_memory,
 )
 from tests.pipeline_util import make_corpus
-from tests.test_submitter import opt, submit
+from tests.test_submitter import opt, stage_of, submit
 
 HPLT_EN = [16_382_767_553] * 1108  # v4 clean English: 18.15 TB in 1,108 shards
 
@@ -62,7 +62,7 @@ def test_plan_job_is_submitted_with_the_plan_memory(tmp_path, fake_slurm):
     root = make_corpus(tmp_path, n_docs=40)
     assert submit(tmp_path, root, "--mem", "2G") == 0
     res = json.loads((tmp_path / "run" / "config.json").read_text())["execution"]["resources"]
-    by_name = {opt(a, "--job-name").rsplit("-", 1)[1]: opt(a, "--mem") for a in fake_slurm("sbatch")}
+    by_name = {stage_of(a): opt(a, "--mem") for a in fake_slurm("sbatch")}
     assert by_name == {stage: r["mem"] for stage, r in res.items()}
     assert res["partition"]["mem"] == res["finalize"]["mem"] == "2G"
 
@@ -82,7 +82,7 @@ def test_finalize_is_submitted_with_its_cpus(tmp_path, fake_slurm):
         sbatch_argv,
     )
 
-    s = SlurmSettings("small", None, "/usr/bin/python3", (), "hs-x")
+    s = SlurmSettings("small", None, "/usr/bin/python3", (), "x")
     argv = sbatch_argv(s, StageJobs("finalize", (0,), StageResources("4G", "00:30:00", 16)), tmp_path, 0, [0], ["1"])
     assert opt(argv, "--cpus-per-task") == "16"
     root = make_corpus(tmp_path, n_docs=40)

@@ -15,6 +15,7 @@ from shard_pipeline.input.reader import ReadStats, iter_records, to_doc
 from shard_pipeline.input.synth import generate_corpus
 from shard_pipeline.run import multi
 from shard_pipeline.submit import cli
+from shard_pipeline.submit.executors.slurm import job_tag
 from shard_pipeline.submit.multi import languages, read_langs_file, share_budget, wants_multi
 from tests.pipeline_util import LICENSE, config_sha, tree_bytes
 
@@ -279,7 +280,7 @@ def test_one_chain_for_all_languages_fits_max_tasks_with_afterany(tmp_path, fake
                      "--run-dir", str(run_dir), "--license", LICENSE, "--conf", str(conf), "--shard-rows", "20"]) == 0
     sb = fake_slurm("sbatch")
     names = [a[a.index("--job-name") + 1] for a in sb]
-    assert names == [f"hs-multi-{s}" for s in ("partition", "plan", "write", "finalize")]
+    assert names == [f"{c}{job_tag(run_dir.resolve(), 'mul')}" for c in "PLWF"]
     m = multi.load(run_dir)
     arrays = [a[a.index("--array") + 1].split("%")[0] for a in sb]
     assert arrays == [f"0-{m.size('partition') - 1}", "0", f"0-{m.size('write') - 1}", "0"]

@@ -1,8 +1,10 @@
 """Progress where work is long: the local ticker's line, task logs' progress lines, --status reading them."""
 from __future__ import annotations
 
+import io
 import time
 
+from shard_pipeline.submit.executors.local import Ticker
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.status import live_line
 from shard_pipeline.run.tasklog import count_progress_lines, last_progress_line
@@ -37,3 +39,29 @@ def test_last_progress_line_ignores_other_lines(tmp_path):
                    "some other line\n")
     assert last_progress_line(log).endswith("input 2/2 b.jsonl.zst: 20 docs, 2.0 MB, 1.0 MB/s")
     assert last_progress_line(tmp_path / "missing.log") is None
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def screen(text: str) -> list[str]:
+    """What a terminal shows: each line as its last carriage return left it, erase-to-end dropped."""
+    return [line.split("\r")[-1].replace("\x1b[K", "") for line in text.split("\n")]
+
+
+def test_on_a_terminal_task_counts_never_run_into_the_live_line_and_the_last_line_is_final(finished_run):
+    """#21: `ETA 0h00m12spartition 1/4 tasks` and a last line stuck at `9 of 10 shards`."""
+    out, run_dir = finished_run
+    n = len(list(out.glob("shard-*.parquet")))
+    term = _Terminal()
+    ticker = Ticker(RunDir(run_dir), "write", stream=term)
+    ticker.started -= 10
+    ticker._tick()  # a live line is on screen, as after the first second
+    ticker.say("write     1/3 tasks")
+    ticker.stop()
+    shown = [l for l in screen(term.getvalue()) if l]
+    assert shown[0] == "write     1/3 tasks" and all(("ETA" in l) != ("tasks" in l) for l in shown), shown
+    assert shown[-1].endswith(f"write     {n} of {n} shards, " + shown[-1].split(" shards, ")[1])
+    assert f"{n} of {n} shards" in shown[-1] and term.getvalue().endswith("\n")

@@ -22,11 +22,11 @@ from shard_pipeline.submit.layout import lay_out_jobs
 from shard_pipeline.units import parse_mem, scale_mem, share_of_mem
 from tests.pipeline_util import LICENSE, make_corpus
 from tests.test_multi_local import make_langs
-from tests.test_submitter import opt, submit
+from tests.test_submitter import opt, stage_of, submit
 
 
 def by_stage(sbatch_calls: list[list[str]]) -> dict[str, StageResources]:
-    return {opt(a, "--job-name").rsplit("-", 1)[1]: StageResources(opt(a, "--mem"), opt(a, "--time"),
+    return {stage_of(a): StageResources(opt(a, "--mem"), opt(a, "--time"),
                                                                   int(opt(a, "--cpus-per-task")))
             for a in sbatch_calls}
 
@@ -247,3 +247,40 @@ def test_slurm_time_limits_compare_in_minutes():
 
     assert [slurm_minutes(t) for t in ("45", "10:30", "02:00:00", "1-02:00:00", "1-02", "1-02:30")] == \
         [45, 10.5, 120, 1560, 1560, 1590]
+
+
+def test_a_resume_may_change_cpus_per_task_and_regroups_the_units(tmp_path, fake_slurm, capsys):
+    """C decides no byte: a resume with another C queues the same units in groups of the new C,
+    with C x the unit memory, and config.json says the new C for the array tasks that read it."""
+    root = make_corpus(tmp_path, n_docs=40, names=[f"9_{i}" for i in range(1, 6)])
+    assert submit(tmp_path, root, "--mem", "300M", "--cpus-per-task", "2", "--partition-tasks", "4",
+                  "--write-tasks", "3", "--executor", "slurm") == 0
+    run_dir = tmp_path / "run"
+    sha = json.loads((run_dir / "config.json").read_text())["config_sha256"]
+    n = len(fake_slurm("sbatch"))
+    assert cli.main(["--resume", str(run_dir), "--conf", str(tmp_path / "t.conf"), "--cpus-per-task", "1"]) == 0
+    again = fake_slurm("sbatch")[n:]
+    arrays = {stage_of(a): opt(a, "--array").split("%")[0] for a in again}
+    assert arrays["partition"] == "0-3" and arrays["write"] == "0-2"  # 4 and 3 units, one per array task now
+    res = by_stage(again)
+    assert res["partition"] == StageResources("300M", res["partition"].time, 1) and res["write"].cpus == 1
+    ex = RunConfig.from_json(json.loads((run_dir / "config.json").read_text())).execution
+    assert ex.units_per_task("partition") == ex.units_per_task("write") == 1
+    assert json.loads((run_dir / "config.json").read_text())["config_sha256"] == sha
+    assert json.loads((run_dir / "run.json").read_text())["resources"] == {"cpus_per_task": 1}
+    n = len(fake_slurm("sbatch"))
+    assert cli.main(["--resume", str(run_dir), "--conf", str(tmp_path / "t.conf"), "--cpus-per-task", "3"]) == 0
+    arrays = {stage_of(a): (opt(a, "--array").split("%")[0], opt(a, "--cpus-per-task"), opt(a, "--mem"))
+              for a in fake_slurm("sbatch")[n:]}
+    assert arrays["partition"] == ("0-1", "3", "900M") and arrays["write"][:2] == ("0", "3")
+
+
+def test_a_multi_language_resume_refuses_another_cpus_per_task(tmp_path, fake_slurm, capsys):
+    root = make_langs(tmp_path, {"fin_Latn": (20, ("10_1",)), "est_Latn": (5, ("10_1",))})
+    run_dir = tmp_path / "run"
+    assert cli.main(["fin_Latn,est_Latn", "--local-root", str(root), "--out", str(tmp_path / "out"), "--license",
+                     LICENSE, "--executor", "slurm", "--run-dir", str(run_dir)]) == 0
+    n = len(fake_slurm("sbatch"))
+    assert cli.main(["--resume", str(run_dir), "--cpus-per-task", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "keeps the cores per array task it was submitted with (1)" in err and len(fake_slurm("sbatch")) == n

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.submit import cli
+from shard_pipeline.submit.executors.slurm import job_tag
 from tests.pipeline_util import LANG, make_corpus
 
 
@@ -28,11 +29,20 @@ def opt(argv: list[str], name: str) -> str | None:
     return argv[argv.index(name) + 1] if name in argv else None
 
 
+def stage_of(argv: list[str]) -> str:
+    """The stage an sbatch argv runs (slurm_job.sh's STAGE argument)."""
+    script = next(i for i, x in enumerate(argv) if x.endswith("slurm_job.sh"))
+    return argv[script + 3]
+
+
 def test_every_stage_is_queued_at_once_with_afterok_chain(tmp_path, fake_slurm, capsys):
     root = make_corpus(tmp_path, n_docs=40)
     assert submit(tmp_path, root, "--partition-tasks", "3", "--write-tasks", "2") == 0
     sb = fake_slurm("sbatch")
-    assert [opt(a, "--job-name") for a in sb] == [f"hs-{LANG}-{s}" for s in ("partition", "plan", "write", "finalize")]
+    names = [opt(a, "--job-name") for a in sb]
+    tag = job_tag((tmp_path / "run").resolve(), LANG)
+    assert names == [f"{c}{tag}" for c in "PLWF"] and tag.startswith(LANG[:3]) and len(set(names)) == 4
+    assert all(len(n) == 8 for n in names)  # squeue's default NAME column shows them whole
     assert [opt(a, "--array").split("%")[0] for a in sb] == ["0-2", "0", "0-1", "0"]
     assert opt(sb[0], "--dependency") is None
     assert [opt(a, "--dependency") for a in sb[1:]] == ["afterok:1001", "afterok:1002", "afterok:1003"]
@@ -47,7 +57,7 @@ def test_every_stage_is_queued_at_once_with_afterok_chain(tmp_path, fake_slurm, 
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert [j["job_id"] for j in record["submissions"][0]["jobs"]] == ["1001", "1002", "1003", "1004"]
     out = capsys.readouterr().out
-    assert "squeue --me" in out and str(tmp_path / "run") in out
+    assert f"watch:   squeue --me -n {','.join(names)}" in out and str(tmp_path / "run") in out
 
 
 def test_arrays_above_max_array_size_are_chunked_and_all_chunks_depended_on(tmp_path, fake_slurm, monkeypatch):
@@ -55,8 +65,8 @@ def test_arrays_above_max_array_size_are_chunked_and_all_chunks_depended_on(tmp_
     root = make_corpus(tmp_path, n_docs=40, names=[f"9_{i}" for i in range(1, 6)])
     assert submit(tmp_path, root, "--partition-tasks", "5", "--write-tasks", "3") == 0
     sb = fake_slurm("sbatch")
-    names = [opt(a, "--job-name").rsplit("-", 1)[1] for a in sb]
-    assert names == ["partition"] * 3 + ["plan"] + ["write"] * 2 + ["finalize"]
+    names = [opt(a, "--job-name")[0] for a in sb]
+    assert names == ["P"] * 3 + ["L"] + ["W"] * 2 + ["F"]
     assert [opt(a, "--array").split("%")[0] for a in sb[:3]] == ["0-1", "0-1", "0"]
     assert [a[-1] for a in sb[:3]] == ["0", "2", "4"]  # the task offset each chunk passes on
     assert opt(sb[3], "--dependency") == "afterok:1001:1002:1003"
@@ -96,6 +106,8 @@ def test_dry_run_writes_nothing_and_never_calls_sbatch(tmp_path, fake_slurm, cap
     assert "~3 of 20 rows" in text
     for stage in ("partition", "plan", "write", "finalize"):
         assert stage in text
+    names = [f"{c}{job_tag((tmp_path / 'run').resolve(), LANG)}" for c in "PLWF"]
+    assert f"job names        {' '.join(names)}" in text and f"watch: squeue --me -n {','.join(names)}" in text
     assert "nothing written, nothing submitted" in text
 
 

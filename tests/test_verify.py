@@ -144,7 +144,7 @@ def test_correct_output_verifies(out: Path, capsys) -> None:
 def test_empty_corpus_and_single_shard_verify(tmp_path: Path, capsys) -> None:
     empty = tmp_path / "empty"
     write_shards([], empty, dataset="d", version="1", shard_rows=5)
-    assert verify(empty, capsys) == (0, ["OK: 0 rows in 1 shards verified"])
+    assert verify(empty, capsys) == (0, ["OK: 0 rows in 1 shard verified"])
     one = make_output(tmp_path, "one", shard_rows=1000)
     assert verify_output(one) == []
 
@@ -534,7 +534,12 @@ def test_usage_and_missing_out(tmp_path: Path, capsys) -> None:
     assert main(["a", "b"]) == 2
     assert main(["--no-such-flag", str(tmp_path)]) == 2
     capsys.readouterr()
-    assert verify(tmp_path / "nowhere", capsys) == (1, [f".: {tmp_path / 'nowhere'} does not exist"])
+    assert main([str(tmp_path / "nowhere")]) == 2  # #21: a path that is not there is a usage error, as documented
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().splitlines() == [
+        f"hplt-shard: --verify {tmp_path / 'nowhere'}: does not exist; give the output folder (the one holding {MANIFEST})"]
+    (tmp_path / "file").write_text("x")
+    assert main([str(tmp_path / "file")]) == 2 and "is not a directory" in capsys.readouterr().err
 
 
 def test_shallow_skips_rows_only(out: Path, capsys) -> None:

@@ -50,6 +50,7 @@ from shard_pipeline.contract.verify_manifest import (  # noqa: F401  (Problem: r
     _stream_sha256,
 )
 from shard_pipeline.contract.verify_rows import GroupCutChecker, RowState, check_rows
+from shard_pipeline.units import plural
 
 _PLAIN_COLUMNS = frozenset(c for c in SCHEMA.names if c not in DICTIONARY_COLUMNS)
 
@@ -326,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m shard_pipeline.contract.verify",
         description="Verify a hplt-shard output folder against docs/formats/corpus-shard.md. "
-        "Exit 0: verified; 1: problems found (one line each); 2: bad usage.",
+        "Exit 0: verified; 1: problems found (one line each); 2: bad usage or no such folder.",
     )
     parser.add_argument("out", metavar="OUT", help="the output folder (holds _MANIFEST.json), or the root of a "
                         "run of several languages (holds LANG/ outputs: each is verified, with one summary)")
@@ -337,6 +338,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help is 0, bad usage 2
         return exc.code if isinstance(exc.code, int) else 2
     out = Path(args.out)
+    if not out.is_dir():  # a wrong path is a usage error (exit 2), not an output that fails the contract
+        what = "is not a directory" if out.exists() else "does not exist"
+        print(f"hplt-shard: --verify {out}: {what}; give the output folder (the one holding {MANIFEST_NAME})",
+              file=sys.stderr)
+        return 2
     if is_root(out):  # ROOT/<LANG>/ outputs of a run of several languages: each verified, one summary
         return root_main(out, deep=not args.shallow)
     problems = verify_output(out, deep=not args.shallow)
@@ -346,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     manifest = json.loads((out / MANIFEST_NAME).read_text(encoding="utf-8"))
     suffix = " (shallow: rows not checked)" if args.shallow else ""
-    print(f"OK: {manifest['rows']} rows in {len(manifest['shards'])} shards verified{suffix}")
+    print(f"OK: {plural(manifest['rows'], 'row')} in {plural(len(manifest['shards']), 'shard')} verified{suffix}")
     return 0
 
 

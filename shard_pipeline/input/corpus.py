@@ -25,6 +25,7 @@ from typing import Callable
 from shard_pipeline.errors import UserError
 from shard_pipeline.input.identity import CorpusNames, names_for
 from shard_pipeline.input.langdir import SUFFIX, refusal, scan_folder, warning
+from shard_pipeline.units import plural
 
 SOURCES = ("cc", "ia", "ab")  # Common Crawl, Internet Archive, ArchiveBot
 CORPORA = ("v3", "v4")
@@ -212,8 +213,9 @@ def _local_shards(lang: str, corpus: str, root: Path, wds: str | None, sources: 
             known = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
         except OSError:
             known = []
-        close = difflib.get_close_matches(lang, known, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else (f"; {len(known)} languages there" if known else "")
+        close = close_languages(lang, known)
+        hint = (f"; did you mean {', '.join(close)}?" if close else
+                f"; {plural(len(known), 'language')} there" if known else "")
         raise InputError(f"unknown language {lang!r}: no directory {lang_dir}{hint}")
     try:
         scan = scan_folder(str(lang_dir), not_a_shard_file)
@@ -309,6 +311,21 @@ def _url_shards(lang: str, corpus: str, base_url: str, wds: str | None, sources:
         )
         for name in chosen
     ]
+
+
+def close_languages(lang: str, known: list[str]) -> list[str]:
+    """Language folders `lang` was probably meant to be: the same name in other case, the same code in
+    another script (zho_Hans, zho_Hant), or a code one letter off (deu -> dey). Whole names are not
+    compared: the shared `_Latn` would make deu_Latn look like eng_Latn."""
+    by_lower = {k.lower(): k for k in known}
+    if lang.lower() in by_lower:
+        return [by_lower[lang.lower()]]
+    code = lang.partition("_")[0].lower()
+    same_code = [k for k in known if k.partition("_")[0].lower() == code]
+    if same_code:
+        return same_code[:3]
+    codes = {k.partition("_")[0].lower(): k for k in known}
+    return [codes[c] for c in difflib.get_close_matches(code, list(codes), n=3, cutoff=0.66)]
 
 
 def find_shards(

@@ -12,7 +12,6 @@ entry point, `run_group`) and the local executors all run a group with `run_unit
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -21,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
+
+from shard_pipeline.units import iso_time
 
 
 def units_of(index: int, cpus: int, n_units: int) -> range:
@@ -72,8 +73,9 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
     on Ctrl-C, SIGHUP or SIGTERM; under Slurm the units stay in the job's group.
 
     Each unit is reaped with wait4 on its own pid (never -1: the local executor runs several
-    groups in threads of one process), which gives its CPU time and peak RSS. The first and
-    last lines of a unit's log are its start and end (epoch seconds), so overlapping runs show.
+    groups in threads of one process), which gives its CPU time and peak RSS. The first line of a
+    unit's log is the unit's rerun command (run/task.py); the last gives its start and end, so
+    overlapping runs show.
     """
     from shard_pipeline.run.live import DIE_WITH_ENV, child_env
 
@@ -95,10 +97,8 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
         log = log_of(u)
         log.parent.mkdir(parents=True, exist_ok=True)
         argv = argv_of(u)
-        with open(log, "ab" if append else "wb") as f:
+        with open(log, "ab" if append else "wb") as f:  # the unit's first line is its own: the rerun command
             start = time.time()
-            f.write(f"# hplt-shard {label} unit {u} started at {start:.3f}; rerun by hand: {shlex.join(argv)}\n".encode())
-            f.flush()
             with lock:
                 if owner is not None and owner.stopping:
                     raise OSError(f"{label} is being stopped")
@@ -116,8 +116,8 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
                 if owner is not None:
                     owner.release(p.pid)
             cpu = ru.ru_utime + ru.ru_stime
-            f.write(f"# hplt-shard {label} unit {u} exit {rc} at {end:.3f}: wall {end - start:.2f} s, "
-                    f"cpu {cpu:.2f} s, max rss {ru.ru_maxrss / 1024:.0f} MiB\n".encode())
+            f.write(f"# hplt-shard {label} unit {u} exit {rc}: {iso_time(start)} -> {iso_time(end)}, "
+                    f"wall {end - start:.2f} s, cpu {cpu:.2f} s, max rss {ru.ru_maxrss / 1024:.0f} MiB\n".encode())
         results[u] = UnitRun(u, rc, start, end, cpu, ru.ru_maxrss / 1024, log)
 
     def forward(signum, _frame) -> None:  # requeue or scancel: the units stop at their checkpoints
@@ -141,7 +141,7 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
 
 def summary(label: str, runs: Sequence[UnitRun]) -> str:
     """Per unit and for the group: wall, CPU and how many cores were busy on average."""
-    lines = [f"# {label} unit {r.unit}: exit {r.returncode}, {r.start:.3f} -> {r.end:.3f} "
+    lines = [f"# {label} unit {r.unit}: exit {r.returncode}, {iso_time(r.start)} -> {iso_time(r.end)} "
              f"({r.end - r.start:.2f} s), cpu {r.cpu_s:.2f} s, max rss {r.max_rss_mib:.0f} MiB  log {r.log.name}"
              for r in runs]
     if runs:

@@ -117,11 +117,13 @@ class Execution:
         res = self.resources.get(stage) if stage in GROUPED_STAGES else None
         return res.cpus if res is not None else 1
 
-    def with_resources(self, mem: str | None = None, time: str | None = None) -> "Execution":
-        """The resources after a resume's --mem/--time: every stage gets at least that, never less.
+    def with_resources(self, mem: str | None = None, time: str | None = None, cpus: int | None = None) -> "Execution":
+        """The resources after a resume's --mem/--time/--cpus-per-task: every stage gets at least that
+        memory and time, never less; partition and write array tasks run `cpus` units each.
 
         `mem` is one unit's memory, as at submission (an array task of C units asks C of them);
-        a stage the layout gave more (a plan or writer raised to its need) keeps its own.
+        a stage the layout gave more (a plan or writer raised to its need) keeps its own. No byte
+        depends on C: it only regroups the same units (run/group.py units_of) into array tasks.
         """
         def applied(stage: str, r: StageResources) -> StageResources:
             k = self.units_per_task(stage)
@@ -129,7 +131,8 @@ class Execution:
             if mem is not None and parse_mem(mem) > parse_mem(unit):
                 unit = mem
             longer = time if time is not None and slurm_minutes(time) > slurm_minutes(r.time) else r.time
-            return StageResources(scale_mem(unit, k), longer, r.cpus)
+            k2 = cpus if cpus is not None and stage in GROUPED_STAGES else k
+            return StageResources(scale_mem(unit, k2), longer, k2 if stage in GROUPED_STAGES else r.cpus)
 
         return replace(self, resources={stage: applied(stage, r) for stage, r in self.resources.items()})
 

@@ -231,7 +231,7 @@ def progress(run: RunDir) -> dict[str, Any]:
 def live_line(run: RunDir, stage: str, started: float) -> str | None:
     """One line of a running local stage: work done, rate and ETA (partition: bytes read; write: shards)."""
     from shard_pipeline.run.tasklog import count_progress_lines
-    from shard_pipeline.units import human_bytes
+    from shard_pipeline.units import human_bytes, plural
 
     elapsed = max(1e-9, time.time() - started)
     try:
@@ -248,7 +248,7 @@ def live_line(run: RunDir, stage: str, started: float) -> str | None:
             done = count_progress_lines(sorted(run.log_dir("write").glob("*.log")), "shard")
             rate = done / elapsed
             eta = (total - done) / rate if rate > 0 and done < total else 0.0
-            return f"write     {done:,} of {total:,} shards, {rate * 60:.1f} shards/min, ETA {_hms(eta) if eta else '-'}"
+            return f"write     {done:,} of {plural(total, 'shard')}, {rate * 60:.1f} shards/min, ETA {_hms(eta) if eta else '-'}"
     except (OSError, ValueError, KeyError):  # a file mid-write: the next tick reads it whole
         return None
     return None
@@ -296,7 +296,10 @@ def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
     if held_by_a_process(run):
         return "in progress (an hplt-shard process is running or resuming it here)", EXIT_BUSY
     if failed:
-        return f"stopped with failures: fix the cause, then ./hplt-shard --resume {run.root}", EXIT_STOPPED
+        from shard_pipeline.run.next_step import bad_record_step
+
+        step = bad_record_step(run, (err for st in statuses for _, _, err in st.failed))
+        return step or f"stopped with failures: fix the cause, then ./hplt-shard --resume {run.root}", EXIT_STOPPED
     return f"not running and not done: ./hplt-shard --resume {run.root}", EXIT_STOPPED
 
 

@@ -1,7 +1,8 @@
 """Run one task of one stage: `python -m shard_pipeline.run.task STAGE RUNDIR [--task N]`.
 
 Every executor starts tasks this way (the Slurm batch script, the local pool), and the first
-line of every log is the command that reruns the task by hand. Progress goes to the log through
+line of every log is the command that reruns the task by hand (for an array task of C units,
+`--group G`, which runs them as its job did). Progress goes to the log through
 stdlib logging with timestamps; a failed task logs its traceback and ends the log with one
 line `ERROR: Type: message`, which --status shows.
 """
@@ -12,7 +13,9 @@ import importlib
 import logging
 import os
 import shlex
+import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -46,66 +49,108 @@ def setup_logging() -> logging.Logger:
     return logging.getLogger("hplt_shard")
 
 
-def rerun_argv(stage: str, rundir: Path, task: int | None) -> list[str]:
-    """The command that runs this task again, from any folder."""
+def rerun_argv(stage: str, rundir: Path, task: int | None, group: bool = False) -> list[str]:
+    """The command that runs this task (or, `group`, this array task's C units) again, from any folder."""
     from shard_pipeline.paths import PACKAGE_PARENT, checkout_root
 
     argv = [sys.executable, "-m", "shard_pipeline.run.task", stage, str(rundir)]
     if task is not None:
-        argv += ["--task", str(task)]
+        argv += ["--group" if group else "--task", str(task)]
     return ["env", f"PYTHONPATH={PACKAGE_PARENT}", *argv] if checkout_root() else argv
 
 
-def parse(argv: Sequence[str]) -> tuple[str, Path, int, bool]:
+@dataclass(frozen=True)
+class TaskArgs:
+    stage: str
+    rundir: Path
+    task: int  # a unit, or with `group` an array index whose C units run at once
+    by_hand: bool  # --task given: this one unit, never a group
+    group: bool  # --group given: the array task's units, as its Slurm job runs them
+
+
+def parse(argv: Sequence[str]) -> TaskArgs:
     from shard_pipeline.run.registry import STAGE_NAMES
 
     p = argparse.ArgumentParser(prog="python -m shard_pipeline.run.task", description="run one task of an hplt-shard stage")
     p.add_argument("stage", choices=STAGE_NAMES)
     p.add_argument("rundir", type=Path)
-    p.add_argument("--task", type=int, default=None, help="task index (default: $SLURM_ARRAY_TASK_ID + --task-offset)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--task", type=int, default=None, help="task index (default: $SLURM_ARRAY_TASK_ID + --task-offset)")
+    which.add_argument("--group", type=int, default=None,
+                       help="array task index of a run with --cpus-per-task C: run its C units at once")
     p.add_argument("--task-offset", type=int, default=0, help="added to $SLURM_ARRAY_TASK_ID (arrays split in chunks)")
     a = p.parse_args(argv)
+    if a.group is not None:
+        return TaskArgs(a.stage, a.rundir.resolve(), a.group, False, True)
     task = a.task if a.task is not None else a.task_offset + int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
-    return a.stage, a.rundir.resolve(), task, a.task is not None
+    return TaskArgs(a.stage, a.rundir.resolve(), task, a.task is not None, False)
+
+
+def where() -> str:
+    """Which Slurm job runs this, on which node, which attempt (empty outside Slurm)."""
+    job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return ""
+    index = os.environ.get("SLURM_ARRAY_TASK_ID", "0")
+    return f" (job {job}_{index} on {socket.gethostname()}, restart {os.environ.get('SLURM_RESTART_COUNT', '0')})"
+
+
+def grouped(a: TaskArgs, array: bool, is_multi: bool) -> bool:
+    """True when this process runs the C units of an array task (run/group.py), not one unit."""
+    if a.group:
+        return True
+    if not array or a.by_hand:
+        return False
+    if is_multi:
+        from shard_pipeline.run import multi
+
+        return multi.load(a.rundir).units_per_task(a.stage) > 1
+    from shard_pipeline.run.rundir import RunDir
+    from shard_pipeline.run.runconfig import RunConfig
+
+    return RunConfig.from_json(RunDir(a.rundir).config()).execution.units_per_task(a.stage) > 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     keep_pandas_out()
-    stage_name, rundir, task, by_hand = parse(sys.argv[1:] if argv is None else argv)
-    from shard_pipeline.run import live
+    a = parse(sys.argv[1:] if argv is None else argv)
+    from shard_pipeline.run import live, multi
+    from shard_pipeline.run.registry import stage as registered
 
+    stage = registered(a.stage)
+    is_multi = multi.is_multi(a.rundir)  # RUNDIR of several languages: the index names (language, task) units
+    as_group = grouped(a, stage.array, is_multi)
+    # The log's first line: the command that reruns this task by hand (README, "What a run leaves").
+    print(shlex.join(rerun_argv(stage.name, a.rundir, a.task if stage.array else None, as_group)), file=sys.stderr,
+          flush=True)
     live.die_with_parent()  # under the local executor: never outlive it (run/live.py)
-    with live.recorded(rundir, stage_name, task):  # --resume and --status see this task alive
-        return run_task(stage_name, rundir, task, by_hand)
+    with live.recorded(a.rundir, stage.name, a.task):  # --resume and --status see this task alive
+        return run_task(a, is_multi, as_group)
 
 
-def run_task(stage_name: str, rundir: Path, task: int, by_hand: bool) -> int:
+def run_task(a: TaskArgs, is_multi: bool, as_group: bool) -> int:
+    from shard_pipeline.run import multi
     from shard_pipeline.run.registry import stage as registered
     from shard_pipeline.run.rundir import RunDir
 
-    stage = registered(stage_name)
+    stage, task = registered(a.stage), a.task
     log = setup_logging()
-    log.info("hplt-shard %s task %d; rerun by hand: %s", stage.name, task,
-             shlex.join(rerun_argv(stage.name, rundir, task if stage.array else None)))
+    log.info("hplt-shard %s %s %d%s", stage.name, "group" if as_group else "task", task, where())
     module, _, function = stage.entry.partition(":")
-    from shard_pipeline.run import multi
-
-    if multi.is_multi(rundir):  # RUNDIR of several languages: the index names (language, task) units
+    if is_multi:  # an array index names C global units (language, task), a single job its selection
         fin_module, _, fin_function = registered("finalize").entry.partition(":")
         return multi.run_task(stage.name, getattr(importlib.import_module(module), function),
                               lambda r: getattr(importlib.import_module(fin_module), fin_function)(r),
-                              rundir, task, by_hand, stage.array,
+                              a.rundir, task, not as_group, stage.array,
                               [sys.executable, "-m", "shard_pipeline.run.task", stage.name])
-    if stage.array and not by_hand:  # an array task of a run with --cpus-per-task C runs C units at once
+    if as_group:  # an array task of a run with --cpus-per-task C runs C units at once
         from shard_pipeline.run import group
-        from shard_pipeline.run.runconfig import RunConfig
 
-        if RunConfig.from_json(RunDir(rundir).config()).execution.units_per_task(stage.name) > 1:
-            return group.run_array_task(rundir, stage.name, task,
-                                        [sys.executable, "-m", "shard_pipeline.run.task", stage.name])
+        return group.run_array_task(a.rundir, stage.name, task,
+                                    [sys.executable, "-m", "shard_pipeline.run.task", stage.name])
     try:
         run = getattr(importlib.import_module(module), function)
-        result = run(RunDir(rundir), task) if stage.array else run(RunDir(rundir))
+        result = run(RunDir(a.rundir), task) if stage.array else run(RunDir(a.rundir))
     except Exception as exc:  # the traceback for whoever debugs it, then one line for --status
         log.exception("%s task %d failed", stage.name, task)
         logging.shutdown()

@@ -24,6 +24,7 @@ from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_
 from shard_pipeline.submit import guards, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.report import describe
+from shard_pipeline.units import plural
 
 
 def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -43,7 +44,7 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         guards.check_same_dataset(out, held, dataset_name(args, sc.subset), args.replace_other)
         guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
     if args.dry_run:
-        print(describe(args, sc.subset, sc.shards, sc.lay, executor, settings))
+        print(describe(args, sc.subset, sc.shards, sc.lay, executor, settings, run.root))
         print(scope.index_line(args, settings))
         if args.out is not None:
             print(guards.out_holds(out, held))
@@ -143,8 +144,9 @@ def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor
     except BaseException:
         shutil.rmtree(run.root, ignore_errors=True)  # made a moment ago by this process; nothing ran in it
         raise
-    print(f"{args.lang}: config sha256 {content.sha256()}; {len(shards)} input shards; {lay.partition_tasks} partition / "
-          f"{lay.write_tasks} write tasks; {len(boundaries) + 1} buckets ({method})", file=sys.stderr)
+    print(f"{args.lang}: config sha256 {content.sha256()}; {plural(len(shards), 'input shard')}; {lay.partition_tasks} "
+          f"partition / {plural(lay.write_tasks, 'write task')}; {plural(len(boundaries) + 1, 'bucket')} ({method})",
+          file=sys.stderr)
     return cfg
 
 
@@ -248,6 +250,7 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from shard_pipeline.submit.args import build_parser
     from shard_pipeline.submit.executors.slurm import queued_jobs_of
     from shard_pipeline.submit.resume_args import (
+        keep_cpus,
         keep_resources,
         resume_resources,
         with_resources,
@@ -288,5 +291,6 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         out = Path(cfg.execution.out)
         claim(out, run.root)
         settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
+        keep_cpus(run.config_json, resources)
         keep_resources(run.run_json, resources)
         return start(run, cfg, rp.tasks, executor, args.jobs, settings, "resume")

@@ -21,6 +21,7 @@ from shard_pipeline.run.claim import release, run_lock
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_atomic
 from shard_pipeline.submit import launch, scope
+from shard_pipeline.units import plural
 
 LANG_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
 
@@ -259,6 +260,11 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
     m = multi.load(root)
     record = read_json(root / "run.json")
     resources = resume_resources(build_parser(), argv, record)  # as a single run's resume: same options, same rules
+    asked = resources.get("cpus_per_task")
+    if asked is not None and int(asked) != m.units_per_task("partition"):
+        raise UsageError(f"--cpus-per-task {asked}: a multi-language run keeps the cores per array task it was "
+                         f"submitted with ({m.units_per_task('partition')}), because its array indices name groups "
+                         "of units across languages; resume without --cpus-per-task")
     executor = scope.choose_executor(args, record["executor"])
     if record.get("run_format", 1) != RUN_FORMAT:
         raise ResumeRefused(f"{root} was made by another hplt-shard version (format {record.get('run_format')}); "
@@ -289,7 +295,7 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if not todo:
             print(f"{root}: already done; outputs under {record.get('out')}")
             return 0
-        print(f"resuming {root}: {len(todo)} of {len(m.langs)} languages unfinished ({', '.join(todo)})")
+        print(f"resuming {root}: {len(todo)} of {plural(len(m.langs), 'language')} unfinished ({', '.join(todo)})")
         if args.dry_run:
             print("dry run: nothing submitted")
             return 0

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from shard_pipeline.run.group import group_count
 from shard_pipeline.submit.layout import group_resources, unit_resources
-from shard_pipeline.units import human_bytes, parse_mem
+from shard_pipeline.units import human_bytes, parse_mem, plural
 
 
 def describe_multi(args, ms, executor: str, settings) -> str:
@@ -11,7 +11,7 @@ def describe_multi(args, ms, executor: str, settings) -> str:
 
     langs = ms.langs
     sc0 = ms.scopes[langs[0]]
-    head = (f"hplt-shard {len(langs)} languages  corpus {args.corpus}/{sc0.subset}  wds {args.wds or 'all'}"
+    head = (f"hplt-shard {plural(len(langs), 'language')}  corpus {args.corpus}/{sc0.subset}  wds {args.wds or 'all'}"
             + (f"  sources {args.sources}" if args.sources else "") + f"  executor {executor}")
     cols = f"{'language':<14}{'inputs':>8}{'compressed':>12}{'docs known':>14}{'docs est.':>14}{'shards':>8}" \
            f"{'part.':>7}{'write':>7}{'alone':>7}"

@@ -18,7 +18,7 @@ from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.runconfig import StageResources
 from shard_pipeline.submit.executors import local_task_env, task_argv
 from shard_pipeline.submit.layout import group_resources, minutes_to_slurm
-from shard_pipeline.units import parse_mem, share_of_mem, slurm_minutes
+from shard_pipeline.units import parse_mem, plural, share_of_mem, slurm_minutes
 
 
 def stage_resources(m: multi.MultiRun, cfgs: dict, stage: str, units: int, fixed_time: bool) -> StageResources:
@@ -78,11 +78,12 @@ def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], set
         StageJobs,
         max_array_size,
         submit_chain,
+        watch_command,
     )
 
     python = next(iter(cfgs.values())).execution.python
     fixed_time = bool(read_json(m.root / "run.json").get("time_limit"))  # --time at submission: every job gets it
-    s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, "hs-multi")
+    s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, "mul")
     arrays = {stage: m.array_indices(stage, tasks[stage]) for stage in STAGES if tasks.get(stage)}
     throttle = max(1, min(len(arrays.get("partition", [])) + len(arrays.get("write", [])), settings.max_tasks))
     stages = []
@@ -96,8 +97,8 @@ def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], set
     record_submission(m, kind, tasks, sub.jobs)
     for j in sub.jobs:
         print(f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}")
-    print(f"run dir: {m.root}  ({len(cfgs)} languages; ./hplt-shard --status {m.root})")
-    print("watch:   squeue --me -n hs-multi-partition,hs-multi-plan,hs-multi-write,hs-multi-finalize")
+    print(f"run dir: {m.root}  ({plural(len(cfgs), 'language')}; ./hplt-shard --status {m.root})")
+    print(f"watch:   {watch_command(m.root, 'mul')}")
     print(f"done when every {m.root}/<LANG>/DONE exists; outputs appear at " + ", ".join(c.execution.out for c in list(cfgs.values())[:3])
           + (" ..." if len(cfgs) > 3 else ""))
     return 0
@@ -175,7 +176,8 @@ def run_stages(m: multi.MultiRun, tasks: dict[str, list[int]], jobs: int) -> Non
                 raise
             pool.shutdown(wait=True)
         bad = sum(1 for rc in rcs if rc)
-        print(f"{stage:<9} {len(units)} units" + (f", {bad} failed" if bad else ""), file=sys.stderr, flush=True)
+        print(f"{stage:<9} {plural(len(units), 'unit')}" + (f", {plural(bad, 'job')} failed" if bad else ""),
+              file=sys.stderr, flush=True)
 
 
 def report_languages(m: multi.MultiRun, cfgs: dict) -> int:

@@ -1,5 +1,7 @@
 """What `--resume RUNDIR` may change: the resources of the resubmitted tasks, never the content.
 
+--cpus-per-task is one of them: C only decides how many units an array task runs at once.
+
 After OUT_OF_MEMORY or TIMEOUT the first thing a user does is resume with more memory or
 time; those apply to the tasks queued again, are recorded in run.json and kept by later
 resumes. An option that would change the output (or the run's fixed layout) is refused, named.
@@ -19,7 +21,7 @@ from shard_pipeline.submit.settings import check_setting
 # Options a resume applies (dest -> the conf key whose rules they follow) and the ones it just
 # uses (how to run, not what).
 APPLIED = {"mem": "WORKER_MEM", "time": "TIME_LIMIT", "worker_partition": "WORKER_PARTITION", "account": "ACCOUNT",
-           "max_tasks": "MAX_TASKS"}
+           "max_tasks": "MAX_TASKS", "cpus_per_task": "CPUS_PER_TASK"}
 NEUTRAL = ("resume", "executor", "jobs", "conf", "preset", "dry_run")
 
 
@@ -39,7 +41,7 @@ def check_resume_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -
         names = ", ".join(flags.get(d, d) for d in refused)
         raise UsageError(f"--resume continues a run exactly as it was made: {names} cannot change on resume "
                          "(they decide the content or the run's layout); start a new run for that. "
-                         "A resume may change --mem, --time, --partition, --account and --max-tasks")
+                         "A resume may change --mem, --time, --cpus-per-task, --partition, --account and --max-tasks")
     overrides = {d: given[d] for d in APPLIED if d in given}
     for dest, value in overrides.items():  # the rules a submission's --mem, --time, ... follow
         check_setting(APPLIED[dest], str(value), flags.get(dest, dest))
@@ -53,8 +55,23 @@ def resume_resources(parser: argparse.ArgumentParser, argv: Sequence[str], recor
 
 
 def with_resources(cfg: RunConfig, resources: dict[str, Any]) -> RunConfig:
-    """The run's config with a resume's --mem/--time (execution only: never hashed); see Execution.with_resources."""
-    return RunConfig(cfg.content, cfg.execution.with_resources(resources.get("mem"), resources.get("time")))
+    """The run's config with a resume's --mem/--time/--cpus-per-task (execution only: never hashed);
+    see Execution.with_resources."""
+    cpus = resources.get("cpus_per_task")
+    return RunConfig(cfg.content, cfg.execution.with_resources(resources.get("mem"), resources.get("time"),
+                                                               int(cpus) if cpus is not None else None))
+
+
+def keep_cpus(config_json: Path, resources: dict[str, Any]) -> None:
+    """Record a resume's --cpus-per-task in config.json's execution, where every array task reads
+    how its index maps to units (run/group.py): the tasks queued now group their units by the new C.
+    Only `cpus` (and the memory that scales with it) changes; the content and its hash stay."""
+    if resources.get("cpus_per_task") is None:
+        return
+    on_disk = RunConfig.from_json(read_json(config_json))
+    new = on_disk.execution.with_resources(cpus=int(resources["cpus_per_task"]))
+    if new != on_disk.execution:
+        write_json_atomic(config_json, RunConfig(on_disk.content, new).to_json())
 
 
 def with_settings(settings, resources: dict[str, Any]):

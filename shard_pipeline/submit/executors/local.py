@@ -17,11 +17,13 @@ from typing import Callable, Sequence
 
 from shard_pipeline.run import group
 from shard_pipeline.run.claim import release
+from shard_pipeline.run.next_step import bad_record_step
 from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import Execution, RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.tasklog import last_error_line
 from shard_pipeline.submit.executors import local_task_env, task_argv
+from shard_pipeline.units import plural
 
 
 class StageFailed(Exception):
@@ -114,8 +116,7 @@ def run_group(python: str, stage: str, rundir: Path, index: int, units: Sequence
 
 
 def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs: int,
-              progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
-              cpus: int = 1) -> None:
+              progress: Callable[[str], None] | None = None, cpus: int = 1) -> None:
     """The stage's tasks, `jobs` cores at a time: one process per task, or groups of `cpus` tasks."""
     done = 0
     failed: list[TaskResult] = []
@@ -127,13 +128,14 @@ def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs:
         work, workers = (lambda gu: [run_task(python, stage, rundir, gu[0])]), max(1, jobs)
     pool = ThreadPoolExecutor(max_workers=workers)
     ticker = Ticker(RunDir(rundir), stage)
+    say = progress or ticker.say
     try:
         for rs in pool.map(work, groups):
             for r in rs:
                 done += 1
                 if r.returncode != 0:
                     failed.append(r)
-                progress(f"{stage:<9} {done}/{len(tasks)} tasks" + (f", {len(failed)} failed" if failed else ""))
+                say(f"{stage:<9} {done}/{plural(len(tasks), 'task')}" + (f", {len(failed)} failed" if failed else ""))
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGHUP / SIGTERM (Stop)
         survivors = WORKERS.stop()  # before the pool waits for its threads: they wait on these processes
         pool.shutdown(wait=True, cancel_futures=True)
@@ -143,38 +145,67 @@ def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs:
     pool.shutdown(wait=True)
     if failed:
         lines = [f"  task {r.task}: {last_error_line(r.log)}  (log: {r.log})" for r in failed]
-        raise StageFailed(f"{stage}: {len(failed)} of {len(tasks)} tasks failed\n" + "\n".join(lines))
+        raise StageFailed(f"{stage}: {len(failed)} of {plural(len(tasks), 'task')} failed\n" + "\n".join(lines))
 
 
 class Ticker:
-    """Progress of a running stage on stderr: rewritten in place on a terminal, a plain line every 30 s otherwise."""
+    """Progress of a running stage on stderr: rewritten in place on a terminal, a plain line every 30 s otherwise.
 
-    def __init__(self, run: RunDir, stage: str) -> None:
+    Every other line of the stage goes through `say`, which ends the live line first, so that two
+    never run together on a terminal; `stop` prints the final state (all shards, 100%), not the last tick.
+    """
+
+    def __init__(self, run: RunDir, stage: str, stream=None) -> None:
         self.run, self.stage, self.started = run, stage, time.time()
-        self.tty = sys.stderr.isatty()
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.lock = threading.Lock()
+        self.live: str | None = None  # the line shown in place now (terminal only)
+        self.last: str | None = None
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         if stage in ("partition", "write"):
             self.thread.start()
 
-    def _loop(self) -> None:
+    def _show(self, line: str) -> None:
+        stamped = f"{time.strftime('%H:%M:%S')} {line}"
+        if self.tty:
+            print(f"\r{stamped}\x1b[K", end="", file=self.stream, flush=True)
+            self.live = stamped
+        else:
+            print(stamped, file=self.stream, flush=True)
+        self.last = line
+
+    def _tick(self) -> None:
         from shard_pipeline.run.status import live_line
 
-        last = None
+        line = live_line(self.run, self.stage, self.started)
+        with self.lock:
+            if line and line != self.last:
+                self._show(line)
+
+    def _loop(self) -> None:
         while not self.done.wait(1.0 if self.tty else 30.0):
-            line = live_line(self.run, self.stage, self.started)
-            if line and line != last:
-                stamp = time.strftime("%H:%M:%S")
-                print(f"\r{stamp} {line}\x1b[K" if self.tty else f"{stamp} {line}", end="" if self.tty else "\n",
-                      file=sys.stderr, flush=True)
-                last = line
+            self._tick()
+
+    def say(self, text: str) -> None:
+        """A line of its own (tasks done, ...): the live line is cleared, the text printed, the live line redrawn."""
+        with self.lock:
+            if self.tty and self.live is not None:
+                print(f"\r\x1b[K{text}", file=self.stream, flush=True)
+                print(f"\r{self.live}\x1b[K", end="", file=self.stream, flush=True)
+            else:
+                print(text, file=self.stream, flush=True)
 
     def stop(self) -> None:
         self.done.set()
         if self.thread.is_alive():
             self.thread.join()
-            if self.tty:
-                print(file=sys.stderr, flush=True)
+            self._tick()  # the final state: a stage that finished shows all of its work
+            with self.lock:
+                if self.tty and self.live is not None:
+                    print(file=self.stream, flush=True)
+                    self.live = None
 
 
 class Interrupted(Exception):
@@ -288,7 +319,7 @@ def stopped(run: RunDir, cfg: RunConfig, out: Path, exc: Interrupted) -> int:
         stuck = "every task process was stopped"
     done = ", ".join(exc.finished) or "none"
     say(f"\nhplt-shard: {signal_words(exc.signum)}: {stuck}. Stages finished: {done}; "
-        f"{exc.stage} stopped after {exc.done} of {exc.total} tasks.",
+        f"{exc.stage} stopped after {exc.done} of {plural(exc.total, 'task')}.",
         f"hplt-shard: {out_now(run, cfg, out)}",
         f"hplt-shard: to continue: ./hplt-shard --resume {shlex.quote(str(run.root))} --executor local")
     return 128 + exc.signum
@@ -305,13 +336,16 @@ def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: in
         release(out, run.root)
         print(f"hplt-shard: {exc}", file=sys.stderr)
         print(f"hplt-shard: run directory {run.root}; {out_now(run, cfg, out)}", file=sys.stderr)
+        step = bad_record_step(run, str(exc).splitlines())
+        if step:
+            print(f"hplt-shard: {step}", file=sys.stderr)
         return 1
     except (Interrupted, KeyboardInterrupt) as exc:
         if not isinstance(exc, Interrupted):  # between two stages: no task was running
             exc = Interrupted("the next stage", 0, 0, getattr(exc, "signum", signal.SIGINT), WORKERS.stop())
         return stopped(run, cfg, out, exc)
     manifest = json.loads((out / "_MANIFEST.json").read_text())
-    print(f"done: {manifest['rows']:,} documents in {len(manifest['shards'])} shards "
+    print(f"done: {plural(manifest['rows'], 'document')} in {plural(len(manifest['shards']), 'shard')} "
           f"(train {manifest['splits']['train']:,}, val {manifest['splits']['val']:,})")
     print(f"output:  {out}  (manifest {out / '_MANIFEST.json'})")
     print(f"run dir: {run.root}  (validation.json, logs/)")

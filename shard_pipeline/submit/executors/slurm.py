@@ -6,7 +6,9 @@ the fixed slurm_job.sh shipped next to this module, which gets its values as pos
 """
 from __future__ import annotations
 
+import base64
 import getpass
+import hashlib
 import re
 import subprocess
 import time
@@ -24,6 +26,9 @@ from shard_pipeline.submit.executors import checkout_path
 from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS
 
 DEFAULT_MAX_ARRAY_SIZE = 1001
+# squeue's default NAME column shows 8 characters: a job name is a stage letter and a 7-character
+# run tag, so every stage of every run reads differently there ("plan" is L: P is partition's).
+STAGE_LETTER = {"partition": "P", "plan": "L", "write": "W", "finalize": "F"}
 
 
 class SubmitError(UserError):
@@ -103,13 +108,32 @@ def array_spec(local: Sequence[int], throttle: int | None) -> str:
     return f"{spec}%{throttle}" if throttle else spec
 
 
+def job_tag(rundir: Path, lang: str) -> str:
+    """3 characters of the language and 4 of a hash of the run dir's absolute path: two runs of one
+    language (another user's too) differ, and the same run dir always gets the same tag."""
+    lang3 = (re.sub(r"[^a-z0-9]", "", lang.lower()) + "xxx")[:3]
+    digest = hashlib.sha256(str(Path(rundir).absolute()).encode()).digest()
+    return lang3 + base64.b32encode(digest).decode().lower()[:4]
+
+
+def job_names(rundir: Path, lang: str) -> dict[str, str]:
+    """Every stage's job name, 8 characters (e.g. `Pspa3kq7`, `Lspa3kq7`, `Wspa3kq7`, `Fspa3kq7`)."""
+    tag = job_tag(rundir, lang)
+    return {s.name: STAGE_LETTER[s.name] + tag for s in STAGES}
+
+
+def watch_command(rundir: Path, lang: str) -> str:
+    """The squeue line that shows this run's jobs and nothing else."""
+    return f"squeue --me -n {','.join(job_names(rundir, lang).values())}"
+
+
 @dataclass(frozen=True)
 class SlurmSettings:
     partition: str
     account: str | None
     python: str
     module_loads: tuple[str, ...]
-    job_prefix: str  # e.g. "hs-fin_Latn"
+    job_lang: str  # what the job names show of the language (job_names): "fin_Latn", or "mul" for several
 
 
 def check_log_dir(rundir: Path) -> None:
@@ -134,7 +158,7 @@ def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, l
     if s.account:
         argv += ["--account", s.account]
     argv += [
-        "--job-name", f"{s.job_prefix}-{stage.stage}",
+        "--job-name", job_names(rundir, s.job_lang)[stage.stage],
         "--array", array_spec(local, stage.throttle),
         "--output", output_pattern(rundir, stage.stage),
         "--ntasks", "1",
@@ -182,7 +206,7 @@ def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *,
 def submit_run(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings, lang: str, kind: str) -> int:
     """Queue the stages that have tasks, with the resources the run dir holds; each depends on the one before."""
     ex = cfg.execution
-    s = SlurmSettings(settings.worker_partition, settings.account, ex.python, settings.module_loads, f"hs-{lang}")
+    s = SlurmSettings(settings.worker_partition, settings.account, ex.python, settings.module_loads, lang)
     # Array indices are groups of C units (run/group.py): a resume resubmits the groups holding unfinished units.
     arrays = {stage: group.groups_of(t.get(stage, []), ex.units_per_task(stage)) for stage in t}
     throttle = max(1, min(len(arrays.get("partition", [])) + len(arrays.get("write", [])), settings.max_tasks))
@@ -198,6 +222,6 @@ def submit_run(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings, l
     for j in sub.jobs:
         print(f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}")
     print(f"run dir: {run.root}")
-    print(f"watch:   squeue --me -n {','.join(f'hs-{lang}-{s.name}' for s in STAGES)}")
+    print(f"watch:   {watch_command(run.root, lang)}")
     print(f"done when {run.done_marker} exists; output appears at {cfg.execution.out}")
     return 0
