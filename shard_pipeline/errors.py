@@ -4,10 +4,27 @@ Anything that is not a UserError is a bug: the submitter lets its traceback thro
 """
 from __future__ import annotations
 
-# Exit codes of ./hplt-shard (documented in docs/operations.md).
-EXIT_OK = 0
-EXIT_FAILED = 1  # a run, a stage or a check failed; the message says what and how to resume
-EXIT_USAGE = 2  # the command line, the conf, the inputs or the paths are wrong; nothing was started
+import enum
+import signal
+
+
+class ExitCode(enum.IntEnum):
+    """Every exit code of ./hplt-shard (README and docs/operations.md list them)."""
+
+    OK = 0  # done (--status: the run is done)
+    FAILED = 1  # a run, a stage or a check failed (--status: failed, or interrupted); the message says the next step
+    USAGE = 2  # the command line, the conf, the inputs or the paths are wrong; nothing was started
+    BUSY = 3  # --status: jobs still queued or running
+    STUCK = 4  # --status: a job pends for a reason that does not clear by itself
+    INTERRUPTED = 128 + signal.SIGINT  # Ctrl-C; SIGHUP / SIGTERM give 128 + their number (`signal_exit`)
+
+
+def signal_exit(signum: int) -> int:
+    """The shell's convention for a process ended by a signal: 128 + its number (130 for Ctrl-C)."""
+    return 128 + int(signum)
+
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE
 
 
 class UserError(Exception):

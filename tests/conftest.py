@@ -85,7 +85,7 @@ def slurm_cluster() -> None:
 E2E_FIXTURES = frozenset({"slurm_cluster", "reference_run", "finished_run"})
 E2E_PROGRAMS = frozenset({"rclone", "pip", "pip3", "sbatch", "srun", "squeue", "sacct", "scontrol", "scancel",
                           "sinfo"})
-FAKE_SLURM = ("sbatch", "scontrol", "squeue", "scancel")  # what the fake_slurm fixture puts first on PATH
+FAKE_SLURM = ("sbatch", "scontrol", "squeue", "scancel", "sinfo")  # what the fake_slurm fixture puts first on PATH
 _PYTHON = re.compile(r"python[0-9.]*")
 
 
@@ -200,6 +200,8 @@ if name == "sbatch":
     print(f"{1000 + n}")
 elif name == "scontrol":
     print("MaxArraySize            = " + os.environ.get("FAKE_MAX_ARRAY", "1001"))
+elif name == "sinfo":  # no node lines: the partition check finds no limit to apply
+    print(os.environ.get("FAKE_SINFO", ""))
 elif name == "squeue":
     for i in range(int(os.environ.get("FAKE_QUEUED", "0"))):
         print(f"{500 + i}")
@@ -210,7 +212,7 @@ elif name == "squeue":
 def fake_slurm(tmp_path, monkeypatch):
     bin_dir = tmp_path / "fakebin"
     bin_dir.mkdir()
-    for name in ("sbatch", "scontrol", "squeue", "scancel"):
+    for name in FAKE_SLURM:
         p = bin_dir / name
         p.write_text(FAKE.replace("PYTHON", sys.executable, 1))  # not `env python3`: a pyenv shim costs 0.2 s a call
         p.chmod(p.stat().st_mode | stat.S_IEXEC)

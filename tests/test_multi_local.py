@@ -206,7 +206,7 @@ def test_a_small_language_lands_while_a_large_one_is_still_writing(tmp_path, cap
         status = capsys.readouterr().out
         rows = {l.split()[0]: l for l in status.splitlines() if l.split() and l.split()[0] in ("fin_Latn", "est_Latn")}
         assert rows["est_Latn"].split("  ")[-1].startswith("landed 20") and rows["fin_Latn"].endswith("  running")
-        assert "languages landed 1/2, 1 running" in status and "state: in progress" in status
+        assert "languages landed 1/2, 1 running" in status and "state: running" in status
     finally:
         proc.send_signal(signal.SIGTERM)  # the local executor stops its units, as on Ctrl-C
         proc.communicate(timeout=120)
@@ -214,7 +214,7 @@ def test_a_small_language_lands_while_a_large_one_is_still_writing(tmp_path, cap
     landed = tree_bytes(out / "est_Latn")
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 1
-    assert "fin_Latn" in capsys.readouterr().out.split("state: unfinished (")[1]
+    assert "fin_Latn" in capsys.readouterr().out.split("state: interrupted, unfinished (")[1]
     assert cli.main(["--resume", str(run_dir)]) == 0
     assert tree_bytes(out / "est_Latn") == landed
     expected = tmp_path / "expected"

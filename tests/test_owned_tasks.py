@@ -89,7 +89,7 @@ def test_sigkill_of_the_submitter_kills_its_tasks(tmp_path, capsys):
     wait_for(lambda: gone(task), f"task pid {task.pid} to die with its submitter")
     # status: stopped (not running, not done), the claim kept by the unfinished run; resume finishes it
     assert cli.main(["--status", str(run_dir)]) == 1
-    assert "state: stopped with failures" in capsys.readouterr().out
+    assert "state: interrupted before the end" in capsys.readouterr().out
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
     assert json.loads((tmp_path / "out" / "_MANIFEST.json").read_text())["rows"] == 40
     assert not list(live.live_dir(run_dir).glob("*.json"))  # the stale record was dropped
@@ -113,7 +113,7 @@ def test_no_resume_while_a_task_of_the_run_is_alive(tmp_path, monkeypatch, capsy
         assert (task.pid, task.stage, task.task) == (orphan.pid, "write", 0)
         assert cli.main(["--status", str(run_dir)]) == 3
         text = capsys.readouterr().out
-        assert "FAILED write task 0" not in text and "state: in progress" in text
+        assert "FAILED write task 0" not in text and "state: running" in text
         assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 2
         err = capsys.readouterr().err
         assert f"write task 0 (pid {orphan.pid}; to stop it: kill -- -{orphan.pid})" in err and "still running" in err

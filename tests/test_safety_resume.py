@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.run.rundir import RunDir
-from shard_pipeline.run.status import EXIT_BUSY, EXIT_DONE, EXIT_STOPPED, slurm_reason
+from shard_pipeline.errors import ExitCode
+from shard_pipeline.run.status import slurm_reason
+
+EXIT_DONE, EXIT_STOPPED, EXIT_BUSY = ExitCode.OK, ExitCode.FAILED, ExitCode.BUSY
 from shard_pipeline.submit import cli
 from tests.pipeline_util import LANG, make_corpus, run_cli
 
@@ -121,5 +124,5 @@ def test_status_is_busy_while_a_process_holds_the_run(failed_local_run, capsys):
 
     with run_lock(failed_local_run):
         assert cli.main(["--status", str(failed_local_run)]) == EXIT_BUSY
-    assert "in progress" in capsys.readouterr().out
+    assert "state: running" in capsys.readouterr().out
     assert cli.main(["--status", str(failed_local_run)]) == EXIT_STOPPED

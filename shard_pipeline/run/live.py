@@ -102,6 +102,13 @@ def alive(root: Path) -> list[LiveTask]:
     return [t for _, t in records(root) if is_alive(t)]
 
 
+def killed(root: Path) -> set[tuple[str, int]]:
+    """(stage, task) of every record on this host whose process is gone: a task killed with its submitter
+    (SIGKILL) before it could remove its record; --status calls it interrupted. (A local executor that
+    sees a task fail, killed by the OOM killer too, prunes the records: those tasks failed.)"""
+    return {(t.stage, t.task) for _, t in records(root) if t.host == socket.gethostname() and not is_alive(t)}
+
+
 def running(root: Path) -> set[tuple[str, int]]:
     """(stage, task) of every live task of the run: --status counts them as running."""
     return {(t.stage, t.task) for t in alive(root)}

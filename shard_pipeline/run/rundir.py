@@ -140,6 +140,11 @@ class RunDir:
     def done_marker(self) -> Path:
         return self.root / "DONE"
 
+    @property
+    def interrupted_marker(self) -> Path:
+        """Written when Ctrl-C, SIGHUP or SIGTERM stopped the local executor; a new start removes it."""
+        return self.root / "INTERRUPTED.json"
+
     def config(self) -> dict[str, Any]:
         return read_json(self.config_json)
 

@@ -6,6 +6,7 @@ the run's own job ids while they are in it.
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -13,18 +14,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shard_pipeline.errors import ExitCode
 from shard_pipeline.run import live, multi
 from shard_pipeline.run.group import unit_log
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, read_json
+from shard_pipeline.run.runstate import (
+    Counts,
+    RunPhase,
+    TaskState,
+    interrupted_step,
+    is_stuck,
+    run_phase,
+    stuck_step,
+    task_state,
+)
 from shard_pipeline.run.tasklog import last_error_line, last_progress_line
 from shard_pipeline.units import share_of_mem
-
-# Exit codes of --status (documented in docs/operations.md and --help).
-EXIT_DONE = 0
-EXIT_STOPPED = 1  # failed, or stopped before the end: --resume continues it
-EXIT_BUSY = 3  # jobs still queued or running
 
 
 @dataclass
@@ -36,10 +43,20 @@ class StageStatus:
     pending: int = 0
     failed: list[tuple[int, str, str]] = field(default_factory=list)  # (task, log, last error line)
     progress: list[tuple[int, str]] = field(default_factory=list)  # (running task, its last progress line)
+    interrupted: list[int] = field(default_factory=list)  # tasks stopped from outside (Ctrl-C, scancel)
+    reasons: list[tuple[int, str]] = field(default_factory=list)  # (pending task, squeue's reason)
 
     @property
     def not_started(self) -> int:
-        return self.total - self.done - self.running - self.pending - len(self.failed)
+        """Waiting: neither queued nor started (a later stage, or not queued again yet)."""
+        return self.total - self.done - self.running - self.pending - len(self.failed) - len(self.interrupted)
+
+
+def counts(statuses: list[StageStatus]) -> Counts:
+    """The run's tasks by state, over its stages (runstate.run_phase's input)."""
+    return Counts(sum(s.total for s in statuses), sum(s.done for s in statuses), sum(s.running for s in statuses),
+                  sum(s.pending for s in statuses), sum(len(s.failed) for s in statuses),
+                  sum(len(s.interrupted) for s in statuses), tuple(r for s in statuses for _, r in s.reasons))
 
 
 def latest_jobs(record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -53,18 +70,32 @@ def latest_jobs(record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def squeue_states(job_ids: list[str], run=subprocess.run) -> dict[str, str]:
-    """'<array id>_<task>' -> state for the still-queued tasks of these arrays (-r: one line per task)."""
+    """'<array id>_<task>' -> 'STATE|REASON' for the still-queued tasks of these arrays (-r: one line per task)."""
     if not job_ids:
         return {}
     try:
-        p = run(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i|%T"], capture_output=True, text=True, timeout=60)
+        p = run(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i|%T|%r"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return {}
+    return parse_squeue(p.stdout)
+
+
+def parse_squeue(text: str) -> dict[str, str]:
+    """squeue -o '%i|%T|%r' lines -> {'123_4': 'PENDING|PartitionConfig'}."""
     states = {}
-    for line in p.stdout.splitlines():
-        jid, _, state = line.strip().partition("|")
-        states[jid] = state
+    for line in text.splitlines():
+        jid, _, rest = line.strip().partition("|")
+        if jid:
+            states[jid] = rest
     return states
+
+
+def split_queued(value: str | None) -> tuple[str | None, str]:
+    """('PENDING', 'PartitionConfig') from squeue_states' value; (None, '') when Slurm does not hold the task."""
+    if value is None:
+        return None, ""
+    state, _, reason = value.partition("|")
+    return state, reason
 
 
 def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], cpus: int = 1) -> Path | None:
@@ -98,6 +129,7 @@ _LOG_REASONS = (  # what slurmstepd / slurmd write into a task's log when Slurm 
     (re.compile(r"DUE TO TIME LIMIT|TIMEOUT", re.I), "TIMEOUT"),
     (re.compile(r"DUE TO NODE FAIL|NODE_FAIL", re.I), "NODE_FAIL"),
     (re.compile(r"DUE TO PREEMPTION|PREEMPTED", re.I), "PREEMPTED"),
+    (re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+ \*\*\*"), "CANCELLED"),  # scancel: no "DUE TO"
 )
 SACCT_REASONS = ("OUT_OF_MEMORY", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "CANCELLED", "FAILED")
 
@@ -114,7 +146,7 @@ def slurm_reason(log: Path, run=subprocess.run) -> str | None:
         except (OSError, subprocess.TimeoutExpired, IndexError):
             states = []
         for state in reversed(states):
-            if state in SACCT_REASONS[:4]:
+            if state in SACCT_REASONS[:5]:
                 return state
     try:
         tail = log.read_text(errors="replace")[-20000:]
@@ -158,12 +190,15 @@ def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str, given: dic
 
 
 def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[StageStatus]:
+    """Each stage's tasks by state (runstate.task_state), with the reasons and lines --status shows."""
     rs = RunState(run, rehash=False)  # a stat per file: --status is run often, on terabytes
     record = read_json(run.run_json)
     jobs = latest_jobs(record)
     if queue is None:
         queue = multi.queue_of_language(run, jobs, squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks]))
     alive = live.running(run.root)  # local tasks alive now, whoever started them (run/live.py)
+    stopped = run.interrupted_marker.exists()  # Ctrl-C / SIGTERM / SIGHUP stopped the local executor
+    killed = live.killed(run.root)  # a task killed without a word (its submitter SIGKILLed)
     out = []
     for reg in STAGES:
         stage = reg.name
@@ -174,22 +209,25 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
             if reg.is_done(rs, task):
                 st.done += 1
                 continue
-            state = next((queue.get(f"{j['job_id']}_{task // cpus - j['offset']}") for j in chunks
-                          if f"{j['job_id']}_{task // cpus - j['offset']}" in queue), None)
-            if state in ("RUNNING", "COMPLETING", "CONFIGURING") or (stage, task) in alive:
+            queued, why = split_queued(next((queue[k] for j in chunks
+                                             for k in [f"{j['job_id']}_{task // cpus - j['offset']}"] if k in queue), None))
+            log = _task_log(run, stage, task, chunks, cpus) if queued is None or queued == "RUNNING" else None
+            err = last_error_line(log, run.root.name if _multi_root(run) else None) if log is not None else ""
+            reason = slurm_reason(log) if log is not None and queued is None else None
+            cut = reason == "CANCELLED" or ((stopped or (stage, task) in killed) and not err.startswith("ERROR"))
+            state = task_state(done=False, queued=queued, alive=(stage, task) in alive, has_log=log is not None,
+                               interrupted=log is not None and cut)
+            if state is TaskState.RUNNING:
                 st.running += 1
-                log = _task_log(run, stage, task, chunks, cpus)
                 line = last_progress_line(log) if log is not None else None
                 if line:
                     st.progress.append((task, line))
-                continue
-            if state is not None:
+            elif state is TaskState.PENDING:
                 st.pending += 1
-                continue
-            log = _task_log(run, stage, task, chunks, cpus)
-            if log is not None:
-                err = last_error_line(log, run.root.name if _multi_root(run) else None)
-                reason = slurm_reason(log)
+                st.reasons.append((task, why))
+            elif state is TaskState.INTERRUPTED:
+                st.interrupted.append(task)
+            elif state is TaskState.FAILED:
                 if reason:
                     err = f"{reason} ({resume_hint(run, rs.cfg, stage, reason, record.get('resources', {}))}); last line: {err}"
                 st.failed.append((task, str(log), err))
@@ -260,54 +298,83 @@ def _hms(seconds: float) -> str:
 
 
 def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> str:
-    from shard_pipeline.units import human_bytes
+    from shard_pipeline.units import human_bytes, plural
 
     cfg = read_json(run.config_json)
+    state, code = run_state(run, statuses)
     lines = [f"run {run.root}  config {cfg['config_sha256'][:12]}  executor {cfg['execution']['executor']}",
-             f"{'stage':<10}{'tasks':>7}{'done':>7}{'running':>9}{'pending':>9}{'failed':>8}{'not started':>13}"]
+             f"{'stage':<10}{'tasks':>7}{'done':>7}{'running':>9}{'pending':>9}{'failed':>8}{'interrupted':>13}{'waiting':>9}"]
     for st in statuses:
-        lines.append(f"{st.stage:<10}{st.total:>7}{st.done:>7}{st.running:>9}{st.pending:>9}{len(st.failed):>8}{st.not_started:>13}")
+        lines.append(f"{st.stage:<10}{st.total:>7}{st.done:>7}{st.running:>9}{st.pending:>9}{len(st.failed):>8}"
+                     f"{len(st.interrupted):>13}{st.not_started:>9}")
     pct = 100 * prog["compressed"] / prog["total"] if prog["total"] else 100.0
+    eta = prog["eta"] if code == ExitCode.BUSY else 0  # a run that does not move has no ETA
     lines.append(f"read {prog['docs']:,} documents, {human_bytes(prog['compressed'])} of {human_bytes(prog['total'])} "
                  f"compressed ({pct:.1f}%) in {_hms(prog['elapsed'])} of partition; {human_bytes(prog['rate'])}/s; "
-                 f"partition ETA {_hms(prog['eta']) if prog['eta'] else '-'}")
+                 f"partition ETA {_hms(eta) if eta else '-'}")
     running = [(st.stage, t, line) for st in statuses for t, line in st.progress]
     for stage, t, line in running[:20]:
         lines.append(f"RUNNING {stage} task {t}: {line}")
+    for st in statuses:
+        by_reason: dict[str, list[int]] = {}
+        for t, why in st.reasons:
+            by_reason.setdefault(why or "unknown", []).append(t)
+        for why, ts in by_reason.items():
+            lines.append(f"PENDING {st.stage} {plural(len(ts), 'task')}: {why}" + (" (will not clear by itself)" if is_stuck(why) else ""))
+        if st.interrupted:
+            lines.append(f"INTERRUPTED {st.stage} {plural(len(st.interrupted), 'task')}: "
+                         f"{', '.join(map(str, st.interrupted[:10]))}{' ...' if len(st.interrupted) > 10 else ''}")
     failed = [(st.stage, t, log, err) for st in statuses for t, log, err in st.failed]
     for stage, t, log, err in failed[:20]:
         lines.append(f"FAILED {stage} task {t}: {err}\n       log: {log}")
     if len(failed) > 20:
         lines.append(f"... and {len(failed) - 20} more failed tasks")
-    state, _ = run_state(run, statuses)
     lines.append(f"state: {state}")
     return "\n".join(lines)
 
 
+def phase_of(run: RunDir, statuses: list[StageStatus]) -> RunPhase:
+    """The run's phase (runstate.run_phase) from its stages, its DONE marker and its lock."""
+    return run_phase(counts(statuses), done_marker=run.done_marker.exists(), held=held_by_a_process(run))
+
+
+def queued_job_ids(run: RunDir, statuses: list[StageStatus]) -> list[str]:
+    """The job ids of the stages that still have tasks in Slurm's queue: what a scancel of the run names."""
+    jobs = latest_jobs(read_json(run.run_json))
+    return list(dict.fromkeys(j["job_id"] for st in statuses if st.pending or st.running for j in jobs.get(st.stage, [])))
+
+
 def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
-    """The one-line state and the exit code of --status (docs/operations.md)."""
+    """The one-line state with its next step, and the exit code of --status (docs/operations.md)."""
     cfg = read_json(run.config_json)
-    failed = any(st.failed for st in statuses)
-    busy = any(st.running or st.pending for st in statuses)
-    if run.done_marker.exists():
-        return f"done: output at {cfg['execution']['out']}", EXIT_DONE
-    if busy:
-        return "in progress", EXIT_BUSY
-    if held_by_a_process(run):
-        return "in progress (an hplt-shard process is running or resuming it here)", EXIT_BUSY
-    if failed:
+    phase = phase_of(run, statuses)
+    root = shlex.quote(str(run.root))
+    failed = [err for st in statuses for _, _, err in st.failed]
+    if phase is RunPhase.DONE:
+        text = f"done: output at {cfg['execution']['out']}"
+    elif phase is RunPhase.STUCK:
+        text = stuck_step(run.root, [r for st in statuses for _, r in st.reasons], queued_job_ids(run, statuses))
+    elif phase in (RunPhase.RUNNING, RunPhase.QUEUED):
+        held = "" if any(st.running or st.pending for st in statuses) else \
+            " (an hplt-shard process is running or resuming it here)"
+        text = f"{phase.value}{held}" + (f"; {len(failed)} failed so far: after the jobs end, ./hplt-shard --resume {root}"
+                                         if failed else "")
+    elif phase is RunPhase.FAILED:
         from shard_pipeline.run.next_step import bad_record_step
 
-        step = bad_record_step(run, (err for st in statuses for _, _, err in st.failed))
-        return step or f"stopped with failures: fix the cause, then ./hplt-shard --resume {run.root}", EXIT_STOPPED
-    return f"not running and not done: ./hplt-shard --resume {run.root}", EXIT_STOPPED
+        hint = next((m[1] for err in failed for m in [re.match(r"[A-Z_]+ \((\./hplt-shard --resume [^)]*)\)", err)] if m), None)
+        text = (bad_record_step(run, failed)
+                or (f"failed: {hint}" if hint else f"failed: fix the cause named above, then ./hplt-shard --resume {root}"))
+    else:
+        text = interrupted_step(run.root, cfg["execution"]["executor"])
+    return text, int(phase.exit_code)
 
 
 def held_by_a_process(run: RunDir) -> bool:
     """True while a local run or a resume holds the run's lock (its tasks have logs but no receipts yet)."""
     from filelock import FileLock, Timeout
 
-    path = run.root / ".run.lock"
+    path = run.lock_file
     if not path.exists():
         return False
     lock = FileLock(str(path), timeout=0)
@@ -322,7 +389,6 @@ def held_by_a_process(run: RunDir) -> bool:
 
 
 def status_report(run: RunDir) -> tuple[str, int]:
-    """The --status text and its exit code: 0 done, 1 failed or stopped, 3 still queued or running."""
+    """The --status text and its exit code (errors.ExitCode: 0 done, 1 failed or interrupted, 3 busy, 4 stuck)."""
     statuses = stage_statuses(run)
     return render(run, statuses, progress(run)), run_state(run, statuses)[1]
-

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from shard_pipeline.errors import EXIT_USAGE, UsageError, UserError
+from shard_pipeline.errors import EXIT_USAGE, ExitCode, UsageError, UserError
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import launch
 from shard_pipeline.submit.args import build_parser
@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:  # before any task started (a local run handles its own Ctrl-C: it stops its workers)
         print("hplt-shard: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
     except OSError as exc:  # a path the submitter could not read or write: one line, never a traceback
         print(f"hplt-shard: {os_error_line(exc, args)}", file=sys.stderr)
         return EXIT_USAGE

@@ -24,6 +24,7 @@ from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_
 from shard_pipeline.submit import guards, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.report import describe
+from shard_pipeline.submit.slurm_limits import check_layout
 from shard_pipeline.units import plural
 
 
@@ -38,6 +39,7 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         from shard_pipeline.submit.executors.slurm import check_log_dir
 
         check_log_dir(run.root)
+        check_layout(sc.lay.resources, settings.worker_partition)
     if args.out is not None:  # the path rules hold at --dry-run too
         out = guards.check_out_path(args.out)
         held = check_replaceable(out)
@@ -221,6 +223,7 @@ def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, b
 def start(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], executor: str, jobs: int, settings,
           kind: str) -> int:
     """Hand the tasks to the executor: blocking locally, queued at once under Slurm."""
+    run.interrupted_marker.unlink(missing_ok=True)  # this attempt is not the one that was stopped
     if executor == "local":
         from shard_pipeline.submit.executors.local import run_local
 
@@ -284,13 +287,15 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if rp.done:
             print(f"{run.root}: already done; output at {cfg.execution.out}")
             return 0
+        settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
+        if settings is not None:  # the resources after this resume's --mem/--time/--cpus-per-task/--partition
+            check_layout(cfg.execution.resources, settings.worker_partition)
         print(f"resuming {run.root}:\n{describe_resume(rp)}")
         if args.dry_run:
             print("dry run: nothing submitted")
             return 0
         out = Path(cfg.execution.out)
         claim(out, run.root)
-        settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
         keep_cpus(run.config_json, resources)
         keep_resources(run.run_json, resources)
         return start(run, cfg, rp.tasks, executor, args.jobs, settings, "resume")

@@ -172,6 +172,11 @@ def new_multi_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         from shard_pipeline.submit.executors.slurm import check_log_dir
 
         check_log_dir(args.run_dir.resolve())
+    if executor == "slurm":  # at --dry-run too: each language's array tasks as its layout sizes them
+        from shard_pipeline.submit.slurm_limits import check_layout
+
+        for lang in langs:
+            check_layout(ms.scopes[lang].lay.resources, settings.worker_partition)
     holds = check_language_outs(args, ms) if args.out is not None else []
     if args.dry_run:
         print(describe_multi(args, ms, executor, settings))
@@ -295,6 +300,12 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if not todo:
             print(f"{root}: already done; outputs under {record.get('out')}")
             return 0
+        settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
+        if settings is not None:  # what the chain would queue, with this resume's --mem/--time/--partition
+            from shard_pipeline.submit.multi_start import chain_resources
+            from shard_pipeline.submit.slurm_limits import check_layout
+
+            check_layout(chain_resources(m, {l: cfgs[l] for l in todo}, tasks), settings.worker_partition)
         print(f"resuming {root}: {len(todo)} of {plural(len(m.langs), 'language')} unfinished ({', '.join(todo)})")
         if args.dry_run:
             print("dry run: nothing submitted")
@@ -305,6 +316,5 @@ def resume_multi(args: argparse.Namespace, argv: Sequence[str]) -> int:
             RunDir(m.lang_dir(m.locate("plan", g)[0])).plan_json.unlink(missing_ok=True)
         for l in todo:
             claim(Path(cfgs[l].execution.out), m.lang_dir(l))
-        settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
         keep_resources(root / "run.json", resources)
         return start_multi(m, {l: cfgs[l] for l in todo}, tasks, executor, args.jobs, settings, "resume")

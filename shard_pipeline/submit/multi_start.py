@@ -5,17 +5,19 @@ numbers, in RUNDIR/<LANG>/run.json, so `--status RUNDIR/<LANG>` and `--resume` w
 """
 from __future__ import annotations
 
-import shlex
+import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from shard_pipeline.errors import ExitCode, signal_exit
 from shard_pipeline.run import multi
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.runconfig import StageResources
+from shard_pipeline.run.runstate import resume_command
 from shard_pipeline.submit.executors import local_task_env, task_argv
 from shard_pipeline.submit.layout import group_resources, minutes_to_slurm
 from shard_pipeline.units import parse_mem, plural, share_of_mem, slurm_minutes
@@ -72,6 +74,12 @@ def record_submission(m: multi.MultiRun, kind: str, tasks: dict[str, list[int]],
         write_json_atomic(run.run_json, lrec)
 
 
+def chain_resources(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]]) -> dict[str, StageResources]:
+    """What each stage's array task of the chain asks sbatch for (what slurm_limits checks, what is queued)."""
+    fixed_time = bool(read_json(m.root / "run.json").get("time_limit"))  # --time at submission: every job gets it
+    return {stage: stage_resources(m, cfgs, stage, len(tasks[stage]), fixed_time) for stage in STAGES if tasks.get(stage)}
+
+
 def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], settings, kind: str) -> int:
     from shard_pipeline.submit.executors.slurm import (
         SlurmSettings,
@@ -82,7 +90,7 @@ def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], set
     )
 
     python = next(iter(cfgs.values())).execution.python
-    fixed_time = bool(read_json(m.root / "run.json").get("time_limit"))  # --time at submission: every job gets it
+    resources = chain_resources(m, cfgs, tasks)
     s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, "mul")
     arrays = {stage: m.array_indices(stage, tasks[stage]) for stage in STAGES if tasks.get(stage)}
     throttle = max(1, min(len(arrays.get("partition", [])) + len(arrays.get("write", [])), settings.max_tasks))
@@ -91,7 +99,7 @@ def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], set
         if not tasks.get(stage):
             continue
         single = stage in multi.SINGLE_JOB_STAGES
-        stages.append(StageJobs(stage, tuple(arrays[stage]), stage_resources(m, cfgs, stage, len(tasks[stage]), fixed_time),
+        stages.append(StageJobs(stage, tuple(arrays[stage]), resources[stage],
                                 None if single else throttle, after="afterany"))
     sub = submit_chain(s, m.root, stages, max_size=max_array_size())
     record_submission(m, kind, tasks, sub.jobs)
@@ -132,9 +140,11 @@ def run_local_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], 
     """The stages in order; like afterany, a failed unit does not stop the others (its language's later units skip).
 
     Ctrl-C, SIGHUP and SIGTERM stop every unit as they stop a single-language local run."""
-    from shard_pipeline.submit.executors.local import WORKERS, say, signal_words, stopped_by_signals
+    from shard_pipeline.submit.executors.local import WORKERS, mark_interrupted, say, signal_words, stopped_by_signals
 
     record_submission(m, f"local-{kind}", tasks, [])
+    for lang in cfgs:
+        RunDir(m.lang_dir(lang)).interrupted_marker.unlink(missing_ok=True)
     WORKERS.reset()
     try:
         with stopped_by_signals():
@@ -145,12 +155,15 @@ def run_local_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], 
             for lang, cfg in cfgs.items():
                 if not (m.lang_dir(lang) / "DONE").exists():
                     release(Path(cfg.execution.out), m.lang_dir(lang))
-        signum = getattr(exc, "signum", 2)
+        signum = getattr(exc, "signum", signal.SIGINT)
+        for lang in cfgs:
+            if not (m.lang_dir(lang) / "DONE").exists():
+                mark_interrupted(RunDir(m.lang_dir(lang)), signum, "")
         say(f"\nhplt-shard: {signal_words(signum)}: "
             + (f"tasks that did not end: pids {', '.join(map(str, survivors))}" if survivors
                else "every task process was stopped") + ".",
-            f"hplt-shard: to continue: ./hplt-shard --resume {shlex.quote(str(m.root))} --executor local")
-        return 128 + signum
+            f"hplt-shard: to continue: {resume_command(m.root, '--executor', 'local')}")
+        return signal_exit(signum)
     return report_languages(m, cfgs)
 
 
@@ -193,6 +206,6 @@ def report_languages(m: multi.MultiRun, cfgs: dict) -> int:
         print(f"hplt-shard: {len(failed)} language(s) failed: {', '.join(failed)}; their previous outputs are untouched; "
               f"the others landed. See ./hplt-shard --status {m.root}, then ./hplt-shard --resume {m.root}",
               file=sys.stderr)
-        return 1
+        return ExitCode.FAILED
     print(f"run dir: {m.root}")
-    return 0
+    return ExitCode.OK

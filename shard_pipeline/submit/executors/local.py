@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from shard_pipeline.run import group
+from shard_pipeline.errors import ExitCode, signal_exit
+from shard_pipeline.run import group, live
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.next_step import bad_record_step
 from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import Execution, RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
+from shard_pipeline.run.runstate import resume_command
 from shard_pipeline.run.tasklog import last_error_line
 from shard_pipeline.submit.executors import local_task_env, task_argv
 from shard_pipeline.units import plural
@@ -310,8 +312,19 @@ def _stale_before(out: Path, run: RunDir) -> bool:
         return True
 
 
+def mark_interrupted(run: RunDir, signum: int, stage: str) -> None:
+    """Record in the run dir that a signal stopped it: --status then calls its stopped tasks interrupted,
+    not failed (a new start or resume removes the marker)."""
+    try:
+        write_json_atomic(run.interrupted_marker, {"signal": int(signum), "words": signal_words(signum),
+                                                   "stage": stage, "at": time.time()})
+    except OSError as exc:  # a full disk: --status then shows the stopped tasks as failed, the resume is the same
+        say(f"hplt-shard: warning: could not record the interruption in {run.interrupted_marker}: {exc}")
+
+
 def stopped(run: RunDir, cfg: RunConfig, out: Path, exc: Interrupted) -> int:
     """What a stopped local run says; the claim on OUT is released only once no task of the run is alive."""
+    mark_interrupted(run, exc.signum, exc.stage)
     if exc.survivors:
         stuck = f"tasks that did not end: pids {', '.join(map(str, exc.survivors))}; OUT stays claimed"
     else:
@@ -321,8 +334,8 @@ def stopped(run: RunDir, cfg: RunConfig, out: Path, exc: Interrupted) -> int:
     say(f"\nhplt-shard: {signal_words(exc.signum)}: {stuck}. Stages finished: {done}; "
         f"{exc.stage} stopped after {exc.done} of {plural(exc.total, 'task')}.",
         f"hplt-shard: {out_now(run, cfg, out)}",
-        f"hplt-shard: to continue: ./hplt-shard --resume {shlex.quote(str(run.root))} --executor local")
-    return 128 + exc.signum
+        f"hplt-shard: to continue: {resume_command(run.root, '--executor', 'local')}")
+    return signal_exit(exc.signum)
 
 
 def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: int, out: Path) -> int:
@@ -333,13 +346,14 @@ def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: in
         with stopped_by_signals():
             run_all(sys.executable, run.root, tasks, jobs, cfg.execution)
     except StageFailed as exc:
+        live.prune(run.root)  # a task killed by the OOM killer left its record: it failed, it was not interrupted
         release(out, run.root)
         print(f"hplt-shard: {exc}", file=sys.stderr)
         print(f"hplt-shard: run directory {run.root}; {out_now(run, cfg, out)}", file=sys.stderr)
         step = bad_record_step(run, str(exc).splitlines())
         if step:
             print(f"hplt-shard: {step}", file=sys.stderr)
-        return 1
+        return ExitCode.FAILED
     except (Interrupted, KeyboardInterrupt) as exc:
         if not isinstance(exc, Interrupted):  # between two stages: no task was running
             exc = Interrupted("the next stage", 0, 0, getattr(exc, "signum", signal.SIGINT), WORKERS.stop())
@@ -349,4 +363,4 @@ def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: in
           f"(train {manifest['splits']['train']:,}, val {manifest['splits']['val']:,})")
     print(f"output:  {out}  (manifest {out / '_MANIFEST.json'})")
     print(f"run dir: {run.root}  (validation.json, logs/)")
-    return 0
+    return ExitCode.OK

@@ -1,0 +1,143 @@
+"""Where a run stands, one definition for both executors and for one or several languages.
+
+Each task is one of waiting, pending (with Slurm's reason), running, done, failed (with its
+reason) or interrupted; the run is one of queued, running, done, failed, interrupted or stuck.
+`task_state` and `run_phase` are pure: run/status.py gathers their inputs (receipts, squeue,
+the live task records, the run's lock and its interrupted marker) for a single-language run,
+and run/multi_status.py for each language of a multi-language run. Each phase has one exit
+code (errors.ExitCode) and one next step (`next_step`).
+"""
+from __future__ import annotations
+
+import enum
+import shlex
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from shard_pipeline.errors import ExitCode
+
+
+class TaskState(str, enum.Enum):
+    WAITING = "waiting"  # not queued, not started: its stage comes later, or a resume has not queued it yet
+    PENDING = "pending"  # queued in Slurm, not started (squeue's reason says why)
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # stopped from outside: Ctrl-C / SIGTERM / SIGHUP of the local run, scancel
+
+
+class RunPhase(str, enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    STUCK = "stuck"
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return PHASE_EXIT[self]
+
+
+PHASE_EXIT = {RunPhase.DONE: ExitCode.OK, RunPhase.FAILED: ExitCode.FAILED, RunPhase.INTERRUPTED: ExitCode.FAILED,
+              RunPhase.QUEUED: ExitCode.BUSY, RunPhase.RUNNING: ExitCode.BUSY, RunPhase.STUCK: ExitCode.STUCK}
+
+# squeue reasons (%r) that do not clear by themselves: the job asks what the partition, the account
+# or the QOS never gives, or waits on a job that failed. ReqNodeNotAvail, PartitionDown, Resources,
+# Priority, QOSMax*/AssocMax* limits on running jobs and JobHeld* clear (a node returns, jobs end,
+# someone releases it), so they are pending, not stuck.
+STUCK_REASONS: dict[str, str] = {
+    "PartitionConfig": "it asks more cores or memory than any node of the partition has",
+    "PartitionNodeLimit": "it asks more nodes than the partition allows",
+    "PartitionTimeLimit": "its --time is over the partition's MaxTime",
+    "QOSMaxWallDurationPerJobLimit": "its --time is over the QOS's MaxWall",
+    "QOSMaxCpuPerJobLimit": "it asks more cores than the QOS allows a job",
+    "QOSMaxMemoryPerJob": "it asks more memory than the QOS allows a job",
+    "AssocMaxWallDurationPerJobLimit": "its --time is over the account's MaxWall",
+    "DependencyNeverSatisfied": "a job it depends on failed or was cancelled",
+    "InvalidAccount": "the account is not valid on this partition",
+    "InvalidQOS": "the QOS is not valid for the account",
+    "BadConstraints": "its constraints match no node",
+}
+# What helps, per stuck reason: the resume options (or what else to change).
+STUCK_FIX: dict[str, str] = {
+    "PartitionConfig": "--cpus-per-task and --mem that fit a node (the resume checks them against the partition; "
+                       "--dry-run shows the values that fit), or --partition with bigger nodes",
+    "PartitionNodeLimit": "--partition with more nodes",
+    "PartitionTimeLimit": "--time within the partition's MaxTime (scontrol show partition), or another --partition",
+    "QOSMaxWallDurationPerJobLimit": "--time within the QOS's MaxWall (sacctmgr show qos)",
+    "QOSMaxCpuPerJobLimit": "a smaller --cpus-per-task",
+    "QOSMaxMemoryPerJob": "a smaller --mem",
+    "AssocMaxWallDurationPerJobLimit": "--time within the account's MaxWall",
+    "DependencyNeverSatisfied": "no option: the resume redoes the failed stage and queues the rest after it",
+    "InvalidAccount": "--account of a project you belong to",
+    "InvalidQOS": "--account or --partition whose QOS you may use",
+    "BadConstraints": "--partition without that constraint",
+}
+
+
+def is_stuck(reason: str | None) -> bool:
+    return bool(reason) and reason.split(",")[0].strip() in STUCK_REASONS
+
+
+def task_state(*, done: bool, queued: str | None, alive: bool, has_log: bool, interrupted: bool) -> TaskState:
+    """One task's state. `queued`: squeue's state (%T) while Slurm holds it; `alive`: a live local process
+    of it (run/live.py); `interrupted`: its last attempt was stopped from outside (marker, scancel)."""
+    if done:
+        return TaskState.DONE
+    if queued in ("RUNNING", "COMPLETING", "CONFIGURING") or alive:
+        return TaskState.RUNNING
+    if queued is not None:
+        return TaskState.PENDING
+    if interrupted:
+        return TaskState.INTERRUPTED
+    if has_log:
+        return TaskState.FAILED
+    return TaskState.WAITING
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How many tasks of a run are in each state, and the reasons its pending tasks wait for."""
+
+    total: int
+    done: int
+    running: int
+    pending: int
+    failed: int
+    interrupted: int
+    pending_reasons: tuple[str, ...] = ()
+
+
+def run_phase(c: Counts, *, done_marker: bool, held: bool) -> RunPhase:
+    """The run's phase. `held`: a live local submitter (or resume) holds the run's lock."""
+    if done_marker:
+        return RunPhase.DONE
+    if any(is_stuck(r) for r in c.pending_reasons):
+        return RunPhase.STUCK
+    if c.running or (held and not c.interrupted):
+        return RunPhase.RUNNING
+    if c.pending:
+        return RunPhase.QUEUED
+    if c.failed:
+        return RunPhase.FAILED
+    return RunPhase.INTERRUPTED  # nothing runs, nothing is queued, nothing failed: stopped before the end
+
+
+def resume_command(root, *options: str) -> str:
+    return shlex.join(["./hplt-shard", "--resume", str(root), *options])
+
+
+def stuck_step(root, reasons: Iterable[str], job_ids: Sequence[str]) -> str:
+    """What a stuck run says: why, then the scancel of its jobs and the resume with what fits."""
+    known = sorted({r.split(",")[0].strip() for r in reasons if is_stuck(r)})
+    why = "; ".join(f"{r}: {STUCK_REASONS[r]}" for r in known)
+    fix = "; ".join(f"for {r}: {STUCK_FIX[r]}" for r in known)
+    cancel = shlex.join(["scancel", *job_ids]) if job_ids else "scancel the run's jobs"
+    return (f"stuck: jobs pend for a reason that does not clear by itself ({why}). Cancel them and resume "
+            f"with what fits:\n    {cancel}\n    {resume_command(root)} ...  ({fix})")
+
+
+def interrupted_step(root, executor: str) -> str:
+    opts = ("--executor", "local") if executor == "local" else ()
+    return f"interrupted before the end (not a failure): to continue: {resume_command(root, *opts)}"

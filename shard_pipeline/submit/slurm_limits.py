@@ -1,0 +1,148 @@
+"""Does a layout fit the partition? Checked before anything is queued, at --dry-run and at submit.
+
+A job asking more cores or memory than any node of the partition has, or more time than its
+MaxTime, is not refused by every Slurm: it pends for ever (reason PartitionConfig). So every
+stage's array task is compared with what `scontrol show partition P -o` and `sinfo -p P` say,
+and a layout that cannot run is refused naming the limit and the value that fits. The parsing
+functions are pure (tests feed them captured text); `partition_limits` is the one caller of the
+two commands: when either is missing or fails, the check is skipped with a warning, never a refusal.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from shard_pipeline.errors import UsageError
+from shard_pipeline.run.runconfig import StageResources
+from shard_pipeline.units import parse_mem, slurm_minutes
+
+MIB = 1 << 20
+TIMEOUT = 30
+
+
+@dataclass(frozen=True)
+class Node:
+    cpus: int
+    mem_mb: int  # RealMemory, MiB
+
+
+@dataclass(frozen=True)
+class PartitionLimits:
+    name: str
+    state: str  # UP, DOWN, DRAIN, INACTIVE
+    max_time: str | None  # as Slurm prints it ([D-]HH:MM:SS); None: UNLIMITED
+    max_mem_per_node_mb: int | None
+    max_mem_per_cpu_mb: int | None
+    max_cpus_per_node: int | None
+    nodes: tuple[Node, ...]  # one entry per node configuration sinfo reports
+
+
+class PartitionMissing(UsageError):
+    """--partition names a partition the cluster does not have."""
+
+
+def _number(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None  # UNLIMITED, NONE, 0 with a '+', ...
+
+
+def parse_partition(text: str) -> dict[str, str]:
+    """`scontrol show partition P -o`: one line of Key=Value fields."""
+    return dict(re.findall(r"(\w+)=(\S*)", text))
+
+
+def parse_nodes(text: str) -> tuple[Node, ...]:
+    """`sinfo -p P -h -o "%c %m"`: CPUs and memory (MiB) per node configuration ('2 22900', '128+ 256000+')."""
+    nodes = []
+    for line in text.splitlines():
+        parts = line.replace("+", "").split()
+        if len(parts) == 2 and all(p.isdigit() for p in parts):
+            nodes.append(Node(int(parts[0]), int(parts[1])))
+    return tuple(nodes)
+
+
+def limits_of(name: str, partition_text: str, sinfo_text: str) -> PartitionLimits:
+    f = parse_partition(partition_text)
+    max_time = f.get("MaxTime")
+    return PartitionLimits(name, f.get("State", "UP"), None if max_time in (None, "UNLIMITED", "NONE") else max_time,
+                           _number(f.get("MaxMemPerNode")), _number(f.get("MaxMemPerCPU")),
+                           _number(f.get("MaxCPUsPerNode")), parse_nodes(sinfo_text))
+
+
+def _mem_text(mb: int) -> str:
+    return f"{mb // 1024}G" if mb % 1024 == 0 else f"{mb}M"
+
+
+def stage_problems(stage: str, res: StageResources, units: int, lim: PartitionLimits) -> list[str]:
+    """What keeps one stage's array task (`units` tasks of one core each when grouped) off every node."""
+    out, where = [], f"partition {lim.name}"
+    mem_mb = -(-parse_mem(res.mem) // MIB)
+    caps = ([max(n.cpus for n in lim.nodes)] if lim.nodes else []) + ([lim.max_cpus_per_node] if lim.max_cpus_per_node else [])
+    cpu_cap = min(caps, default=None)
+    if cpu_cap is not None and res.cpus > cpu_cap:
+        fix = f"--cpus-per-task {cpu_cap}" if units > 1 else "a --partition with bigger nodes"
+        out.append(f"{stage} asks {res.cpus} cores per array task; the largest node of {where} has {cpu_cap}: use {fix}")
+    mem_caps = [(max(n.mem_mb for n in lim.nodes), "the largest node")] if lim.nodes else []
+    if lim.max_mem_per_node_mb:
+        mem_caps.append((lim.max_mem_per_node_mb, "MaxMemPerNode"))
+    if lim.max_mem_per_cpu_mb:
+        mem_caps.append((lim.max_mem_per_cpu_mb * res.cpus, f"MaxMemPerCPU x {res.cpus} cores"))
+    if mem_caps:
+        cap, what = min(mem_caps)
+        if mem_mb > cap:
+            per_unit = cap // max(1, units)
+            fix = (f"--mem {_mem_text(per_unit)} (per task; {units} tasks per array task), or fewer --cpus-per-task"
+                   if units > 1 else f"--mem {_mem_text(cap)}")
+            out.append(f"{stage} asks {res.mem} of memory per array task; {what} of {where} allows {_mem_text(cap)}: "
+                       f"use {fix}, or a --partition with more memory per node")
+    if lim.max_time is not None and slurm_minutes(res.time) > slurm_minutes(lim.max_time):
+        out.append(f"{stage} asks --time {res.time}; {where} allows at most MaxTime={lim.max_time}: "
+                   f"use --time {lim.max_time}")
+    return out
+
+
+def layout_problems(resources: Mapping[str, StageResources], lim: PartitionLimits) -> list[str]:
+    """Every stage's problems with the partition, in stage order; [] when the layout can run there.
+    A grouped stage's array task runs one unit per core (--cpus-per-task); the others run one."""
+    from shard_pipeline.run.runconfig import GROUPED_STAGES
+
+    return [p for stage, res in resources.items()
+            for p in stage_problems(stage, res, res.cpus if stage in GROUPED_STAGES else 1, lim)]
+
+
+Runner = Callable[..., subprocess.CompletedProcess]
+
+
+def partition_limits(partition: str, run: Runner = subprocess.run) -> PartitionLimits | str:
+    """The partition's limits, or why they could not be read (a warning: the check is skipped)."""
+    texts = []
+    for argv in (["scontrol", "show", "partition", partition, "-o"], ["sinfo", "-p", partition, "-h", "-o", "%c %m"]):
+        try:
+            p = run(argv, capture_output=True, text=True, timeout=TIMEOUT)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"{argv[0]} could not be run ({exc}): the layout was not checked against partition {partition}"
+        if p.returncode != 0 and "not found" in (p.stderr or "") + (p.stdout or ""):
+            raise PartitionMissing(f"partition {partition!r} does not exist on this cluster ({(p.stderr or p.stdout).strip()}): "
+                                   "give --partition (or WORKER_PARTITION in the conf) one that `sinfo -s` lists")
+        if p.returncode != 0:
+            return (f"{' '.join(argv[:2])} failed ({(p.stderr or '').strip() or p.returncode}): the layout was not "
+                    f"checked against partition {partition}")
+        texts.append(p.stdout)
+    return limits_of(partition, *texts)
+
+
+def check_layout(resources: Mapping[str, StageResources], partition: str, run: Runner = subprocess.run) -> None:
+    """Refuse (exit 2) a layout some stage of which cannot run on `partition`; warn when it cannot be checked."""
+    lim = partition_limits(partition, run)
+    if isinstance(lim, str):
+        print(f"hplt-shard: warning: {lim}", file=sys.stderr)
+        return
+    problems = layout_problems(resources, lim)
+    if problems:
+        raise UsageError("this layout cannot run on partition " + partition + " (its jobs would pend for ever, "
+                         "reason PartitionConfig):\n  " + "\n  ".join(problems))
+    if lim.state != "UP":
+        print(f"hplt-shard: warning: partition {partition} is {lim.state}: jobs wait until it is UP again",
+              file=sys.stderr)
