@@ -181,12 +181,19 @@ def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str, given: dic
     if given is None:
         given = read_json(run.run_json).get("resources", {}) if run.run_json.exists() else {}
     ex = cfg.execution.with_resources(given.get("mem"), given.get("time"))
-    res = ex.resources.get(stage) or StageResources("4G", "01:00:00")
+    return reason_step(run.root, reason, ex.resources.get(stage) or StageResources("4G", "01:00:00"),
+                       ex.units_per_task(stage))
+
+
+def reason_step(root: Path, reason: str, res: StageResources, units: int) -> str:
+    """The resume command after Slurm ended a task for `reason`, whose array task had `res` for `units` units:
+    twice one unit's memory after OUT_OF_MEMORY, twice the time after TIMEOUT, the same again otherwise
+    (NODE_FAIL, PREEMPTED: the node, not the task, was at fault)."""
     if reason == "OUT_OF_MEMORY":
-        return f"./hplt-shard --resume {run.root} --mem {_doubled(share_of_mem(res.mem, ex.units_per_task(stage)))}"
+        return f"./hplt-shard --resume {root} --mem {_doubled(share_of_mem(res.mem, units))}"
     if reason == "TIMEOUT":
-        return f"./hplt-shard --resume {run.root} --time {_doubled_time(res.time)}"
-    return f"./hplt-shard --resume {run.root}"
+        return f"./hplt-shard --resume {root} --time {_doubled_time(res.time)}"
+    return f"./hplt-shard --resume {root}"
 
 
 def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[StageStatus]:

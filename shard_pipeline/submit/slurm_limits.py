@@ -17,7 +17,7 @@ from typing import Callable, Mapping
 
 from shard_pipeline.errors import UsageError
 from shard_pipeline.run.runconfig import StageResources
-from shard_pipeline.units import parse_mem, slurm_minutes
+from shard_pipeline.units import parse_mem, plural, slurm_minutes
 
 MIB = 1 << 20
 TIMEOUT = 30
@@ -88,7 +88,7 @@ def stage_problems(stage: str, res: StageResources, units: int, lim: PartitionLi
     if lim.max_mem_per_node_mb:
         mem_caps.append((lim.max_mem_per_node_mb, "MaxMemPerNode"))
     if lim.max_mem_per_cpu_mb:
-        mem_caps.append((lim.max_mem_per_cpu_mb * res.cpus, f"MaxMemPerCPU x {res.cpus} cores"))
+        mem_caps.append((lim.max_mem_per_cpu_mb * res.cpus, f"MaxMemPerCPU x {plural(res.cpus, 'core')}"))
     if mem_caps:
         cap, what = min(mem_caps)
         if mem_mb > cap:

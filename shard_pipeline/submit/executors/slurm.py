@@ -23,7 +23,7 @@ from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.submit.executors import checkout_path
-from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS
+from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS, plural
 
 DEFAULT_MAX_ARRAY_SIZE = 1001
 # squeue's default NAME column shows 8 characters: a job name is a stage letter and a 7-character
@@ -187,7 +187,8 @@ def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *,
                 argv = sbatch_argv(s, stage, rundir, offset, local, previous)
                 p = run(argv, capture_output=True, text=True, timeout=120)
                 if p.returncode != 0:
-                    raise SubmitError(f"sbatch for {stage.stage} failed ({p.returncode}): {p.stderr.strip()}")
+                    raise SubmitError(f"sbatch for {stage.stage} failed ({p.returncode}): {p.stderr.strip()}"
+                                      + refusal_step(p.stderr, rundir, len(sub.jobs)))
                 job_id = p.stdout.strip().split(";")[0]
                 if not job_id.isdigit():
                     raise SubmitError(f"sbatch for {stage.stage} answered {p.stdout!r}, not a job id")
@@ -201,6 +202,20 @@ def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *,
             run(["scancel", *ids], capture_output=True, text=True, timeout=120)
         raise
     return sub
+
+
+# sbatch's words when a per-user or per-account limit on submitted jobs refuses an array.
+JOB_CAP = re.compile(r"QOSMaxSubmitJob\w*|AssocMaxSubmitJob\w*|MaxSubmitJobs\w*|submit limit|job limit", re.I)
+
+
+def refusal_step(stderr: str, rundir: Path, queued: int) -> str:
+    """The next step after sbatch refused a stage: after the job cap, what makes room; else nothing to add."""
+    if not JOB_CAP.search(stderr or ""):
+        return ""
+    cancelled = f"the {plural(queued, 'array')} already queued for this run were cancelled; " if queued else ""
+    return (f"\nthe cluster's cap on submitted jobs is reached (every array task counts); {cancelled}"
+            f"nothing of this run runs. Wait for some of your jobs to end (squeue --me), or run C units per array "
+            f"task so the run needs fewer: ./hplt-shard --resume {rundir} --cpus-per-task C (e.g. twice what it has)")
 
 
 def submit_run(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings, lang: str, kind: str) -> int:
