@@ -119,6 +119,13 @@ def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], 
     return None
 
 
+def _empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return False
+
+
 def _multi_root(run: RunDir) -> Path | None:
     """The multi-language run dir a language's run dir sits in, or None."""
     return run.root.parent if multi.is_multi(run.root.parent) else None
@@ -206,6 +213,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
     alive = live.running(run.root)  # local tasks alive now, whoever started them (run/live.py)
     stopped = run.interrupted_marker.exists()  # Ctrl-C / SIGTERM / SIGHUP stopped the local executor
     killed = live.killed(run.root)  # a task killed without a word (its submitter SIGKILLed)
+    held = held_by_a_process(run)  # a live local submitter: a task whose log is still empty is starting
     out = []
     for reg in STAGES:
         stage = reg.name
@@ -222,7 +230,8 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
             err = last_error_line(log, run.root.name if _multi_root(run) else None) if log is not None else ""
             reason = slurm_reason(log) if log is not None and queued is None else None
             cut = reason == "CANCELLED" or ((stopped or (stage, task) in killed) and not err.startswith("ERROR"))
-            state = task_state(done=False, queued=queued, alive=(stage, task) in alive, has_log=log is not None,
+            starting = held and log is not None and _empty(log)
+            state = task_state(done=False, queued=queued, alive=(stage, task) in alive or starting, has_log=log is not None,
                                interrupted=log is not None and cut)
             if state is TaskState.RUNNING:
                 st.running += 1

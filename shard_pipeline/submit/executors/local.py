@@ -67,12 +67,15 @@ class _Workers:
         with self.lock:
             self.stopping = False
 
-    def run(self, argv: list[str], log, env=None) -> int:
+    def run(self, argv: list[str], log, env=None, task: tuple[Path, str, int] | None = None) -> int:
+        """Run one task process to its end; `task` (run dir, stage, task) records it as running at once."""
         with self.lock:
             if self.stopping:
                 return -signal.SIGTERM
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
             self.procs.add(proc)
+        if task is not None:
+            live.record_child(*task, proc.pid)
         rc = proc.wait()  # a signal raised here (main thread) leaves proc listed: stop() ends it
         with self.lock:
             self.procs.discard(proc)
@@ -105,7 +108,7 @@ def run_task(python: str, stage: str, rundir: Path, task: int) -> TaskResult:
     log = RunDir(rundir).local_log(stage, task)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as f:
-        rc = WORKERS.run(task_argv(python, stage, rundir, task), f, env=local_task_env())
+        rc = WORKERS.run(task_argv(python, stage, rundir, task), f, env=local_task_env(), task=(rundir, stage, task))
     return TaskResult(stage, task, rc, log)
 
 

@@ -1,0 +1,61 @@
+"""--status of a local run is true at every moment (#21): running while the submitter lives (never
+FAILED), interrupted after Ctrl-C (no ETA, the exact resume command, exit 1), done after the resume.
+
+Real processes: the submitter is `python -m shard_pipeline.submit.cli`, a task is held alive by
+HPLT_SHARD_FAULT=...:hang, Ctrl-C is a real SIGINT to the submitter.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+
+import pytest
+
+from shard_pipeline.errors import ExitCode
+from shard_pipeline.submit import cli
+from tests.pipeline_util import make_corpus
+from tests.test_owned_tasks import WAIT, gone, hanging_task, submitter
+
+pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline
+
+
+def rows(text: str) -> dict[str, list[int]]:
+    """The stage table: tasks done running pending failed interrupted waiting."""
+    return {l.split()[0]: [int(x) for x in l.split()[1:]] for l in text.splitlines()
+            if l.split() and l.split()[0] in ("partition", "plan", "write", "finalize")}
+
+
+def test_status_of_a_local_run_running_then_interrupted_then_done(tmp_path, capsys):
+    root = make_corpus(tmp_path, n_docs=40)
+    p, run_dir = submitter(tmp_path, root, "partition-after-input:1:hang")
+    try:
+        task = hanging_task(run_dir, "partition")
+        assert cli.main(["--status", str(run_dir)]) == ExitCode.BUSY
+        text = capsys.readouterr().out
+        assert "FAILED" not in text and "state: running" in text, text
+        assert rows(text)["partition"][2] >= 1 and rows(text)["partition"][3:5] == [0, 0], text
+        p.send_signal(signal.SIGINT)  # Ctrl-C (a terminal sends it to the submitter)
+        _, err = p.communicate(timeout=WAIT)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == ExitCode.INTERRUPTED and gone(task)
+    resume = f"./hplt-shard --resume {shlex.quote(str(run_dir))} --executor local"
+    assert f"to continue: {resume}" in err
+    marker = json.loads((run_dir / "INTERRUPTED.json").read_text())
+    assert marker["signal"] == signal.SIGINT and marker["stage"] == "partition"
+
+    assert cli.main(["--status", str(run_dir)]) == ExitCode.FAILED  # interrupted: 1, as the README lists
+    text = capsys.readouterr().out
+    assert "FAILED" not in text and f"state: interrupted before the end (not a failure): to continue: {resume}" in text
+    assert rows(text)["partition"][5] >= 1, text  # the stopped task counts as interrupted
+    assert "INTERRUPTED partition" in text and "partition ETA -" in text  # no ETA for a run that does not move
+
+    assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
+    assert not (run_dir / "INTERRUPTED.json").exists()
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == ExitCode.OK
+    text = capsys.readouterr().out
+    assert f"state: done: output at {tmp_path / 'out'}" in text and rows(text)["write"][1] == rows(text)["write"][0]
