@@ -57,7 +57,7 @@ STUCK_REASONS: dict[str, str] = {
     "DependencyNeverSatisfied": "a job it depends on failed or was cancelled",
     "InvalidAccount": "the account is not valid on this partition",
     "InvalidQOS": "the QOS is not valid for the account",
-    "BadConstraints": "its constraints match no node",
+    "BadConstraints": "no node has what it asks (cores, memory or features)",
 }
 # What helps, per stuck reason: the resume options (or what else to change).
 STUCK_FIX: dict[str, str] = {
@@ -72,7 +72,8 @@ STUCK_FIX: dict[str, str] = {
     "DependencyNeverSatisfied": "no option: the resume redoes the failed stage and queues the rest after it",
     "InvalidAccount": "--account of a project you belong to",
     "InvalidQOS": "--account or --partition whose QOS you may use",
-    "BadConstraints": "--partition without that constraint",
+    "BadConstraints": "--cpus-per-task and --mem that fit a node (the resume checks them against the partition), "
+                      "or --partition with bigger nodes",
 }
 
 

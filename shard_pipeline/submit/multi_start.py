@@ -195,8 +195,11 @@ def run_stages(m: multi.MultiRun, tasks: dict[str, list[int]], jobs: int) -> Non
 
 def report_languages(m: multi.MultiRun, cfgs: dict) -> int:
     """Per language: done, or failed with its claim released (its previous output untouched)."""
+    from shard_pipeline.run import live
+
     failed = []
     for lang, cfg in cfgs.items():
+        live.prune(m.lang_dir(lang))  # a unit killed (OOM killer, a fault) while the executor lived failed
         if (m.lang_dir(lang) / "DONE").exists():
             print(f"done: {lang}  output {cfg.execution.out}")
         else:
