@@ -22,7 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
         "  ./hplt-shard fin_Latn --corpus v4 --wds 9-10 --dry-run\n"
         "  ./hplt-shard fin_Latn --corpus v4 --wds 9-10 --out /scratch/project_XXXXXXXXX/fin-v4\n"
         "Exit codes: 0 done; 1 a run, task or check failed (the message names the --resume command); 2 a usage,\n"
-        "conf, input or path problem (nothing started); 3 (--status) still queued or running; 130 interrupted.\n",
+        "conf, input or path problem (nothing started); 3 (--status) still queued or running; 4 (--status) stuck:\n"
+        "a job pends for a reason that does not clear by itself; 130 interrupted (Ctrl-C).\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("lang", nargs="?", help="HPLT language code, e.g. eng_Latn; several in one run: fin_Latn,swe_Latn "
