@@ -68,6 +68,8 @@ def counts(**kw) -> Counts:
     (counts(pending=4, pending_reasons=("ReqNodeNotAvail, UnavailableNodes:nid1",)), False, False, RunPhase.QUEUED, 3),
     (counts(running=1, pending=1, pending_reasons=("PartitionConfig",)), False, False, RunPhase.STUCK, 4),
     (counts(done=5, failed=1), False, False, RunPhase.FAILED, 1),
+    (counts(failed=1, pending=2, pending_reasons=("DependencyNeverSatisfied",) * 2), False, False, RunPhase.FAILED, 1),
+    (counts(pending=2, pending_reasons=("DependencyNeverSatisfied",) * 2), False, False, RunPhase.STUCK, 4),
     (counts(done=5, interrupted=2), False, False, RunPhase.INTERRUPTED, 1),
     (counts(done=5, interrupted=2), False, True, RunPhase.INTERRUPTED, 1),  # a marker's tasks are not run again by a lock
     (counts(done=5), False, False, RunPhase.INTERRUPTED, 1),  # scancelled before they started: nothing failed

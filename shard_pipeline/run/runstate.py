@@ -114,11 +114,14 @@ def run_phase(c: Counts, *, done_marker: bool, held: bool) -> RunPhase:
     """The run's phase. `held`: a live local submitter (or resume) holds the run's lock."""
     if done_marker:
         return RunPhase.DONE
-    if any(is_stuck(r) for r in c.pending_reasons):
+    # A job whose afterok names a failed task waits on a dependency that can never be met; Slurm cancels
+    # it (--kill-on-invalid-dep=yes): the failure, not the wait, is what the user acts on.
+    doomed = [r for r in c.pending_reasons if c.failed and r.startswith("DependencyNeverSatisfied")]
+    if any(is_stuck(r) for r in c.pending_reasons if r not in doomed):
         return RunPhase.STUCK
     if c.running or (held and not c.interrupted):
         return RunPhase.RUNNING
-    if c.pending:
+    if c.pending and len(doomed) < c.pending:
         return RunPhase.QUEUED
     if c.failed:
         return RunPhase.FAILED
