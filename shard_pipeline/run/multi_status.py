@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
-from shard_pipeline.units import plural
 from shard_pipeline.run import multi
 from shard_pipeline.run.multi import language_queue
 from shard_pipeline.run.rundir import RunDir, read_json
@@ -24,6 +23,7 @@ from shard_pipeline.run.status import (
     squeue_states,
     stage_statuses,
 )
+from shard_pipeline.units import plural
 
 
 

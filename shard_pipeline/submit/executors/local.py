@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
