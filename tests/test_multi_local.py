@@ -207,6 +207,8 @@ def test_a_small_language_lands_while_a_large_one_is_still_writing(tmp_path, cap
         rows = {l.split()[0]: l for l in status.splitlines() if l.split() and l.split()[0] in ("fin_Latn", "est_Latn")}
         assert rows["est_Latn"].split("  ")[-1].startswith("landed 20") and rows["fin_Latn"].endswith("  running")
         assert "languages landed 1/2, 1 running" in status and "state: running" in status
+        assert cli.main(["--status", str(run_dir / "fin_Latn")]) == 3  # one language's own view: running too
+        assert "state: running" in capsys.readouterr().out
     finally:
         proc.send_signal(signal.SIGTERM)  # the local executor stops its units, as on Ctrl-C
         proc.communicate(timeout=120)

@@ -213,7 +213,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
     alive = live.running(run.root)  # local tasks alive now, whoever started them (run/live.py)
     stopped = run.interrupted_marker.exists()  # Ctrl-C / SIGTERM / SIGHUP stopped the local executor
     killed = live.killed(run.root)  # a task killed without a word (its submitter SIGKILLed)
-    held = held_by_a_process(run)  # a live local submitter: a task whose log is still empty is starting
+    held = run_is_held(run)  # a live local submitter: a task whose log is still empty is starting
     out = []
     for reg in STAGES:
         stage = reg.name
@@ -351,7 +351,13 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> st
 
 def phase_of(run: RunDir, statuses: list[StageStatus]) -> RunPhase:
     """The run's phase (runstate.run_phase) from its stages, its DONE marker and its lock."""
-    return run_phase(counts(statuses), done_marker=run.done_marker.exists(), held=held_by_a_process(run))
+    return run_phase(counts(statuses), done_marker=run.done_marker.exists(), held=run_is_held(run))
+
+
+def run_is_held(run: RunDir) -> bool:
+    """A live submitter holds the run, or, for a language of a multi-language run, the whole run."""
+    root = _multi_root(run)
+    return held_by_a_process(run) or (root is not None and held_by_a_process(RunDir(root)))
 
 
 def queued_job_ids(run: RunDir, statuses: list[StageStatus]) -> list[str]:
