@@ -7,8 +7,10 @@ HPLT_SHARD_FAULT=...:hang, Ctrl-C is a real SIGINT to the submitter.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal
+import time
 
 import pytest
 
@@ -24,6 +26,10 @@ def rows(text: str) -> dict[str, list[int]]:
     """The stage table: tasks done running pending failed interrupted waiting."""
     return {l.split()[0]: [int(x) for x in l.split()[1:]] for l in text.splitlines()
             if l.split() and l.split()[0] in ("partition", "plan", "write", "finalize")}
+
+
+def elapsed(text: str) -> str:
+    return re.search(r" in (\d+h\d+m\d+s) of partition", text)[1]
 
 
 def test_status_of_a_local_run_running_then_interrupted_then_done(tmp_path, capsys):
@@ -52,6 +58,9 @@ def test_status_of_a_local_run_running_then_interrupted_then_done(tmp_path, caps
     assert "FAILED" not in text and f"state: interrupted before the end (not a failure): to continue: {resume}" in text
     assert rows(text)["partition"][5] >= 1, text  # the stopped task counts as interrupted
     assert "INTERRUPTED partition" in text and "partition ETA -" in text  # no ETA for a run that does not move
+    time.sleep(1.5)
+    assert cli.main(["--status", str(run_dir)]) == ExitCode.FAILED
+    assert elapsed(capsys.readouterr().out) == elapsed(text)  # nor a growing elapsed time
 
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
     assert not (run_dir / "INTERRUPTED.json").exists()

@@ -259,13 +259,17 @@ def progress_counts(path: Path) -> tuple[int, int]:
     return sum(i["read"] for i in rec["inputs"]), sum(i["compressed_bytes"] for i in rec["inputs"])
 
 
-def progress(run: RunDir) -> dict[str, Any]:
-    """Documents and bytes read so far (receipts and checkpoints), throughput, ETA of the partition stage."""
+def progress(run: RunDir, moving: bool = True) -> dict[str, Any]:
+    """Documents and bytes read so far (receipts and checkpoints), throughput, ETA of the partition stage.
+
+    `moving` False (a run stopped, failed or stuck): the time runs to its last receipt or checkpoint, not to now."""
     cfg = RunConfig.from_json(read_json(run.config_json))
     docs = compressed = 0
+    touched = []
     for t in range(cfg.execution.partition_tasks):
         for path in (run.partition_receipt(t), run.partition_checkpoint(t)):
             if path.exists():
+                touched.append(path)
                 read, comp = progress_counts(path)
                 docs += read
                 compressed += comp
@@ -275,7 +279,10 @@ def progress(run: RunDir) -> dict[str, Any]:
     started = min((s.get("submitted_at", 0) for s in record.get("submissions", [])), default=0) or run.run_json.stat().st_mtime
     receipts = [run.partition_receipt(t) for t in range(cfg.execution.partition_tasks)]
     finished = all(p.exists() for p in receipts) and receipts
-    end = max(p.stat().st_mtime for p in receipts) if finished else time.time()
+    if finished:
+        end = max(p.stat().st_mtime for p in receipts)
+    else:
+        end = time.time() if moving else max((p.stat().st_mtime for p in touched), default=started)
     elapsed = max(1e-9, end - started)
     rate = compressed / elapsed
     eta = (total - compressed) / rate if rate > 0 and compressed < total else 0.0
@@ -413,4 +420,5 @@ def held_by_a_process(run: RunDir) -> bool:
 def status_report(run: RunDir) -> tuple[str, int]:
     """The --status text and its exit code (errors.ExitCode: 0 done, 1 failed or interrupted, 3 busy, 4 stuck)."""
     statuses = stage_statuses(run)
-    return render(run, statuses, progress(run)), run_state(run, statuses)[1]
+    code = run_state(run, statuses)[1]
+    return render(run, statuses, progress(run, moving=code == ExitCode.BUSY)), code
