@@ -216,8 +216,9 @@ def test_check_layout_refuses_with_every_problem(capsys):
         slurm_limits.check_layout({**RES_OK, "write": StageResources("20G", "01:00:00", 5)}, "small", run=run)
     assert e.value.exit_code == 2 and "cannot run on partition small" in str(e.value)
     assert "use --cpus-per-task 2" in str(e.value)
-    slurm_limits.check_layout(RES_OK, "small", run=run)  # fits: no word
+    fits = slurm_limits.check_layout(RES_OK, "small", run=run)  # fits: no warning, one line for --dry-run
     assert capsys.readouterr().err == ""
+    assert fits == "partition small: every stage fits (largest node 2 CPUs, 22900M; MaxTime UNLIMITED)"
 
 
 def test_missing_or_failing_slurm_commands_warn_and_do_not_refuse(capsys):

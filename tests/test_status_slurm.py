@@ -38,6 +38,8 @@ def test_a_layout_the_partition_cannot_run_is_refused_at_dry_run_and_submit(slur
         err = capsys.readouterr().err
         assert rc == ExitCode.USAGE and "cannot run on partition small" in err and named in err, err
         assert "Traceback" not in err and not run_dir.exists() and not Path(f"{out}.hplt-shard-claim").exists()
+    assert cli.main(slurm_argv(root, out, run_dir, slurm_conf(tmp_path), "--dry-run")) == 0  # as the conf has it: fits
+    assert "partition small: every stage fits (largest node 2 CPUs, 22900M; MaxTime UNLIMITED)" in capsys.readouterr().out
 
 
 def test_a_multi_language_layout_the_partition_cannot_run_is_refused(slurm_cluster, tmp_path, capsys):

@@ -35,11 +35,12 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     executor = scope.choose_executor(args)
     sc = prepare(args, settings, executor)
     run = RunDir((args.run_dir or scope.default_run_dir(args, sc.subset)).resolve())
+    fits = None
     if executor == "slurm":  # at --dry-run too
         from shard_pipeline.submit.executors.slurm import check_log_dir
 
         check_log_dir(run.root)
-        check_layout(sc.lay.resources, settings.worker_partition)
+        fits = check_layout(sc.lay.resources, settings.worker_partition)
     if args.out is not None:  # the path rules hold at --dry-run too
         out = guards.check_out_path(args.out)
         held = check_replaceable(out)
@@ -50,6 +51,8 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(scope.index_line(args, settings))
         if args.out is not None:
             print(guards.out_holds(out, held))
+        if fits:
+            print(fits)
         print("dry run: nothing written, nothing submitted")
         return 0
     if args.out is None:

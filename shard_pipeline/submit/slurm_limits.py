@@ -133,12 +133,13 @@ def partition_limits(partition: str, run: Runner = subprocess.run) -> PartitionL
     return limits_of(partition, *texts)
 
 
-def check_layout(resources: Mapping[str, StageResources], partition: str, run: Runner = subprocess.run) -> None:
-    """Refuse (exit 2) a layout some stage of which cannot run on `partition`; warn when it cannot be checked."""
+def check_layout(resources: Mapping[str, StageResources], partition: str, run: Runner = subprocess.run) -> str | None:
+    """Refuse (exit 2) a layout some stage of which cannot run on `partition`; warn when it cannot be checked.
+    Returns the line --dry-run prints about what was checked (None: not checked)."""
     lim = partition_limits(partition, run)
     if isinstance(lim, str):
         print(f"hplt-shard: warning: {lim}", file=sys.stderr)
-        return
+        return None
     problems = layout_problems(resources, lim)
     if problems:
         raise UsageError("this layout cannot run on partition " + partition + " (its jobs would pend for ever, "
@@ -146,3 +147,13 @@ def check_layout(resources: Mapping[str, StageResources], partition: str, run: R
     if lim.state != "UP":
         print(f"hplt-shard: warning: partition {partition} is {lim.state}: jobs wait until it is UP again",
               file=sys.stderr)
+    return fits_line(lim)
+
+
+def fits_line(lim: PartitionLimits) -> str:
+    """`partition small: every stage fits (largest node 2 CPUs, 22900M; MaxTime UNLIMITED)`."""
+    node = max(lim.nodes, key=lambda n: (n.cpus, n.mem_mb), default=None)
+    if node is None:
+        return f"partition {lim.name}: sinfo lists no node, so cores and memory were not checked (MaxTime {lim.max_time or 'UNLIMITED'})"
+    return (f"partition {lim.name}: every stage fits (largest node {node.cpus} CPUs, {_mem_text(node.mem_mb)}; "
+            f"MaxTime {lim.max_time or 'UNLIMITED'})")
