@@ -68,6 +68,7 @@ def test_status_names_slurms_reason_and_the_flag_that_helps(failed_local_run, ca
     hint = {"OUT_OF_MEMORY": f"--resume {run_dir} --mem ", "TIMEOUT": f"--resume {run_dir} --time ",
             "NODE_FAIL": f"./hplt-shard --resume {run_dir})"}[reason]
     assert hint in text
+    assert f"\nstate: failed: ./hplt-shard --resume {run_dir}" in text  # the state line gives that step too
 
 
 def test_sacct_state_wins_when_sacct_is_there(tmp_path, monkeypatch):
