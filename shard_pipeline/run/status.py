@@ -212,7 +212,10 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
         queue = multi.queue_of_language(run, jobs, squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks]))
     alive = live.running(run.root)  # local tasks alive now, whoever started them (run/live.py)
     stopped = run.interrupted_marker.exists()  # Ctrl-C / SIGTERM / SIGHUP stopped the local executor
-    killed = live.killed(run.root)  # a task killed without a word (its submitter SIGKILLed)
+    # A local task killed without a word (its submitter SIGKILLed) left its record; under Slurm a killed
+    # task (OOM, a fault) failed, and Slurm's own reason says why.
+    local = not any(s.get("jobs") for s in record.get("submissions", [])[-1:])
+    killed = live.killed(run.root) if local else set()
     held = run_is_held(run)  # a live local submitter: a task whose log is still empty is starting
     out = []
     for reg in STAGES:
