@@ -152,7 +152,7 @@ def summary(label: str, runs: Sequence[UnitRun]) -> str:
     return "\n".join(lines)
 
 
-def run_array_task(rundir: Path, stage: str, index: int, script: Sequence[str]) -> int:
+def run_array_task(rundir: Path, stage: str, index: int) -> int:
     """The Slurm side: run the units of array task `index` that are not finished yet.
 
     A unit whose receipt agrees with its files (the same test `--resume` applies) is skipped:
@@ -162,6 +162,7 @@ def run_array_task(rundir: Path, stage: str, index: int, script: Sequence[str]) 
     from shard_pipeline.run.registry import stage as registered
     from shard_pipeline.run.runconfig import RunConfig
     from shard_pipeline.run.rundir import RunDir
+    from shard_pipeline.run.taskcmd import task_argv
 
     run = RunDir(rundir)
     ex = RunConfig.from_json(run.config()).execution
@@ -175,7 +176,7 @@ def run_array_task(rundir: Path, stage: str, index: int, script: Sequence[str]) 
           f"of {n} on {cpus} cores (pid {os.getpid()})", flush=True)
     state, reg = RunState(run), registered(stage)
     return run_group(stage, label, units, lambda u: reg.problem(state, u) is None,
-                     lambda u: [*script, str(rundir), "--task", str(u)],
+                     lambda u: task_argv(stage, rundir, u),
                      lambda u: unit_log(run.log_dir(stage), job, local, u))
 
 

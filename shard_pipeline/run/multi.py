@@ -21,8 +21,10 @@ from typing import Any, Callable, Sequence
 from shard_pipeline.run import group, live
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
+from shard_pipeline.run.taskcmd import task_argv
 
 LANGUAGES_JSON = "languages.json"
+
 MULTI_FORMAT = 1
 SINGLE_JOB_STAGES = ("plan", "finalize")  # one job for all languages; array index 0
 LANG_ENV = "HPLT_SHARD_LANG"  # set while a unit runs: fault injection can aim at one language
@@ -193,7 +195,7 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
     for g in units:
         lang_dir, task = resolve(rundir, stage, g)
         run, lang = RunDir(lang_dir), lang_dir.name
-        alone = [sys.executable, "-m", "shard_pipeline.run.task", stage, str(run.root), "--task", str(task)]
+        alone = task_argv(stage, run.root, task)
         print(f"# unit {g} = {lang} {stage} task {task}; this unit alone: {shlex.join(alone)}", flush=True)
         if stage == "finalize" and run.done_marker.exists():
             print(f"# {lang} landed before (its last write unit finalized it), skipped", flush=True)
@@ -263,18 +265,18 @@ def land_if_written(run: RunDir, finalize: Callable[[RunDir], Any]) -> bool:
 
 
 def run_task(stage: str, entry: Callable[..., Any], finalize: Callable[[RunDir], Any], rundir: Path, index: int,
-             by_hand: bool, array: bool, script: Sequence[str]) -> int:
+             by_hand: bool, array: bool) -> int:
     """The task entry of a multi-language run: an array index runs its group of C units, each in its own
     process (`--task G` of that process names one global unit, as by hand); a single job its selection."""
     m = load(rundir)
     if array and not by_hand and m.units_per_task(stage) > 1:
-        return run_array_group(m, stage, index, script)
+        return run_array_group(m, stage, index)
     units = [index] if array else selected(rundir, stage)
     fn = (lambda r, t: entry(r, t)) if array else (lambda r, t: entry(r))
     return run_entry(stage, fn, rundir, units, finalize if stage == "write" else None)
 
 
-def run_array_group(m: MultiRun, stage: str, index: int, script: Sequence[str]) -> int:
+def run_array_group(m: MultiRun, stage: str, index: int) -> int:
     """The Slurm side of a multi-language array task with C cores: run.group's runner over global units.
 
     Each unit's log is named in its language's task numbers (RunDir.unit_log_dir), so the language's
@@ -294,6 +296,6 @@ def run_array_group(m: MultiRun, stage: str, index: int, script: Sequence[str]) 
     label = f"{stage} group {index}"
     print(f"# hplt-shard {label}: global units {units[0] if units else '-'}..{units[-1] if units else '-'} "
           f"on {m.units_per_task(stage)} cores (pid {os.getpid()})", flush=True)
-    return group.run_group(stage, label, units, finished, lambda g: [*script, str(m.root), "--task", str(g)],
+    return group.run_group(stage, label, units, finished, lambda g: task_argv(stage, m.root, g),
                            lambda g: RunDir(m.root).unit_log_dir(stage) / f"{job}_{g - chunk}.log")
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from shard_pipeline.run.taskcmd import TASK_MODULE, task_argv
+
 LOG_FORMAT = "%(asctime)s %(message)s"
 DATE_FORMAT = "%Y-%m-%dT%H:%M:%S"
 
@@ -53,9 +55,7 @@ def rerun_argv(stage: str, rundir: Path, task: int | None, group: bool = False) 
     """The command that runs this task (or, `group`, this array task's C units) again, from any folder."""
     from shard_pipeline.paths import PACKAGE_PARENT, checkout_root
 
-    argv = [sys.executable, "-m", "shard_pipeline.run.task", stage, str(rundir)]
-    if task is not None:
-        argv += ["--group" if group else "--task", str(task)]
+    argv = task_argv(stage, rundir, task, group)
     return ["env", f"PYTHONPATH={PACKAGE_PARENT}", *argv] if checkout_root() else argv
 
 
@@ -71,7 +71,7 @@ class TaskArgs:
 def parse(argv: Sequence[str]) -> TaskArgs:
     from shard_pipeline.run.registry import STAGE_NAMES
 
-    p = argparse.ArgumentParser(prog="python -m shard_pipeline.run.task", description="run one task of an hplt-shard stage")
+    p = argparse.ArgumentParser(prog=f"python -m {TASK_MODULE}", description="run one task of an hplt-shard stage")
     p.add_argument("stage", choices=STAGE_NAMES)
     p.add_argument("rundir", type=Path)
     which = p.add_mutually_exclusive_group()
@@ -141,13 +141,11 @@ def run_task(a: TaskArgs, is_multi: bool, as_group: bool) -> int:
         fin_module, _, fin_function = registered("finalize").entry.partition(":")
         return multi.run_task(stage.name, getattr(importlib.import_module(module), function),
                               lambda r: getattr(importlib.import_module(fin_module), fin_function)(r),
-                              a.rundir, task, not as_group, stage.array,
-                              [sys.executable, "-m", "shard_pipeline.run.task", stage.name])
+                              a.rundir, task, not as_group, stage.array)
     if as_group:  # an array task of a run with --cpus-per-task C runs C units at once
         from shard_pipeline.run import group
 
-        return group.run_array_task(a.rundir, stage.name, task,
-                                    [sys.executable, "-m", "shard_pipeline.run.task", stage.name])
+        return group.run_array_task(a.rundir, stage.name, task)
     try:
         run = getattr(importlib.import_module(module), function)
         result = run(RunDir(a.rundir), task) if stage.array else run(RunDir(a.rundir))

@@ -18,7 +18,8 @@ from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.runconfig import StageResources
 from shard_pipeline.run.runstate import resume_command
-from shard_pipeline.submit.executors import local_task_env, task_argv
+from shard_pipeline.run.taskcmd import task_argv
+from shard_pipeline.submit.executors import local_task_env
 from shard_pipeline.submit.layout import group_resources, minutes_to_slurm
 from shard_pipeline.units import parse_mem, plural, share_of_mem, slurm_minutes
 
@@ -122,7 +123,7 @@ def run_group(python: str, stage: str, m: multi.MultiRun, index: int, units: lis
         lang, t = m.locate(stage, g)
         return RunDir(m.lang_dir(lang)).local_log(stage, t)
 
-    runs = group.run_units(lambda g: task_argv(python, stage, m.root, g), units, log_of, f"{stage} group {index}",
+    runs = group.run_units(lambda g: task_argv(stage, m.root, g, python=python), units, log_of, f"{stage} group {index}",
                            append=False, env=local_task_env(), owner=WORKERS)
     return [r.returncode for r in runs]
 
@@ -133,7 +134,7 @@ def run_unit(python: str, stage: str, root: Path, index: int, log: Path) -> int:
 
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as f:
-        return WORKERS.run(task_argv(python, stage, root, index), f, env=local_task_env())
+        return WORKERS.run(task_argv(stage, root, index, python=python), f, env=local_task_env())
 
 
 def run_local_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], jobs: int, kind: str) -> int:

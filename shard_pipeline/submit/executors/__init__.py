@@ -2,16 +2,8 @@
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 from shard_pipeline.paths import checkout_root
-from shard_pipeline.run.registry import stage as registered
-
-
-def task_argv(python: str, stage: str, rundir: Path, task: int) -> list[str]:
-    """The argv that runs one task (with `task_env`); the line an operator types to rerun it by hand."""
-    return [python or sys.executable, "-m", "shard_pipeline.run.task", registered(stage).name, str(rundir), "--task", str(task)]
 
 
 def checkout_path() -> str:

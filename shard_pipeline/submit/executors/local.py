@@ -22,8 +22,9 @@ from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import Execution, RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.runstate import resume_command
+from shard_pipeline.run.taskcmd import task_argv
 from shard_pipeline.run.tasklog import last_error_line
-from shard_pipeline.submit.executors import local_task_env, task_argv
+from shard_pipeline.submit.executors import local_task_env
 from shard_pipeline.units import plural
 
 
@@ -107,13 +108,13 @@ def run_task(python: str, stage: str, rundir: Path, task: int) -> TaskResult:
     log = RunDir(rundir).local_log(stage, task)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as f:
-        rc = WORKERS.run(task_argv(python, stage, rundir, task), f, env=local_task_env(), task=(rundir, stage, task))
+        rc = WORKERS.run(task_argv(stage, rundir, task, python=python), f, env=local_task_env(), task=(rundir, stage, task))
     return TaskResult(stage, task, rc, log)
 
 
 def run_group(python: str, stage: str, rundir: Path, index: int, units: Sequence[int]) -> list[TaskResult]:
     """One group of units at once, as an array task with C cores runs them (run/group.py)."""
-    runs = group.run_units(lambda u: task_argv(python, stage, rundir, u), units,
+    runs = group.run_units(lambda u: task_argv(stage, rundir, u, python=python), units,
                            lambda u: RunDir(rundir).local_log(stage, u), f"{stage} group {index}", append=False,
                            env=local_task_env(), owner=WORKERS)
     return [TaskResult(stage, r.unit, r.returncode, r.log) for r in runs]

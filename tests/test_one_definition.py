@@ -1,0 +1,45 @@
+"""One definition per idea: literals that belong to one module appear nowhere else in shard_pipeline/.
+
+Each test reads the package's source as text (no process starts), so it is in the fast tier.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from shard_pipeline.run.task import parse, rerun_argv
+from shard_pipeline.run.taskcmd import TASK_MODULE, task_argv
+
+PACKAGE = Path(__file__).resolve().parents[1] / "shard_pipeline"
+
+
+def sources() -> dict[str, str]:
+    """Every Python module of the package by its path relative to shard_pipeline/."""
+    return {p.relative_to(PACKAGE).as_posix(): p.read_text(encoding="utf-8") for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def places(pattern: str, allowed: set[str]) -> list[str]:
+    """`file:line` of every match of `pattern` outside the `allowed` modules."""
+    found = []
+    for name, text in sources().items():
+        if name in allowed:
+            continue
+        found += [f"{name}:{text.count(chr(10), 0, m.start()) + 1}" for m in re.finditer(pattern, text)]
+    return found
+
+
+# --- the task command line ---------------------------------------------------------------------
+
+def test_the_task_command_line_is_built_in_one_place():
+    assert places(rf"[\"']{re.escape(TASK_MODULE)}[\"' ]", {"run/taskcmd.py"}) == []
+    assert places(r'"-m"', {"run/taskcmd.py"}) == []  # no other module builds a `python -m ...` argv
+
+
+def test_task_argv_is_what_the_task_entry_parses(tmp_path):
+    a = parse(task_argv("write", tmp_path, 3)[3:])
+    assert (a.stage, a.rundir, a.task, a.by_hand, a.group) == ("write", tmp_path.resolve(), 3, True, False)
+    g = parse(task_argv("partition", tmp_path, 2, group=True)[3:])
+    assert (g.task, g.group) == (2, True)
+    assert task_argv("plan", tmp_path, None, python="/opt/py") == ["/opt/py", "-m", TASK_MODULE, "plan", str(tmp_path)]
+    assert rerun_argv("plan", tmp_path, None)[-5:] == task_argv("plan", tmp_path, None)
+
