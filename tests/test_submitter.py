@@ -172,3 +172,15 @@ def test_an_out_that_is_not_an_output_is_a_usage_error(tmp_path, capsys):
     assert submit(tmp_path, root, "--executor", "local") == 2
     assert "refusing to replace it" in capsys.readouterr().err
     assert (tmp_path / "out").read_text() == "precious"
+
+
+@pytest.mark.parametrize("cpus", ["1", "2"])
+def test_the_throttle_the_dry_run_shows_is_the_one_queued(tmp_path, fake_slurm, capsys, cpus):
+    """One definition (layout.array_throttle): the dry-run promises what the submission passes as `%N`."""
+    root = make_corpus(tmp_path, n_docs=40)
+    args = ("--partition-tasks", "3", "--write-tasks", "2", "--cpus-per-task", cpus)
+    assert submit(tmp_path, root, "--dry-run", *args) == 0
+    shown = capsys.readouterr().out.split("array throttle %", 1)[1].split()[0]
+    assert submit(tmp_path, root, *args) == 0
+    arrays = [opt(a, "--array") for a in fake_slurm("sbatch") if stage_of(a) in ("partition", "write")]
+    assert arrays and {a.split("%")[1] for a in arrays} == {shown}

@@ -69,6 +69,12 @@ class Layout:
     doc_need: int = 0  # what a partition or write task needs to hold that one document (0: no large one seen)
 
 
+def array_throttle(partition_tasks: int, write_tasks: int, cap: int) -> int:
+    """How many partition/write array tasks may run at once (sbatch's `%N`): all of them, up to the run's
+    cap. One definition: the dry-run prints it and the submission passes it on."""
+    return max(1, min(partition_tasks + write_tasks, cap))
+
+
 def minutes_to_slurm(minutes: float) -> str:
     m = max(MIN_MINUTES, int(math.ceil(minutes)))
     return f"{m // 60:02d}:{m % 60:02d}:00"
@@ -255,7 +261,7 @@ def lay_out_jobs(
                                    write_time=time_limit or minutes_to_slurm(write_min),
                                    job_time=time_limit or minutes_to_slurm(30), finalize_cores=finalize_cpus(json_bytes)),
         spill_bytes=spill,
-        throttle=min(-(-p // cpus) + -(-w // cpus), task_budget),
+        throttle=array_throttle(-(-p // cpus), -(-w // cpus), task_budget),
         sorted_runs=need.sorted_runs,
         sections=need.sections,
         cpus=cpus,

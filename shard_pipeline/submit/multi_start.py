@@ -20,7 +20,7 @@ from shard_pipeline.run.runconfig import StageResources
 from shard_pipeline.run.runstate import resume_command
 from shard_pipeline.run.taskcmd import task_argv
 from shard_pipeline.submit.executors import local_task_env
-from shard_pipeline.submit.layout import group_resources, minutes_to_slurm
+from shard_pipeline.submit.layout import array_throttle, group_resources, minutes_to_slurm
 from shard_pipeline.units import parse_mem, plural, share_of_mem, slurm_minutes
 
 
@@ -94,7 +94,7 @@ def submit_multi(m: multi.MultiRun, cfgs: dict, tasks: dict[str, list[int]], set
     resources = chain_resources(m, cfgs, tasks)
     s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, "mul")
     arrays = {stage: m.array_indices(stage, tasks[stage]) for stage in STAGES if tasks.get(stage)}
-    throttle = max(1, min(len(arrays.get("partition", [])) + len(arrays.get("write", [])), settings.max_tasks))
+    throttle = array_throttle(len(arrays.get("partition", [])), len(arrays.get("write", [])), settings.max_tasks)
     stages = []
     for stage in STAGES:
         if not tasks.get(stage):

@@ -23,6 +23,7 @@ from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.submit.executors import checkout_path
+from shard_pipeline.submit.layout import array_throttle
 from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS, plural
 
 DEFAULT_MAX_ARRAY_SIZE = 1001
@@ -224,7 +225,7 @@ def submit_run(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings, l
     s = SlurmSettings(settings.worker_partition, settings.account, ex.python, settings.module_loads, lang)
     # Array indices are groups of C units (run/group.py): a resume resubmits the groups holding unfinished units.
     arrays = {stage: group.groups_of(t.get(stage, []), ex.units_per_task(stage)) for stage in t}
-    throttle = max(1, min(len(arrays.get("partition", [])) + len(arrays.get("write", [])), settings.max_tasks))
+    throttle = array_throttle(len(arrays.get("partition", [])), len(arrays.get("write", [])), settings.max_tasks)
     stages = [StageJobs(s.name, tuple(arrays[s.name]), ex.resources[s.name], throttle if s.array else None)
               for s in STAGES if t.get(s.name)]
     sub = submit_chain(s, run.root, stages, max_size=max_array_size())
