@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from shard_pipeline.files import atomic_file, fsync_file, json_bytes
+from shard_pipeline.files import atomic_file, fsync_file, json_bytes, naming
 from shard_pipeline.run.rundir import CHECKPOINT_FORMAT as _FORMAT
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.tasklog import log
@@ -67,7 +67,7 @@ class PartitionCheckpoint:
         spill_bytes = writer.flush()
         new_sections = writer.sections[self._saved_sections:]
         line = orjson.dumps({"inputs": new_receipts, "sections": new_sections}) + b"\n"
-        with open(self.log_path, "ab") as f:
+        with naming(self.log_path), open(self.log_path, "ab") as f:  # a full disk names the log
             f.write(line)
             fsync_file(f)
             log_bytes = f.tell()
