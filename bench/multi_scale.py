@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from shard_pipeline.submit import layout  # noqa: E402
-from shard_pipeline.submit.multi import share_budget  # noqa: E402
+from shard_pipeline.submit.languages import share_budget  # noqa: E402
 from shard_pipeline.submit.projection import hms, landing_seconds  # noqa: E402
 
 FULL = 16_400_000_000

@@ -16,7 +16,7 @@ from shard_pipeline.input.synth import generate_corpus
 from shard_pipeline.run import multi
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.executors.slurm import job_tag
-from shard_pipeline.submit.multi import languages, read_langs_file, share_budget, wants_multi
+from shard_pipeline.submit.languages import languages, read_langs_file, share_budget, wants_several
 from tests.pipeline_util import LICENSE, config_sha, tree_bytes
 
 
@@ -85,7 +85,7 @@ def ns(**kw) -> argparse.Namespace:
 
 
 def test_language_lists_from_the_command_line_a_file_and_all(tmp_path):
-    assert wants_multi(ns(lang="a_Latn,b_Latn")) and wants_multi(ns(lang="all")) and not wants_multi(ns(lang="a_Latn"))
+    assert wants_several(ns(lang="a_Latn,b_Latn")) and wants_several(ns(lang="all")) and not wants_several(ns(lang="a_Latn"))
     assert languages(ns(lang="fin_Latn, swe_Latn"), None) == ["fin_Latn", "swe_Latn"]
     f = tmp_path / "langs.txt"
     f.write_text("# Nordic\nfin_Latn\n\nswe_Latn  # Swedish\nbad/lang\n")
@@ -254,7 +254,7 @@ def test_a_failed_language_does_not_stop_the_others_and_resume_finishes_it(tmp_p
     assert multi_cli(root, "fin_Latn,swe_Latn,est_Latn", out, run_dir, "--shard-rows", "25") == 1
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     err = capsys.readouterr().err
-    assert "1 language(s) failed: swe_Latn" in err
+    assert "1 language failed: swe_Latn" in err
     assert (out / "fin_Latn" / "_MANIFEST.json").exists() and (out / "est_Latn" / "_MANIFEST.json").exists()
     assert not (out / "swe_Latn").exists()
     assert cli.main(["--status", str(run_dir)]) == 1
@@ -301,7 +301,7 @@ def test_one_chain_for_all_languages_fits_max_tasks_with_afterany(tmp_path, fake
 def test_each_array_gets_the_most_any_language_needs():
     from types import SimpleNamespace
 
-    from shard_pipeline.submit.multi_start import stage_resources
+    from shard_pipeline.submit.layout import stage_resources
     from shard_pipeline.units import slurm_minutes
 
     from shard_pipeline.run.runconfig import StageResources as R

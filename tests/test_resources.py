@@ -224,7 +224,7 @@ def test_a_multi_run_dir_laid_out_in_groups_asks_for_one_unit_per_array_task():
     from types import SimpleNamespace
 
     from shard_pipeline.run.runconfig import Execution
-    from shard_pipeline.submit.multi_start import stage_resources
+    from shard_pipeline.submit.layout import stage_resources
 
     def cfg(res):
         return SimpleNamespace(execution=Execution(executor="slurm", out="/o", partition_tasks=6, write_tasks=6,

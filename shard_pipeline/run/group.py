@@ -152,32 +152,41 @@ def summary(label: str, runs: Sequence[UnitRun]) -> str:
     return "\n".join(lines)
 
 
-def run_array_task(rundir: Path, stage: str, index: int) -> int:
-    """The Slurm side: run the units of array task `index` that are not finished yet.
+def run_array_task(table, stage: str, index: int) -> int:
+    """The Slurm side: run the units of array task `index` (of any language) that are not finished yet.
 
     A unit whose receipt agrees with its files (the same test `--resume` applies) is skipped:
     after a requeue or a sparse resubmission the group redoes only its unfinished units.
+    `table` is run/multi.py's unit table of the run.
     """
     from shard_pipeline.run.registry import RunState
     from shard_pipeline.run.registry import stage as registered
-    from shard_pipeline.run.runconfig import RunConfig
     from shard_pipeline.run.rundir import RunDir
     from shard_pipeline.run.taskcmd import task_argv
 
-    run = RunDir(rundir)
-    ex = RunConfig.from_json(run.config()).execution
-    cpus = ex.units_per_task(stage)
-    n = ex.partition_tasks if stage == "partition" else ex.write_tasks
-    units = list(units_of(index, cpus, n))
+    units = table.units_of(stage, index)
     job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID") or "nojob"
     local = os.environ.get("SLURM_ARRAY_TASK_ID", str(index))
+    chunk = index - int(local)  # the chunk's --task-offset
     label = f"{stage} group {index}"
     print(f"# hplt-shard {label}: units {units[0] if units else '-'}..{units[-1] if units else '-'} "
-          f"of {n} on {cpus} cores (pid {os.getpid()})", flush=True)
-    state, reg = RunState(run), registered(stage)
-    return run_group(stage, label, units, lambda u: reg.problem(state, u) is None,
-                     lambda u: task_argv(stage, rundir, u),
-                     lambda u: unit_log(run.log_dir(stage), job, local, u))
+          f"of {table.size(stage)} on {table.units_per_task(stage)} cores (pid {os.getpid()})", flush=True)
+    reg, states = registered(stage), {}
+
+    def finished(g: int) -> bool:
+        lang, t = table.locate(stage, g)
+        if lang not in states:
+            states[lang] = RunState(RunDir(table.lang_dir(lang)))
+        return reg.problem(states[lang], t) is None
+
+    def log_of(g: int) -> Path:
+        """Next to the group's log; in a run of several languages named so that the language's --status finds
+        it in its own task numbers (`<job>_<t - chunk offset>` with the offsets its run.json records)."""
+        if table.several:
+            return RunDir(table.root).unit_log_dir(stage) / f"{job}_{g - chunk}.log"
+        return unit_log(RunDir(table.root).log_dir(stage), job, local, g)
+
+    return run_group(stage, label, units, finished, lambda g: task_argv(stage, table.root, g), log_of)
 
 
 def run_group(stage: str, label: str, units: Sequence[int], finished: Callable[[int], bool], argv_of: Callable[[int], list[str]],
@@ -185,8 +194,8 @@ def run_group(stage: str, label: str, units: Sequence[int], finished: Callable[[
               owner: Owner | None = None) -> int:
     """Run the units of one group that are not finished yet, at once; 1 if any failed.
 
-    Shared by a single-language array task and a multi-language one (run/multi.py), whose units
-    may belong to several languages. A unit whose receipt agrees with its files (the test
+    Shared by a Slurm array task (run_array_task) and the local executor, whose units may belong to
+    several languages. A unit whose receipt agrees with its files (the test
     `--resume` applies, `finished`) is skipped: after a requeue or a sparse resubmission the
     group redoes only its unfinished units.
     """

@@ -14,7 +14,8 @@ import bisect
 import os
 import shlex
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -44,11 +45,26 @@ class Block:
 
 
 @dataclass(frozen=True)
-class MultiRun:
+class UnitTable:
+    """Every unit of a run: which language's task a global unit index is, and C per array task.
+
+    A run of several languages has it in RUNDIR/languages.json, each language's run dir under
+    RUNDIR; a run of one language is the case of one language whose run dir is RUNDIR itself
+    (`load` reads it from config.json): so every executor, submitter and status sees one shape."""
+
     root: Path
     langs: tuple[str, ...]
     blocks: dict[str, tuple[Block, ...]]
     cpus: dict[str, int] | None = None  # array stage -> C, global units per array task (absent: 1)
+    one_dir: bool = False  # a run of one language: RUNDIR is that language's run dir
+
+    @property
+    def several(self) -> bool:
+        """More than one language's run dir under RUNDIR: each lands alone, failures do not stop the others."""
+        return not self.one_dir
+
+    def is_array(self, stage: str) -> bool:
+        return stage not in SINGLE_JOB_STAGES
 
     def units_per_task(self, stage: str) -> int:
         """C of an array stage: units one array task runs at once; 1 for plan and finalize."""
@@ -63,7 +79,7 @@ class MultiRun:
         return list(group.units_of(index, self.units_per_task(stage), self.size(stage)))
 
     def lang_dir(self, lang: str) -> Path:
-        return self.root / lang
+        return self.root if self.one_dir else self.root / lang
 
     def size(self, stage: str) -> int:
         return sum(b.count for b in self.blocks[stage])
@@ -96,7 +112,7 @@ class MultiRun:
         }
 
 
-def unit_table(root: Path, tasks: Sequence[tuple[str, int, int]], cpus: int = 1) -> MultiRun:
+def unit_table(root: Path, tasks: Sequence[tuple[str, int, int]], cpus: int = 1) -> UnitTable:
     """Contiguous blocks per language, in the given order, from (lang, partition tasks, write tasks).
 
     With C cores per array task (`cpus`), array index i of partition and write runs global
@@ -109,15 +125,56 @@ def unit_table(root: Path, tasks: Sequence[tuple[str, int, int]], cpus: int = 1)
             nxt[stage] += n
     sizes = {s: nxt[s] for s in STAGES}
     per_task = {s: max(1, min(cpus, sizes[s])) for s in STAGES if s not in SINGLE_JOB_STAGES}
-    return MultiRun(Path(root), tuple(l for l, _, _ in tasks), {s: tuple(b) for s, b in blocks.items()}, per_task)
+    return UnitTable(Path(root), tuple(l for l, _, _ in tasks), {s: tuple(b) for s, b in blocks.items()}, per_task)
 
 
-def load(root: Path) -> MultiRun:
+def load(root: Path) -> UnitTable:
+    """The unit table of any run dir: languages.json, or for a run of one language its config.json."""
+    if not is_multi(root):
+        return one_language(Path(root))
     doc = read_json(Path(root) / LANGUAGES_JSON)
     if doc.get("format") != MULTI_FORMAT:
         raise ValueError(f"{root}/{LANGUAGES_JSON} has format {doc.get('format')}; this version reads {MULTI_FORMAT}")
     blocks = {s: tuple(Block(l, f, c) for l, f, c in doc["units"][s]) for s in STAGES}
-    return MultiRun(Path(root), tuple(e["lang"] for e in doc["languages"]), blocks, dict(doc.get("cpus", {})))
+    return UnitTable(Path(root), tuple(e["lang"] for e in doc["languages"]), blocks, dict(doc.get("cpus", {})))
+
+
+def one_language(root: Path) -> UnitTable:
+    """A run of one language as a unit table: global unit = task, C from its resources."""
+    from shard_pipeline.run.runconfig import RunConfig
+
+    cfg = RunConfig.from_json(read_json(RunDir(root).config_json))
+    ex = cfg.execution
+    table = unit_table(root, [(cfg.content.lang, ex.partition_tasks, ex.write_tasks)])
+    return replace(table, cpus={s: ex.units_per_task(s) for s in table.cpus or {}}, one_dir=True)
+
+
+def record_submission(table: UnitTable, kind: str, tasks: dict[str, list[int]], jobs: list[dict],
+                      resources: dict[str, Any] | None = None) -> None:
+    """RUNDIR/run.json gets the submission; in a run of several languages each language's run.json
+    gets its chunks too, with offsets in its own task numbers (its --status reads them as a single run's)."""
+    now = time.time()
+    root = RunDir(table.root)
+    rec = read_json(root.run_json)
+    rec["submissions"].append({"kind": kind, "submitted_at": now, "tasks": tasks, "jobs": jobs,
+                               **({"resources": resources} if resources else {})})
+    write_json_atomic(root.run_json, rec)
+    if not table.several:
+        return
+    for lang in table.langs:
+        mine = {s: [table.locate(s, g)[1] for g in tasks.get(s, []) if table.locate(s, g)[0] == lang] for s in STAGES}
+        if not any(mine.values()):
+            continue
+        translated = [{**{k: j[k] for k in ("stage", "job_id", "array", "tasks")},
+                       "offset": j["offset"] - table.base(j["stage"], lang),
+                       "log_dir": str(root.unit_log_dir(j["stage"]) if table.units_per_task(j["stage"]) > 1
+                                      else root.log_dir(j["stage"]))}
+                      for j in jobs if mine.get(j["stage"])]
+        run = RunDir(table.lang_dir(lang))
+        lrec = read_json(run.run_json)
+        lrec["submissions"].append({"kind": f"multi-{kind}", "submitted_at": now, "tasks": mine, "jobs": translated,
+                                    "multi_run": str(table.root)})
+        write_json_atomic(run.run_json, lrec)
 
 
 def resolve(rundir: Path, stage: str, index: int) -> tuple[Path, int]:
@@ -141,7 +198,7 @@ def selected(root: Path, stage: str) -> list[int]:
     return read_json(p)["units"] if p.exists() else list(range(load(root).size(stage)))
 
 
-def language_queue(m: MultiRun, lang: str, lang_jobs: dict[str, list[dict[str, Any]]],
+def language_queue(m: UnitTable, lang: str, lang_jobs: dict[str, list[dict[str, Any]]],
                    queue: dict[str, str]) -> dict[str, str]:
     """squeue's states keyed as the language's --status looks them up (`<job>_<task - offset>`).
 
@@ -265,37 +322,9 @@ def land_if_written(run: RunDir, finalize: Callable[[RunDir], Any]) -> bool:
 
 
 def run_task(stage: str, entry: Callable[..., Any], finalize: Callable[[RunDir], Any], rundir: Path, index: int,
-             by_hand: bool, array: bool) -> int:
-    """The task entry of a multi-language run: an array index runs its group of C units, each in its own
-    process (`--task G` of that process names one global unit, as by hand); a single job its selection."""
-    m = load(rundir)
-    if array and not by_hand and m.units_per_task(stage) > 1:
-        return run_array_group(m, stage, index)
+             array: bool) -> int:
+    """One unit of a run of several languages (`--task G` names one global unit, as by hand), or a single
+    job's selected languages in turn."""
     units = [index] if array else selected(rundir, stage)
     fn = (lambda r, t: entry(r, t)) if array else (lambda r, t: entry(r))
     return run_entry(stage, fn, rundir, units, finalize if stage == "write" else None)
-
-
-def run_array_group(m: MultiRun, stage: str, index: int) -> int:
-    """The Slurm side of a multi-language array task with C cores: run.group's runner over global units.
-
-    Each unit's log is named in its language's task numbers (RunDir.unit_log_dir), so the language's
-    --status finds it as in a single run: `<job>_<t - chunk offset>.log` with the recorded offsets."""
-    from shard_pipeline.run.registry import RunState
-    from shard_pipeline.run.registry import stage as registered
-
-    units = m.units_of(stage, index)
-    job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID") or "nojob"
-    chunk = index - int(os.environ.get("SLURM_ARRAY_TASK_ID", str(index)))  # the chunk's --task-offset
-    reg = registered(stage)
-
-    def finished(g: int) -> bool:
-        lang_dir, t = resolve(m.root, stage, g)
-        return reg.problem(RunState(RunDir(lang_dir)), t) is None
-
-    label = f"{stage} group {index}"
-    print(f"# hplt-shard {label}: global units {units[0] if units else '-'}..{units[-1] if units else '-'} "
-          f"on {m.units_per_task(stage)} cores (pid {os.getpid()})", flush=True)
-    return group.run_group(stage, label, units, finished, lambda g: task_argv(stage, m.root, g),
-                           lambda g: RunDir(m.root).unit_log_dir(stage) / f"{job}_{g - chunk}.log")
-

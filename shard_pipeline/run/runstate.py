@@ -4,7 +4,7 @@ Each task is one of waiting, pending (with Slurm's reason), running, done, faile
 reason) or interrupted; the run is one of queued, running, done, failed, interrupted or stuck.
 `task_state` and `run_phase` are pure: run/status.py gathers their inputs (receipts, squeue,
 the live task records, the run's lock and its interrupted marker) for a single-language run,
-and run/multi_status.py for each language of a multi-language run. Each phase has one exit
+and run/status.py languages_report for each language of a multi-language run. Each phase has one exit
 code (errors.ExitCode) and one next step (`next_step`).
 """
 from __future__ import annotations

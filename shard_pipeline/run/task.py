@@ -95,20 +95,9 @@ def where() -> str:
     return f" (job {job}_{index} on {socket.gethostname()}, restart {os.environ.get('SLURM_RESTART_COUNT', '0')})"
 
 
-def grouped(a: TaskArgs, array: bool, is_multi: bool) -> bool:
+def grouped(a: TaskArgs, array: bool, cpus: int) -> bool:
     """True when this process runs the C units of an array task (run/group.py), not one unit."""
-    if a.group:
-        return True
-    if not array or a.by_hand:
-        return False
-    if is_multi:
-        from shard_pipeline.run import multi
-
-        return multi.load(a.rundir).units_per_task(a.stage) > 1
-    from shard_pipeline.run.rundir import RunDir
-    from shard_pipeline.run.runconfig import RunConfig
-
-    return RunConfig.from_json(RunDir(a.rundir).config()).execution.units_per_task(a.stage) > 1
+    return a.group or (array and not a.by_hand and cpus > 1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -118,36 +107,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     from shard_pipeline.run.registry import stage as registered
 
     stage = registered(a.stage)
-    is_multi = multi.is_multi(a.rundir)  # RUNDIR of several languages: the index names (language, task) units
-    as_group = grouped(a, stage.array, is_multi)
+    table = multi.load(a.rundir)  # the run's units: an index names a (language, task) unit, or C of them
+    as_group = grouped(a, stage.array, table.units_per_task(stage.name))
     # The log's first line: the command that reruns this task by hand (README, "What a run leaves").
     print(shlex.join(rerun_argv(stage.name, a.rundir, a.task if stage.array else None, as_group)), file=sys.stderr,
           flush=True)
     live.die_with_parent()  # under the local executor: never outlive it (run/live.py)
     with live.recorded(a.rundir, stage.name, a.task):  # --resume and --status see this task alive
-        return run_task(a, is_multi, as_group)
+        return run_task(a, table, as_group)
 
 
-def run_task(a: TaskArgs, is_multi: bool, as_group: bool) -> int:
-    from shard_pipeline.run import multi
+def run_task(a: TaskArgs, table, as_group: bool) -> int:
+    """One unit, the C units of an array task, or (several languages) a single job's languages in turn."""
+    from shard_pipeline.run import group, multi
     from shard_pipeline.run.registry import stage as registered
     from shard_pipeline.run.rundir import RunDir
 
     stage, task = registered(a.stage), a.task
     log = setup_logging()
     log.info("hplt-shard %s %s %d%s", stage.name, "group" if as_group else "task", task, where())
-    module, _, function = stage.entry.partition(":")
-    if is_multi:  # an array index names C global units (language, task), a single job its selection
-        fin_module, _, fin_function = registered("finalize").entry.partition(":")
-        return multi.run_task(stage.name, getattr(importlib.import_module(module), function),
-                              lambda r: getattr(importlib.import_module(fin_module), fin_function)(r),
-                              a.rundir, task, not as_group, stage.array)
     if as_group:  # an array task of a run with --cpus-per-task C runs C units at once
-        from shard_pipeline.run import group
-
-        return group.run_array_task(a.rundir, stage.name, task)
+        return group.run_array_task(table, stage.name, task)
+    run = entry_of(stage.entry)
+    if table.several:  # an array index names one global unit (language, task), a single job its selection
+        finalize = entry_of(registered("finalize").entry)
+        return multi.run_task(stage.name, run, finalize, a.rundir, task, stage.array)
     try:
-        run = getattr(importlib.import_module(module), function)
         result = run(RunDir(a.rundir), task) if stage.array else run(RunDir(a.rundir))
     except Exception as exc:  # the traceback for whoever debugs it, then one line for --status
         log.exception("%s task %d failed", stage.name, task)
@@ -159,6 +144,12 @@ def run_task(a: TaskArgs, is_multi: bool, as_group: bool) -> int:
         return 1
     log.info("%s task %d done: %s", stage.name, task, stage.summary(result))
     return 0
+
+
+def entry_of(entry: str):
+    """The stage function named `module:function` in the registry (imported only in the task that runs it)."""
+    module, _, function = entry.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from shard_pipeline.errors import EXIT_USAGE, ExitCode, UsageError, UserError
-from shard_pipeline.run.rundir import RunDir
+from shard_pipeline.errors import EXIT_USAGE, ExitCode, UserError
 from shard_pipeline.submit import launch
 from shard_pipeline.submit.args import build_parser
 
@@ -52,31 +51,13 @@ def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         entry = publish_root if is_root(Path(args.publish[0])) else publish_main  # ROOT: each LANG, one summary
         return entry(Path(args.publish[0]), args.publish[1], args.run_dir)
     if args.status:
-        from shard_pipeline.run import multi
-        from shard_pipeline.run.status import status_report
+        from shard_pipeline.run.status import report
 
-        if multi.is_multi(args.status):
-            from shard_pipeline.run.multi_status import multi_status_report
-
-            text, code = multi_status_report(args.status.resolve())
-            print(text)
-            return code
-        run = RunDir(args.status.resolve())
-        if not run.config_json.exists():
-            raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
-        text, code = status_report(run)
+        text, code = report(args.status.resolve())
         print(text)
         return code
-    from shard_pipeline.submit import multi as multi_submit
-
     if args.resume:
-        if multi_submit.multi.is_multi(args.resume):
-            return multi_submit.resume_multi(args, argv)
         return launch.resume_run(args, argv)
-    if multi_submit.wants_multi(args):
-        return multi_submit.new_multi_run(args, argv)
-    if not args.lang:
-        raise UsageError("LANG is required (e.g. eng_Latn)")
     return launch.new_run(args, argv)
 
 

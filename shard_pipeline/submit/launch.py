@@ -17,11 +17,13 @@ from typing import Any, Sequence
 
 from shard_pipeline.contract.shard import check_replaceable
 from shard_pipeline.errors import UsageError
-from shard_pipeline.run.claim import check_claimable, claim, run_lock
-from shard_pipeline.run.registry import STAGE_NAMES, all_tasks
+from shard_pipeline.contract.manifest import MANIFEST_NAME
+from shard_pipeline.run import multi
+from shard_pipeline.run.claim import check_claimable, claim, release, run_lock
+from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_atomic
-from shard_pipeline.submit import guards, scope
+from shard_pipeline.submit import guards, languages, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.report import describe
 from shard_pipeline.submit.slurm_limits import check_layout
@@ -29,39 +31,76 @@ from shard_pipeline.units import plural
 
 
 def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    """Find the inputs, lay out the jobs, and (unless --dry-run) write the run dir and start it."""
+    """Find the inputs of every language, lay out the jobs, and (unless --dry-run) write the run dir and start it.
+
+    One LANG makes a run dir for that language and OUT is its output. A list of languages (a
+    comma list, `all`, --langs-file) makes RUNDIR/<LANG>/ for each, written by the same code, and
+    OUT is a root holding OUT/<LANG>/; the languages share one chain (run/multi.py's unit table)."""
     settings = scope.resolve_settings(args)
     guards.check_content_args(args)
     executor = scope.choose_executor(args)
-    sc = prepare(args, settings, executor)
-    run = RunDir((args.run_dir or scope.default_run_dir(args, sc.subset)).resolve())
-    fits = None
+    several = languages.wants_several(args)
+    if several:
+        langs = languages.languages(args, settings)
+    elif not args.lang:
+        raise UsageError("LANG is required (e.g. eng_Latn)")
+    else:
+        langs = [args.lang]
+    ms = prepare_all(args, settings, executor, langs, several)
+    subset = ms.scopes[langs[0]].subset
+    root = (args.run_dir or (languages.default_run_dir(args, subset, langs) if several
+                             else scope.default_run_dir(args, subset))).resolve()
+    fits = []
     if executor == "slurm":  # at --dry-run too
         from shard_pipeline.submit.executors.slurm import check_log_dir
 
-        check_log_dir(run.root)
-        fits = check_layout(sc.lay.resources, settings.worker_partition)
-    if args.out is not None:  # the path rules hold at --dry-run too
-        out = guards.check_out_path(args.out)
-        held = check_replaceable(out)
-        guards.check_same_dataset(out, held, dataset_name(args, sc.subset), args.replace_other)
-        guards.check_new_run_paths(out, run.root, scope.input_root(args, settings))
+        check_log_dir(root)
+        fits = [check_layout(ms.scopes[l].lay.resources, settings.worker_partition) for l in langs]
+    outs = check_outs(args, settings, ms, root, several) if args.out is not None else {}
     if args.dry_run:
-        print(describe(args, sc.subset, sc.shards, sc.lay, executor, settings, run.root))
-        print(scope.index_line(args, settings))
-        if args.out is not None:
+        print(describe(args, ms, executor, settings, root, several))
+        if not several:
+            print(scope.index_line(args, settings))
+        for out, held in outs.values():
             print(guards.out_holds(out, held))
-        if fits:
-            print(fits)
+        for line in dict.fromkeys(f for f in fits if f):
+            print(line)
         print("dry run: nothing written, nothing submitted")
         return 0
     if args.out is None:
-        raise UsageError("--out is required (the output folder)")
-    cfg = create_run(args, argv, settings, executor, sc, out, run)
-    if held is not None:
-        print(f"hplt-shard: {guards.out_holds(out, held)}", file=sys.stderr)
-    with run_lock(run.root):
-        return start(run, cfg, all_tasks(cfg), executor, args.jobs, settings, "submit")
+        raise UsageError("--out is required (" + ("the root folder; each language goes to OUT/<LANG>/)" if several
+                                                  else "the output folder)"))
+    if root.exists():
+        raise UsageError(f"run directory {root} exists; use --resume {root} or move it away")
+    cfgs = create_all(args, argv, settings, executor, ms, {l: out for l, (out, _) in outs.items()}, root, several)
+    for out, held in outs.values():
+        if held is not None:
+            print(f"hplt-shard: {guards.out_holds(out, held)}", file=sys.stderr)
+    with run_lock(root):
+        table = multi.load(root)
+        return start(table, cfgs, {s: list(range(table.size(s))) for s in STAGE_NAMES}, executor, args.jobs, settings,
+                     "submit")
+
+
+def check_outs(args: argparse.Namespace, settings, ms: "Languages", root: Path, several: bool) -> dict[str, tuple[Path, Any]]:
+    """Each language's OUT (OUT itself, or OUT/<LANG> under a root) checked as one run's OUT is, --dry-run
+    included: the path rules, what it holds, the same dataset. Returns (OUT, what it holds) per language."""
+    given = guards.check_out_path(args.out)
+    input_root = scope.input_root(args, settings)
+    if several:
+        if (given / MANIFEST_NAME).exists():
+            raise UsageError(f"--out {given} is itself an output (it holds {MANIFEST_NAME}); a run of several "
+                             "languages writes OUT/<LANG>/ into it, which that output does not list: choose another --out")
+        guards.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given})
+    outs = {}
+    for lang in ms.langs:
+        out = given / lang if several else given
+        held = check_replaceable(out)
+        guards.check_same_dataset(out, held, dataset_name(lang_args(args, lang), ms.scopes[lang].subset),
+                                  args.replace_other)
+        guards.check_new_run_paths(out, root, input_root)
+        outs[lang] = (out, held)
+    return outs
 
 
 @dataclass(frozen=True)
@@ -103,6 +142,88 @@ def prepare(args: argparse.Namespace, settings, executor: str, budget: int | Non
     if big:  # the layout already raised the tasks; where memory is enforced, --mem is the user's to know
         print(f"hplt-shard: warning: {big}", file=sys.stderr)
     return Scope(subset, shards, sample, lay, known, tuple(disagree))
+
+
+@dataclass(frozen=True)
+class Languages:
+    """The languages of a run, each with its scope (with its share of the task budget when there are several)."""
+
+    langs: list[str]
+    scopes: dict[str, Scope]
+    alone: dict[str, Any]  # layout.Layout each language would get in a run of its own
+    budget: int | None  # the queued tasks the languages share (several), None for one language
+
+
+def lang_args(args: argparse.Namespace, lang: str) -> argparse.Namespace:
+    return argparse.Namespace(**{**vars(args), "lang": lang, "langs_file": None})
+
+
+def total_budget(args: argparse.Namespace, settings, executor: str, n: int) -> int:
+    if executor == "slurm":
+        return scope.task_budget(args, settings, executor)
+    # locally tasks are process starts, not queue slots; as a single run, groups of C count once
+    return max(4 * max(1, args.jobs // settings.cpus_per_task) + 2, 2 * n + 2)
+
+
+def prepare_all(args: argparse.Namespace, settings, executor: str, langs: list[str], several: bool) -> Languages:
+    """Lay out every language; several share the budget in proportion to bytes, and the dry-run
+    also shows the layout each would get alone."""
+    if not several:
+        sc = prepare(args, settings, executor)
+        return Languages(langs, {langs[0]: sc}, {langs[0]: sc.lay}, None)
+    budget = total_budget(args, settings, executor, len(langs))
+    first = {l: prepare(lang_args(args, l), settings, executor, budget=budget) for l in langs}
+    shares = languages.share_budget([first[l].lay.compressed_bytes for l in langs], budget - 2)
+    scopes = {}
+    for l, share in zip(langs, shares):
+        sc = first[l]
+        lay = scope.make_layout(lang_args(args, l), settings, sc.shards, {**sc.sample.complete, **sc.known}, executor,
+                                sc.sample.compressed_per_doc, sc.sample.text_per_doc, budget=share + 2,
+                                sample=sc.sample)
+        scopes[l] = Scope(sc.subset, sc.shards, sc.sample, lay, sc.known)
+    return Languages(langs, scopes, {l: first[l].lay for l in langs}, budget)
+
+
+def unit_scope(sc: Scope) -> Scope:
+    """A language's scope with one unit's resources: in a run of several languages the array task, not the
+    language's run dir, groups units (C global units, of any language; run/multi.py), so the
+    language's run dir keeps what one unit needs and its --status counts units as a C = 1 run."""
+    return dataclasses.replace(sc, lay=dataclasses.replace(sc.lay, resources=layout_mod.unit_resources(sc.lay.resources),
+                                                           cpus=1, partition_groups=sc.lay.partition_tasks,
+                                                           write_groups=sc.lay.write_tasks))
+
+
+def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Path], root: Path,
+               several: bool) -> dict[str, RunConfig]:
+    """The run dir of one language at RUNDIR, or RUNDIR with one run dir per language and languages.json;
+    undone (claims and all) if any language fails."""
+    if not several:
+        (lang,) = ms.langs
+        return {lang: create_run(args, argv, settings, executor, ms.scopes[lang], outs[lang], RunDir(root))}
+    table = multi.unit_table(root, [(l, ms.scopes[l].lay.partition_tasks, ms.scopes[l].lay.write_tasks)
+                                    for l in ms.langs], settings.cpus_per_task)
+    root_out = guards.check_out_path(args.out)
+    root.mkdir(parents=True)
+    cfgs, made = {}, []
+    try:
+        for l in ms.langs:
+            cfgs[l] = create_run(lang_args(args, l), argv, settings, executor, unit_scope(ms.scopes[l]), outs[l],
+                                 RunDir(table.lang_dir(l)))
+            made.append(l)
+        write_json_atomic(root / multi.LANGUAGES_JSON, {**table.to_json(), "out": str(root_out)})
+        for sub in ("tasks", *(f"logs/{s}" for s in STAGE_NAMES)):  # Slurm opens the logs of every job here
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        write_json_atomic(RunDir(root).run_json, {
+            "run_format": RUN_FORMAT, "multi_format": multi.MULTI_FORMAT, "argv": ["hplt-shard", *argv],
+            "languages": ms.langs, "executor": executor, "code": git_state(), "out": str(root_out),
+            "budget": ms.budget, "time_limit": settings.time_limit, "submissions": [],
+        })
+    except BaseException:
+        for l in made:
+            release(outs[l], table.lang_dir(l))
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return cfgs
 
 
 def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor: str, sc: Scope, out: Path,
@@ -223,28 +344,31 @@ def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, b
     })
 
 
-def start(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], executor: str, jobs: int, settings,
-          kind: str) -> int:
-    """Hand the tasks to the executor: blocking locally, queued at once under Slurm."""
-    run.interrupted_marker.unlink(missing_ok=True)  # this attempt is not the one that was stopped
+def start(table: multi.UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, list[int]], executor: str, jobs: int,
+          settings, kind: str) -> int:
+    """Hand the units to the executor: blocking locally, queued at once under Slurm."""
+    for lang in cfgs:  # this attempt is not the one that was stopped
+        RunDir(table.lang_dir(lang)).interrupted_marker.unlink(missing_ok=True)
+    if table.several:  # which languages the plan and finalize jobs take (all, or a resume's unfinished)
+        for stage in multi.SINGLE_JOB_STAGES:
+            multi.write_selection(table.root, stage, tasks.get(stage, []))
     if executor == "local":
         from shard_pipeline.submit.executors.local import run_local
 
-        return run_local(run, cfg, tasks, jobs, Path(cfg.execution.out))
+        return run_local(table, cfgs, tasks, jobs, kind)
     from shard_pipeline.submit.executors.slurm import submit_run
 
-    return submit_run(run, cfg, tasks, settings, cfg.content.lang, kind)
+    return submit_run(table, cfgs, tasks, settings, kind)
 
 
 def multi_parent(root: Path) -> list[Path]:
     """The multi-language run dir this language's run dir belongs to, if any: its units run there too."""
-    from shard_pipeline.run import multi
-
     return [root.parent] if multi.is_multi(root.parent) else []
 
 
 def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    """Redo only what an interrupted run has not finished; same bytes as an uninterrupted run."""
+    """Redo, per language, only what is unfinished; same bytes as an uninterrupted run. Finished
+    languages are left alone."""
     from shard_pipeline.run.resume import (
         ResumeRefused,
         changed_inputs,
@@ -263,42 +387,75 @@ def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         with_settings,
     )
 
-    run = RunDir(args.resume.resolve())
-    if not run.config_json.exists():
-        raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
-    cfg = RunConfig.from_json(read_json(run.config_json))
-    record = read_json(run.run_json)
+    root = args.resume.resolve()
+    if not multi.is_multi(root) and not RunDir(root).config_json.exists():
+        raise UsageError(f"{root} is not a hplt-shard run directory (no config.json)")
+    table = multi.load(root)
+    record = read_json(RunDir(root).run_json)
     resources = resume_resources(build_parser(), argv, record)  # a later resume keeps an earlier --mem
-    cfg = with_resources(cfg, resources)
+    asked = resources.get("cpus_per_task")
+    if table.several and asked is not None and int(asked) != table.units_per_task("partition"):
+        raise UsageError(f"--cpus-per-task {asked}: a run of several languages keeps the cores per array task it was "
+                         f"submitted with ({table.units_per_task('partition')}), because its array indices name "
+                         "groups of units across languages; resume without --cpus-per-task")
     executor = scope.choose_executor(args, record["executor"])
     made_by = record.get("run_format", 1)
     if made_by != RUN_FORMAT:
-        raise ResumeRefused(f"{run.root} was made by hplt-shard {record.get('code', {}).get('commit') or '(unknown commit)'} "
+        raise ResumeRefused(f"{root} was made by hplt-shard {record.get('code', {}).get('commit') or '(unknown commit)'} "
                             f"whose intermediate files have format {made_by}; this version reads format {RUN_FORMAT}. "
                             "Resume it with that version, or start a new run (inputs and OUT are untouched)")
-    with run_lock(run.root):
-        refuse_live_tasks(run.root, *multi_parent(run.root))
+    dirs = {l: RunDir(table.lang_dir(l)) for l in table.langs}
+    with run_lock(root):
+        refuse_live_tasks(root, *([d.root for d in dirs.values()] if table.several else multi_parent(root)))
         if shutil.which("squeue"):
-            queued = queued_jobs_of(run_job_ids(run))
+            queued = queued_jobs_of(run_job_ids(RunDir(root)))
             if queued:
                 raise ResumeRefused(f"jobs of this run are still queued or running: {', '.join(queued)}; "
                                     "wait for them or scancel them first")
-        changed = changed_inputs(run, cfg)
+        cfgs = {l: with_resources(RunConfig.from_json(read_json(d.config_json)), resources) for l, d in dirs.items()}
+        changed = [(f"{l}: " if table.several else "") + c for l, d in dirs.items() for c in changed_inputs(d, cfgs[l])]
         if changed:
             raise ResumeRefused("input shards changed since the run was submitted (shard_inventory.tsv): " + "; ".join(changed))
-        rp = plan_resume(run)
-        if rp.done:
-            print(f"{run.root}: already done; output at {cfg.execution.out}")
+        if not table.several:  # a resume may regroup the units of one language (--cpus-per-task): no byte depends on C
+            table = dataclasses.replace(table, cpus={s: cfgs[table.langs[0]].execution.units_per_task(s)
+                                                     for s in table.cpus or {}})
+        tasks: dict[str, list[int]] = {s: [] for s in STAGE_NAMES}
+        todo, report = [], []
+        for l, d in dirs.items():
+            rp = plan_resume(d)
+            if rp.done:
+                report.append(f"  {l}: done")
+                continue
+            todo.append(l)
+            report.append(f"  {l}:\n" + "\n".join("  " + line for line in describe_resume(rp).splitlines())
+                          if table.several else describe_resume(rp))
+            for stage, ts in rp.tasks.items():
+                tasks[stage] += [table.global_index(stage, l, t) for t in ts]
+        if not todo:
+            print(f"{root}: already done; " + (f"outputs under {record.get('out')}" if table.several
+                                               else f"output at {cfgs[table.langs[0]].execution.out}"))
             return 0
+        cfgs = {l: cfgs[l] for l in todo}
         settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
-        if settings is not None:  # the resources after this resume's --mem/--time/--cpus-per-task/--partition
-            check_layout(cfg.execution.resources, settings.worker_partition)
-        print(f"resuming {run.root}:\n{describe_resume(rp)}")
+        if settings is not None:  # what the chain would queue, with this resume's --mem/--time/--cpus-per-task/--partition
+            fixed_time = bool(record.get("time_limit"))
+            check_layout(layout_mod.chain_resources(table, cfgs, tasks, fixed_time), settings.worker_partition)
+        if table.several:
+            print("\n".join(report))
+            print(f"resuming {root}: {len(todo)} of {plural(len(table.langs), 'language')} unfinished ({', '.join(todo)})")
+        else:
+            print(f"resuming {root}:\n{report[0]}")
         if args.dry_run:
             print("dry run: nothing submitted")
             return 0
-        out = Path(cfg.execution.out)
-        claim(out, run.root)
-        keep_cpus(run.config_json, resources)
-        keep_resources(run.run_json, resources)
-        return start(run, cfg, rp.tasks, executor, args.jobs, settings, "resume")
+        for l in todo:  # refused (another run, a publish) before anything below changes
+            check_claimable(Path(cfgs[l].execution.out), dirs[l].root)
+        if table.several:
+            for g in tasks["plan"]:  # a stale plan must not feed the writes of a chain that waits with afterany
+                dirs[table.locate("plan", g)[0]].plan_json.unlink(missing_ok=True)
+        for l in todo:
+            claim(Path(cfgs[l].execution.out), dirs[l].root)
+        if not table.several:
+            keep_cpus(RunDir(root).config_json, resources)
+        keep_resources(RunDir(root).run_json, resources)
+        return start(table, cfgs, tasks, executor, args.jobs, settings, "resume")

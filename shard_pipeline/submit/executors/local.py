@@ -19,7 +19,8 @@ from shard_pipeline.run import group, live
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.next_step import bad_record_step
 from shard_pipeline.run.registry import STAGES
-from shard_pipeline.run.runconfig import Execution, RunConfig
+from shard_pipeline.run.multi import UnitTable, record_submission
+from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.runstate import resume_command
 from shard_pipeline.run.taskcmd import task_argv
@@ -35,9 +36,10 @@ class StageFailed(Exception):
 @dataclass(frozen=True)
 class TaskResult:
     stage: str
-    task: int
+    task: int  # the global unit (a task of a run of one language)
     returncode: int
     log: Path
+    name: str  # `task 3`, or `fin_Latn task 3` in a run of several languages
 
 
 class _Workers:
@@ -104,35 +106,60 @@ class _Workers:
 WORKERS = _Workers()
 
 
-def run_task(python: str, stage: str, rundir: Path, task: int) -> TaskResult:
-    log = RunDir(rundir).local_log(stage, task)
+def unit_log(table: UnitTable, stage: str, g: int) -> Path:
+    """A unit's log, in its language's task numbers (`local_<task>.log`); a single job's in RUNDIR."""
+    if not table.is_array(stage):
+        return RunDir(table.root).local_log(stage, 0)
+    lang, t = table.locate(stage, g)
+    return RunDir(table.lang_dir(lang)).local_log(stage, t)
+
+
+def unit_name(table: UnitTable, stage: str, g: int) -> str:
+    """How a failure names a unit: `task 3`, or `fin_Latn task 3` in a run of several languages."""
+    if not table.is_array(stage):
+        return "job" if table.several else "task 0"
+    lang, t = table.locate(stage, g)
+    return f"{lang} task {t}" if table.several else f"task {t}"
+
+
+def run_task(python: str, stage: str, table: UnitTable, g: int) -> TaskResult:
+    """One unit (or a single job) in its own process group, owned by WORKERS (Ctrl-C, SIGHUP, SIGKILL)."""
+    log = unit_log(table, stage, g)
     log.parent.mkdir(parents=True, exist_ok=True)
+    lang, t = table.locate(stage, g)
     with open(log, "wb") as f:
-        rc = WORKERS.run(task_argv(stage, rundir, task, python=python), f, env=local_task_env(), task=(rundir, stage, task))
-    return TaskResult(stage, task, rc, log)
+        rc = WORKERS.run(task_argv(stage, table.root, g, python=python), f, env=local_task_env(),
+                         task=(table.lang_dir(lang), stage, t) if table.is_array(stage) else (table.root, stage, 0))
+    return TaskResult(stage, g, rc, log, unit_name(table, stage, g))
 
 
-def run_group(python: str, stage: str, rundir: Path, index: int, units: Sequence[int]) -> list[TaskResult]:
-    """One group of units at once, as an array task with C cores runs them (run/group.py)."""
-    runs = group.run_units(lambda u: task_argv(stage, rundir, u, python=python), units,
-                           lambda u: RunDir(rundir).local_log(stage, u), f"{stage} group {index}", append=False,
+def run_group(python: str, stage: str, table: UnitTable, index: int, units: Sequence[int]) -> list[TaskResult]:
+    """One array index's units at once, as its Slurm array task runs them (run/group.py)."""
+    runs = group.run_units(lambda g: task_argv(stage, table.root, g, python=python), units,
+                           lambda g: unit_log(table, stage, g), f"{stage} group {index}", append=False,
                            env=local_task_env(), owner=WORKERS)
-    return [TaskResult(stage, r.unit, r.returncode, r.log) for r in runs]
+    return [TaskResult(stage, r.unit, r.returncode, r.log, unit_name(table, stage, r.unit)) for r in runs]
 
 
-def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs: int,
-              progress: Callable[[str], None] | None = None, cpus: int = 1) -> None:
-    """The stage's tasks, `jobs` cores at a time: one process per task, or groups of `cpus` tasks."""
+def run_stage(python: str, stage: str, table: UnitTable, units: Sequence[int], jobs: int,
+              progress: Callable[[str], None] | None = None) -> list[TaskResult]:
+    """The stage's units, `jobs` cores at a time: one process per unit, or groups of C units
+    (one array index each, as under Slurm). Returns the failed ones."""
     done = 0
     failed: list[TaskResult] = []
-    if cpus > 1:  # jobs // cpus groups at once, each running its units in parallel
-        groups = [(g, [t for t in tasks if t // cpus == g]) for g in group.groups_of(tasks, cpus)]
-        work, workers = (lambda gu: run_group(python, stage, rundir, *gu)), max(1, jobs // cpus)
+    cpus = table.units_per_task(stage)
+    if not table.is_array(stage):
+        groups, work, workers = [(0, [0])], (lambda gu: [run_task(python, stage, table, 0)]), 1
+    elif cpus > 1:  # jobs // cpus groups at once, each running its units in parallel
+        groups = [(i, [g for g in units if g // cpus == i]) for i in table.array_indices(stage, units)]
+        work, workers = (lambda gu: run_group(python, stage, table, *gu)), max(1, jobs // cpus)
     else:
-        groups = [(t, [t]) for t in tasks]
-        work, workers = (lambda gu: [run_task(python, stage, rundir, gu[0])]), max(1, jobs)
+        groups = [(g, [g]) for g in units]
+        work, workers = (lambda gu: [run_task(python, stage, table, gu[0])]), max(1, jobs)
+    total = sum(len(u) for _, u in groups)
+    noun = "task" if not table.several else "unit" if table.is_array(stage) else "job"
     pool = ThreadPoolExecutor(max_workers=workers)
-    ticker = Ticker(RunDir(rundir), stage)
+    ticker = Ticker(RunDir(table.root), stage) if not table.several else Ticker(None, stage)
     say = progress or ticker.say
     try:
         for rs in pool.map(work, groups):
@@ -140,17 +167,20 @@ def run_stage(python: str, stage: str, rundir: Path, tasks: Sequence[int], jobs:
                 done += 1
                 if r.returncode != 0:
                     failed.append(r)
-                say(f"{stage:<9} {done}/{plural(len(tasks), 'task')}" + (f", {len(failed)} failed" if failed else ""))
+                say(f"{stage:<9} {done}/{plural(total, noun)}" + (f", {len(failed)} failed" if failed else ""))
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGHUP / SIGTERM (Stop)
         survivors = WORKERS.stop()  # before the pool waits for its threads: they wait on these processes
         pool.shutdown(wait=True, cancel_futures=True)
-        raise Interrupted(stage, done, len(tasks), getattr(exc, "signum", signal.SIGINT), survivors) from None
+        raise Interrupted(stage, done, total, getattr(exc, "signum", signal.SIGINT), survivors) from None
     finally:
         ticker.stop()
     pool.shutdown(wait=True)
-    if failed:
-        lines = [f"  task {r.task}: {last_error_line(r.log)}  (log: {r.log})" for r in failed]
-        raise StageFailed(f"{stage}: {len(failed)} of {plural(len(tasks), 'task')} failed\n" + "\n".join(lines))
+    return failed
+
+
+def failure_text(stage: str, failed: Sequence[TaskResult], total: int) -> str:
+    lines = [f"  {r.name}: {last_error_line(r.log)}  (log: {r.log})" for r in failed]
+    return f"{stage}: {len(failed)} of {plural(total, 'task')} failed\n" + "\n".join(lines)
 
 
 class Ticker:
@@ -160,7 +190,7 @@ class Ticker:
     never run together on a terminal; `stop` prints the final state (all shards, 100%), not the last tick.
     """
 
-    def __init__(self, run: RunDir, stage: str, stream=None) -> None:
+    def __init__(self, run: RunDir | None, stage: str, stream=None) -> None:
         self.run, self.stage, self.started = run, stage, time.time()
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
@@ -169,7 +199,7 @@ class Ticker:
         self.last: str | None = None
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
-        if stage in ("partition", "write"):
+        if stage in ("partition", "write") and run is not None:  # several languages: the units' count only
             self.thread.start()
 
     def _show(self, line: str) -> None:
@@ -272,20 +302,26 @@ def say(*lines: str) -> None:
             pass
 
 
-def run_all(python: str, rundir: Path, layout: dict[str, Sequence[int]], jobs: int,
-            execution: Execution | None = None) -> None:
-    """Run the stages in order; a failed stage stops the chain (like afterok)."""
+def run_all(python: str, table: UnitTable, tasks: dict[str, Sequence[int]], jobs: int) -> list[TaskResult]:
+    """Run the stages in order; the failed units. One language: a failed stage stops the chain (afterok).
+    Several: the others go on (afterany); a failed language's later units fail at once, naming why."""
     finished: list[str] = []
+    failures: list[TaskResult] = []
     WORKERS.reset()
     for stage in STAGES:
-        if layout.get(stage.name):  # a resume runs only what is unfinished
-            try:
-                run_stage(python, stage.name, rundir, layout[stage.name], jobs,
-                          cpus=execution.units_per_task(stage.name) if execution else 1)
-            except Interrupted as exc:
-                exc.finished = finished
-                raise
-            finished.append(stage.name)
+        units = tasks.get(stage.name)
+        if not units:  # a resume runs only what is unfinished
+            continue
+        try:
+            failed = run_stage(python, stage.name, table, units, jobs)
+        except Interrupted as exc:
+            exc.finished = finished
+            raise
+        if failed and not table.several:
+            raise StageFailed(failure_text(stage.name, failed, len(units)))
+        failures += failed
+        finished.append(stage.name)
+    return failures
 
 
 def out_now(run: RunDir, cfg: RunConfig, out: Path) -> str:
@@ -325,45 +361,81 @@ def mark_interrupted(run: RunDir, signum: int, stage: str) -> None:
         say(f"hplt-shard: warning: could not record the interruption in {run.interrupted_marker}: {exc}")
 
 
-def stopped(run: RunDir, cfg: RunConfig, out: Path, exc: Interrupted) -> int:
-    """What a stopped local run says; the claim on OUT is released only once no task of the run is alive."""
-    mark_interrupted(run, exc.signum, exc.stage)
-    if exc.survivors:
-        stuck = f"tasks that did not end: pids {', '.join(map(str, exc.survivors))}; OUT stays claimed"
-    else:
-        release(out, run.root)
-        stuck = "every task process was stopped"
-    done = ", ".join(exc.finished) or "none"
-    say(f"\nhplt-shard: {signal_words(exc.signum)}: {stuck}. Stages finished: {done}; "
-        f"{exc.stage} stopped after {exc.done} of {plural(exc.total, 'task')}.",
-        f"hplt-shard: {out_now(run, cfg, out)}",
-        f"hplt-shard: to continue: {resume_command(run.root, '--executor', 'local')}")
+def stopped(table: UnitTable, cfgs: dict[str, RunConfig], exc: Interrupted) -> int:
+    """What a stopped local run says; a claim on OUT is released only once no task of the run is alive."""
+    words = [f"\nhplt-shard: {signal_words(exc.signum)}: "
+             + (f"tasks that did not end: pids {', '.join(map(str, exc.survivors))}; OUT stays claimed"
+                if exc.survivors else "every task process was stopped")
+             + f". Stages finished: {', '.join(exc.finished) or 'none'}; "
+             f"{exc.stage} stopped after {exc.done} of {plural(exc.total, 'task')}."]
+    for lang, cfg in cfgs.items():
+        run, out = RunDir(table.lang_dir(lang)), Path(cfg.execution.out)
+        if run.done_marker.exists():
+            continue
+        mark_interrupted(run, exc.signum, exc.stage)
+        if not exc.survivors:
+            release(out, run.root)
+        words.append(f"hplt-shard: {lang + ': ' if table.several else ''}{out_now(run, cfg, out)}")
+    say(*words, f"hplt-shard: to continue: {resume_command(table.root, '--executor', 'local')}")
     return signal_exit(exc.signum)
 
 
-def run_local(run: RunDir, cfg: RunConfig, tasks: dict[str, list[int]], jobs: int, out: Path) -> int:
-    record = read_json(run.run_json)
-    record["submissions"].append({"kind": "local", "submitted_at": time.time(), "tasks": tasks, "jobs": []})
-    write_json_atomic(run.run_json, record)
+def run_local(table: UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, list[int]], jobs: int,
+              kind: str) -> int:
+    """Every stage here, blocking; the languages that landed, and the exact --resume for the rest."""
+    record_submission(table, f"local-{kind}", tasks, [])
     try:
         with stopped_by_signals():
-            run_all(sys.executable, run.root, tasks, jobs, cfg.execution)
-    except StageFailed as exc:
-        live.prune(run.root)  # a task killed by the OOM killer left its record: it failed, it was not interrupted
-        release(out, run.root)
-        print(f"hplt-shard: {exc}", file=sys.stderr)
-        print(f"hplt-shard: run directory {run.root}; {out_now(run, cfg, out)}", file=sys.stderr)
-        step = bad_record_step(run, str(exc).splitlines())
-        if step:
-            print(f"hplt-shard: {step}", file=sys.stderr)
-        return ExitCode.FAILED
+            failures = run_all(sys.executable, table, tasks, jobs)
+    except StageFailed as exc:  # one language: the chain stopped at the failed stage
+        return failed_run(table, cfgs, str(exc))
     except (Interrupted, KeyboardInterrupt) as exc:
         if not isinstance(exc, Interrupted):  # between two stages: no task was running
             exc = Interrupted("the next stage", 0, 0, getattr(exc, "signum", signal.SIGINT), WORKERS.stop())
-        return stopped(run, cfg, out, exc)
+        return stopped(table, cfgs, exc)
+    if table.several:
+        return report_languages(table, cfgs, failures)
+    (lang, cfg), = cfgs.items()
+    out = Path(cfg.execution.out)
     manifest = json.loads((out / "_MANIFEST.json").read_text())
     print(f"done: {plural(manifest['rows'], 'document')} in {plural(len(manifest['shards']), 'shard')} "
           f"(train {manifest['splits']['train']:,}, val {manifest['splits']['val']:,})")
     print(f"output:  {out}  (manifest {out / '_MANIFEST.json'})")
-    print(f"run dir: {run.root}  (validation.json, logs/)")
+    print(f"run dir: {table.root}  (validation.json, logs/)")
+    return ExitCode.OK
+
+
+def failed_run(table: UnitTable, cfgs: dict[str, RunConfig], failure: str) -> int:
+    """A run of one language whose chain stopped: why, what OUT holds, the next step."""
+    (lang, cfg), = cfgs.items()
+    run, out = RunDir(table.lang_dir(lang)), Path(cfg.execution.out)
+    live.prune(run.root)  # a task killed by the OOM killer left its record: it failed, it was not interrupted
+    release(out, run.root)
+    print(f"hplt-shard: {failure}", file=sys.stderr)
+    print(f"hplt-shard: run directory {run.root}; {out_now(run, cfg, out)}", file=sys.stderr)
+    step = bad_record_step(run, failure.splitlines())
+    if step:
+        print(f"hplt-shard: {step}", file=sys.stderr)
+    return ExitCode.FAILED
+
+
+def report_languages(table: UnitTable, cfgs: dict[str, RunConfig], failures: Sequence[TaskResult]) -> int:
+    """Per language: landed, or failed with its claim released (its previous output untouched)."""
+    failed = []
+    for lang, cfg in cfgs.items():
+        run = RunDir(table.lang_dir(lang))
+        live.prune(run.root)  # a unit killed (OOM killer, a fault) while the executor lived failed
+        if run.done_marker.exists():
+            print(f"done: {lang}  output {cfg.execution.out}")
+        else:
+            release(Path(cfg.execution.out), run.root)
+            failed.append(lang)
+    if failed:
+        for r in failures[:20]:
+            say(f"hplt-shard: {r.stage} {r.name} failed: {last_error_line(r.log)}  (log: {r.log})")
+        say(f"hplt-shard: {plural(len(failed), 'language')} failed: {', '.join(failed)}; their previous outputs are "
+            f"untouched; the others landed. See ./hplt-shard --status {table.root}, then "
+            f"{resume_command(table.root)}")
+        return ExitCode.FAILED
+    print(f"run dir: {table.root}")
     return ExitCode.OK

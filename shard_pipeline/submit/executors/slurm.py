@@ -1,4 +1,5 @@
-"""Slurm executor: every stage submitted at once with plain sbatch, chained by afterok.
+"""Slurm executor: every stage submitted at once with plain sbatch, chained by afterok (afterany
+for several languages, whose failures must not cancel each other).
 
 No orchestrator job and nothing polling: a failed stage cancels the ones after it through
 --kill-on-invalid-dep=yes. Every value reaches sbatch as an argv element; the batch script is
@@ -11,19 +12,18 @@ import getpass
 import hashlib
 import re
 import subprocess
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline.errors import UsageError, UserError
 from shard_pipeline.paths import JOB_SCRIPT
-from shard_pipeline.run import group
-from shard_pipeline.run.registry import STAGES
+from shard_pipeline.run.multi import UnitTable, record_submission
+from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
-from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
+from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.submit.executors import checkout_path
-from shard_pipeline.submit.layout import array_throttle
+from shard_pipeline.submit.layout import array_throttle, chain_resources
 from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS, plural
 
 DEFAULT_MAX_ARRAY_SIZE = 1001
@@ -120,7 +120,7 @@ def job_tag(rundir: Path, lang: str) -> str:
 def job_names(rundir: Path, lang: str) -> dict[str, str]:
     """Every stage's job name, 8 characters (e.g. `Pspa3kq7`, `Lspa3kq7`, `Wspa3kq7`, `Fspa3kq7`)."""
     tag = job_tag(rundir, lang)
-    return {s.name: STAGE_LETTER[s.name] + tag for s in STAGES}
+    return {s: STAGE_LETTER[s] + tag for s in STAGE_NAMES}
 
 
 def watch_command(rundir: Path, lang: str) -> str:
@@ -219,25 +219,34 @@ def refusal_step(stderr: str, rundir: Path, queued: int) -> str:
             f"task so the run needs fewer: ./hplt-shard --resume {rundir} --cpus-per-task C (e.g. twice what it has)")
 
 
-def submit_run(run: RunDir, cfg: RunConfig, t: dict[str, list[int]], settings, lang: str, kind: str) -> int:
-    """Queue the stages that have tasks, with the resources the run dir holds; each depends on the one before."""
-    ex = cfg.execution
-    s = SlurmSettings(settings.worker_partition, settings.account, ex.python, settings.module_loads, lang)
+def submit_run(table: UnitTable, cfgs: dict[str, RunConfig], t: dict[str, list[int]], settings, kind: str) -> int:
+    """Queue every stage that has units now, each after the one before: afterok for one language (a failure
+    cancels the rest), afterany for several (one language's failure must not cancel the others' chain)."""
+    python = next(iter(cfgs.values())).execution.python
+    tag = next(iter(cfgs)) if not table.several else "mul"
+    s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, tag)
+    fixed_time = bool(read_json(RunDir(table.root).run_json).get("time_limit"))
+    resources = chain_resources(table, cfgs, t, fixed_time)
     # Array indices are groups of C units (run/group.py): a resume resubmits the groups holding unfinished units.
-    arrays = {stage: group.groups_of(t.get(stage, []), ex.units_per_task(stage)) for stage in t}
+    arrays = {stage: table.array_indices(stage, t[stage]) for stage in STAGE_NAMES if t.get(stage)}
     throttle = array_throttle(len(arrays.get("partition", [])), len(arrays.get("write", [])), settings.max_tasks)
-    stages = [StageJobs(s.name, tuple(arrays[s.name]), ex.resources[s.name], throttle if s.array else None)
-              for s in STAGES if t.get(s.name)]
-    sub = submit_chain(s, run.root, stages, max_size=max_array_size())
-    record = read_json(run.run_json)
-    record["submissions"].append({"kind": kind, "submitted_at": time.time(), "jobs": sub.jobs,
-                                  "resources": {"stages": {st: asdict(r) for st, r in ex.resources.items()},
-                                                "partition": settings.worker_partition, "account": settings.account,
-                                                "max_tasks": settings.max_tasks}})
-    write_json_atomic(run.run_json, record)
+    after = "afterany" if table.several else "afterok"
+    stages = [StageJobs(stage, tuple(arrays[stage]), resources[stage], throttle if table.is_array(stage) else None,
+                        after=after) for stage in arrays]
+    sub = submit_chain(s, table.root, stages, max_size=max_array_size())
+    record_submission(table, kind, t, sub.jobs, {
+        "stages": {st: asdict(r) for st, r in resources.items()}, "partition": settings.worker_partition,
+        "account": settings.account, "max_tasks": settings.max_tasks})
     for j in sub.jobs:
         print(f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}")
-    print(f"run dir: {run.root}")
-    print(f"watch:   {watch_command(run.root, lang)}")
-    print(f"done when {run.done_marker} exists; output appears at {cfg.execution.out}")
+    if table.several:
+        outs = [c.execution.out for c in cfgs.values()]
+        print(f"run dir: {table.root}  ({plural(len(cfgs), 'language')}; ./hplt-shard --status {table.root})")
+        print(f"watch:   {watch_command(table.root, tag)}")
+        print(f"done when every {table.root}/<LANG>/DONE exists; outputs appear at " + ", ".join(outs[:3])
+              + (" ..." if len(outs) > 3 else ""))
+    else:
+        print(f"run dir: {table.root}")
+        print(f"watch:   {watch_command(table.root, tag)}")
+        print(f"done when {RunDir(table.root).done_marker} exists; output appears at {next(iter(cfgs.values())).execution.out}")
     return 0

@@ -1,0 +1,96 @@
+"""Which languages a run takes: one LANG, a comma list, `all` (the folders of a local corpus root) or
+--langs-file; how many queued tasks each gets; where a run of several languages keeps its run dir."""
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Sequence
+
+from shard_pipeline.errors import UsageError
+from shard_pipeline.paths import home
+
+LANG_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
+
+
+def wants_several(args: argparse.Namespace) -> bool:
+    """A list of languages was asked for (a comma list, `all`, or --langs-file): OUT is then a root
+    holding OUT/<LANG>/, even when the list holds one language."""
+    return bool(args.langs_file) or (args.lang is not None and ("," in args.lang or args.lang == "all"))
+
+
+def corpus_root(args: argparse.Namespace, settings) -> Path:
+    root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
+    if root is None:
+        raise UsageError("`all` lists the language folders of a local corpus root: give --local-root (or V4_ROOT/V3_ROOT)")
+    return Path(root)
+
+
+def read_langs_file(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"--langs-file {path}: {exc.strerror or exc}") from None
+    langs = []
+    for n, line in enumerate(lines, 1):
+        code = line.split("#", 1)[0].strip()
+        if not code:
+            continue
+        if not LANG_CODE.match(code):
+            raise UsageError(f"{path}:{n}: {code!r} is not a language code (e.g. fin_Latn)")
+        langs.append(code)
+    return langs
+
+
+def languages(args: argparse.Namespace, settings) -> list[str]:
+    """The languages of the run, in the order given (sorted for `all`), each once."""
+    if args.langs_file and args.lang:
+        raise UsageError("give languages either as LANG or with --langs-file, not both")
+    if args.langs_file:
+        langs = read_langs_file(args.langs_file)
+    elif args.lang == "all":
+        root = corpus_root(args, settings)
+        if not root.is_dir():
+            raise UsageError(f"corpus root {root} is not a folder")
+        langs = sorted(p.name for p in root.iterdir() if p.is_dir() and LANG_CODE.match(p.name))
+    else:
+        langs = [c.strip() for c in args.lang.split(",") if c.strip()]
+        bad = [c for c in langs if not LANG_CODE.match(c)]
+        if bad:
+            raise UsageError(f"{bad[0]!r} is not a language code (e.g. fin_Latn)")
+    dup = sorted({c for c in langs if langs.count(c) > 1})
+    if dup:
+        raise UsageError(f"language(s) given twice: {', '.join(dup)}")
+    if not langs:
+        raise UsageError("no languages given" + (f" ({args.langs_file} is empty)" if args.langs_file else ""))
+    if args.dataset:
+        raise UsageError("--dataset names one language's dataset; with several languages each gets "
+                         "hplt-<corpus>-<subset>-<LANG>, as its single run would")
+    return langs
+
+
+def share_budget(sizes: Sequence[int], room: int) -> list[int]:
+    """Split `room` queued tasks between languages in proportion to bytes, at least 2 each (1 partition + 1 write).
+
+    Largest remainders, ties to the earlier language: a pure function of the sizes, so the
+    dry-run shows exactly what is submitted.
+    """
+    n = len(sizes)
+    if room < 2 * n:
+        raise UsageError(f"{n} languages need at least {2 * n + 2} queued tasks (one partition and one write task "
+                         f"each, plus plan and finalize); this run may queue {room + 2} (MAX_TASKS, SUBMIT_LIMIT): "
+                         f"give at most {max(1, room // 2)} languages per run")
+    extra, total = room - 2 * n, sum(sizes)
+    if total == 0:
+        return [2 + extra // n + (1 if i < extra % n else 0) for i in range(n)]
+    exact = [extra * s / total for s in sizes]
+    share = [int(e) for e in exact]
+    for i in sorted(range(n), key=lambda i: (-(exact[i] - share[i]), i))[: extra - sum(share)]:
+        share[i] += 1
+    return [2 + s for s in share]
+
+
+def default_run_dir(args: argparse.Namespace, subset: str, langs: list[str]) -> Path:
+    wds = (args.wds or "all").replace(",", "_")
+    name = "all" if args.lang == "all" else f"{langs[0]}+{len(langs) - 1}" if len(langs) > 1 else langs[0]
+    return home() / "runs" / f"{args.corpus}-{subset}-multi-{name}-{wds}"
