@@ -3,7 +3,7 @@
 
 No data is read: each language is a list of full v4 shards (~16.4 GB) plus one partial shard per
 WDS bin, laid out exactly as `./hplt-shard L1,L2,... --dry-run` would (the same share of the
-task budget, the same layout.lay_out_jobs), and compared with each language as its own run.
+task budget in units, the same layout.lay_out_jobs), and compared with each language as its own run.
 
     .venv/bin/python bench/multi_scale.py                 # the table in docs/DESIGN.md (lumi: C = 16)
     .venv/bin/python bench/multi_scale.py --cpus 1        # one core per array task (before #20)
@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from shard_pipeline.submit import layout  # noqa: E402
-from shard_pipeline.submit.languages import share_budget  # noqa: E402
+from shard_pipeline.submit.languages import partition_units, share_budget, unit_room  # noqa: E402
 from shard_pipeline.submit.projection import hms, landing_seconds  # noqa: E402
 
 FULL = 16_400_000_000
@@ -50,8 +50,9 @@ def shard_sizes(tb: float) -> list[int]:
     return [FULL] * full + [rest // 6] * 6
 
 
-def lay(sizes: list[int], budget: int, mem: str, cpus: int = 1) -> layout.Layout:
-    return layout.lay_out_jobs(sizes, {}, shard_rows=1_000_000, task_budget=budget, worker_mem=mem, cpus=cpus)
+def lay(sizes: list[int], budget: int, mem: str, cpus: int = 1, partition_tasks: int | None = None) -> layout.Layout:
+    return layout.lay_out_jobs(sizes, {}, shard_rows=1_000_000, task_budget=budget, worker_mem=mem, cpus=cpus,
+                               partition_tasks=partition_tasks)
 
 
 def minutes(t: str) -> int:
@@ -68,8 +69,10 @@ def main() -> None:
     a = ap.parse_args()
     langs = {l: tb for l, tb in {**KNOWN_TB, **ASSUMED_TB}.items() if l not in a.without.split(",")}
     sizes = {l: shard_sizes(tb) for l, tb in langs.items()}
-    shares = share_budget([sum(s) for s in sizes.values()], a.max_tasks - 2)
-    multi = {l: lay(sizes[l], share + 2, a.mem, a.cpus) for l, share in zip(langs, shares)}
+    # as launch.prepare_all: units shared by bytes (C per array task, packed across languages)
+    shares = share_budget([sum(s) for s in sizes.values()], unit_room(a.max_tasks, a.cpus))
+    multi = {l: lay(sizes[l], share + 2, a.mem, 1, partition_units(len(sizes[l]), share))
+             for l, share in zip(langs, shares)}
     alone = {l: lay(sizes[l], a.max_tasks, a.mem, a.cpus) for l in langs}
     lands = landing_seconds(multi, a.cpus)
     print(f"{'language':<10}{'TB':>7}{'inputs':>7}{'part':>6}{'write':>6}{'part. time':>11}{'write time':>11}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,55 @@ def test_dry_run_has_a_row_per_language_totals_and_the_separate_runs(tmp_path, c
     assert rows["total"][1] == "4" and rows["total"][4] == "125"
     assert "separate runs would queue" in out and "queued at once:" in out
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_dry_run_projects_each_languages_landing_and_the_last(tmp_path, capsys):
+    root = make_langs(tmp_path, {"fin_Latn": (120, ("10_1", "9_1", "9_2")), "est_Latn": (5, ("10_1",))})
+    assert cli.main(["fin_Latn,est_Latn", "--local-root", str(root), "--license", LICENSE, "--dry-run",
+                     "--executor", "local", "--shard-rows", "50", "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "lands" in out.splitlines()[1]  # a column per language
+    lands = {l.split()[0]: l.split()[-1] for l in out.splitlines() if l.split() and l.split()[0] in ("fin_Latn", "est_Latn")}
+    assert all(re.fullmatch(r"\d+h\d\dm\d\ds", v) for v in lands.values()), lands
+    last = re.search(r"projected wall +(\S+) to the last landing", out)
+    assert last and last.group(1) == max(lands.values())  # same format, so the largest string is the latest
+
+
+@pytest.mark.parametrize("where", ["out inside the input root", "run dir inside a language folder",
+                                   "run dir inside out"])
+def test_several_languages_get_every_path_guard_of_one(tmp_path, capsys, where):
+    """A run of several languages refuses what a run of one refuses, before anything is written (--dry-run too)."""
+    root = make_langs(tmp_path, {"fin_Latn": (20, ("10_1",)), "est_Latn": (5, ("10_1",))})
+    out, run_dir = {"out inside the input root": (root / "out", tmp_path / "run"),
+                    "run dir inside a language folder": (tmp_path / "out", root / "fin_Latn" / "run"),
+                    "run dir inside out": (tmp_path / "out", tmp_path / "out" / "run")}[where]
+    for extra in (("--dry-run",), ()):
+        assert multi_cli(root, "fin_Latn,est_Latn", out, run_dir, *extra) == 2
+        err = capsys.readouterr().err
+        assert "lies inside" in err and "they must be apart" in err, err
+        assert not run_dir.exists() and not (out / "fin_Latn").exists()
+    # the same paths with one language are refused the same way
+    assert multi_cli(root, "fin_Latn", out, run_dir,
+                     "--dry-run") == 2
+    assert "lies inside" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_run_of_one_language_is_the_one_language_case_of_the_unit_table(tmp_path, capsys):
+    """multi.load reads any run dir: one language's is the identity table whose language dir is RUNDIR,
+    with the C of its config; the executors, the task entry and --status all go through it."""
+    root = make_langs(tmp_path, {"fin_Latn": (60, ("10_1", "9_1", "9_2"))})
+    run_dir = tmp_path / "run"
+    assert multi_cli(root, "fin_Latn", tmp_path / "out", run_dir, "--shard-rows", "20", "--cpus-per-task", "2",
+                     "--partition-tasks", "3", "--write-tasks", "3") == 0
+    t = multi.load(run_dir)
+    cfg = json.loads((run_dir / "config.json").read_text())["execution"]
+    assert not t.several and t.langs == ("fin_Latn",) and t.lang_dir("fin_Latn") == run_dir
+    assert (t.size("partition"), t.size("write"), t.size("plan")) == (cfg["partition_tasks"], cfg["write_tasks"], 1)
+    assert t.units_per_task("partition") == cfg["resources"]["partition"]["cpus"] == 2
+    assert [t.locate("write", g) for g in range(t.size("write"))] == [("fin_Latn", g) for g in range(t.size("write"))]
+    assert t.array_indices("partition", [0, 2]) == [0, 1] and not t.is_array("plan")
+    assert (run_dir / "DONE").exists() and not (run_dir / "languages.json").exists()
 
 
 @pytest.mark.slow

@@ -1,7 +1,6 @@
 """./hplt-shard: dispatch to verify, status, resume or a new run, and turn user errors into one line."""
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -9,11 +8,12 @@ from typing import Sequence
 from shard_pipeline.errors import EXIT_USAGE, ExitCode, UserError
 from shard_pipeline.submit import launch
 from shard_pipeline.submit.args import build_parser
+from shard_pipeline.submit.request import Request
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    args = Request.from_args(build_parser().parse_args(argv))  # argparse ends here: below, one typed request
     try:
         return run_command(args, argv)
     except UserError as exc:  # conf, input, path and resume problems name file, line and reason
@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
-def os_error_line(exc: OSError, args: argparse.Namespace) -> str:
+def os_error_line(exc: OSError, args: Request) -> str:
     """What was being done, the path and the reason, from an OSError nobody mapped closer to its source."""
     doing = ("reading the run directory" if args.status or args.resume else
              "checking the output folder" if args.verify or args.publish else "preparing the run")
@@ -35,7 +35,7 @@ def os_error_line(exc: OSError, args: argparse.Namespace) -> str:
     return f"{doing} failed: {where}: {exc.strerror or exc}"
 
 
-def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
+def run_command(args: Request, argv: Sequence[str]) -> int:
     if args.version:
         print(version_line())
         return 0

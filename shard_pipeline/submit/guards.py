@@ -6,7 +6,6 @@ root, OUT and OUT.tmp may be the same folder or lie one inside the other.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 from pathlib import Path
@@ -17,6 +16,7 @@ from shard_pipeline.contract.shard import (
     tmp_dir_for,
 )
 from shard_pipeline.errors import UsageError
+from shard_pipeline.submit.request import Request
 
 
 def inside(a: Path, b: Path) -> bool:
@@ -74,7 +74,7 @@ def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None) -> N
         raise UsageError(str(exc)) from None
 
 
-def check_content_args(args: argparse.Namespace) -> None:
+def check_content_args(args: Request) -> None:
     """Content options that would fail later (at the manifest) are refused now, --dry-run included."""
     try:
         check_manifest_args(dataset=args.dataset or "default", version=args.dataset_version, config_sha256="0" * 64,

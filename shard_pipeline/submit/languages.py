@@ -2,24 +2,24 @@
 --langs-file; how many queued tasks each gets; where a run of several languages keeps its run dir."""
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline.errors import UsageError
 from shard_pipeline.paths import home
+from shard_pipeline.submit.request import Request
 
 LANG_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
 
 
-def wants_several(args: argparse.Namespace) -> bool:
+def wants_several(args: Request) -> bool:
     """A list of languages was asked for (a comma list, `all`, or --langs-file): OUT is then a root
     holding OUT/<LANG>/, even when the list holds one language."""
     return bool(args.langs_file) or (args.lang is not None and ("," in args.lang or args.lang == "all"))
 
 
-def corpus_root(args: argparse.Namespace, settings) -> Path:
+def corpus_root(args: Request, settings) -> Path:
     root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
     if root is None:
         raise UsageError("`all` lists the language folders of a local corpus root: give --local-root (or V4_ROOT/V3_ROOT)")
@@ -42,7 +42,7 @@ def read_langs_file(path: Path) -> list[str]:
     return langs
 
 
-def languages(args: argparse.Namespace, settings) -> list[str]:
+def languages(args: Request, settings) -> list[str]:
     """The languages of the run, in the order given (sorted for `all`), each once."""
     if args.langs_file and args.lang:
         raise UsageError("give languages either as LANG or with --langs-file, not both")
@@ -69,16 +69,24 @@ def languages(args: argparse.Namespace, settings) -> list[str]:
     return langs
 
 
-def share_budget(sizes: Sequence[int], room: int) -> list[int]:
-    """Split `room` queued tasks between languages in proportion to bytes, at least 2 each (1 partition + 1 write).
+def unit_room(budget: int, cpus: int) -> int:
+    """Partition and write units that fit in `budget` queued array tasks of C units each, plan and
+    finalize taking one each, however the units fall into the two arrays: (B - 2) C - 2 (C - 1)."""
+    return max(0, (budget - 2) * cpus - 2 * (cpus - 1))
 
-    Largest remainders, ties to the earlier language: a pure function of the sizes, so the
-    dry-run shows exactly what is submitted.
+
+def share_budget(sizes: Sequence[int], room: int) -> list[int]:
+    """Split `room` units between languages in proportion to bytes, at least 2 each (1 partition + 1 write).
+
+    Units, not array tasks: an array task of C units may run units of several languages
+    (run/multi.py), so a small language takes 2 units, not 2 array tasks of C cores. Largest
+    remainders, ties to the earlier language: a pure function of the sizes, so the dry-run
+    shows exactly what is submitted.
     """
     n = len(sizes)
     if room < 2 * n:
-        raise UsageError(f"{n} languages need at least {2 * n + 2} queued tasks (one partition and one write task "
-                         f"each, plus plan and finalize); this run may queue {room + 2} (MAX_TASKS, SUBMIT_LIMIT): "
+        raise UsageError(f"{n} languages need at least {2 * n} partition and write units (one of each per "
+                         f"language); this run has room for {room} (MAX_TASKS, SUBMIT_LIMIT, --cpus-per-task): "
                          f"give at most {max(1, room // 2)} languages per run")
     extra, total = room - 2 * n, sum(sizes)
     if total == 0:
@@ -90,7 +98,23 @@ def share_budget(sizes: Sequence[int], room: int) -> list[int]:
     return [2 + s for s in share]
 
 
-def default_run_dir(args: argparse.Namespace, subset: str, langs: list[str]) -> Path:
+PARTITION_SHARE = 0.7  # at most this part of a language's units partition (docs/DESIGN.md, Many languages)
+
+
+def partition_units(inputs: int, share: int) -> int:
+    """A language's partition units out of its `share`: the fewest input shards per unit whose unit
+    count fits in PARTITION_SHARE of the share (the rest write).
+
+    Every write waits for the slowest partition unit of the whole run, and a unit reads whole
+    input shards: 1,107 English shards in 830 units take as long as in 554 (two shards in the
+    largest unit), so the count is the one that makes the largest unit smallest, no more.
+    """
+    cap = max(1, min(share - 1, int(share * PARTITION_SHARE)))
+    per = max(1, -(-inputs // cap))  # input shards in the largest unit
+    return max(1, -(-inputs // per))
+
+
+def default_run_dir(args: Request, subset: str, langs: list[str]) -> Path:
     wds = (args.wds or "all").replace(",", "_")
     name = "all" if args.lang == "all" else f"{langs[0]}+{len(langs) - 1}" if len(langs) > 1 else langs[0]
     return home() / "runs" / f"{args.corpus}-{subset}-multi-{name}-{wds}"

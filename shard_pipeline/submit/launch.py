@@ -4,7 +4,6 @@ A run directory is written once, here, before any task runs; every stage reads i
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import platform
@@ -26,11 +25,12 @@ from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_
 from shard_pipeline.submit import guards, languages, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.report import describe
+from shard_pipeline.submit.request import Request
 from shard_pipeline.submit.slurm_limits import check_layout
 from shard_pipeline.units import plural
 
 
-def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+def new_run(args: Request, argv: Sequence[str]) -> int:
     """Find the inputs of every language, lay out the jobs, and (unless --dry-run) write the run dir and start it.
 
     One LANG makes a run dir for that language and OUT is its output. A list of languages (a
@@ -82,7 +82,7 @@ def new_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
                      "submit")
 
 
-def check_outs(args: argparse.Namespace, settings, ms: "Languages", root: Path, several: bool) -> dict[str, tuple[Path, Any]]:
+def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bool) -> dict[str, tuple[Path, Any]]:
     """Each language's OUT (OUT itself, or OUT/<LANG> under a root) checked as one run's OUT is, --dry-run
     included: the path rules, what it holds, the same dataset. Returns (OUT, what it holds) per language."""
     given = guards.check_out_path(args.out)
@@ -115,7 +115,7 @@ class Scope:
     disagree: tuple = ()  # counts-index rows that no longer match their file
 
 
-def prepare(args: argparse.Namespace, settings, executor: str, budget: int | None = None) -> Scope:
+def prepare(args: Request, settings, executor: str, budget: int | None = None) -> Scope:
     """Inputs, known counts, head sample and layout of args.lang (`budget`: this language's share of the tasks)."""
     if not settings.license:
         raise UsageError("no license: give --license SPDX or LICENSE in the conf (HPLT presets use CC0-1.0)")
@@ -154,32 +154,38 @@ class Languages:
     budget: int | None  # the queued tasks the languages share (several), None for one language
 
 
-def lang_args(args: argparse.Namespace, lang: str) -> argparse.Namespace:
-    return argparse.Namespace(**{**vars(args), "lang": lang, "langs_file": None})
+def lang_args(args: Request, lang: str) -> Request:
+    return args.for_language(lang)
 
 
-def total_budget(args: argparse.Namespace, settings, executor: str, n: int) -> int:
+def total_budget(args: Request, settings, executor: str, n: int) -> int:
     if executor == "slurm":
         return scope.task_budget(args, settings, executor)
     # locally tasks are process starts, not queue slots; as a single run, groups of C count once
     return max(4 * max(1, args.jobs // settings.cpus_per_task) + 2, 2 * n + 2)
 
 
-def prepare_all(args: argparse.Namespace, settings, executor: str, langs: list[str], several: bool) -> Languages:
-    """Lay out every language; several share the budget in proportion to bytes, and the dry-run
-    also shows the layout each would get alone."""
+def prepare_all(args: Request, settings, executor: str, langs: list[str], several: bool) -> Languages:
+    """Lay out every language; several share the budget's units in proportion to bytes, and the
+    dry-run also shows the layout each would get alone.
+
+    Several languages are laid out in units (one core each): their array tasks of C units are
+    packed across languages (run/multi.py), so a language's units, not array tasks, are its
+    share, and every unit reads about the same bytes: one time limit fits the array."""
     if not several:
         sc = prepare(args, settings, executor)
         return Languages(langs, {langs[0]: sc}, {langs[0]: sc.lay}, None)
     budget = total_budget(args, settings, executor, len(langs))
     first = {l: prepare(lang_args(args, l), settings, executor, budget=budget) for l in langs}
-    shares = languages.share_budget([first[l].lay.compressed_bytes for l in langs], budget - 2)
+    room = languages.unit_room(budget, settings.cpus_per_task)
+    shares = languages.share_budget([first[l].lay.compressed_bytes for l in langs], room)
     scopes = {}
     for l, share in zip(langs, shares):
         sc = first[l]
+        p = args.partition_tasks or languages.partition_units(len(sc.shards), share)
         lay = scope.make_layout(lang_args(args, l), settings, sc.shards, {**sc.sample.complete, **sc.known}, executor,
                                 sc.sample.compressed_per_doc, sc.sample.text_per_doc, budget=share + 2,
-                                sample=sc.sample)
+                                sample=sc.sample, cpus=1, partition_tasks=p)
         scopes[l] = Scope(sc.subset, sc.shards, sc.sample, lay, sc.known)
     return Languages(langs, scopes, {l: first[l].lay for l in langs}, budget)
 
@@ -226,7 +232,7 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
     return cfgs
 
 
-def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor: str, sc: Scope, out: Path,
+def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: Scope, out: Path,
                run: RunDir) -> RunConfig:
     """Check OUT and the run dir, write the run dir of one language, then claim OUT; nothing is started."""
     subset, shards, lay, sample, disagree = sc.subset, sc.shards, sc.lay, sc.sample, sc.disagree
@@ -276,11 +282,11 @@ def create_run(args: argparse.Namespace, argv: Sequence[str], settings, executor
     return cfg
 
 
-def dataset_name(args: argparse.Namespace, subset: str) -> str:
+def dataset_name(args: Request, subset: str) -> str:
     """The manifest's dataset: --dataset, else hplt-<corpus>-<subset>-<LANG> (HPLT) or <name>-<LANG> (identity.py)."""
     from shard_pipeline.input.identity import CorpusNames, is_hplt
 
-    hplt = getattr(args, "corpus_name", None) is None and is_hplt(args.corpus, subset)
+    hplt = args.corpus_name is None and is_hplt(args.corpus, subset)
     return args.dataset or CorpusNames(args.corpus, subset, hplt).dataset(args.lang)
 
 
@@ -366,7 +372,7 @@ def multi_parent(root: Path) -> list[Path]:
     return [root.parent] if multi.is_multi(root.parent) else []
 
 
-def resume_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+def resume_run(args: Request, argv: Sequence[str]) -> int:
     """Redo, per language, only what is unfinished; same bytes as an uninterrupted run. Finished
     languages are left alone."""
     from shard_pipeline.run.resume import (

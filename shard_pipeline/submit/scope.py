@@ -4,7 +4,6 @@ Everything `--dry-run` shows is computed here, and nothing here writes a file.
 """
 from __future__ import annotations
 
-import argparse
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Sequence
 from shard_pipeline.errors import UsageError
 from shard_pipeline.paths import PRESET_DIR, home
 from shard_pipeline.submit import layout as layout_mod
+from shard_pipeline.submit.request import Request
 
 
 @contextmanager
@@ -24,7 +24,7 @@ def usage_errors():
         raise UsageError(str(exc)) from None
 
 
-def resolve_settings(args: argparse.Namespace):
+def resolve_settings(args: Request):
     from shard_pipeline.submit.settings import load_settings
 
     cli = {
@@ -41,13 +41,13 @@ def resolve_settings(args: argparse.Namespace):
     return load_settings(cli=cli, conf_path=args.conf, repo_root=home(), preset_dir=PRESET_DIR)
 
 
-def input_root(args: argparse.Namespace, settings) -> Path | None:
+def input_root(args: Request, settings) -> Path | None:
     """The local folder holding LANG/, or None for inputs listed by URL."""
     root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
     return Path(root) if root is not None else None
 
 
-def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
+def find_inputs(args: Request, settings) -> tuple[str, list]:
     """(subset, shards): subset is the HPLT subset (clean) or a non-HPLT corpus's own name (identity.py)."""
     from shard_pipeline.input.corpus import find_shards, parse_sources, parse_wds
 
@@ -63,11 +63,11 @@ def find_inputs(args: argparse.Namespace, settings) -> tuple[str, list]:
             raise UsageError("v4 needs --local-root (or V4_ROOT in the conf/preset): HPLT v4 has no public shard map")
         base_url = settings.v3_base_url
     shards = find_shards(args.lang, corpus=args.corpus, local_root=root, base_url=base_url, wds=args.wds,
-                         sources=args.sources, corpus_name=getattr(args, "corpus_name", None))
+                         sources=args.sources, corpus_name=args.corpus_name)
     return corpus_names(args, settings).name, shards
 
 
-def corpus_names(args: argparse.Namespace, settings):
+def corpus_names(args: Request, settings):
     """identity.CorpusNames of this run's root: HPLT release names, or the corpus's own (--corpus-name)."""
     import os
 
@@ -76,10 +76,10 @@ def corpus_names(args: argparse.Namespace, settings):
     root = input_root(args, settings)
     folder = os.path.basename(os.path.abspath(root)) if root is not None else URL_SUBSET
     with usage_errors():
-        return names_for(args.corpus, folder, getattr(args, "corpus_name", None))
+        return names_for(args.corpus, folder, args.corpus_name)
 
 
-def index_key(args: argparse.Namespace, settings) -> tuple[str, str]:
+def index_key(args: Request, settings) -> tuple[str, str]:
     """Where this root's rows live in the counts index: the sampler's <corpus>/<subset> only for the
     HPLT roots a shipped preset names, else custom/<name>-<hash of the resolved root> (identity.py)."""
     from shard_pipeline.input.identity import index_key as key
@@ -90,7 +90,7 @@ def index_key(args: argparse.Namespace, settings) -> tuple[str, str]:
                corpus_names(args, settings).name)
 
 
-def index_line(args: argparse.Namespace, settings) -> str:
+def index_line(args: Request, settings) -> str:
     """--dry-run's line: the index file this run reads and, at finalize, adds its rows to."""
     if not settings.counts_index:
         return "counts index     off (COUNTS_INDEX unset, or {ACCOUNT} in it with no ACCOUNT)"
@@ -134,7 +134,7 @@ def index_disagreements(settings, key: tuple[str, str], lang: str, shards: Seque
     return disagreements(Path(settings.counts_index), *key, lang, shards, docs_now)
 
 
-def choose_executor(args: argparse.Namespace, recorded: str | None = None) -> str:
+def choose_executor(args: Request, recorded: str | None = None) -> str:
     """--executor, else the run's own (on resume), else slurm where sbatch is on PATH; slurm needs sbatch."""
     executor = args.executor or recorded or ("slurm" if shutil.which("sbatch") else "local")
     if executor == "slurm" and not shutil.which("sbatch"):
@@ -143,7 +143,7 @@ def choose_executor(args: argparse.Namespace, recorded: str | None = None) -> st
     return executor
 
 
-def task_budget(args: argparse.Namespace, settings, executor: str) -> int:
+def task_budget(args: Request, settings, executor: str) -> int:
     """MAX_TASKS, and under Slurm also what the user's submit limit leaves (queued jobs counted)."""
     budget = settings.max_tasks
     if executor == "slurm" and settings.submit_limit:
@@ -157,15 +157,17 @@ def task_budget(args: argparse.Namespace, settings, executor: str) -> int:
 
 
 def make_layout(args, settings, shards, known, executor, compressed_per_doc=None,
-                text_per_doc=None, budget: int | None = None, sample=None) -> layout_mod.Layout:
-    """The job layout; `sample` (the head sample) gives the largest document, which sizes task memory."""
+                text_per_doc=None, budget: int | None = None, sample=None, cpus: int | None = None,
+                partition_tasks: int | None = None) -> layout_mod.Layout:
+    """The job layout; `sample` (the head sample) gives the largest document, which sizes task memory.
+    A language of a run of several is laid out in units (`cpus` 1, `budget` its share of units)."""
     for name in ("shard_rows", "row_group_bytes", "shard_bytes"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if not 0 <= args.val_permille <= 1000:
         raise UsageError("--val-permille must be in [0, 1000]")
     # Locally every task is a process start (~2 s of imports): a few tasks per core are enough.
-    cpus = settings.cpus_per_task
+    cpus = settings.cpus_per_task if cpus is None else cpus
     if budget is None:  # a multi-language run passes each language its share
         budget = task_budget(args, settings, executor) if executor == "slurm" else 4 * max(1, args.jobs // cpus) + 2
     return layout_mod.lay_out_jobs(
@@ -175,7 +177,7 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
         task_budget=budget,
         worker_mem=settings.worker_mem,
         time_limit=settings.time_limit,
-        partition_tasks=args.partition_tasks,
+        partition_tasks=partition_tasks or args.partition_tasks,
         write_tasks=args.write_tasks,
         buckets=args.buckets,
         spill_bytes=args.spill_bytes,
@@ -188,7 +190,7 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
     )
 
 
-def default_run_dir(args: argparse.Namespace, subset: str) -> Path:
+def default_run_dir(args: Request, subset: str) -> Path:
     wds = (args.wds or "all").replace(",", "_")
     src = f"-{args.sources.replace(',', '_')}" if args.sources else ""
     return home() / "runs" / f"{args.corpus}-{subset}-{args.lang}-{wds}{src}"
