@@ -2,7 +2,12 @@
 from __future__ import annotations
 
 import logging
+import re
+import signal
 from pathlib import Path
+
+# The trailer a group writes after a unit ended (run/group.py run_units): a negative exit is a signal.
+UNIT_TRAILER = re.compile(r"# hplt-shard .* unit \d+ exit (-\d+): ")
 
 
 def last_error_line(log: Path, lang: str | None = None) -> str:
@@ -19,7 +24,21 @@ def last_error_line(log: Path, lang: str | None = None) -> str:
         return f"(the log could not be read: {exc})"
     errors = [l for l in lines if l.startswith("ERROR") or "Error" in l]
     own = [l for l in errors if lang and l.startswith(f"ERROR: {lang}: ")]
+    if not (own or errors) and lines and UNIT_TRAILER.match(lines[-1]):
+        return killed_line(lines[-1])
     return (own or errors or lines or [empty_log(log)])[-1]
+
+
+def killed_line(trailer: str) -> str:
+    """A unit that ended by a signal before writing an error: say which, and what usually sends it."""
+    signum = -int(UNIT_TRAILER.match(trailer).group(1))
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    why = {signal.SIGKILL: "the OOM killer, a memory limit, or a kill -9",
+           signal.SIGTERM: "a time limit, a scancel, or a stop"}.get(signum, "a signal from outside the task")
+    return f"killed by {name} (signal {signum}) before it could log an error: {why}; {trailer.lstrip('# ')}"
 
 
 def empty_log(log: Path) -> str:
