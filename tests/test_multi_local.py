@@ -14,7 +14,7 @@ from shard_pipeline.errors import UsageError
 from shard_pipeline.input.corpus import find_shards
 from shard_pipeline.input.reader import ReadStats, iter_records, to_doc
 from shard_pipeline.input.synth import generate_corpus
-from shard_pipeline.run import multi
+from shard_pipeline.run import unit_table
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.executors.slurm import job_tag
 from shard_pipeline.submit.languages import languages, read_langs_file, share_budget, wants_several
@@ -53,31 +53,31 @@ def test_budget_is_shared_by_bytes_with_at_least_two_tasks_each():
 
 
 def test_an_array_index_runs_c_global_units_of_any_language(tmp_path):
-    m = multi.unit_table(tmp_path, [("a", 3, 2), ("b", 1, 4), ("c", 2, 1)], cpus=3)
+    m = unit_table.table_of(tmp_path, [("a", 3, 2), ("b", 1, 4), ("c", 2, 1)], cpus=3)
     assert m.units_per_task("write") == 3 and m.units_per_task("plan") == 1
     assert [m.units_of("write", i) for i in range(3)] == [[0, 1, 2], [3, 4, 5], [6]]
     assert [m.locate("write", g)[0] for g in m.units_of("write", 0)] == ["a", "a", "b"]  # one task, two languages
     assert m.array_indices("write", [2, 3, 6]) == [0, 1, 2] and m.array_indices("plan", [0, 2]) == [0]
-    (tmp_path / multi.LANGUAGES_JSON).write_text(json.dumps(m.to_json()))
-    assert multi.load(tmp_path) == m
-    small = multi.unit_table(tmp_path, [("a", 1, 1)], cpus=4)  # never more cores than units
+    (tmp_path / unit_table.LANGUAGES_JSON).write_text(json.dumps(m.to_json()))
+    assert unit_table.load(tmp_path) == m
+    small = unit_table.table_of(tmp_path, [("a", 1, 1)], cpus=4)  # never more cores than units
     assert (small.units_per_task("partition"), small.units_per_task("write")) == (1, 1)
     doc = m.to_json()
     del doc["cpus"]  # languages.json of a run made before C applied to several languages
-    (tmp_path / multi.LANGUAGES_JSON).write_text(json.dumps(doc))
-    assert multi.load(tmp_path).units_per_task("write") == 1
+    (tmp_path / unit_table.LANGUAGES_JSON).write_text(json.dumps(doc))
+    assert unit_table.load(tmp_path).units_per_task("write") == 1
 
 
 def test_unit_table_maps_every_global_index_to_one_language_task(tmp_path):
-    m = multi.unit_table(tmp_path, [("a", 3, 2), ("b", 1, 4), ("c", 2, 1)])
+    m = unit_table.table_of(tmp_path, [("a", 3, 2), ("b", 1, 4), ("c", 2, 1)])
     assert m.size("partition") == 6 and m.size("write") == 7 and m.size("plan") == 3
     seen = [m.locate("write", g) for g in range(7)]
     assert seen == [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("b", 2), ("b", 3), ("c", 0)]
     assert all(m.global_index("write", l, t) == g for g, (l, t) in enumerate(seen))
-    (tmp_path / multi.LANGUAGES_JSON).write_text(json.dumps(m.to_json()))
-    assert multi.resolve(tmp_path, "partition", 4) == (tmp_path / "c", 0)
+    (tmp_path / unit_table.LANGUAGES_JSON).write_text(json.dumps(m.to_json()))
+    assert unit_table.resolve(tmp_path, "partition", 4) == (tmp_path / "c", 0)
     with pytest.raises(IndexError):
-        multi.resolve(tmp_path, "partition", 6)
+        unit_table.resolve(tmp_path, "partition", 6)
 
 
 def ns(**kw) -> argparse.Namespace:
@@ -160,13 +160,13 @@ def test_several_languages_get_every_path_guard_of_one(tmp_path, capsys, where):
 
 @pytest.mark.slow
 def test_a_run_of_one_language_is_the_one_language_case_of_the_unit_table(tmp_path, capsys):
-    """multi.load reads any run dir: one language's is the identity table whose language dir is RUNDIR,
+    """unit_table.load reads any run dir: one language's is the identity table whose language dir is RUNDIR,
     with the C of its config; the executors, the task entry and --status all go through it."""
     root = make_langs(tmp_path, {"fin_Latn": (60, ("10_1", "9_1", "9_2"))})
     run_dir = tmp_path / "run"
     assert multi_cli(root, "fin_Latn", tmp_path / "out", run_dir, "--shard-rows", "20", "--cpus-per-task", "2",
                      "--partition-tasks", "3", "--write-tasks", "3") == 0
-    t = multi.load(run_dir)
+    t = unit_table.load(run_dir)
     cfg = json.loads((run_dir / "config.json").read_text())["execution"]
     assert not t.several and t.langs == ("fin_Latn",) and t.lang_dir("fin_Latn") == run_dir
     assert (t.size("partition"), t.size("write"), t.size("plan")) == (cfg["partition_tasks"], cfg["write_tasks"], 1)
@@ -187,7 +187,7 @@ def test_twenty_languages_with_three_cores_per_task_equal_write_shards_and_their
     assert cli.main(["--langs-file", str(langs_file), "--corpus", "v4", "--local-root", str(root), "--out", str(out),
                      "--run-dir", str(run_dir), "--executor", "local", "--license", LICENSE, "--jobs", "3",
                      "--shard-rows", "20", "--cpus-per-task", "3"]) == 0
-    m = multi.load(run_dir)
+    m = unit_table.load(run_dir)
     assert m.langs == tuple(sizes) and m.size("partition") >= 20 and m.size("plan") == 1 * 20
     assert m.units_per_task("write") == 3 and {m.locate("write", g)[0] for g in m.units_of("write", 0)} != set()
     # every language landed when its last write unit ended: the finalize job found each one done
@@ -216,7 +216,7 @@ def test_languages_of_very_different_sizes_with_c_cores_equal_their_single_runs(
     root = make_langs(tmp_path, sizes)
     out, run_dir = tmp_path / "out", tmp_path / "run"
     assert multi_cli(root, ",".join(sizes), out, run_dir, "--shard-rows", "15", "--cpus-per-task", str(cpus)) == 0
-    m = multi.load(run_dir)
+    m = unit_table.load(run_dir)
     assert m.units_per_task("write") == min(cpus, m.size("write"))
     for lang in sizes:
         expected = tmp_path / "expected" / lang
@@ -333,7 +333,7 @@ def test_one_chain_for_all_languages_fits_max_tasks_with_afterany(tmp_path, fake
     sb = fake_slurm("sbatch")
     names = [a[a.index("--job-name") + 1] for a in sb]
     assert names == [f"{c}{job_tag(run_dir.resolve(), 'mul')}" for c in "PLWF"]
-    m = multi.load(run_dir)
+    m = unit_table.load(run_dir)
     arrays = [a[a.index("--array") + 1].split("%")[0] for a in sb]
     assert arrays == [f"0-{m.size('partition') - 1}", "0", f"0-{m.size('write') - 1}", "0"]
     assert m.size("partition") + m.size("write") + 2 <= 12  # MAX_TASKS, as one run
@@ -365,12 +365,12 @@ def test_each_array_gets_the_most_any_language_needs():
                        "finalize": R("4G", "00:30:00", cpus)}))
 
     cfgs = {"a": cfg("9G", "32:30:00", 16), "b": cfg("4G", "00:10:00", 1), "c": cfg("700M", "1-12:00:00", 1)}
-    m = multi.unit_table(Path("/r"), [("a", 1, 20), ("b", 1, 10), ("c", 1, 10)])
+    m = unit_table.table_of(Path("/r"), [("a", 1, 20), ("b", 1, 10), ("c", 1, 10)])
     assert stage_resources(m, cfgs, "write", 40, False) == R("9G", "1-12:00:00", 1)
     assert stage_resources(m, cfgs, "finalize", 3, False) == R("4G", "00:36:00", 16)  # 2 minutes more per language
     assert stage_resources(m, cfgs, "plan", 3, True).time == "00:30:00"  # --time: exactly that
     # C = 3 units per array task: 3 x the largest unit memory, 3 cores; plan and finalize unchanged
-    m3 = multi.unit_table(Path("/r"), [("a", 1, 20), ("b", 1, 10), ("c", 1, 10)], cpus=3)
+    m3 = unit_table.table_of(Path("/r"), [("a", 1, 20), ("b", 1, 10), ("c", 1, 10)], cpus=3)
     assert stage_resources(m3, cfgs, "write", 40, False) == R("27G", "1-12:00:00", 3)
     assert stage_resources(m3, cfgs, "partition", 3, False) == R("12G", "00:10:00", 3)  # 3 units only: C = 3
     assert stage_resources(m3, cfgs, "finalize", 3, False) == R("4G", "00:36:00", 16)
@@ -380,15 +380,15 @@ def test_each_array_gets_the_most_any_language_needs():
 def test_the_chains_array_indices_read_in_each_languages_task_numbers(tmp_path):
     """--status of a language looks squeue up as `<job>_<task - offset>`; with C = 2 global unit g of
     array index g // 2 must answer it, and a key of the raw queue must never answer for another unit."""
-    m = multi.unit_table(tmp_path, [("a", 3, 3), ("b", 1, 2)], cpus=2)  # write units: a 0-2, b 3-4
+    m = unit_table.table_of(tmp_path, [("a", 3, 3), ("b", 1, 2)], cpus=2)  # write units: a 0-2, b 3-4
     jobs_b = {"write": [{"job_id": "7", "offset": 0 - m.base("write", "b")}]}  # as record_submission translates
     queue = {"7_0": "RUNNING", "7_1": "PENDING", "9_0": "RUNNING"}  # array index 1 = units 2 (a) and 3 (b)
-    q = multi.language_queue(m, "b", jobs_b, queue)
+    q = unit_table.language_queue(m, "b", jobs_b, queue)
     look = lambda t: q.get(f"7_{t - jobs_b['write'][0]['offset']}")  # noqa: E731  status.stage_statuses' key
     assert (look(0), look(1)) == ("PENDING", None)  # b's unit 0 is global 3 (index 1), unit 1 global 4 (index 2)
     assert q["9_0"] == "RUNNING" and "7_0" not in q and "7_1" not in q
-    one = multi.unit_table(tmp_path, [("a", 3, 3), ("b", 1, 2)])
-    assert multi.language_queue(one, "b", jobs_b, queue) == queue  # C = 1: offsets already match
+    one = unit_table.table_of(tmp_path, [("a", 3, 3), ("b", 1, 2)])
+    assert unit_table.language_queue(one, "b", jobs_b, queue) == queue  # C = 1: offsets already match
 
 
 def test_languages_land_by_their_own_write_in_the_projection():

@@ -13,7 +13,7 @@ from dataclasses import asdict
 import pytest
 
 from shard_pipeline.run.runconfig import RunConfig, StageResources, legacy_resources
-from shard_pipeline.run import multi
+from shard_pipeline.run import unit_table
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.status import resume_hint
@@ -129,7 +129,7 @@ def test_a_multi_language_run_runs_c_units_per_array_task(tmp_path, fake_slurm, 
     assert cli.main([*base, "--run-dir", str(tmp_path / "r2"), "--conf", str(conf), "--out", str(tmp_path / "o2")]) == 0
     assert "CPUS_PER_TASK" not in capsys.readouterr().err  # no note: it applies
     sb = by_stage(fake_slurm("sbatch"))
-    m = multi.load(tmp_path / "r2")
+    m = unit_table.load(tmp_path / "r2")
     for stage in ("partition", "write"):
         c = m.units_per_task(stage)
         assert c == min(4, m.size(stage)) and sb[stage].cpus == c
@@ -236,7 +236,7 @@ def test_a_multi_run_dir_laid_out_in_groups_asks_for_one_unit_per_array_task():
     single = legacy_resources({"partition": "400M", "write": "700M", "job": "300M"},
                               {"partition": "00:10:00", "write": "00:20:00", "job": "00:30:00"}, {})
     cfgs = {"a": cfg(grouped), "b": cfg(single)}
-    m = multi.unit_table(Path("/r"), [("a", 6, 6), ("b", 6, 6)])  # languages.json of that time: no "cpus", C = 1
+    m = unit_table.table_of(Path("/r"), [("a", 6, 6), ("b", 6, 6)])  # languages.json of that time: no "cpus", C = 1
     assert stage_resources(m, cfgs, "partition", 9, False) == StageResources("400M", "00:10:00", 1)
     assert stage_resources(m, cfgs, "write", 9, False) == StageResources("1G", "00:20:00", 1)
     assert stage_resources(m, cfgs, "finalize", 2, False).cpus == 2  # finalize's threads are its own

@@ -6,7 +6,7 @@ not depend on C. What C changes is the number of Slurm jobs: under a per-user jo
 `small`: 220, every array task counted) C cores per array task give C times the parallelism.
 
 `units_of` is the one mapping from an array index to its units, for one language or many (a
-multi-language run's global units, run/multi.py); the Slurm batch script (through the stage
+multi-language run's global units, run/unit_table.py); the Slurm batch script (through the stage
 entry point, `run_group`) and the local executors all run a group with `run_units`.
 """
 from __future__ import annotations
@@ -157,7 +157,7 @@ def run_array_task(table, stage: str, index: int) -> int:
 
     A unit whose receipt agrees with its files (the same test `--resume` applies) is skipped:
     after a requeue or a sparse resubmission the group redoes only its unfinished units.
-    `table` is run/multi.py's unit table of the run.
+    `table` is run/unit_table.py's unit table of the run.
     """
     from shard_pipeline.run.registry import RunState
     from shard_pipeline.run.registry import stage as registered

@@ -71,7 +71,7 @@ class RunDir:
 
     @property
     def land_lock(self) -> Path:
-        """Held while a write unit of a multi-language run checks whether its language can land (run/multi.py)."""
+        """Held while a write unit of a multi-language run checks whether its language can land (run/landing.py)."""
         return self.root / ".land.lock"
 
     def log_dir(self, stage: str) -> Path:

@@ -3,7 +3,7 @@
 Works from the run directory alone once the jobs have left the queue, and asks squeue about
 the run's own job ids while they are in it. A run of several languages gets a row per language,
 each from the language's own run dir, whose run.json holds the chain's chunks in its own task
-numbers (run/multi.py record_submission): one squeue call for the chain; with C units per array
+numbers (run/unit_table.py record_submission): one squeue call for the chain; with C units per array
 task its indices are translated to the language's task numbers first (`language_queue`). Each
 language's phase is runstate.run_phase's (`language_state`): landed (with the time of its DONE
 marker), running, waiting, failed, interrupted or stuck.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from shard_pipeline.errors import ExitCode, UsageError
-from shard_pipeline.run import live, multi
+from shard_pipeline.run import live, unit_table
 from shard_pipeline.run.group import unit_log
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig, StageResources
@@ -116,9 +116,9 @@ def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], 
     if p.exists():
         return p
     shared = _multi_root(run)  # a multi-language run's plan and finalize: one job, one log for every language
-    if shared is not None and stage in multi.SINGLE_JOB_STAGES:
+    if shared is not None and stage in unit_table.SINGLE_JOB_STAGES:
         p = shared / "logs" / stage / "local_0.log"
-        started = f"= {run.root.name} {stage} task {task};"  # multi.run_entry's line when it starts this unit
+        started = f"= {run.root.name} {stage} task {task};"  # landing.run_entry's line when it starts this unit
         try:
             return p if started in p.read_text(errors="replace") else None
         except OSError:
@@ -135,7 +135,7 @@ def _empty(path: Path) -> bool:
 
 def _multi_root(run: RunDir) -> Path | None:
     """The multi-language run dir a language's run dir sits in, or None."""
-    return run.root.parent if multi.is_multi(run.root.parent) else None
+    return run.root.parent if unit_table.is_multi(run.root.parent) else None
 
 
 _LOG_REASONS = (  # what slurmstepd / slurmd write into a task's log when Slurm ends it
@@ -216,7 +216,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
     record = read_json(run.run_json)
     jobs = latest_jobs(record)
     if queue is None:
-        queue = multi.queue_of_language(run, jobs, squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks]))
+        queue = unit_table.queue_of_language(run, jobs, squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks]))
     alive = live.running(run.root)  # local tasks alive now, whoever started them (run/live.py)
     stopped = run.interrupted_marker.exists()  # Ctrl-C / SIGTERM / SIGHUP stopped the local executor
     # A local task killed without a word (its submitter SIGKILLed) left its record; under Slurm a killed
@@ -436,9 +436,7 @@ def status_report(run: RunDir) -> tuple[str, int]:
 
 def report(root: Path) -> tuple[str, int]:
     """--status of any run dir: one language's stages, or a row per language of a run of several."""
-    from shard_pipeline.run import multi
-
-    if multi.is_multi(root):
+    if unit_table.is_multi(root):
         return languages_report(root)
     run = RunDir(root)
     if not run.config_json.exists():
@@ -479,7 +477,7 @@ def _cell(st: StageStatus) -> str:
 
 def languages_report(root: Path) -> tuple[str, int]:
     """The --status text of a multi-language run and its exit code (errors.ExitCode, as a single run's)."""
-    m = multi.load(root)
+    m = unit_table.load(root)
     jobs = latest_jobs(read_json(RunDir(root).run_json))
     queue = squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks])
     alive = bool(queue) or held_by_a_process(RunDir(root))  # a chain job queued, or the local executor running it
@@ -488,7 +486,7 @@ def languages_report(root: Path) -> tuple[str, int]:
     phases, every, failures, reasons = {}, [], [], []
     for lang in m.langs:
         run = RunDir(m.lang_dir(lang))
-        sts = stage_statuses(run, multi.language_queue(m, lang, latest_jobs(read_json(run.run_json)), queue))
+        sts = stage_statuses(run, unit_table.language_queue(m, lang, latest_jobs(read_json(run.run_json)), queue))
         phases[lang], word = language_state(run, sts, alive)
         every += sts
         reasons += [r for st in sts for _, r in st.reasons]

@@ -103,11 +103,11 @@ def grouped(a: TaskArgs, array: bool, cpus: int) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     keep_pandas_out()
     a = parse(sys.argv[1:] if argv is None else argv)
-    from shard_pipeline.run import live, multi
+    from shard_pipeline.run import live, unit_table
     from shard_pipeline.run.registry import stage as registered
 
     stage = registered(a.stage)
-    table = multi.load(a.rundir)  # the run's units: an index names a (language, task) unit, or C of them
+    table = unit_table.load(a.rundir)  # the run's units: an index names a (language, task) unit, or C of them
     as_group = grouped(a, stage.array, table.units_per_task(stage.name))
     # The log's first line: the command that reruns this task by hand (README, "What a run leaves").
     print(shlex.join(rerun_argv(stage.name, a.rundir, a.task if stage.array else None, as_group)), file=sys.stderr,
@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_task(a: TaskArgs, table, as_group: bool) -> int:
     """One unit, the C units of an array task, or (several languages) a single job's languages in turn."""
-    from shard_pipeline.run import group, multi
+    from shard_pipeline.run import group, landing
     from shard_pipeline.run.registry import stage as registered
     from shard_pipeline.run.rundir import RunDir
 
@@ -131,7 +131,7 @@ def run_task(a: TaskArgs, table, as_group: bool) -> int:
     run = entry_of(stage.entry)
     if table.several:  # an array index names one global unit (language, task), a single job its selection
         finalize = entry_of(registered("finalize").entry)
-        return multi.run_task(stage.name, run, finalize, a.rundir, task, stage.array)
+        return landing.run_task(stage.name, run, finalize, a.rundir, task, stage.array)
     try:
         result = run(RunDir(a.rundir), task) if stage.array else run(RunDir(a.rundir))
     except Exception as exc:  # the traceback for whoever debugs it, then one line for --status

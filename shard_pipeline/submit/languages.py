@@ -79,7 +79,7 @@ def share_budget(sizes: Sequence[int], room: int) -> list[int]:
     """Split `room` units between languages in proportion to bytes, at least 2 each (1 partition + 1 write).
 
     Units, not array tasks: an array task of C units may run units of several languages
-    (run/multi.py), so a small language takes 2 units, not 2 array tasks of C cores. Largest
+    (run/unit_table.py), so a small language takes 2 units, not 2 array tasks of C cores. Largest
     remainders, ties to the earlier language: a pure function of the sizes, so the dry-run
     shows exactly what is submitted.
     """

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from shard_pipeline.contract.shard import check_replaceable
 from shard_pipeline.errors import UsageError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
-from shard_pipeline.run import multi
+from shard_pipeline.run import unit_table
 from shard_pipeline.run.claim import check_claimable, claim, release, run_lock
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
@@ -35,7 +35,7 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
 
     One LANG makes a run dir for that language and OUT is its output. A list of languages (a
     comma list, `all`, --langs-file) makes RUNDIR/<LANG>/ for each, written by the same code, and
-    OUT is a root holding OUT/<LANG>/; the languages share one chain (run/multi.py's unit table)."""
+    OUT is a root holding OUT/<LANG>/; the languages share one chain (run/unit_table.py's unit table)."""
     settings = scope.resolve_settings(args)
     guards.check_content_args(args)
     executor = scope.choose_executor(args)
@@ -77,7 +77,7 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
         if held is not None:
             print(f"hplt-shard: {guards.out_holds(out, held)}", file=sys.stderr)
     with run_lock(root):
-        table = multi.load(root)
+        table = unit_table.load(root)
         return start(table, cfgs, {s: list(range(table.size(s))) for s in STAGE_NAMES}, executor, args.jobs, settings,
                      "submit")
 
@@ -170,7 +170,7 @@ def prepare_all(args: Request, settings, executor: str, langs: list[str], severa
     dry-run also shows the layout each would get alone.
 
     Several languages are laid out in units (one core each): their array tasks of C units are
-    packed across languages (run/multi.py), so a language's units, not array tasks, are its
+    packed across languages (run/unit_table.py), so a language's units, not array tasks, are its
     share, and every unit reads about the same bytes: one time limit fits the array."""
     if not several:
         sc = prepare(args, settings, executor)
@@ -192,7 +192,7 @@ def prepare_all(args: Request, settings, executor: str, langs: list[str], severa
 
 def unit_scope(sc: Scope) -> Scope:
     """A language's scope with one unit's resources: in a run of several languages the array task, not the
-    language's run dir, groups units (C global units, of any language; run/multi.py), so the
+    language's run dir, groups units (C global units, of any language; run/unit_table.py), so the
     language's run dir keeps what one unit needs and its --status counts units as a C = 1 run."""
     return dataclasses.replace(sc, lay=dataclasses.replace(sc.lay, resources=layout_mod.unit_resources(sc.lay.resources),
                                                            cpus=1, partition_groups=sc.lay.partition_tasks,
@@ -206,7 +206,7 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
     if not several:
         (lang,) = ms.langs
         return {lang: create_run(args, argv, settings, executor, ms.scopes[lang], outs[lang], RunDir(root))}
-    table = multi.unit_table(root, [(l, ms.scopes[l].lay.partition_tasks, ms.scopes[l].lay.write_tasks)
+    table = unit_table.table_of(root, [(l, ms.scopes[l].lay.partition_tasks, ms.scopes[l].lay.write_tasks)
                                     for l in ms.langs], settings.cpus_per_task)
     root_out = guards.check_out_path(args.out)
     root.mkdir(parents=True)
@@ -216,11 +216,11 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
             cfgs[l] = create_run(lang_args(args, l), argv, settings, executor, unit_scope(ms.scopes[l]), outs[l],
                                  RunDir(table.lang_dir(l)))
             made.append(l)
-        write_json_atomic(root / multi.LANGUAGES_JSON, {**table.to_json(), "out": str(root_out)})
+        write_json_atomic(root / unit_table.LANGUAGES_JSON, {**table.to_json(), "out": str(root_out)})
         for sub in ("tasks", *(f"logs/{s}" for s in STAGE_NAMES)):  # Slurm opens the logs of every job here
             (root / sub).mkdir(parents=True, exist_ok=True)
         write_json_atomic(RunDir(root).run_json, {
-            "run_format": RUN_FORMAT, "multi_format": multi.MULTI_FORMAT, "argv": ["hplt-shard", *argv],
+            "run_format": RUN_FORMAT, "multi_format": unit_table.MULTI_FORMAT, "argv": ["hplt-shard", *argv],
             "languages": ms.langs, "executor": executor, "code": git_state(), "out": str(root_out),
             "budget": ms.budget, "time_limit": settings.time_limit, "submissions": [],
         })
@@ -350,14 +350,14 @@ def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, b
     })
 
 
-def start(table: multi.UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, list[int]], executor: str, jobs: int,
+def start(table: unit_table.UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, list[int]], executor: str, jobs: int,
           settings, kind: str) -> int:
     """Hand the units to the executor: blocking locally, queued at once under Slurm."""
     for lang in cfgs:  # this attempt is not the one that was stopped
         RunDir(table.lang_dir(lang)).interrupted_marker.unlink(missing_ok=True)
     if table.several:  # which languages the plan and finalize jobs take (all, or a resume's unfinished)
-        for stage in multi.SINGLE_JOB_STAGES:
-            multi.write_selection(table.root, stage, tasks.get(stage, []))
+        for stage in unit_table.SINGLE_JOB_STAGES:
+            unit_table.write_selection(table.root, stage, tasks.get(stage, []))
     if executor == "local":
         from shard_pipeline.submit.executors.local import run_local
 
@@ -369,7 +369,7 @@ def start(table: multi.UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, l
 
 def multi_parent(root: Path) -> list[Path]:
     """The multi-language run dir this language's run dir belongs to, if any: its units run there too."""
-    return [root.parent] if multi.is_multi(root.parent) else []
+    return [root.parent] if unit_table.is_multi(root.parent) else []
 
 
 def resume_run(args: Request, argv: Sequence[str]) -> int:
@@ -394,9 +394,9 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     )
 
     root = args.resume.resolve()
-    if not multi.is_multi(root) and not RunDir(root).config_json.exists():
+    if not unit_table.is_multi(root) and not RunDir(root).config_json.exists():
         raise UsageError(f"{root} is not a hplt-shard run directory (no config.json)")
-    table = multi.load(root)
+    table = unit_table.load(root)
     record = read_json(RunDir(root).run_json)
     resources = resume_resources(build_parser(), argv, record)  # a later resume keeps an earlier --mem
     asked = resources.get("cpus_per_task")

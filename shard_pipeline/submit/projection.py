@@ -80,7 +80,7 @@ def landing_seconds(lays: dict[str, Layout], cpus: int = 1) -> dict[str, float]:
 
     The chain: every language's partition units at once, then one plan job taking the languages
     in turn, then every write unit at once; a language lands when its own last write unit ends
-    and finalizes it right there (run/multi.py land_if_written), re-hashing its output with the
+    and finalizes it right there (run/unit_table.py land_if_written), re-hashing its output with the
     cores of that array task (C, at most its finalize cores). So a language's landing is the
     slowest partition + all planning + its own write + its own finalize.
     """

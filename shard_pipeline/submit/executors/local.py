@@ -19,7 +19,7 @@ from shard_pipeline.run import group, live
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.next_step import bad_record_step
 from shard_pipeline.run.registry import STAGES
-from shard_pipeline.run.multi import UnitTable, record_submission
+from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.runstate import resume_command

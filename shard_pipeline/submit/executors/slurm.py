@@ -18,7 +18,7 @@ from typing import Sequence
 
 from shard_pipeline.errors import UsageError, UserError
 from shard_pipeline.paths import JOB_SCRIPT
-from shard_pipeline.run.multi import UnitTable, record_submission
+from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import RunDir, read_json

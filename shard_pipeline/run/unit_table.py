@@ -1,34 +1,32 @@
-"""A multi-language run: one ordinary run dir per language under RUNDIR, one chain for all.
+"""The unit table of a run: which language's task every global unit index is, and C per array task.
 
-RUNDIR/languages.json maps every global unit index of a stage to (language, task) of that
-language's run dir, RUNDIR/<LANG>/, which is written by the same code as a single-language
-run: so each language's output is byte-identical to its single run by construction. Partition
-and write are arrays with one unit per array index; plan and finalize are one job each that
-runs its selected units (one per language) in turn. Every stage after the first waits with
-afterany, so one language's failure does not stop the others: a unit whose language has an
-unfinished earlier stage says so and fails at once, and `--resume RUNDIR` redoes it.
+Every executor, the task entry and --status see a run through it. A run of several languages
+keeps it in RUNDIR/languages.json: every global unit index of a stage maps to (language, task)
+of that language's run dir, RUNDIR/<LANG>/, written by the same code as a run of one language
+(so each language's output is byte-identical to its own run by construction). A run of one
+language is the case of one language whose run dir is RUNDIR itself, read from its config.json.
+Partition and write are arrays of C units per array index; plan and finalize are one job each,
+which in a run of several languages runs its selected units (one per language) in turn
+(run/landing.py).
 """
 from __future__ import annotations
 
 import bisect
-import os
-import shlex
-import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from shard_pipeline.run import group, live
+from shard_pipeline.run import group
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
+from shard_pipeline.run.registry import STAGES as STAGE_DEFS
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
-from shard_pipeline.run.taskcmd import task_argv
 
 LANGUAGES_JSON = "languages.json"
 
 MULTI_FORMAT = 1
-SINGLE_JOB_STAGES = ("plan", "finalize")  # one job for all languages; array index 0
-LANG_ENV = "HPLT_SHARD_LANG"  # set while a unit runs: fault injection can aim at one language
+
+SINGLE_JOB_STAGES = tuple(s.name for s in STAGE_DEFS if not s.array)  # one job each (array index 0)
 
 
 def is_multi(root: Path) -> bool:
@@ -112,7 +110,7 @@ class UnitTable:
         }
 
 
-def unit_table(root: Path, tasks: Sequence[tuple[str, int, int]], cpus: int = 1) -> UnitTable:
+def table_of(root: Path, tasks: Sequence[tuple[str, int, int]], cpus: int = 1) -> UnitTable:
     """Contiguous blocks per language, in the given order, from (lang, partition tasks, write tasks).
 
     With C cores per array task (`cpus`), array index i of partition and write runs global
@@ -145,7 +143,7 @@ def one_language(root: Path) -> UnitTable:
 
     cfg = RunConfig.from_json(read_json(RunDir(root).config_json))
     ex = cfg.execution
-    table = unit_table(root, [(cfg.content.lang, ex.partition_tasks, ex.write_tasks)])
+    table = table_of(root, [(cfg.content.lang, ex.partition_tasks, ex.write_tasks)])
     return replace(table, cpus={s: ex.units_per_task(s) for s in table.cpus or {}}, one_dir=True)
 
 
@@ -225,106 +223,3 @@ def queue_of_language(run: RunDir, jobs: dict[str, list[dict[str, Any]]], queue:
     multi-language run (`language_queue`), else as they are."""
     root = run.root.parent
     return language_queue(load(root), run.root.name, jobs, queue) if is_multi(root) else queue
-
-
-def upstream_problem(run: RunDir, stage: str) -> str | None:
-    """Why a unit cannot start because an earlier stage of its language is unfinished (plan checks its own)."""
-    if stage in ("write", "finalize") and not run.plan_json.exists():
-        return "no plan.json: an earlier stage of this language failed"
-    if stage == "finalize":
-        from shard_pipeline.run.runconfig import RunConfig
-
-        cfg = RunConfig.from_json(read_json(run.config_json))
-        missing = [t for t in range(cfg.execution.write_tasks) if not run.write_receipt(t).exists()]
-        if missing:
-            return f"write task(s) {', '.join(map(str, missing[:10]))} left no receipt"
-    return None
-
-
-def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units: Sequence[int],
-              finalize: Callable[[RunDir], Any] | None = None) -> int:
-    """Run these global units of a multi-language run in turn; 1 if any failed (the others still ran).
-
-    `finalize` (given for write): a language whose last write unit this was lands right here."""
-    m = load(rundir)
-    failed: list[str] = []
-    causes: dict[str, str] = {}
-    for g in units:
-        lang_dir, task = resolve(rundir, stage, g)
-        run, lang = RunDir(lang_dir), lang_dir.name
-        alone = task_argv(stage, run.root, task)
-        print(f"# unit {g} = {lang} {stage} task {task}; this unit alone: {shlex.join(alone)}", flush=True)
-        if stage == "finalize" and run.done_marker.exists():
-            print(f"# {lang} landed before (its last write unit finalized it), skipped", flush=True)
-            continue
-        why = upstream_problem(run, stage)
-        if why:
-            causes[lang] = f"{stage} task {task} skipped: {why}"
-            print(f"ERROR: {lang}: {causes[lang]}", file=sys.stderr, flush=True)
-            failed.append(lang)
-            continue
-        os.environ[LANG_ENV] = lang
-        try:
-            with live.recorded(run.root, stage, task):  # the language's --status and --resume see it alive
-                result = fn(run, task)
-            print(f"# {lang} {stage} task {task} done: {result}", flush=True)
-        except Exception as exc:  # one language's failure must not stop the others
-            causes[lang] = f"{type(exc).__name__}: {exc}"
-            print(f"ERROR: {lang}: {causes[lang]}", file=sys.stderr, flush=True)
-            failed.append(lang)
-            continue
-        else:
-            if finalize is not None:
-                land_if_written(run, finalize)
-        finally:
-            os.environ.pop(LANG_ENV, None)
-    if failed:
-        print(f"ERROR: {stage} failed for {', '.join(sorted(set(failed)))} ("
-              + "; ".join(f"{l}: {causes[l][:300]}" for l in sorted(causes)) + "); the other languages went on; "
-              f"fix the cause, then ./hplt-shard --resume {m.root}", file=sys.stderr, flush=True)
-        return 1
-    return 0
-
-
-def written(run: RunDir) -> bool:
-    """Every write unit of this language is done by the registry's rule (receipts agree with their files)."""
-    from shard_pipeline.run.registry import RunState
-    from shard_pipeline.run.registry import stage as registered
-
-    state, write = RunState(run, rehash=False), registered("write")
-    return state.plan is not None and all(write.problem(state, t) is None for t in range(write.tasks(state.cfg)))
-
-
-def land_if_written(run: RunDir, finalize: Callable[[RunDir], Any]) -> bool:
-    """Finalize this language now if its write units are all done; True when it landed here.
-
-    Under the language's land lock, so two write units finishing together finalize it once (the
-    second sees DONE). A finalize that fails here leaves the language to the finalize job at the
-    end of the chain, which retries it and names it with the --resume command: the write unit
-    itself has succeeded (its receipt holds), so its exit status stays 0.
-    """
-    from filelock import FileLock
-
-    try:
-        with FileLock(str(run.land_lock)):  # held by a live process only (flock): never a stale lock
-            if run.done_marker.exists() or not written(run):
-                return False
-            print(f"# {run.root.name}: every write unit is done: finalizing it now", flush=True)
-            with live.recorded(run.root, "finalize", 0):
-                result = finalize(run)
-    except Exception as exc:  # the lock, the check or finalize itself
-        print(f"WARNING: {run.root.name}: finalize after its last write unit failed ({type(exc).__name__}: "
-              f"{str(exc)[:300]}); the finalize job of this run tries it again", file=sys.stderr, flush=True)
-        return False
-    print(f"# {run.root.name} landed: {result.get('rows') if isinstance(result, dict) else result} rows in place",
-          flush=True)
-    return True
-
-
-def run_task(stage: str, entry: Callable[..., Any], finalize: Callable[[RunDir], Any], rundir: Path, index: int,
-             array: bool) -> int:
-    """One unit of a run of several languages (`--task G` names one global unit, as by hand), or a single
-    job's selected languages in turn."""
-    units = [index] if array else selected(rundir, stage)
-    fn = (lambda r, t: entry(r, t)) if array else (lambda r, t: entry(r))
-    return run_entry(stage, fn, rundir, units, finalize if stage == "write" else None)
