@@ -43,3 +43,22 @@ def test_task_argv_is_what_the_task_entry_parses(tmp_path):
     assert task_argv("plan", tmp_path, None, python="/opt/py") == ["/opt/py", "-m", TASK_MODULE, "plan", str(tmp_path)]
     assert rerun_argv("plan", tmp_path, None)[-5:] == task_argv("plan", tmp_path, None)
 
+
+
+# --- stage traits ------------------------------------------------------------------------------
+
+def test_stage_traits_come_from_the_registry():
+    """Which stages are arrays of C units, which run as one job, their job-name letters: the registry says."""
+    from shard_pipeline.run.registry import STAGES
+    from shard_pipeline.run.runconfig import GROUPED_STAGES
+    from shard_pipeline.run.unit_table import SINGLE_JOB_STAGES
+    from shard_pipeline.submit.executors.slurm import job_names
+
+    # runconfig cannot import the registry (the registry reads configs): its copy is held equal here
+    assert GROUPED_STAGES == tuple(s.name for s in STAGES if s.array)
+    assert SINGLE_JOB_STAGES == tuple(s.name for s in STAGES if not s.array)
+    names = job_names(Path("/r"), "fin_Latn")
+    assert [names[s.name][0] for s in STAGES] == [s.letter for s in STAGES] and len(set(names.values())) == len(STAGES)
+    # no module keeps its own list of the array stages or of the job letters
+    assert places(r"\(\s*\"partition\",\s*\"write\"\s*\)", {"run/runconfig.py"}) == []
+    assert places(r"\"(plan|finalize)\":\s*\"[A-Z]\"", set()) == []

@@ -174,7 +174,8 @@ class Stage:
     """One stage: `tasks(cfg)` of them (1 unless an array), each done when `problem` says None."""
 
     name: str
-    array: bool
+    array: bool  # an array of tasks whose array task runs C units at once (run/group.py); else one job
+    letter: str  # the first letter of its Slurm job name: squeue shows 8 characters (executors/slurm.py)
     entry: str  # "module:function" taking (RunDir, task); imported only where a task runs
     summary: Callable[[Any], str]  # the result, as the last line of a task's log
     check: Callable[[RunState, int], str | None]
@@ -193,13 +194,13 @@ class Stage:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("partition", True, "shard_pipeline.stages.partition:run_partition", lambda r: f"{r.rows} rows",
+    Stage("partition", True, "P", "shard_pipeline.stages.partition:run_partition", lambda r: f"{r.rows} rows",
           partition_problem),
-    Stage("plan", False, "shard_pipeline.stages.plan:run_plan", lambda r: f"{r['rows']} rows",
+    Stage("plan", False, "L", "shard_pipeline.stages.plan:run_plan", lambda r: f"{r['rows']} rows",
           plan_problem),
-    Stage("write", True, "shard_pipeline.stages.write:run_write", lambda r: f"{len(r['shards'])} shards",
+    Stage("write", True, "W", "shard_pipeline.stages.write:run_write", lambda r: f"{len(r['shards'])} shards",
           write_problem),
-    Stage("finalize", False, "shard_pipeline.stages.finalize:run_finalize", lambda r: f"{r['rows']} rows in place",
+    Stage("finalize", False, "F", "shard_pipeline.stages.finalize:run_finalize", lambda r: f"{r['rows']} rows in place",
           finalize_problem),
 )
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)

@@ -19,6 +19,7 @@ from shard_pipeline.run import group, live
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.next_step import bad_record_step
 from shard_pipeline.run.registry import STAGES
+from shard_pipeline.run.registry import stage as registered
 from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
@@ -199,7 +200,7 @@ class Ticker:
         self.last: str | None = None
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
-        if stage in ("partition", "write") and run is not None:  # several languages: the units' count only
+        if registered(stage).array and run is not None:  # several languages: the units' count only
             self.thread.start()
 
     def _show(self, line: str) -> None:

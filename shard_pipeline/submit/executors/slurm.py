@@ -19,7 +19,7 @@ from typing import Sequence
 from shard_pipeline.errors import UsageError, UserError
 from shard_pipeline.paths import JOB_SCRIPT
 from shard_pipeline.run.unit_table import UnitTable, record_submission
-from shard_pipeline.run.registry import STAGE_NAMES
+from shard_pipeline.run.registry import STAGE_NAMES, STAGES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.submit.executors import checkout_path
@@ -27,9 +27,6 @@ from shard_pipeline.submit.layout import array_throttle, chain_resources
 from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS, plural
 
 DEFAULT_MAX_ARRAY_SIZE = 1001
-# squeue's default NAME column shows 8 characters: a job name is a stage letter and a 7-character
-# run tag, so every stage of every run reads differently there ("plan" is L: P is partition's).
-STAGE_LETTER = {"partition": "P", "plan": "L", "write": "W", "finalize": "F"}
 
 
 class SubmitError(UserError):
@@ -120,7 +117,7 @@ def job_tag(rundir: Path, lang: str) -> str:
 def job_names(rundir: Path, lang: str) -> dict[str, str]:
     """Every stage's job name, 8 characters (e.g. `Pspa3kq7`, `Lspa3kq7`, `Wspa3kq7`, `Fspa3kq7`)."""
     tag = job_tag(rundir, lang)
-    return {s: STAGE_LETTER[s] + tag for s in STAGE_NAMES}
+    return {s.name: s.letter + tag for s in STAGES}
 
 
 def watch_command(rundir: Path, lang: str) -> str:
