@@ -15,6 +15,7 @@ from shard_pipeline.input.corpus import find_shards
 from shard_pipeline.input.reader import ReadStats, iter_records, to_doc
 from shard_pipeline.input.synth import generate_corpus
 from shard_pipeline.run import unit_table
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.executors.slurm import job_tag
 from shard_pipeline.submit.languages import languages, read_langs_file, share_budget, wants_several
@@ -58,13 +59,13 @@ def test_an_array_index_runs_c_global_units_of_any_language(tmp_path):
     assert [m.units_of("write", i) for i in range(3)] == [[0, 1, 2], [3, 4, 5], [6]]
     assert [m.locate("write", g)[0] for g in m.units_of("write", 0)] == ["a", "a", "b"]  # one task, two languages
     assert m.array_indices("write", [2, 3, 6]) == [0, 1, 2] and m.array_indices("plan", [0, 2]) == [0]
-    (tmp_path / unit_table.LANGUAGES_JSON).write_text(json.dumps(m.to_json()))
+    RunDir(tmp_path).languages_json.write_text(json.dumps(m.to_json()))
     assert unit_table.load(tmp_path) == m
     small = unit_table.table_of(tmp_path, [("a", 1, 1)], cpus=4)  # never more cores than units
     assert (small.units_per_task("partition"), small.units_per_task("write")) == (1, 1)
     doc = m.to_json()
     del doc["cpus"]  # languages.json of a run made before C applied to several languages
-    (tmp_path / unit_table.LANGUAGES_JSON).write_text(json.dumps(doc))
+    RunDir(tmp_path).languages_json.write_text(json.dumps(doc))
     assert unit_table.load(tmp_path).units_per_task("write") == 1
 
 
@@ -74,7 +75,7 @@ def test_unit_table_maps_every_global_index_to_one_language_task(tmp_path):
     seen = [m.locate("write", g) for g in range(7)]
     assert seen == [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("b", 2), ("b", 3), ("c", 0)]
     assert all(m.global_index("write", l, t) == g for g, (l, t) in enumerate(seen))
-    (tmp_path / unit_table.LANGUAGES_JSON).write_text(json.dumps(m.to_json()))
+    RunDir(tmp_path).languages_json.write_text(json.dumps(m.to_json()))
     assert unit_table.resolve(tmp_path, "partition", 4) == (tmp_path / "c", 0)
     with pytest.raises(IndexError):
         unit_table.resolve(tmp_path, "partition", 6)

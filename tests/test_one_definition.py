@@ -62,3 +62,12 @@ def test_stage_traits_come_from_the_registry():
     # no module keeps its own list of the array stages or of the job letters
     assert places(r"\(\s*\"partition\",\s*\"write\"\s*\)", {"run/runconfig.py"}) == []
     assert places(r"\"(plan|finalize)\":\s*\"[A-Z]\"", set()) == []
+
+
+# --- run-dir file names ------------------------------------------------------------------------
+
+def test_run_dir_file_names_are_spelled_only_by_rundir():
+    """Every module finds a run dir's files through RunDir (run/rundir.py), never by spelling their names."""
+    names = r"\"(run\.json|config\.json|languages\.json|DONE|\.run\.lock|plan\.json|buckets\.json|validation\.json|INTERRUPTED\.json)\""
+    assert places(names, {"run/rundir.py"}) == []
+    assert places(r"/ \"(logs|tasks)\"|\"logs/", {"run/rundir.py"}) == []  # the folders too (path joins)

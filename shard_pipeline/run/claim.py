@@ -105,7 +105,7 @@ def _take_publish_lock(out: Path) -> int:
     p = claim_path(out)
     with _locked(p):
         current = holder(out)
-        if current and not (Path(current) / "DONE").exists():
+        if current and not RunDir(Path(current)).done_marker.exists():
             raise OutHeld(f"{out} is held by run {current}, which will replace it: publish once that run is "
                           f"done (./hplt-shard --status {current}); if it was abandoned, remove {p}. "
                           "Nothing was uploaded")
@@ -144,7 +144,7 @@ def check_claimable(out: Path, rundir: Path) -> None:
         return
     probe_writable(Path(str(p) + ".lock"))
     current = holder(out)
-    if current and current != str(rundir) and not (Path(current) / "DONE").exists():
+    if current and current != str(rundir) and not RunDir(Path(current)).done_marker.exists():
         raise OutHeld(f"{out} is held by run {current}; finish it with --resume {current}, or remove {p}")
     _refuse_if_published(out)
 
@@ -173,7 +173,7 @@ def claim(out: Path, rundir: Path) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
     with _locked(p):
         current = holder(out)
-        if current and current != str(rundir) and not (Path(current) / "DONE").exists():
+        if current and current != str(rundir) and not RunDir(Path(current)).done_marker.exists():
             raise OutHeld(f"{out} is held by run {current}; finish it with --resume {current}, or remove {p}")
         _refuse_if_published(out)
         p.write_text(str(rundir) + "\n")

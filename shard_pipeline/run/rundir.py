@@ -65,6 +65,15 @@ class RunDir:
         return self.root / "tasks" / f"{stage}-{task:05d}.json"
 
     @property
+    def languages_json(self) -> Path:
+        """The unit table of a run of several languages (run/unit_table.py); absent for one language."""
+        return self.root / "languages.json"
+
+    def selection(self, stage: str) -> Path:
+        """Which languages' units the single job of `stage` runs, in a run of several (run/unit_table.py)."""
+        return self.root / "tasks" / f"{stage}-units.json"
+
+    @property
     def lock_file(self) -> Path:
         """Held while a process runs or submits the run (claim.run_lock)."""
         return self.root / ".run.lock"
@@ -155,4 +164,10 @@ class RunDir:
             raise RunDirExists(f"run directory {self.root} exists; use --resume {self.root} or move it away")
         self.root.mkdir(parents=True)
         for sub in ("tasks", "partition", "write", "quarantine", *(f"logs/{s}" for s in stages)):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+
+    def create_root_of_languages(self, stages: Iterable[str]) -> None:
+        """The run dir of several languages around their own run dirs: the chain's logs and its selections."""
+        self.root.mkdir(parents=True)
+        for sub in ("tasks", *(f"logs/{s}" for s in stages)):  # Slurm opens the logs of every job here
             (self.root / sub).mkdir(parents=True, exist_ok=True)

@@ -117,7 +117,7 @@ def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], 
         return p
     shared = _multi_root(run)  # a multi-language run's plan and finalize: one job, one log for every language
     if shared is not None and stage in unit_table.SINGLE_JOB_STAGES:
-        p = shared / "logs" / stage / "local_0.log"
+        p = RunDir(shared).local_log(stage, 0)
         started = f"= {run.root.name} {stage} task {task};"  # landing.run_entry's line when it starts this unit
         try:
             return p if started in p.read_text(errors="replace") else None

@@ -22,15 +22,13 @@ from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.registry import STAGES as STAGE_DEFS
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 
-LANGUAGES_JSON = "languages.json"
-
 MULTI_FORMAT = 1
 
 SINGLE_JOB_STAGES = tuple(s.name for s in STAGE_DEFS if not s.array)  # one job each (array index 0)
 
 
 def is_multi(root: Path) -> bool:
-    return (Path(root) / LANGUAGES_JSON).is_file()
+    return RunDir(Path(root)).languages_json.is_file()
 
 
 @dataclass(frozen=True)
@@ -130,9 +128,9 @@ def load(root: Path) -> UnitTable:
     """The unit table of any run dir: languages.json, or for a run of one language its config.json."""
     if not is_multi(root):
         return one_language(Path(root))
-    doc = read_json(Path(root) / LANGUAGES_JSON)
+    doc = read_json(RunDir(Path(root)).languages_json)
     if doc.get("format") != MULTI_FORMAT:
-        raise ValueError(f"{root}/{LANGUAGES_JSON} has format {doc.get('format')}; this version reads {MULTI_FORMAT}")
+        raise ValueError(f"{RunDir(Path(root)).languages_json} has format {doc.get('format')}; this version reads {MULTI_FORMAT}")
     blocks = {s: tuple(Block(l, f, c) for l, f, c in doc["units"][s]) for s in STAGES}
     return UnitTable(Path(root), tuple(e["lang"] for e in doc["languages"]), blocks, dict(doc.get("cpus", {})))
 
@@ -183,7 +181,7 @@ def resolve(rundir: Path, stage: str, index: int) -> tuple[Path, int]:
 
 
 def selection_path(root: Path, stage: str) -> Path:
-    return Path(root) / "tasks" / f"{stage}-units.json"
+    return RunDir(Path(root)).selection(stage)
 
 
 def write_selection(root: Path, stage: str, units: Sequence[int]) -> None:

@@ -209,16 +209,14 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
     table = unit_table.table_of(root, [(l, ms.scopes[l].lay.partition_tasks, ms.scopes[l].lay.write_tasks)
                                     for l in ms.langs], settings.cpus_per_task)
     root_out = guards.check_out_path(args.out)
-    root.mkdir(parents=True)
+    RunDir(root).create_root_of_languages(STAGE_NAMES)
     cfgs, made = {}, []
     try:
         for l in ms.langs:
             cfgs[l] = create_run(lang_args(args, l), argv, settings, executor, unit_scope(ms.scopes[l]), outs[l],
                                  RunDir(table.lang_dir(l)))
             made.append(l)
-        write_json_atomic(root / unit_table.LANGUAGES_JSON, {**table.to_json(), "out": str(root_out)})
-        for sub in ("tasks", *(f"logs/{s}" for s in STAGE_NAMES)):  # Slurm opens the logs of every job here
-            (root / sub).mkdir(parents=True, exist_ok=True)
+        write_json_atomic(RunDir(root).languages_json, {**table.to_json(), "out": str(root_out)})
         write_json_atomic(RunDir(root).run_json, {
             "run_format": RUN_FORMAT, "multi_format": unit_table.MULTI_FORMAT, "argv": ["hplt-shard", *argv],
             "languages": ms.langs, "executor": executor, "code": git_state(), "out": str(root_out),

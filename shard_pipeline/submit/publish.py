@@ -31,7 +31,7 @@ from shard_pipeline.errors import EXIT_FAILED, UserError
 from shard_pipeline.files import file_sha256, json_bytes, write_bytes_atomic
 from shard_pipeline.paths import home
 from shard_pipeline.run.claim import claim_path, held_for_publish, publish_lock_path
-from shard_pipeline.run.rundir import read_json
+from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.submit.dest import is_local, lands_inside, local_targets, mask, resolved
 from shard_pipeline.submit.rclone import Rclone, RcloneFailed, RcloneMissing
 
@@ -202,7 +202,7 @@ def owner_folders(target: str) -> list[tuple[str, Path]]:
                 found.append(("the hplt-shard output", folder))
             elif (folder / TMP_MARKER).exists():
                 found.append(("the hplt-shard OUT.tmp", folder))
-            elif (folder / "config.json").is_file() and (folder / "run.json").is_file():
+            elif RunDir(folder).config_json.is_file() and RunDir(folder).run_json.is_file():
                 found.append(("the run directory", folder))
     return found
 
@@ -280,7 +280,7 @@ def find_run_dir(out: Path, manifest: dict[str, Any], given: Path | None) -> Pat
     """
     def wrote_out(run: Path) -> bool:
         try:
-            cfg = read_json(run / "config.json")
+            cfg = read_json(RunDir(run).config_json)
             return cfg.get("config_sha256") == manifest["config_sha256"] and Path(cfg["execution"]["out"]) == out
         except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not a run's config.json
             return False

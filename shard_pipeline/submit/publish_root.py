@@ -25,6 +25,7 @@ from pathlib import Path
 
 from shard_pipeline.contract.root import RootEntries, scan, staged_line
 from shard_pipeline.errors import EXIT_FAILED, EXIT_USAGE, UserError
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit.dest import mask
 from shard_pipeline.submit.publish import (
     PublishFailed,
@@ -62,7 +63,7 @@ def language_run_dirs(root: Path, langs: tuple[str, ...], run_dir: Path | None) 
     if run_dir is None:
         return {lang: None for lang in langs}  # publish.find_run_dir looks for each under runs/
     run_dir = run_dir.resolve()
-    found = {lang: run_dir / lang if (run_dir / lang / "config.json").is_file() else None for lang in langs}
+    found = {lang: run_dir / lang if RunDir(run_dir / lang).config_json.is_file() else None for lang in langs}
     if not any(found.values()):
         raise PublishRefused(f"--run-dir {run_dir} holds no run directory of a language of {root} (no "
                              f"{run_dir}/LANG/config.json for {', '.join(langs[:3])}{', ...' if len(langs) > 3 else ''}): "
