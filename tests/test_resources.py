@@ -97,7 +97,7 @@ def test_legacy_grouped_memory_is_per_array_task():
 
 
 @pytest.mark.parametrize("stage,reason,flag", [("partition", "OUT_OF_MEMORY", "--mem 600M"),
-                                               ("write", "TIMEOUT", "--time 4:00:00"),
+                                               ("write", "TIMEOUT", "--time 04:00:00"),
                                                ("plan", "OUT_OF_MEMORY", "--mem 6G")])
 def test_resume_hint_doubles_a_units_memory(tmp_path, stage, reason, flag):
     from shard_pipeline.run.runconfig import Content, Execution

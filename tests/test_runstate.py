@@ -120,7 +120,7 @@ def test_next_step_after_ctrl_c_is_the_exact_resume_command():
 @pytest.mark.parametrize("reason,units,step", [
     ("OUT_OF_MEMORY", 1, "./hplt-shard --resume /r --mem 8G"),
     ("OUT_OF_MEMORY", 4, "./hplt-shard --resume /r --mem 4G"),  # one unit's memory, as --mem means at submission
-    ("TIMEOUT", 1, "./hplt-shard --resume /r --time 2:30:00"),
+    ("TIMEOUT", 1, "./hplt-shard --resume /r --time 02:30:00"),
     ("NODE_FAIL", 1, "./hplt-shard --resume /r"),
     ("PREEMPTED", 1, "./hplt-shard --resume /r"),
 ])

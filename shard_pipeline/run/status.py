@@ -38,7 +38,7 @@ from shard_pipeline.run.runstate import (
     task_state,
 )
 from shard_pipeline.run.tasklog import last_error_line, last_progress_line
-from shard_pipeline.units import plural, share_of_mem
+from shard_pipeline.units import Memory, WallTime, plural
 
 
 @dataclass
@@ -172,19 +172,6 @@ def slurm_reason(log: Path, run=subprocess.run) -> str | None:
     return None
 
 
-def _doubled(mem: str) -> str:
-    m = re.fullmatch(r"(\d+)([KMGT]?)B?", mem.strip(), re.I)
-    return f"{2 * int(m[1])}{m[2].upper()}" if m else f"more than {mem}"
-
-
-def _doubled_time(limit: str) -> str:
-    parts = limit.split(":")
-    if len(parts) == 3 and all(p.isdigit() for p in parts):
-        seconds = 2 * (int(parts[0]) * 3600 + int(parts[1]) * 60 + int(parts[2]))
-        return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-    return f"more than {limit}"
-
-
 def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str, given: dict[str, Any] | None = None) -> str:
     """The command that helps after this reason: more memory, more time, or just another try.
 
@@ -204,9 +191,9 @@ def reason_step(root: Path, reason: str, res: StageResources, units: int) -> str
     twice one unit's memory after OUT_OF_MEMORY, twice the time after TIMEOUT, the same again otherwise
     (NODE_FAIL, PREEMPTED: the node, not the task, was at fault)."""
     if reason == "OUT_OF_MEMORY":
-        return f"./hplt-shard --resume {root} --mem {_doubled(share_of_mem(res.mem, units))}"
+        return f"./hplt-shard --resume {root} --mem {Memory.parse(res.mem).share(units).times(2)}"
     if reason == "TIMEOUT":
-        return f"./hplt-shard --resume {root} --time {_doubled_time(res.time)}"
+        return f"./hplt-shard --resume {root} --time {WallTime.parse(res.time).times(2)}"
     return f"./hplt-shard --resume {root}"
 
 

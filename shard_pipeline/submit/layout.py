@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from shard_pipeline.run.runconfig import StageResources
-from shard_pipeline.units import MIN_TIME_MINUTES, parse_mem, scale_mem, share_of_mem
+from shard_pipeline.units import MIN_TIME_MINUTES, WallTime, parse_mem, scale_mem, share_of_mem
 
 # HPLT v4 clean English: 18.15 TB compressed / 7.86 B documents.
 COMPRESSED_BYTES_PER_DOC = 2309
@@ -76,8 +76,8 @@ def array_throttle(partition_tasks: int, write_tasks: int, cap: int) -> int:
 
 
 def minutes_to_slurm(minutes: float) -> str:
-    m = max(MIN_MINUTES, int(math.ceil(minutes)))
-    return f"{m // 60:02d}:{m % 60:02d}:00"
+    """A task's time limit: whole minutes, never under MIN_MINUTES (units.WallTime prints it)."""
+    return str(WallTime.from_minutes(minutes, MIN_MINUTES))
 
 
 def pack_by_bytes(sizes: Sequence[int], tasks: int) -> list[list[int]]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shard_pipeline.errors import UserError
-from shard_pipeline.units import BadMemorySize, parse_mem, too_short_for_requeue
+from shard_pipeline.units import BadMemorySize, BadWallTime, WallTime, parse_mem, too_short_for_requeue
 
 KEYS: dict[str, str] = {
     "ACCOUNT": "Slurm project account for the jobs (sbatch --account); optional where the cluster has a default",
@@ -61,14 +61,6 @@ _PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ACCOUNT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")  # where ACCOUNT becomes part of a path
 ACCOUNT_FIELD = "{ACCOUNT}"
 _URL_RE = re.compile(r"^https?://[^\s\"'`$;|&<>\\]+$")
-_TIME_RES = (
-    re.compile(r"^(?P<m>\d+)$"),
-    re.compile(r"^(?P<m>\d+):(?P<s>\d{1,2})$"),
-    re.compile(r"^(?P<h>\d+):(?P<m>\d{1,2}):(?P<s>\d{1,2})$"),
-    re.compile(r"^(?P<d>\d+)-(?P<h>\d{1,2})$"),
-    re.compile(r"^(?P<d>\d+)-(?P<h>\d{1,2}):(?P<m>\d{1,2})$"),
-    re.compile(r"^(?P<d>\d+)-(?P<h>\d{1,2}):(?P<m>\d{1,2}):(?P<s>\d{1,2})$"),
-)
 
 
 class ConfError(UserError):
@@ -186,23 +178,17 @@ def _check_module_load(value: str, where: str) -> tuple[str, ...]:
 
 
 def _check_time(value: str, where: str) -> str:
-    """Slurm's --time forms; minutes alone may exceed 59, fields after the first may not."""
-    for pattern in _TIME_RES:
-        m = pattern.match(value)
-        if m is None:
-            continue
-        g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
-        leading = "d" if "d" in g else ("h" if "h" in g else "m")
-        limits = {"h": 24, "m": 60, "s": 60}
-        if any(k != leading and v >= limits[k] for k, v in g.items()):
-            break
-        if not any(g.values()):
-            raise ConfError(where, f"TIME_LIMIT {value!r} is zero")
-        short = too_short_for_requeue(value)
-        if short:
-            raise ConfError(where, f"TIME_LIMIT {short}")
-        return value
-    raise ConfError(where, f"TIME_LIMIT {value!r} is not a Slurm time: minutes, HH:MM:SS or D-HH:MM:SS")
+    """Slurm's --time forms (units.WallTime), not zero, long enough for the requeue signal."""
+    try:
+        limit = WallTime.parse(value)
+    except BadWallTime:
+        raise ConfError(where, f"TIME_LIMIT {value!r} is not a Slurm time: minutes, HH:MM:SS or D-HH:MM:SS") from None
+    if not limit.seconds:
+        raise ConfError(where, f"TIME_LIMIT {value!r} is zero")
+    short = too_short_for_requeue(value)
+    if short:
+        raise ConfError(where, f"TIME_LIMIT {short}")
+    return value
 
 
 def _check_mem(key: str, value: str, where: str) -> str:
