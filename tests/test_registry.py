@@ -82,23 +82,3 @@ def test_status_reads_no_file_and_resume_rehashes_only_what_was_touched(tmp_path
     os.chmod(spill, spill.stat().st_mode)
     assert {s.stage: s.done for s in stage_statuses(run, queue={})}["partition"] == 1 and hashed == []
     assert plan_resume(run).tasks == {"finalize": [0]} and hashed == [spill]  # re-hashed, same bytes: kept
-
-
-@pytest.mark.slow
-def test_receipts_from_before_ctimes_were_recorded_are_rehashed_as_then(tmp_path, monkeypatch):
-    run = stopped_before_the_swap(tmp_path, monkeypatch)
-    for t in range(3):  # as the previous version wrote them: size and mtime only
-        rc = json.loads(run.write_receipt(t).read_text())
-        for sh in rc["shards"]:
-            sh["stamp"].pop("ctime_ns")
-        run.write_receipt(t).write_text(json.dumps(rc))
-    receipt = json.loads(run.write_receipt(2).read_text())
-    shard = Path(json.loads(run.plan_json.read_text())["tmp_dir"]) / receipt["shards"][0]["name"]
-    data = bytearray(shard.read_bytes())
-    data[100] ^= 0xFF
-    shard.write_bytes(bytes(data))
-    os.utime(shard, ns=(shard.stat().st_atime_ns, receipt["shards"][0]["stamp"]["mtime_ns"]))
-    write = STAGES[STAGE_NAMES.index("write")]
-    assert write.problem(RunState(run, rehash=False), 2) is None  # --status: size and mtime, never a read
-    assert "sha256 differs" in write.problem(RunState(run), 2)
-    assert plan_resume(run).tasks["write"] == [2] and write.is_done(run, 0)

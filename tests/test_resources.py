@@ -7,15 +7,13 @@ C of them. Run dirs written before resources were kept per stage still resume an
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from dataclasses import asdict
 
 import pytest
 
-from shard_pipeline.run.runconfig import RunConfig, StageResources, legacy_resources
 from shard_pipeline.run import unit_table
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.rundir import RunDir
+from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.status import resume_hint
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.layout import lay_out_jobs
@@ -70,30 +68,6 @@ def test_resume_mem_is_per_unit_as_at_submission(tmp_path, fake_slurm):
     again = by_stage(fake_slurm("sbatch")[first:])
     assert again["partition"] == StageResources("2G", again["partition"].time, 2)
     assert again["write"].mem == "2G" and again["plan"].mem == again["finalize"].mem == "1G"
-
-
-def test_a_run_dir_from_before_per_stage_resources_still_loads(tmp_path, fake_slurm, capsys):
-    root = make_corpus(tmp_path, n_docs=40)
-    assert submit(tmp_path, root, "--mem", "300M", "--executor", "slurm") == 0
-    cfg_path = tmp_path / "run" / "config.json"
-    doc = json.loads(cfg_path.read_text())
-    res = doc["execution"].pop("resources")
-    doc["execution"].update({  # what run dirs held before: unit memory, "job" for plan's time and finalize
-        "mem": {"partition": "300M", "plan": res["plan"]["mem"], "write": res["write"]["mem"], "job": "300M"},
-        "time": {"partition": res["partition"]["time"], "write": res["write"]["time"], "job": res["plan"]["time"]},
-        "cpus": {}})
-    cfg_path.write_text(json.dumps(doc))
-    assert {s: asdict(r) for s, r in kept(tmp_path / "run").items()} == res
-    assert cli.main(["--status", str(tmp_path / "run")]) in (0, 1, 3)
-    assert "Traceback" not in capsys.readouterr().err
-
-
-def test_legacy_grouped_memory_is_per_array_task():
-    res = legacy_resources({"partition": "4G", "write": "9G", "plan": "6G", "job": "4G"},
-                           {"partition": "01:00:00", "write": "02:00:00", "job": "00:30:00"},
-                           {"partition": 16, "write": 8, "finalize": 4})
-    assert res == {"partition": StageResources("64G", "01:00:00", 16), "plan": StageResources("6G", "00:30:00"),
-                   "write": StageResources("72G", "02:00:00", 8), "finalize": StageResources("4G", "00:30:00", 4)}
 
 
 @pytest.mark.parametrize("stage,reason,flag", [("partition", "OUT_OF_MEMORY", "--mem 600M"),
@@ -217,29 +191,6 @@ def test_a_multi_language_resume_applies_mem_and_refuses_content_options(tmp_pat
     again = by_stage(fake_slurm("sbatch")[n:])
     assert again["partition"] == StageResources("3G", "20:00:00", 1) and again["write"].mem == "3G"
     assert json.loads((run_dir / "run.json").read_text())["resources"] == {"mem": "3G", "time": "20:00:00"}
-
-
-def test_a_multi_run_dir_laid_out_in_groups_asks_for_one_unit_per_array_task():
-    """Run dirs from before multi-language runs refused --cpus-per-task: an array index is still one unit."""
-    from types import SimpleNamespace
-
-    from shard_pipeline.run.runconfig import Execution
-    from shard_pipeline.submit.layout import stage_resources
-
-    def cfg(res):
-        return SimpleNamespace(execution=Execution(executor="slurm", out="/o", partition_tasks=6, write_tasks=6,
-                                                   buckets=1, spill_bytes=1, python="p", resources=res))
-
-    grouped = legacy_resources({"partition": "300M", "write": "1G", "job": "300M"},
-                               {"partition": "00:10:00", "write": "00:20:00", "job": "00:30:00"},
-                               {"partition": 3, "write": 3, "finalize": 2})
-    single = legacy_resources({"partition": "400M", "write": "700M", "job": "300M"},
-                              {"partition": "00:10:00", "write": "00:20:00", "job": "00:30:00"}, {})
-    cfgs = {"a": cfg(grouped), "b": cfg(single)}
-    m = unit_table.table_of(Path("/r"), [("a", 6, 6), ("b", 6, 6)])  # languages.json of that time: no "cpus", C = 1
-    assert stage_resources(m, cfgs, "partition", 9, False) == StageResources("400M", "00:10:00", 1)
-    assert stage_resources(m, cfgs, "write", 9, False) == StageResources("1G", "00:20:00", 1)
-    assert stage_resources(m, cfgs, "finalize", 2, False).cpus == 2  # finalize's threads are its own
 
 
 def test_slurm_time_limits_compare_in_minutes():

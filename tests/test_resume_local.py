@@ -135,18 +135,32 @@ def test_resume_refuses_changed_inputs(tmp_path, monkeypatch, capsys):
     assert "9_1.ia.jsonl.zst" in err and "changed" in err
 
 
-def test_run_of_another_intermediate_format_is_refused(tmp_path, monkeypatch, reference_run, capsys):
-    """A run directory made by a version whose stages hand over other files is not resumed by this one."""
+def test_run_of_another_format_is_refused_by_resume_status_and_its_tasks(tmp_path, monkeypatch, reference_run, capsys):
+    """A run directory made by a version of another RUN_FORMAT (the previous one: 2, before ctimes in
+    receipts and per-stage resources) is not read by this one: --resume, --status and a task queued by
+    that version each refuse it with one message naming the version and the next step."""
+    import subprocess
+    import sys
+
+    from shard_pipeline.run.taskcmd import task_argv
+    from shard_pipeline.submit.executors import task_env
+
     root, expected = reference_run
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "write-start:0")
     record = json.loads((run_dir / "run.json").read_text())
-    del record["run_format"]  # as written before the format was recorded
+    record["run_format"] = 2
+    record["code"] = {"commit": "3ac88af", "dirty": False, "version": "0.1.0"}
     (run_dir / "run.json").write_text(json.dumps(record))
     capsys.readouterr()
     assert resume(run_dir) == 2
     err = capsys.readouterr().err
-    assert "intermediate files have format 1" in err and "start a new run" in err
-    assert not out.exists()
+    assert "made by hplt-shard 3ac88af, whose run directories have format 2" in err and "start a new run" in err
+    assert cli.main(["--status", str(run_dir)]) == 2
+    assert "format 2; this version reads format" in capsys.readouterr().err
+    p = subprocess.run(task_argv("write", run_dir, 0, python=sys.executable), capture_output=True, text=True,
+                       env=task_env(), timeout=120)
+    assert p.returncode == 1 and p.stderr.strip().splitlines()[-1].startswith("ERROR: OtherFormat: ")
+    assert not out.exists() and not (run_dir / "write" / "task-00000.receipt.json").exists()
 
 
 def test_second_resume_of_a_run_is_refused(tmp_path, monkeypatch, reference_run):

@@ -7,7 +7,6 @@ still equal to the one recorded when the file was finished (every write, rename,
 sets it to now, and nobody can set it back), or, when something touched the file, by its
 sha256. `--status` never reads a file: a touched one shows as not done, with the reason, and
 `--resume` (or a requeued group) re-hashes exactly those, keeping them when their bytes are the
-same. Receipts from before ctimes were recorded are re-hashed up to HASH_MAX_BYTES as then.
 Finalize re-hashes every shard before anything reaches OUT either way. Once DONE exists, every
 task of the run is done.
 """
@@ -22,9 +21,6 @@ from shard_pipeline.files import file_sha256
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json
 
-HASH_MAX_BYTES = 1 << 30
-
-
 def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None, rehash: bool = True) -> str | None:
     """None when `path` is what its receipt recorded, else why not (`rehash`: a touched file may be re-hashed)."""
     if not path.is_file():
@@ -34,13 +30,10 @@ def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None, rehash: 
         return f"{path.name} has {st.st_size} bytes, its receipt {stamp.get('bytes')}"
     if "mtime_ns" in stamp and st.st_mtime_ns != stamp["mtime_ns"]:
         return f"{path.name} was modified after its receipt was written"
-    if "ctime_ns" in stamp:
-        if st.st_ctime_ns == stamp["ctime_ns"]:
-            return None  # untouched since it was finished
-        if not rehash:
-            return f"{path.name} was touched after its receipt (its ctime changed); --resume re-hashes it"
-    elif not rehash or st.st_size > HASH_MAX_BYTES:
-        return None  # a receipt from before ctimes were recorded: size and mtime, as then
+    if st.st_ctime_ns == stamp.get("ctime_ns"):
+        return None  # untouched since it was finished
+    if not rehash:
+        return f"{path.name} was touched after its receipt (its ctime changed); --resume re-hashes it"
     if sha256 and file_sha256(path) != sha256:
         return f"{path.name} sha256 differs from its receipt"
     return None

@@ -71,11 +71,9 @@ class Content:
             "clean": self.clean,
             "shard_bytes": self.shard_bytes,
             "dp_ranks": list(self.dp_ranks),
+            "split_layout": self.split_layout,
+            "hplt": self.hplt,
         }
-        if self.split_layout != "column":  # absent by default, so earlier runs keep their hash
-            doc["split_layout"] = self.split_layout
-        if not self.hplt:  # likewise: HPLT runs keep their hash
-            doc["hplt"] = False
         return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -151,25 +149,5 @@ class RunConfig:
         c["inputs"] = tuple(InputRef(**i) for i in c["inputs"])
         c["dp_ranks"] = tuple(c.get("dp_ranks", ()))
         e = dict(doc["execution"])
-        legacy = {k: e.pop(k) for k in ("mem", "time", "cpus") if k in e}
-        e["resources"] = ({stage: StageResources(**r) for stage, r in e["resources"].items()} if "resources" in e
-                          else legacy_resources(**legacy))
+        e["resources"] = {stage: StageResources(**r) for stage, r in e["resources"].items()}
         return RunConfig(Content(**c), Execution(**e))
-
-
-def legacy_resources(mem: dict[str, str] | None = None, time: dict[str, str] | None = None,
-                     cpus: dict[str, int] | None = None) -> dict[str, StageResources]:
-    """The resources of a run dir written before they were kept per stage (unit memory, "job" keys)."""
-    mem, time, cpus = mem or {}, time or {}, cpus or {}
-    if not mem:
-        return {}
-    job_mem, job_time = mem.get("job", "4G"), time.get("job", "01:00:00")
-    grouped = {s: cpus.get(s, 1) for s in GROUPED_STAGES}
-    return {
-        "partition": StageResources(scale_mem(mem.get("partition", job_mem), grouped["partition"]),
-                                    time.get("partition", job_time), grouped["partition"]),
-        "plan": StageResources(mem.get("plan", job_mem), job_time),
-        "write": StageResources(scale_mem(mem.get("write", job_mem), grouped["write"]), time.get("write", job_time),
-                                grouped["write"]),
-        "finalize": StageResources(job_mem, job_time, cpus.get("finalize", 1)),
-    }

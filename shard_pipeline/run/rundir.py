@@ -13,11 +13,28 @@ from typing import Any, Iterable
 from shard_pipeline.errors import UserError
 from shard_pipeline.files import write_json_atomic  # noqa: F401  (the stages import it from here)
 
-# The format of the files stages hand each other (spill index, plan.json, receipts). A run
-# directory is resumed only by code of the same format: 2 = per-split counts in the index,
-# shard sets in the plan (--split-layout).
-RUN_FORMAT = 2
+# The format of a run directory: the files stages hand each other (spill index, plan.json,
+# receipts) and config.json. A run directory is read only by code of the same format (no shims
+# before the first release, docs/DESIGN.md "Compatibility"): 2 = per-split counts in the index,
+# shard sets in the plan; 3 = every receipt stamp holds its file's ctime, config.json its
+# per-stage resources, and the config hash covers split_layout and hplt.
+RUN_FORMAT = 3
 CHECKPOINT_FORMAT = "receipts-log"  # a partition checkpoint naming its receipts log (stages/checkpoint.py)
+
+
+class OtherFormat(UserError):
+    """A run directory written by a version of another RUN_FORMAT."""
+
+
+def check_format(record: dict[str, Any], root: Path) -> None:
+    """Refuse a run directory of another format, naming the version that made it and what to do."""
+    made_by = record.get("run_format", 1)
+    if made_by == RUN_FORMAT:
+        return
+    commit = (record.get("code") or {}).get("commit") or "(unknown commit)"
+    raise OtherFormat(f"{root} was made by hplt-shard {commit}, whose run directories have format {made_by}; "
+                      f"this version reads format {RUN_FORMAT}. See or resume it with that version "
+                      "(git checkout it), or start a new run: inputs and OUT are untouched by either")
 
 
 def file_stamp(path: Path) -> dict[str, int]:

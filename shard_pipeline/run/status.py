@@ -25,7 +25,7 @@ from shard_pipeline.run import live, unit_table
 from shard_pipeline.run.group import unit_log
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig, StageResources
-from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, read_json
+from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, check_format, read_json
 from shard_pipeline.run.runstate import (
     Counts,
     RunPhase,
@@ -423,11 +423,13 @@ def status_report(run: RunDir) -> tuple[str, int]:
 
 def report(root: Path) -> tuple[str, int]:
     """--status of any run dir: one language's stages, or a row per language of a run of several."""
+    run = RunDir(root)
+    if not unit_table.is_multi(root) and not run.config_json.exists():
+        raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
+    if run.run_json.exists():
+        check_format(read_json(run.run_json), root)
     if unit_table.is_multi(root):
         return languages_report(root)
-    run = RunDir(root)
-    if not run.config_json.exists():
-        raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
     return status_report(run)
 
 

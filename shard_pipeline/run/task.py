@@ -106,7 +106,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from shard_pipeline.run import live, unit_table
     from shard_pipeline.run.registry import stage as registered
 
+    from shard_pipeline.run.rundir import OtherFormat, RunDir, check_format, read_json
+
     stage = registered(a.stage)
+    try:  # a job queued by a version of another format, run by this one: refused, named
+        check_format(read_json(RunDir(a.rundir).run_json), a.rundir)
+    except OtherFormat as exc:
+        print(f"ERROR: OtherFormat: {exc}", file=sys.stderr, flush=True)
+        return 1
     table = unit_table.load(a.rundir)  # the run's units: an index names a (language, task) unit, or C of them
     as_group = grouped(a, stage.array, table.units_per_task(stage.name))
     # The log's first line: the command that reruns this task by hand (README, "What a run leaves").

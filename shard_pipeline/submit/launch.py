@@ -21,7 +21,7 @@ from shard_pipeline.run import unit_table
 from shard_pipeline.run.claim import check_claimable, claim, release, run_lock
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
-from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, read_json, write_json_atomic
+from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, read_json, write_json_atomic
 from shard_pipeline.submit import guards, languages, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.report import describe
@@ -394,8 +394,9 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     root = args.resume.resolve()
     if not unit_table.is_multi(root) and not RunDir(root).config_json.exists():
         raise UsageError(f"{root} is not a hplt-shard run directory (no config.json)")
-    table = unit_table.load(root)
     record = read_json(RunDir(root).run_json)
+    check_format(record, root)  # before anything of it is read
+    table = unit_table.load(root)
     resources = resume_resources(build_parser(), argv, record)  # a later resume keeps an earlier --mem
     asked = resources.get("cpus_per_task")
     if table.several and asked is not None and int(asked) != table.units_per_task("partition"):
@@ -403,11 +404,6 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
                          f"submitted with ({table.units_per_task('partition')}), because its array indices name "
                          "groups of units across languages; resume without --cpus-per-task")
     executor = scope.choose_executor(args, record["executor"])
-    made_by = record.get("run_format", 1)
-    if made_by != RUN_FORMAT:
-        raise ResumeRefused(f"{root} was made by hplt-shard {record.get('code', {}).get('commit') or '(unknown commit)'} "
-                            f"whose intermediate files have format {made_by}; this version reads format {RUN_FORMAT}. "
-                            "Resume it with that version, or start a new run (inputs and OUT are untouched)")
     dirs = {l: RunDir(table.lang_dir(l)) for l in table.langs}
     with run_lock(root):
         refuse_live_tasks(root, *([d.root for d in dirs.values()] if table.several else multi_parent(root)))
