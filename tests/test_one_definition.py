@@ -71,3 +71,11 @@ def test_run_dir_file_names_are_spelled_only_by_rundir():
     names = r"\"(run\.json|config\.json|languages\.json|DONE|\.run\.lock|plan\.json|buckets\.json|validation\.json|INTERRUPTED\.json)\""
     assert places(names, {"run/rundir.py"}) == []
     assert places(r"/ \"(logs|tasks)\"|\"logs/", {"run/rundir.py"}) == []  # the folders too (path joins)
+
+
+# --- exit codes --------------------------------------------------------------------------------
+
+def test_exit_codes_are_named_by_errors_exitcode():
+    """A process's exit code is an errors.ExitCode member, never a bare number, outside errors.py."""
+    counts = {"run/registry.py", "input/zstd_stream.py", "stages/balance.py"}  # their `return 0/1` count things
+    assert places(r"(?m)return [0-4]\s*(#.*)?$|sys\.exit\([0-9]+\)|== 130\b", {"errors.py", *counts}) == []

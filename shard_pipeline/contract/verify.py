@@ -37,6 +37,7 @@ from shard_pipeline.contract.shard import (
     SCHEMA,
     manifest_sets,
 )
+from shard_pipeline.errors import ExitCode
 from shard_pipeline.contract.manifest import expected_shard_names as _expected_names
 from shard_pipeline.contract.manifest import safe_relative as _safe_relative
 from shard_pipeline.contract.verify_manifest import (  # noqa: F401  (Problem: re-exported)
@@ -342,18 +343,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         what = "is not a directory" if out.exists() else "does not exist"
         print(f"hplt-shard: --verify {out}: {what}; give the output folder (the one holding {MANIFEST_NAME})",
               file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     if is_root(out):  # ROOT/<LANG>/ outputs of a run of several languages: each verified, one summary
         return root_main(out, deep=not args.shallow)
     problems = verify_output(out, deep=not args.shallow)
     if problems:
         for p in problems:
             print(f"{p.file}: {p.what}")
-        return 1
+        return ExitCode.FAILED
     manifest = json.loads((out / MANIFEST_NAME).read_text(encoding="utf-8"))
     suffix = " (shallow: rows not checked)" if args.shallow else ""
     print(f"OK: {plural(manifest['rows'], 'row')} in {plural(len(manifest['shards']), 'shard')} verified{suffix}")
-    return 0
+    return ExitCode.OK
 
 
 def root_main(root: Path, deep: bool) -> int:

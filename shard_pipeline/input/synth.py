@@ -20,6 +20,7 @@ from pathlib import Path
 import orjson
 import zstandard
 
+from shard_pipeline.errors import ExitCode
 from shard_pipeline.files import atomic_file
 
 ID_STYLES = ("hex", "web", "sorted", "prefix")
@@ -333,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [s.strip() for s in args.shards.split(",") if s.strip()]
     if args.n_docs < 0:
         print("--n-docs must be >= 0", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     paths = generate_corpus(
         args.root,
         args.lang,
@@ -347,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for path in paths:
         print(path)
-    return 0
+    return ExitCode.OK
 
 
 if __name__ == "__main__":

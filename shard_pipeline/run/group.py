@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
+from shard_pipeline.errors import ExitCode
 from shard_pipeline.units import iso_time
 
 
@@ -210,7 +211,7 @@ def run_group(stage: str, label: str, units: Sequence[int], finished: Callable[[
     failed = [r for r in runs if r.returncode != 0]
     for r in failed:
         print(f"ERROR: {stage} unit {r.unit} exited {r.returncode} (log: {r.log})", file=sys.stderr, flush=True)
-    return 1 if failed or len(runs) != len(todo) else 0
+    return ExitCode.FAILED if failed or len(runs) != len(todo) else ExitCode.OK
 
 
 def unit_log(log_dir: Path, job: str, array_index: str | int, unit: int) -> Path:

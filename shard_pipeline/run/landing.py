@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from shard_pipeline.errors import ExitCode
 from shard_pipeline.run import live
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.taskcmd import task_argv
@@ -77,8 +78,8 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
         print(f"ERROR: {stage} failed for {', '.join(sorted(set(failed)))} ("
               + "; ".join(f"{l}: {causes[l][:300]}" for l in sorted(causes)) + "); the other languages went on; "
               f"fix the cause, then ./hplt-shard --resume {m.root}", file=sys.stderr, flush=True)
-        return 1
-    return 0
+        return ExitCode.FAILED
+    return ExitCode.OK
 
 
 def written(run: RunDir) -> bool:

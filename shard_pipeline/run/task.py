@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from shard_pipeline.errors import ExitCode
 from shard_pipeline.run.taskcmd import TASK_MODULE, task_argv
 
 LOG_FORMAT = "%(asctime)s %(message)s"
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_format(read_json(RunDir(a.rundir).run_json), a.rundir)
     except OtherFormat as exc:
         print(f"ERROR: OtherFormat: {exc}", file=sys.stderr, flush=True)
-        return 1
+        return ExitCode.FAILED
     table = unit_table.load(a.rundir)  # the run's units: an index names a (language, task) unit, or C of them
     as_group = grouped(a, stage.array, table.units_per_task(stage.name))
     # The log's first line: the command that reruns this task by hand (README, "What a run leaves").
@@ -148,9 +149,9 @@ def run_task(a: TaskArgs, table, as_group: bool) -> int:
             print(f"ERROR: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         except OSError:  # the log's disk is full too: --status says so (tasklog.empty_log)
             pass
-        return 1
+        return ExitCode.FAILED
     log.info("%s task %d done: %s", stage.name, task, stage.summary(result))
-    return 0
+    return ExitCode.OK
 
 
 def entry_of(entry: str):

@@ -38,7 +38,7 @@ def os_error_line(exc: OSError, args: Request) -> str:
 def run_command(args: Request, argv: Sequence[str]) -> int:
     if args.version:
         print(version_line())
-        return 0
+        return ExitCode.OK
     if args.verify:
         from shard_pipeline.contract.verify import main as verify_main
 

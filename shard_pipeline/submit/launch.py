@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shard_pipeline.contract.shard import check_replaceable
-from shard_pipeline.errors import UsageError
+from shard_pipeline.errors import ExitCode, UsageError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.run import unit_table
 from shard_pipeline.run.claim import check_claimable, claim, release, run_lock
@@ -66,7 +66,7 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
         for line in dict.fromkeys(f for f in fits if f):
             print(line)
         print("dry run: nothing written, nothing submitted")
-        return 0
+        return ExitCode.OK
     if args.out is None:
         raise UsageError("--out is required (" + ("the root folder; each language goes to OUT/<LANG>/)" if several
                                                   else "the output folder)"))
@@ -434,7 +434,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         if not todo:
             print(f"{root}: already done; " + (f"outputs under {record.get('out')}" if table.several
                                                else f"output at {cfgs[table.langs[0]].execution.out}"))
-            return 0
+            return ExitCode.OK
         cfgs = {l: cfgs[l] for l in todo}
         settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
         if settings is not None:  # what the chain would queue, with this resume's --mem/--time/--cpus-per-task/--partition
@@ -447,7 +447,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
             print(f"resuming {root}:\n{report[0]}")
         if args.dry_run:
             print("dry run: nothing submitted")
-            return 0
+            return ExitCode.OK
         for l in todo:  # refused (another run, a publish) before anything below changes
             check_claimable(Path(cfgs[l].execution.out), dirs[l].root)
         if table.several:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shard_pipeline.contract.shard import MANIFEST_NAME, TMP_MARKER
-from shard_pipeline.errors import EXIT_FAILED, UserError
+from shard_pipeline.errors import EXIT_FAILED, ExitCode, UserError
 from shard_pipeline.files import file_sha256, json_bytes, write_bytes_atomic
 from shard_pipeline.paths import home
 from shard_pipeline.run.claim import claim_path, held_for_publish, publish_lock_path
@@ -157,12 +157,12 @@ def publish_held(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> 
     if run is None:
         print(f"record: not written: the run directory of {out} is unknown (its manifest does not name it and "
               f"none under {home() / 'runs'} wrote it); give --run-dir RUNDIR to record it there")
-        return 0
+        return ExitCode.OK
     try:
         print(f"record: {record_publication(run, record)}")
     except OSError as exc:  # the upload is done and checked; only the note about it failed
         print(f"record: not written to {run / PUBLISHED_NAME}: {exc}", file=sys.stderr)
-    return 0
+    return ExitCode.OK
 
 
 def refuse_dest_inside(rclone: Rclone, dest: str, out: Path, run_dir: Path | None) -> None:
@@ -228,7 +228,7 @@ def already_published(rclone: Rclone, dest: str, output: Output, present: dict[s
                             "same command again: it re-sends what differs")
     print(f"already published: {shown} holds this output, complete ({len(output.body) + 2} files, sha256 "
           f"checked there by {how}); nothing was uploaded")
-    return 0
+    return ExitCode.OK
 
 
 def changed_in_out(output: Output) -> list[str]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shard_pipeline.contract.root import RootEntries, scan, staged_line
-from shard_pipeline.errors import EXIT_FAILED, EXIT_USAGE, UserError
+from shard_pipeline.errors import EXIT_FAILED, EXIT_USAGE, ExitCode, UserError
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit.dest import mask
 from shard_pipeline.submit.publish import (
@@ -137,4 +137,4 @@ def publish_root(root: Path, dest: str, run_dir: Path | None = None) -> int:
     if code:
         raise RootNotPublished(text, code)
     print(text)
-    return 0
+    return ExitCode.OK

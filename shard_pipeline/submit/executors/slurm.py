@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from shard_pipeline.errors import UsageError, UserError
+from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.paths import JOB_SCRIPT
 from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.run.registry import STAGE_NAMES, STAGES
@@ -246,4 +246,4 @@ def submit_run(table: UnitTable, cfgs: dict[str, RunConfig], t: dict[str, list[i
         print(f"run dir: {table.root}")
         print(f"watch:   {watch_command(table.root, tag)}")
         print(f"done when {RunDir(table.root).done_marker} exists; output appears at {next(iter(cfgs.values())).execution.out}")
-    return 0
+    return ExitCode.OK
