@@ -457,7 +457,13 @@ def language_state(run: RunDir, sts: list[StageStatus], chain_alive: bool) -> tu
         phase = RunPhase.FAILED
     if phase is RunPhase.DONE:
         return phase, f"landed {landed_at(run)}"
-    return phase, LANGUAGE_WORD[phase] + (f" ({failed[0]})" if phase is RunPhase.FAILED else "")
+    if phase is RunPhase.FAILED:
+        return phase, f"{LANGUAGE_WORD[phase]} ({failed[0]})"
+    pending = [(st.stage, why) for st in sts for _, why in st.reasons]
+    if pending:  # what Slurm says it waits for, as a single run's --status shows per task
+        stage, why = pending[0]
+        return phase, f"{LANGUAGE_WORD[phase]} ({stage}: {why.split(',')[0]})"
+    return phase, LANGUAGE_WORD[phase]
 
 
 def _cell(st: StageStatus) -> str:
