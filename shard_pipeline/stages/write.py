@@ -109,7 +109,9 @@ class ShardAssembler:
             parts.append(self.cursor(o, int(k)).rows(r0, r1))
             index[mask] = base + (rows - r0)
             base += r1 - r0
-        return pa.concat_tables(parts).take(pa.array(index))
+        # One chunk before the gather: a take over the sections' 32-row batches (hundreds of chunks)
+        # cost 10-15x the copy into one chunk plus a take of it (bench/RESULTS.md, "Second pass").
+        return pa.concat_tables(parts).combine_chunks().take(pa.array(index))
 
 
 def write_one_shard(asm: ShardAssembler, out_tmp: Path, name: str, start: int, stop: int, budget: int,
