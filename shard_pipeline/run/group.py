@@ -1,5 +1,8 @@
 """Groups: an array task with C cores runs C units of its stage at once, one process per unit.
 
+The group imports the stage code once and forks its units (`fork_unit`); a unit whose line is
+not this interpreter's task line (or with HPLT_SHARD_FORK_UNITS=0) is started fresh as before.
+
 A unit is what a stage task has always been (`stages/<stage>.py RUNDIR --task U`): its receipt,
 checkpoint and log are its own, so `--resume` and a requeue stay per unit and the output does
 not depend on C. What C changes is the number of Slurm jobs: under a per-user job cap (LUMI
@@ -81,6 +84,7 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
 
     base = dict(os.environ if env is None else env)
     env = child_env(base) if DIE_WITH_ENV in base else env  # a local run's units die with this process
+    preload([argv_of(u) for u in units], env)  # the stage's imports, once for all units (fork_unit)
     results: dict[int, UnitRun] = {}
     live: dict[int, subprocess.Popen] = {}
     lock = threading.Lock()
@@ -102,8 +106,11 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
             with lock:
                 if owner is not None and owner.stopping:
                     raise OSError(f"{label} is being stopped")
-                p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=owner is not None)
+                if forkable(argv, env):
+                    p: subprocess.Popen | _Forked = fork_unit(argv, f.fileno(), env, new_session=owner is not None)
+                else:
+                    p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env,
+                                         start_new_session=owner is not None)
                 live[u] = p
                 if owner is not None:
                     owner.adopt(p.pid)
@@ -137,6 +144,127 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
         if in_main:
             signal.signal(signal.SIGTERM, old)
     return [results[u] for u in units]
+
+
+FORK_ENV = "HPLT_SHARD_FORK_UNITS"  # "0": start every unit as a fresh interpreter, as before forking
+
+
+def forkable(argv: Sequence[str], env: dict[str, str] | None) -> bool:
+    """True when `argv` is the task line run by this very interpreter, with this process's Python settings:
+    then a fork of this process (which has imported the stage code) runs the same main as that line would."""
+    from shard_pipeline.run.taskcmd import TASK_MODULE
+
+    if os.environ.get(FORK_ENV, "1") == "0" or len(argv) < 4 or list(argv[1:3]) != ["-m", TASK_MODULE]:
+        return False
+    if os.path.realpath(argv[0]) != os.path.realpath(sys.executable):
+        return False
+    child = os.environ if env is None else env
+    return all(child.get(k) == os.environ.get(k) for k in set(child) | set(os.environ) if k.startswith("PYTHON"))
+
+
+def preload(argvs: Sequence[Sequence[str]], env: dict[str, str] | None) -> None:
+    """Import the stage code the units will run, here, once: each forked unit then starts with it.
+
+    This is the cost a fresh interpreter pays per unit (pyarrow, numpy, the stage module: ~0.35
+    CPU-s a unit on 2 shared cores, bench/RESULTS.md); pandas is kept out as in every task.
+    """
+    stages = {a[3] for a in argvs if forkable(a, env)}
+    if not stages:
+        return
+    import importlib
+
+    from shard_pipeline.run import task
+    from shard_pipeline.run.registry import stage as registered
+
+    task.keep_pandas_out()
+    for name in sorted(stages):
+        try:
+            importlib.import_module(registered(name).entry.partition(":")[0])
+        except Exception:  # the unit itself reports it, in its own log
+            pass
+
+
+@dataclass
+class _Forked:
+    """A forked unit, as much of Popen as run_units uses (pid, send_signal, returncode)."""
+
+    pid: int
+    returncode: int | None = None
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+
+def fork_unit(argv: Sequence[str], log_fd: int, env: dict[str, str] | None, *, new_session: bool) -> _Forked:
+    """Run `python -m shard_pipeline.run.task ARGS` as a fork of this process: same argv, same log (stdout
+    and stderr on `log_fd`), same environment, same exit status, same signal dispositions as a fresh one."""
+    pid = os.fork()
+    if pid:
+        return _Forked(pid)
+    code = 1
+    try:  # the child: never returns into the parent's code
+        if new_session:
+            os.setsid()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.closerange(3, 1024)  # as Popen's close_fds: no other unit's log or pipe stays open here
+        import logging
+
+        for logger in [logging.root, *logging.root.manager.loggerDict.values()]:
+            if isinstance(logger, logging.Logger):
+                logger.handlers.clear()  # the parent's, on closed fds: the task sets up its own
+        sys.stdin = open(os.devnull)
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        from shard_pipeline.run import task
+
+        sys.argv = [task.__file__, *argv[3:]]
+        code = _exit_code(task.main, list(argv[3:]))
+    except BaseException:  # noqa: BLE001 - anything the child did not turn into a status is a crash
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _exit_code(main: Callable[[list[str]], int], args: list[str]) -> int:
+    """What `python -m` would exit with: main's status, SystemExit's, a traceback and 1, or death by SIGINT."""
+    import traceback
+
+    try:
+        rc = main(args)
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        _flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        rc = 130
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+        rc = 1
+    _flush()
+    return int(rc or 0)
+
+
+def _flush() -> None:
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
 
 
 def summary(label: str, runs: Sequence[UnitRun]) -> str:
