@@ -300,6 +300,24 @@ def _run_task(python: str, stage: str, rundir: Path, task: int, sampler: TreeSam
             "max_anon_sampled": sampler.task_anon.get(p.pid, 0), "log": str(log)}
 
 
+def run_hplt_cli(out: Path, rundir: Path, argv: list[str]) -> dict:
+    """The whole `./hplt-shard ... --executor local` as one process, as a user runs it: wall, CPU of the
+    process and every unit it reaped (wait4), peak summed RSS of its tree. No per-stage split."""
+    t0 = time.perf_counter()
+    with TreeSampler() as ts, open(rundir.with_name(rundir.name + ".cli.log"), "wb") as log:
+        p = subprocess.Popen([str(REPO / "hplt-shard"), *argv], stdout=log, stderr=subprocess.STDOUT)
+        ts.roots.add(p.pid)
+        _, status, ru = os.wait4(p.pid, 0)
+    total = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"hplt-shard exited {os.waitstatus_to_exitcode(status)}: see {log.name}")
+    stages = {s: {"wall_s": 0.0, "tasks": 0, "cpu_s": 0.0, "max_task_rss": 0, "peak_tree_rss": 0, "max_task_anon": 0,
+                  "peak_tree_anon": 0} for s in STAGES}
+    stages["partition"].update(cpu_s=ru.ru_utime + ru.ru_stime, peak_tree_rss=ts.peak, max_task_rss=ru.ru_maxrss * 1024)
+    lay = argparse.Namespace(partition_tasks=None, write_tasks=None, buckets=None, spill_bytes=None)
+    return _hplt_figures(rundir, out, lay, 0.0, total, stages, cleanup=True)
+
+
 def run_hplt_local(corpus_root: Path, work: Path, cores: int, opts: argparse.Namespace, tag: str) -> dict:
     out, rundir = work / f"hs-out-{tag}", work / f"hs-run-{tag}"
     for d in (out, rundir):
@@ -310,6 +328,8 @@ def run_hplt_local(corpus_root: Path, work: Path, cores: int, opts: argparse.Nam
     argv += _layout_options(opts)
     if opts.cpus_per_task:
         argv += ["--cpus-per-task", str(opts.cpus_per_task)]
+    if getattr(opts, "whole_cli", False):  # --also cli: all CPU counted under "partition" (one process tree)
+        return run_hplt_cli(out, rundir, argv)
     t_all = time.perf_counter()
     t0 = time.perf_counter()
     cap = _prepare_run(argv)
@@ -577,12 +597,14 @@ def _variants(opts: argparse.Namespace) -> list[tuple[str, argparse.Namespace]]:
     out = []
     for name in filter(None, (opts.also or "").split(",")):
         v = argparse.Namespace(**vars(opts))
-        if name == "c1":
+        if name == "cli":
+            v.whole_cli = True
+        elif name == "c1":
             v.cpus_per_task = None
         elif name == "fresh":
             v.fork = False
         else:
-            raise SystemExit(f"--also {name}: one of c1, fresh")
+            raise SystemExit(f"--also {name}: one of c1, fresh, cli")
         out.append((name, v))
     return out
 
@@ -617,7 +639,8 @@ def main() -> int:
                     help="with --cpus-per-task: start every unit as a fresh interpreter (HPLT_SHARD_FORK_UNITS=0)")
     ap.add_argument("--dt-python", default=sys.executable,
                     help="the python whose environment has datatrove (e.g. /work/dt-venv/bin/python)")
-    ap.add_argument("--also", help="c1,fresh: also run hplt-shard with C = 1, or with fresh unit processes, interleaved")
+    ap.add_argument("--also", help="c1,fresh,cli: also run hplt-shard with C = 1, with fresh unit processes, or as the "
+                                   "whole ./hplt-shard --executor local command (the local executor's own groups), interleaved")
     ap.add_argument("--keep", action="store_true", help="keep hplt-shard's output and run dir")
     ap.add_argument("--json", type=Path, help="raw figures (default WORKDIR/results-<tag>.json)")
     ap.add_argument("--tag", default=None)
@@ -688,7 +711,9 @@ def main() -> int:
     for name, runs in (res.get("hplt_variants") or {}).items():
         cpu = ", ".join(f"{s} {statistics.median(r['stages'][s]['cpu_s'] for r in runs):.2f}" for s in STAGES)
         walls = ", ".join(f"{r['total_s']:.2f}" for r in runs)
-        text += f"\nhplt-shard ({name}): whole run {med(runs, 'total_s'):.2f} s (repeats {walls}); stages cpu s: {cpu}"
+        total = statistics.median(sum(st["cpu_s"] for st in r["stages"].values()) for r in runs)
+        text += (f"\nhplt-shard ({name}): whole run {med(runs, 'total_s'):.2f} s (repeats {walls}); cpu {total:.2f} s"
+                 + ("" if name == "cli" else f" (stages: {cpu})"))
     res["table"] = text
     out = opts.json or work / f"results-{tag}.json"
     out.write_text(json.dumps(res, indent=1, default=str) + "\n")
