@@ -15,6 +15,7 @@ entry point, `run_group`) and the local executors all run a group with `run_unit
 from __future__ import annotations
 
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -152,9 +153,9 @@ FORK_ENV = "HPLT_SHARD_FORK_UNITS"  # "0": start every unit as a fresh interpret
 def forkable(argv: Sequence[str], env: dict[str, str] | None) -> bool:
     """True when `argv` is the task line run by this very interpreter, with this process's Python settings:
     then a fork of this process (which has imported the stage code) runs the same main as that line would."""
-    from shard_pipeline.run.taskcmd import TASK_MODULE
+    from shard_pipeline.run.taskcmd import task_args
 
-    if os.environ.get(FORK_ENV, "1") == "0" or len(argv) < 4 or list(argv[1:3]) != ["-m", TASK_MODULE]:
+    if os.environ.get(FORK_ENV, "1") == "0" or task_args(argv) is None:
         return False
     if os.path.realpath(argv[0]) != os.path.realpath(sys.executable):
         return False
@@ -166,17 +167,17 @@ def preload(argvs: Sequence[Sequence[str]], env: dict[str, str] | None) -> None:
     """Import the stage code the units will run, here, once: each forked unit then starts with it.
 
     This is the cost a fresh interpreter pays per unit (pyarrow, numpy, the stage module: ~0.35
-    CPU-s a unit on 2 shared cores, bench/RESULTS.md); pandas is kept out as in every task.
+    CPU-s a unit on 2 shared cores, bench/RESULTS.md 3); each unit keeps pandas out itself (run/task.py).
     """
-    stages = {a[3] for a in argvs if forkable(a, env)}
+    from shard_pipeline.run.taskcmd import task_args
+
+    stages = {(task_args(a) or [""])[0] for a in argvs if forkable(a, env)}
     if not stages:
         return
     import importlib
 
-    from shard_pipeline.run import task
     from shard_pipeline.run.registry import stage as registered
 
-    task.keep_pandas_out()
     for name in sorted(stages):
         try:
             importlib.import_module(registered(name).entry.partition(":")[0])
@@ -197,7 +198,7 @@ class _Forked:
 
 
 def fork_unit(argv: Sequence[str], log_fd: int, env: dict[str, str] | None, *, new_session: bool) -> _Forked:
-    """Run `python -m shard_pipeline.run.task ARGS` as a fork of this process: same argv, same log (stdout
+    """Run the task line `argv` (`python -m shard_pipeline.run.task ARGS`) as a fork of this process: same argv, same log (stdout
     and stderr on `log_fd`), same environment, same exit status, same signal dispositions as a fresh one."""
     pid = os.fork()
     if pid:
@@ -223,22 +224,24 @@ def fork_unit(argv: Sequence[str], log_fd: int, env: dict[str, str] | None, *, n
         if env is not None:
             os.environ.clear()
             os.environ.update(env)
-        from shard_pipeline.run import task
+        from shard_pipeline.run.taskcmd import TASK_MODULE, task_args
 
-        sys.argv = [task.__file__, *argv[3:]]
-        code = _exit_code(task.main, list(argv[3:]))
+        sys.argv = [argv[0], *(task_args(argv) or [])]  # runpy puts the module's path first, as `python -m` does
+        sys.modules.pop(TASK_MODULE, None)  # as in a fresh `python -m`, the module runs as __main__ only
+        code = _exit_code(lambda: runpy.run_module(TASK_MODULE, run_name="__main__", alter_sys=True))
     except BaseException:  # noqa: BLE001 - anything the child did not turn into a status is a crash
         code = 1
     finally:
         os._exit(code)
 
 
-def _exit_code(main: Callable[[list[str]], int], args: list[str]) -> int:
-    """What `python -m` would exit with: main's status, SystemExit's, a traceback and 1, or death by SIGINT."""
+def _exit_code(run_main: Callable[[], object]) -> int:
+    """What `python -m` would exit with: SystemExit's status, a traceback and 1, or death by SIGINT."""
     import traceback
 
+    rc: object = 0
     try:
-        rc = main(args)
+        run_main()
     except SystemExit as exc:
         rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
