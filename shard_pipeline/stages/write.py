@@ -82,7 +82,7 @@ class ShardAssembler:
             base = self._piece_rows(o, lo, hi, parts, index, base)
         # One gather for the whole row group, from one chunk: a take over the sections' 32-row batches
         # (hundreds of chunks) cost 10-15x this copy plus a take of it, and gathering bucket by bucket
-        # made the writer copy the pieces together once more (bench/RESULTS.md, "Second pass").
+        # made the writer copy the pieces together once more (bench/RESULTS.md 4).
         t = pa.concat_tables(parts).combine_chunks().take(pa.array(np.concatenate(index)))
         n = t.num_rows
         c = self.cfg.content
