@@ -89,7 +89,7 @@ def main() -> None:
     p, w = sum(x.partition_tasks for x in ms), sum(x.write_tasks for x in ms)
     groups = -(-p // a.cpus) + -(-w // a.cpus)  # the chain packs the units of every language, C per array task
     sections = sum(x.sections for x in ms)
-    plan_s = sections * 23 / 27e6  # measured: 27 M sections in 23 s (bench/RESULTS.md 3c)
+    plan_s = sections * 23 / 27e6  # measured: 27 M sections in 23 s (bench/RESULTS.md 6)
     parquet = sum(x.est_json_bytes for x in ms) * layout.PARQUET_PER_JSON
     cpus = layout.finalize_cpus(sum(x.est_json_bytes for x in ms))
     hash_min = parquet / (layout.HASH_BYTES_PER_CPU_S * cpus) / 60

@@ -210,15 +210,13 @@ def run_floor(files: list[Path], cores: int) -> dict:
 # datatrove 0.10: JsonlReader -> ParquetWriter, LocalPipelineExecutor(tasks = workers = cores)
 
 DT_SCRIPT = HERE / "dt_run.py"
+DT_PYTHON = [sys.executable]  # --dt-python: datatrove in a venv of its own (its pins are not the project's)
 
 
 def datatrove_version() -> str | None:
-    try:
-        import importlib.metadata as md
-
-        return md.version("datatrove")
-    except Exception:
-        return None
+    r = subprocess.run([DT_PYTHON[0], "-c", "import importlib.metadata as m; print(m.version('datatrove'))"],
+                       capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
 
 
 def run_datatrove(corpus_dir: Path, work: Path, cores: int, expect_docs: int | None = None) -> dict:
@@ -227,7 +225,7 @@ def run_datatrove(corpus_dir: Path, work: Path, cores: int, expect_docs: int | N
         shutil.rmtree(d, ignore_errors=True)
     t0 = time.perf_counter()
     with TreeSampler() as ts:
-        p = subprocess.Popen([sys.executable, str(DT_SCRIPT), str(corpus_dir), str(out), str(logs), str(cores)],
+        p = subprocess.Popen([DT_PYTHON[0], str(DT_SCRIPT), str(corpus_dir), str(out), str(logs), str(cores)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         ts.roots.add(p.pid)
         _, ru = os.wait4(p.pid, 0)[1:]
@@ -279,14 +277,20 @@ def _prepare_run(argv: list[str]) -> dict:
     return captured
 
 
-def _run_task(python: str, stage: str, rundir: Path, task: int, sampler: TreeSampler) -> dict:
-    from shard_pipeline.submit.executors import task_argv, task_env
+def _run_task(python: str, stage: str, rundir: Path, task: int, sampler: TreeSampler, group: bool = False,
+              fork: bool = True) -> dict:
+    """One task process (or, `group`, one array task's C units, forked from it as under Slurm); wait4 counts
+    the CPU of the units it reaped, and the sampler sums the RSS of the whole tree."""
+    from shard_pipeline.run.taskcmd import task_argv
+    from shard_pipeline.submit.executors import task_env
 
-    log = rundir / "logs" / stage / f"local_{task}.log"
+    log = rundir / "logs" / stage / f"local_{'group' if group else ''}{task}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**task_env(), "HPLT_SHARD_FORK_UNITS": "1" if fork else "0"}
     t0 = time.perf_counter()
     with open(log, "wb") as f:
-        p = subprocess.Popen(task_argv(python, stage, rundir, task), stdout=f, stderr=subprocess.STDOUT, env=task_env())
+        p = subprocess.Popen(task_argv(stage, rundir, task, group=group, python=python), stdout=f,
+                             stderr=subprocess.STDOUT, env=env)
         sampler.roots.add(p.pid)
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -294,6 +298,24 @@ def _run_task(python: str, stage: str, rundir: Path, task: int, sampler: TreeSam
     return {"task": task, "rc": p.returncode, "wall_s": time.perf_counter() - t0,
             "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss": ru.ru_maxrss * 1024,
             "max_anon_sampled": sampler.task_anon.get(p.pid, 0), "log": str(log)}
+
+
+def run_hplt_cli(out: Path, rundir: Path, argv: list[str]) -> dict:
+    """The whole `./hplt-shard ... --executor local` as one process, as a user runs it: wall, CPU of the
+    process and every unit it reaped (wait4), peak summed RSS of its tree. No per-stage split."""
+    t0 = time.perf_counter()
+    with TreeSampler() as ts, open(rundir.with_name(rundir.name + ".cli.log"), "wb") as log:
+        p = subprocess.Popen([str(REPO / "hplt-shard"), *argv], stdout=log, stderr=subprocess.STDOUT)
+        ts.roots.add(p.pid)
+        _, status, ru = os.wait4(p.pid, 0)
+    total = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"hplt-shard exited {os.waitstatus_to_exitcode(status)}: see {log.name}")
+    stages = {s: {"wall_s": 0.0, "tasks": 0, "cpu_s": 0.0, "max_task_rss": 0, "peak_tree_rss": 0, "max_task_anon": 0,
+                  "peak_tree_anon": 0} for s in STAGES}
+    stages["partition"].update(cpu_s=ru.ru_utime + ru.ru_stime, peak_tree_rss=ts.peak, max_task_rss=ru.ru_maxrss * 1024)
+    lay = argparse.Namespace(partition_tasks=None, write_tasks=None, buckets=None, spill_bytes=None)
+    return _hplt_figures(rundir, out, lay, 0.0, total, stages, cleanup=True)
 
 
 def run_hplt_local(corpus_root: Path, work: Path, cores: int, opts: argparse.Namespace, tag: str) -> dict:
@@ -304,20 +326,30 @@ def run_hplt_local(corpus_root: Path, work: Path, cores: int, opts: argparse.Nam
             "--executor", "local", "--license", "CC0-1.0", "--shard-rows", str(opts.shard_rows), "--jobs", str(cores),
             "--counts-index", str(work / "counts-index")]
     argv += _layout_options(opts)
+    if opts.cpus_per_task:
+        argv += ["--cpus-per-task", str(opts.cpus_per_task)]
+    if getattr(opts, "whole_cli", False):  # --also cli: all CPU counted under "partition" (one process tree)
+        return run_hplt_cli(out, rundir, argv)
     t_all = time.perf_counter()
     t0 = time.perf_counter()
     cap = _prepare_run(argv)
     submit_s = time.perf_counter() - t0
     tasks = cap["tasks"]
-    ex = cap["cfg"].execution
+    cfg = cap["cfg"]
+    ex = (next(iter(cfg.values())) if isinstance(cfg, dict) else cfg).execution  # run_local gets {lang: cfg}
     lay = argparse.Namespace(partition_tasks=ex.partition_tasks, write_tasks=ex.write_tasks, buckets=ex.buckets,
                              spill_bytes=ex.spill_bytes)
     python = sys.executable  # what the local executor runs its tasks with
+    cpus = opts.cpus_per_task or 1
     stages = {}
     for stage in STAGES:
         t0 = time.perf_counter()
-        with TreeSampler() as ts, ThreadPoolExecutor(max_workers=cores) as pool:
-            results = list(pool.map(lambda t: _run_task(python, stage, rundir, t, ts), tasks[stage]))
+        with TreeSampler() as ts, ThreadPoolExecutor(max_workers=max(1, cores // cpus)) as pool:
+            if cpus > 1 and stage in ("partition", "write"):  # one process per array task, C units forked
+                groups = sorted({t // cpus for t in tasks[stage]})
+                results = list(pool.map(lambda g: _run_task(python, stage, rundir, g, ts, True, opts.fork), groups))
+            else:
+                results = list(pool.map(lambda t: _run_task(python, stage, rundir, t, ts), tasks[stage]))
         wall = time.perf_counter() - t0
         bad = [r for r in results if r["rc"] != 0]
         if bad:
@@ -342,7 +374,10 @@ def _hplt_figures(rundir: Path, out: Path, lay, submit_s: float, total: float, s
         comp += sum(i["compressed_bytes"] for i in r["inputs"])
         spill += r["spill_bytes"]
     parquet = sum(f.stat().st_size for f in out.glob("*.parquet"))
-    res = {"docs": manifest["rows"], "shards": len(manifest["shards"]), "json_bytes": json_bytes,
+    check = subprocess.run([str(REPO / "hplt-shard"), "--verify", str(out)], capture_output=True, text=True)
+    if check.returncode != 0:  # no figure from an output that was not checked
+        raise RuntimeError(f"hplt-shard --verify {out} failed:\n{check.stdout[-2000:]}{check.stderr[-2000:]}")
+    res = {"docs": manifest["rows"], "verified": True, "shards": len(manifest["shards"]), "json_bytes": json_bytes,
            "compressed_bytes": comp, "spill_bytes": spill, "parquet_bytes": parquet,
            "layout": {"partition_tasks": lay.partition_tasks, "write_tasks": lay.write_tasks, "buckets": lay.buckets,
                       "spill_budget": lay.spill_bytes},
@@ -477,6 +512,10 @@ def machine() -> dict:
         except Exception:
             vers[mod] = None
     vers["datatrove"] = datatrove_version()
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    vers["hplt-shard"] = head.stdout.strip() + ("+dirty" if dirty else "")
     df = shutil.disk_usage(str(HERE))
     return {"nproc": os.cpu_count(), "cpu": cpu, "ram_bytes": mem, "disk_total_bytes": df.total,
             "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "versions": vers,
@@ -553,6 +592,23 @@ def report(res: dict, cores: int) -> str:
     return "\n".join(L)
 
 
+def _variants(opts: argparse.Namespace) -> list[tuple[str, argparse.Namespace]]:
+    """--also c1,fresh: hplt-shard with one process per task (C = 1), or C units started as fresh interpreters."""
+    out = []
+    for name in filter(None, (opts.also or "").split(",")):
+        v = argparse.Namespace(**vars(opts))
+        if name == "cli":
+            v.whole_cli = True
+        elif name == "c1":
+            v.cpus_per_task = None
+        elif name == "fresh":
+            v.fork = False
+        else:
+            raise SystemExit(f"--also {name}: one of c1, fresh, cli")
+        out.append((name, v))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=120_000)
@@ -577,10 +633,19 @@ def main() -> int:
     ap.add_argument("--spill-bytes", type=int)
     ap.add_argument("--executor", choices=("local", "slurm"), default="local")
     ap.add_argument("--conf", type=Path, help="conf for --executor slurm (PRESET=local, PYTHON=..., WORKER_MEM=...)")
+    ap.add_argument("--cpus-per-task", type=int, default=None,
+                    help="hplt-shard --cpus-per-task C: partition/write run as array tasks of C units (run/group.py)")
+    ap.add_argument("--no-fork", dest="fork", action="store_false",
+                    help="with --cpus-per-task: start every unit as a fresh interpreter (HPLT_SHARD_FORK_UNITS=0)")
+    ap.add_argument("--dt-python", default=sys.executable,
+                    help="the python whose environment has datatrove (e.g. /work/dt-venv/bin/python)")
+    ap.add_argument("--also", help="c1,fresh,cli: also run hplt-shard with C = 1, with fresh unit processes, or as the "
+                                   "whole ./hplt-shard --executor local command (the local executor's own groups), interleaved")
     ap.add_argument("--keep", action="store_true", help="keep hplt-shard's output and run dir")
     ap.add_argument("--json", type=Path, help="raw figures (default WORKDIR/results-<tag>.json)")
     ap.add_argument("--tag", default=None)
     opts = ap.parse_args()
+    DT_PYTHON[0] = opts.dt_python
 
     work = opts.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -628,6 +693,10 @@ def main() -> int:
             h = res["hplt"][-1]
             print(f"[{rep}] hplt-shard {h['total_s']:.2f} s  "
                   + " ".join(f"{s}={h['stages'][s]['wall_s'] or 0:.2f}" for s in STAGES), file=sys.stderr, flush=True)
+            for name, variant in _variants(opts):  # other hplt-shard shapes, interleaved with the main one
+                v = run_hplt_local(root, work, opts.cores, variant, f"{tag}-{name}-{rep}")
+                res.setdefault("hplt_variants", {}).setdefault(name, []).append(v)
+                print(f"[{rep}] hplt-shard ({name}) {v['total_s']:.2f} s", file=sys.stderr, flush=True)
     res["loadavg"].append(os.getloadavg())
     shutil.rmtree(dt_src, ignore_errors=True)
     ref = (res["hplt"] or [None])[0] or {}
@@ -635,10 +704,16 @@ def main() -> int:
     res["corpus"]["docs"] = ref.get("docs") or fl.get("docs") or opts.docs
     res["corpus"]["json_bytes"] = ref.get("json_bytes") or fl.get("json_bytes") or 0
     if res["hplt"] and res["floor"]:
-        assert res["hplt"][0]["docs"] == res["floor"][0]["docs"], "hplt-shard and the floor saw different docs"
+        assert all(h["docs"] == res["floor"][0]["docs"] for h in res["hplt"]), "hplt-shard and the floor saw different docs"
     if res["datatrove"] and res["floor"]:
         assert res["datatrove"][0]["docs"] == res["floor"][0]["docs"], "datatrove and the floor saw different docs"
     text = report(res, opts.cores)
+    for name, runs in (res.get("hplt_variants") or {}).items():
+        cpu = ", ".join(f"{s} {statistics.median(r['stages'][s]['cpu_s'] for r in runs):.2f}" for s in STAGES)
+        walls = ", ".join(f"{r['total_s']:.2f}" for r in runs)
+        total = statistics.median(sum(st["cpu_s"] for st in r["stages"].values()) for r in runs)
+        text += (f"\nhplt-shard ({name}): whole run {med(runs, 'total_s'):.2f} s (repeats {walls}); cpu {total:.2f} s"
+                 + ("" if name == "cli" else f" (stages: {cpu})"))
     res["table"] = text
     out = opts.json or work / f"results-{tag}.json"
     out.write_text(json.dumps(res, indent=1, default=str) + "\n")

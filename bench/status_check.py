@@ -5,7 +5,7 @@ the check of a receipt without one (sha256 of every file up to 1 GiB, as before 
     .venv/bin/python bench/status_check.py --files 20 --mb 50 --dir /tmp/status-bench
 
 The files are written once and read from the page cache: the hash side is its best case; on
-Lustre, reading the bytes back dominates (bench/RESULTS.md, "--status at HPLT scale").
+Lustre, reading the bytes back dominates (bench/RESULTS.md 9).
 """
 from __future__ import annotations
 

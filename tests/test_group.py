@@ -303,3 +303,48 @@ def test_a_unit_that_cannot_start_counts_as_failed(tmp_path):
                      [0, 1], lambda u: tmp_path / f"u{u}.log", "test group 0", append=False)
     assert [(r.unit, r.returncode) for r in runs] == [(0, 0), (1, 127)]
     assert (tmp_path / "u0.log").read_text().splitlines()[-1].startswith("# hplt-shard test group 0 unit 0 exit 0")
+
+
+@pytest.mark.slow
+def test_a_forked_unit_ends_as_its_task_line_would(tmp_path, monkeypatch, reference_run):
+    """A group forks its units from the process that imported the stage code (run/group.py fork_unit):
+    the same log (rerun line first, the task's last word, the trailer) and exit status as a fresh interpreter."""
+    from shard_pipeline.run import group
+    from shard_pipeline.run.taskcmd import task_argv
+
+    root, expected = reference_run
+    run_dir = failed_write_unit(tmp_path, monkeypatch, root)
+    forks = []
+    real = group.fork_unit
+    monkeypatch.setattr(group, "fork_unit", lambda *a, **k: forks.append(a[0]) or real(*a, **k))
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-mid-shard:1:enospc")
+    argv = lambda u: task_argv("write", run_dir, u)  # noqa: E731
+    logs = {}
+    for mode in ("1", "0"):
+        monkeypatch.setenv(group.FORK_ENV, mode)
+        runs = group.run_units(argv, [0, 1], lambda u: tmp_path / mode / f"u{u}.log", "test group 0", append=False)
+        assert [(r.unit, r.returncode) for r in runs] == [(0, 0), (1, 1)]
+        logs[mode] = [(tmp_path / mode / f"u{u}.log").read_text().splitlines() for u in (0, 1)]
+    assert sorted(map(tuple, forks)) == [tuple(argv(0)), tuple(argv(1))]  # mode 1 forked both, mode 0 none
+    for u in (0, 1):
+        forked, fresh = logs["1"][u], logs["0"][u]
+        assert forked[0] == fresh[0] == shlex.join(rerun_argv("write", run_dir, u))
+        assert forked[-2].split(" ", 1)[1].split("(")[0] == fresh[-2].split(" ", 1)[1].split("(")[0]  # its last word
+        assert forked[-1].startswith(f"# hplt-shard test group 0 unit {u} exit {u}")
+    assert "No space left on device" in logs["1"][1][-2]
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
+    assert tree_bytes(tmp_path / "out") == expected
+
+
+def test_only_this_interpreters_task_line_is_forked(monkeypatch):
+    from shard_pipeline.run.group import FORK_ENV, forkable
+    from shard_pipeline.run.taskcmd import task_argv
+
+    line = task_argv("write", Path("/r"), 3)
+    assert forkable(line, None) and forkable(line, dict(os.environ))
+    assert not forkable(["/usr/bin/python3.9", *line[1:]], None)  # another interpreter: started fresh
+    assert not forkable([sys.executable, "-c", "pass"], None)
+    assert not forkable(line, {**os.environ, "PYTHONPATH": "/elsewhere"})  # other imports: started fresh
+    monkeypatch.setenv(FORK_ENV, "0")
+    assert not forkable(line, None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Sequence
 
 TASK_MODULE = "shard_pipeline.run.task"  # what every task runs: `python -m TASK_MODULE STAGE RUNDIR ...`
 
@@ -17,3 +18,8 @@ def task_argv(stage: str, rundir: Path, task: int | None, group: bool = False, p
     if task is not None:
         argv += ["--group" if group else "--task", str(task)]
     return argv
+
+
+def task_args(argv: Sequence[str]) -> list[str] | None:
+    """What follows `-m TASK_MODULE` in a line task_argv built (stage, run dir, options); None for any other argv."""
+    return list(argv[3:]) if len(argv) > 3 and list(argv[1:3]) == ["-m", TASK_MODULE] else None

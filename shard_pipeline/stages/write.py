@@ -77,8 +77,13 @@ class ShardAssembler:
 
     def table(self, start: int, stop: int) -> pa.Table:
         """The contract rows for the set's ranks [start, stop); minhash_cluster is the rank in the set."""
-        parts = [self._piece_table(o, lo, hi) for o, lo, hi in self.pieces(start, stop)]
-        t = pa.concat_tables(parts)
+        parts, index, base = [], [], 0
+        for o, lo, hi in self.pieces(start, stop):
+            base = self._piece_rows(o, lo, hi, parts, index, base)
+        # One gather for the whole row group, from one chunk: a take over the sections' 32-row batches
+        # (hundreds of chunks) cost 10-15x this copy plus a take of it, and gathering bucket by bucket
+        # made the writer copy the pieces together once more (bench/RESULTS.md 4).
+        t = pa.concat_tables(parts).combine_chunks().take(pa.array(np.concatenate(index)))
         n = t.num_rows
         c = self.cfg.content
         return pa.Table.from_arrays(
@@ -98,18 +103,21 @@ class ShardAssembler:
             schema=SCHEMA,
         )
 
-    def _piece_table(self, o: BucketOrder, lo: int, hi: int) -> pa.Table:
-        """Rows of one bucket's ranks [lo, hi): each section contributes a contiguous row range."""
+    def _piece_rows(self, o: BucketOrder, lo: int, hi: int, parts: list[pa.Table], index: list[np.ndarray],
+                    base: int) -> int:
+        """Append the row ranges holding one bucket's ranks [lo, hi) to `parts` (each section contributes a
+        contiguous range) and their positions, counted from `base`, to `index`; return the next base."""
         sec, row = o.section[lo:hi], o.row[lo:hi]
-        parts, base, index = [], 0, np.empty(hi - lo, dtype=np.int64)
+        where = np.empty(hi - lo, dtype=np.int64)
         for k in np.unique(sec):
             mask = sec == k
             rows = row[mask]
             r0, r1 = int(rows.min()), int(rows.max()) + 1
             parts.append(self.cursor(o, int(k)).rows(r0, r1))
-            index[mask] = base + (rows - r0)
+            where[mask] = base + (rows - r0)
             base += r1 - r0
-        return pa.concat_tables(parts).take(pa.array(index))
+        index.append(where)
+        return base
 
 
 def write_one_shard(asm: ShardAssembler, out_tmp: Path, name: str, start: int, stop: int, budget: int,

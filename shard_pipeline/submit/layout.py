@@ -24,7 +24,7 @@ PARTITION_SECONDS_PER_INPUT = 0.05
 WRITE_MB_S = 40.0  # JSON-equivalent MB/s one writer sustains
 MIN_MINUTES = MIN_TIME_MINUTES  # an estimated limit is never shorter than a given one may be (units.py)
 TEXT_BYTES_PER_DOC = 3500  # HPLT v4 English: ~27.5 TB of text / 7.86 B documents; the head sample measures it
-# Memory model of the stages after partition (bench/RESULTS.md, "Plan at HPLT scale" and "Writer"):
+# Memory model of the stages after partition (bench/RESULTS.md 6, "Memory bounds"):
 PROCESS_BYTES = 300 << 20  # interpreter, pyarrow, numpy
 PLAN_BYTES_PER_SECTION = 213  # index columns, the sort permutation and the sorted copy: 27 M sections -> 5.0-5.4 GiB
 HEADROOM = 1.25  # on the estimates: allocator slack, a byte-balanced plan's bucket order
@@ -33,7 +33,7 @@ HASH_BYTES_PER_CPU_S = 1e9  # sha256 of one core (SHA extensions: 1-2 GB/s)
 FINALIZE_HASH_SECONDS = 900  # finalize gets the cores to re-hash the output in about this long
 MAX_FINALIZE_CPUS = 16
 ORDER_BYTES_PER_ROW = 60  # a writer's order arrays of one bucket
-# One large document (bench/doc_memory.py, bench/RESULTS.md "One large document"): peak RSS over a
+# One large document (bench/doc_memory.py, bench/RESULTS.md 6): peak RSS over a
 # small-document run grows by ~2 x its JSON line + ~2 x its text in partition (the parsed line,
 # the UTF-8 copy hashed, the sorted copy spilled), and by 4-10 x its text in write (Arrow
 # column, row group, Parquet page and its compression; 10 x from ~100 MB on).

@@ -17,7 +17,7 @@ from shard_pipeline.submit.layout import (
     Layout,
 )
 
-# bench/RESULTS.md section 5 (refreshed after section 7): one idle core, steady state.
+# bench/RESULTS.md section 8 (measured 2026-12-02 at 5eec398): one idle core, steady state.
 PARTITION_JSON_BYTES_PER_S = 130e6  # zstd + JSON + sha256 + spill, 0.56-0.60x the floor's 228 MB/s
 WRITE_TEXT_BYTES_PER_S = 85e6  # order, assemble, Parquet zstd, fsync
 LOADED_SLOWDOWN = 2.3  # the same rates as measured on the loaded test machine: the pessimistic bound
