@@ -160,9 +160,9 @@ def test_same_bytes_as_write_shards_for_every_c(tmp_path, cpus):
     logs = run_dir / "logs" / "partition"
     assert sorted(p.name for p in logs.iterdir()) == [f"local_{u}.log" for u in range(3)]  # a log per unit
     text = (logs / "local_0.log").read_text()
-    grouped = "# hplt-shard partition group 0 unit 0 exit 0: " in text
     assert text.splitlines()[0] == shlex.join(rerun_argv("partition", run_dir.resolve(), 0))  # the rerun command
-    assert grouped == (cpus != "1")
+    # every unit, C = 1 too, runs in a group (forked once imported) and ends with its wall, CPU and memory
+    assert "# hplt-shard partition group 0 unit 0 exit 0: " in text and "max rss" in text.splitlines()[-1]
     if cpus == "3":  # all three partition units of group 0 ran at once
         spans = [unit_interval(logs / f"local_{u}.log") for u in range(3)]
         assert max(s for s, _ in spans) < min(e for _, e in spans)
@@ -307,9 +307,9 @@ def test_a_unit_that_cannot_start_counts_as_failed(tmp_path):
 
 @pytest.mark.slow
 def test_a_forked_unit_ends_as_its_task_line_would(tmp_path, monkeypatch, reference_run):
-    """A group forks its units from the process that imported the stage code (run/group.py fork_unit):
+    """A group forks its units from the process that imported the stage code (run/fork.py fork_unit):
     the same log (rerun line first, the task's last word, the trailer) and exit status as a fresh interpreter."""
-    from shard_pipeline.run import group
+    from shard_pipeline.run import fork, group
     from shard_pipeline.run.taskcmd import task_argv
 
     root, expected = reference_run
@@ -321,7 +321,7 @@ def test_a_forked_unit_ends_as_its_task_line_would(tmp_path, monkeypatch, refere
     argv = lambda u: task_argv("write", run_dir, u)  # noqa: E731
     logs = {}
     for mode in ("1", "0"):
-        monkeypatch.setenv(group.FORK_ENV, mode)
+        monkeypatch.setenv(fork.FORK_ENV, mode)
         runs = group.run_units(argv, [0, 1], lambda u: tmp_path / mode / f"u{u}.log", "test group 0", append=False)
         assert [(r.unit, r.returncode) for r in runs] == [(0, 0), (1, 1)]
         logs[mode] = [(tmp_path / mode / f"u{u}.log").read_text().splitlines() for u in (0, 1)]
@@ -338,7 +338,7 @@ def test_a_forked_unit_ends_as_its_task_line_would(tmp_path, monkeypatch, refere
 
 
 def test_only_this_interpreters_task_line_is_forked(monkeypatch):
-    from shard_pipeline.run.group import FORK_ENV, forkable
+    from shard_pipeline.run.fork import FORK_ENV, forkable
     from shard_pipeline.run.taskcmd import task_argv
 
     line = task_argv("write", Path("/r"), 3)

@@ -1,6 +1,6 @@
 """Groups: an array task with C cores runs C units of its stage at once, one process per unit.
 
-The group imports the stage code once and forks its units (`fork_unit`); a unit whose line is
+The group imports the stage code once and forks its units (run/fork.py); a unit whose line is
 not this interpreter's task line (or with HPLT_SHARD_FORK_UNITS=0) is started fresh as before.
 
 A unit is what a stage task has always been (`stages/<stage>.py RUNDIR --task U`): its receipt,
@@ -15,7 +15,6 @@ entry point, `run_group`) and the local executors all run a group with `run_unit
 from __future__ import annotations
 
 import os
-import runpy
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
 from shard_pipeline.errors import ExitCode
+from shard_pipeline.run.fork import Forked, fork_unit, forkable, preload
 from shard_pipeline.units import iso_time
 
 
@@ -109,7 +109,7 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
                 if owner is not None and owner.stopping:
                     raise OSError(f"{label} is being stopped")
                 if forkable(argv, env):
-                    p: subprocess.Popen | _Forked = fork_unit(argv, f.fileno(), env, new_session=owner is not None)
+                    p: subprocess.Popen | Forked = fork_unit(argv, f.fileno(), env, new_session=owner is not None)
                 else:
                     p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=owner is not None)
@@ -146,129 +146,6 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
         if in_main:
             signal.signal(signal.SIGTERM, old)
     return [results[u] for u in units]
-
-
-FORK_ENV = "HPLT_SHARD_FORK_UNITS"  # "0": start every unit as a fresh interpreter, as before forking
-
-
-def forkable(argv: Sequence[str], env: dict[str, str] | None) -> bool:
-    """True when `argv` is the task line run by this very interpreter, with this process's Python settings:
-    then a fork of this process (which has imported the stage code) runs the same main as that line would."""
-    from shard_pipeline.run.taskcmd import task_args
-
-    if os.environ.get(FORK_ENV, "1") == "0" or task_args(argv) is None:
-        return False
-    if os.path.realpath(argv[0]) != os.path.realpath(sys.executable):
-        return False
-    child = os.environ if env is None else env
-    return all(child.get(k) == os.environ.get(k) for k in set(child) | set(os.environ) if k.startswith("PYTHON"))
-
-
-def preload(argvs: Sequence[Sequence[str]], env: dict[str, str] | None) -> None:
-    """Import the stage code the units will run, here, once: each forked unit then starts with it.
-
-    This is the cost a fresh interpreter pays per unit (pyarrow, numpy, the stage module: ~0.35
-    CPU-s a unit on 2 shared cores, bench/RESULTS.md 3); each unit keeps pandas out itself (run/task.py).
-    """
-    from shard_pipeline.run.taskcmd import task_args
-
-    stages = {(task_args(a) or [""])[0] for a in argvs if forkable(a, env)}
-    if not stages:
-        return
-    import importlib
-
-    from shard_pipeline.run.registry import stage as registered
-
-    for name in sorted(stages):
-        try:
-            importlib.import_module(registered(name).entry.partition(":")[0])
-        except Exception:  # the unit itself reports it, in its own log
-            pass
-
-
-@dataclass
-class _Forked:
-    """A forked unit, as much of Popen as run_units uses (pid, send_signal, returncode)."""
-
-    pid: int
-    returncode: int | None = None
-
-    def send_signal(self, signum: int) -> None:
-        if self.returncode is None:
-            os.kill(self.pid, signum)
-
-
-def fork_unit(argv: Sequence[str], log_fd: int, env: dict[str, str] | None, *, new_session: bool) -> _Forked:
-    """Run the task line `argv` (`python -m shard_pipeline.run.task ARGS`) as a fork of this process: same argv, same log (stdout
-    and stderr on `log_fd`), same environment, same exit status, same signal dispositions as a fresh one."""
-    pid = os.fork()
-    if pid:
-        return _Forked(pid)
-    code = 1
-    try:  # the child: never returns into the parent's code
-        if new_session:
-            os.setsid()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGHUP, signal.SIG_DFL)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        os.closerange(3, 1024)  # as Popen's close_fds: no other unit's log or pipe stays open here
-        import logging
-
-        for logger in [logging.root, *logging.root.manager.loggerDict.values()]:
-            if isinstance(logger, logging.Logger):
-                logger.handlers.clear()  # the parent's, on closed fds: the task sets up its own
-        sys.stdin = open(os.devnull)
-        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
-        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
-        if env is not None:
-            os.environ.clear()
-            os.environ.update(env)
-        from shard_pipeline.run.taskcmd import TASK_MODULE, task_args
-
-        sys.argv = [argv[0], *(task_args(argv) or [])]  # runpy puts the module's path first, as `python -m` does
-        sys.modules.pop(TASK_MODULE, None)  # as in a fresh `python -m`, the module runs as __main__ only
-        code = _exit_code(lambda: runpy.run_module(TASK_MODULE, run_name="__main__", alter_sys=True))
-    except BaseException:  # noqa: BLE001 - anything the child did not turn into a status is a crash
-        code = 1
-    finally:
-        os._exit(code)
-
-
-def _exit_code(run_main: Callable[[], object]) -> int:
-    """What `python -m` would exit with: SystemExit's status, a traceback and 1, or death by SIGINT."""
-    import traceback
-
-    rc: object = 0
-    try:
-        run_main()
-    except SystemExit as exc:
-        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if exc.code is not None and not isinstance(exc.code, int):
-            print(exc.code, file=sys.stderr)
-    except KeyboardInterrupt:
-        traceback.print_exc()
-        _flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-        rc = 130
-    except BaseException:  # noqa: BLE001
-        traceback.print_exc()
-        rc = 1
-    _flush()
-    return int(rc or 0)
-
-
-def _flush() -> None:
-    import logging
-
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
 
 
 def summary(label: str, runs: Sequence[UnitRun]) -> str:
@@ -348,4 +225,3 @@ def run_group(stage: str, label: str, units: Sequence[int], finished: Callable[[
 def unit_log(log_dir: Path, job: str, array_index: str | int, unit: int) -> Path:
     """A unit's log under Slurm, next to its group's `<job>_<index>.log`."""
     return log_dir / f"{job}_{array_index}.unit{unit}.log"
-

@@ -124,7 +124,7 @@ def unit_name(table: UnitTable, stage: str, g: int) -> str:
 
 
 def run_task(python: str, stage: str, table: UnitTable, g: int) -> TaskResult:
-    """One unit (or a single job) in its own process group, owned by WORKERS (Ctrl-C, SIGHUP, SIGKILL)."""
+    """A single job (plan, finalize) in its own process group, owned by WORKERS (Ctrl-C, SIGHUP, SIGKILL)."""
     log = unit_log(table, stage, g)
     log.parent.mkdir(parents=True, exist_ok=True)
     lang, t = table.locate(stage, g)
@@ -135,7 +135,8 @@ def run_task(python: str, stage: str, table: UnitTable, g: int) -> TaskResult:
 
 
 def run_group(python: str, stage: str, table: UnitTable, index: int, units: Sequence[int]) -> list[TaskResult]:
-    """One array index's units at once, as its Slurm array task runs them (run/group.py)."""
+    """One array index's units at once (one unit when C = 1), as its Slurm array task runs them: each
+    forked from a process that imported the stage code once (run/group.py)."""
     runs = group.run_units(lambda g: task_argv(stage, table.root, g, python=python), units,
                            lambda g: unit_log(table, stage, g), f"{stage} group {index}", append=False,
                            env=local_task_env(), owner=WORKERS)
@@ -151,12 +152,9 @@ def run_stage(python: str, stage: str, table: UnitTable, units: Sequence[int], j
     cpus = table.units_per_task(stage)
     if not table.is_array(stage):
         groups, work, workers = [(0, [0])], (lambda gu: [run_task(python, stage, table, 0)]), 1
-    elif cpus > 1:  # jobs // cpus groups at once, each running its units in parallel
+    else:  # jobs // C groups at once, each running its C units in parallel, forked from one import (run/group.py)
         groups = [(i, [g for g in units if g // cpus == i]) for i in table.array_indices(stage, units)]
         work, workers = (lambda gu: run_group(python, stage, table, *gu)), max(1, jobs // cpus)
-    else:
-        groups = [(g, [g]) for g in units]
-        work, workers = (lambda gu: [run_task(python, stage, table, gu[0])]), max(1, jobs)
     total = sum(len(u) for _, u in groups)
     noun = "task" if not table.several else "unit" if table.is_array(stage) else "job"
     pool = ThreadPoolExecutor(max_workers=workers)

@@ -1,0 +1,139 @@
+"""A unit forked from a process that imported the stage code once, instead of a fresh interpreter.
+
+A fresh `python -m shard_pipeline.run.task ...` pays the imports (pyarrow, numpy, the stage
+module: ~0.35 CPU-s a unit, bench/RESULTS.md) every time; a group (run/group.py) imports them once
+(`preload`) and forks each unit (`fork_unit`), which then runs the same task main with the same
+argv, log, environment, exit status and signal dispositions as the fresh process would. A line
+naming another interpreter or other PYTHON* settings, or HPLT_SHARD_FORK_UNITS=0, is started fresh.
+"""
+from __future__ import annotations
+
+import os
+import runpy
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+
+FORK_ENV = "HPLT_SHARD_FORK_UNITS"  # "0": start every unit as a fresh interpreter, as before forking
+
+
+def forkable(argv: Sequence[str], env: dict[str, str] | None) -> bool:
+    """True when `argv` is the task line run by this very interpreter, with this process's Python settings:
+    then a fork of this process (which has imported the stage code) runs the same main as that line would."""
+    from shard_pipeline.run.taskcmd import task_args
+
+    if os.environ.get(FORK_ENV, "1") == "0" or task_args(argv) is None:
+        return False
+    if os.path.realpath(argv[0]) != os.path.realpath(sys.executable):
+        return False
+    child = os.environ if env is None else env
+    return all(child.get(k) == os.environ.get(k) for k in set(child) | set(os.environ) if k.startswith("PYTHON"))
+
+
+def preload(argvs: Sequence[Sequence[str]], env: dict[str, str] | None) -> None:
+    """Import the stage code the units will run, here, once: each forked unit then starts with it.
+
+    This is the cost a fresh interpreter pays per unit (pyarrow, numpy, the stage module: ~0.35
+    CPU-s a unit on 2 shared cores, bench/RESULTS.md 3); each unit keeps pandas out itself (run/task.py).
+    """
+    from shard_pipeline.run.taskcmd import task_args
+
+    stages = {(task_args(a) or [""])[0] for a in argvs if forkable(a, env)}
+    if not stages:
+        return
+    import importlib
+
+    from shard_pipeline.run.registry import stage as registered
+
+    for name in sorted(stages):
+        try:
+            importlib.import_module(registered(name).entry.partition(":")[0])
+        except Exception:  # the unit itself reports it, in its own log
+            pass
+
+
+@dataclass
+class Forked:
+    """A forked unit, as much of Popen as run_units uses (pid, send_signal, returncode)."""
+
+    pid: int
+    returncode: int | None = None
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+
+def fork_unit(argv: Sequence[str], log_fd: int, env: dict[str, str] | None, *, new_session: bool) -> Forked:
+    """Run the task line `argv` (`python -m shard_pipeline.run.task ARGS`) as a fork of this process: same argv, same log (stdout
+    and stderr on `log_fd`), same environment, same exit status, same signal dispositions as a fresh one."""
+    pid = os.fork()
+    if pid:
+        return Forked(pid)
+    code = 1
+    try:  # the child: never returns into the parent's code
+        if new_session:
+            os.setsid()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.closerange(3, 1024)  # as Popen's close_fds: no other unit's log or pipe stays open here
+        import logging
+
+        for logger in [logging.root, *logging.root.manager.loggerDict.values()]:
+            if isinstance(logger, logging.Logger):
+                logger.handlers.clear()  # the parent's, on closed fds: the task sets up its own
+        sys.stdin = open(os.devnull)
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        from shard_pipeline.run.taskcmd import TASK_MODULE, task_args
+
+        sys.argv = [argv[0], *(task_args(argv) or [])]  # runpy puts the module's path first, as `python -m` does
+        sys.modules.pop(TASK_MODULE, None)  # as in a fresh `python -m`, the module runs as __main__ only
+        code = _exit_code(lambda: runpy.run_module(TASK_MODULE, run_name="__main__", alter_sys=True))
+    except BaseException:  # noqa: BLE001 - anything the child did not turn into a status is a crash
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _exit_code(run_main: Callable[[], object]) -> int:
+    """What `python -m` would exit with: SystemExit's status, a traceback and 1, or death by SIGINT."""
+    import traceback
+
+    rc: object = 0
+    try:
+        run_main()
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        _flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        rc = 130
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+        rc = 1
+    _flush()
+    return int(rc or 0)
+
+
+def _flush() -> None:
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
