@@ -460,7 +460,7 @@ def language_state(run: RunDir, sts: list[StageStatus], chain_alive: bool) -> tu
     if phase is RunPhase.FAILED:
         return phase, f"{LANGUAGE_WORD[phase]} ({failed[0]})"
     pending = [(st.stage, why) for st in sts for _, why in st.reasons]
-    if pending:  # what Slurm says it waits for, as a single run's --status shows per task
+    if phase is RunPhase.QUEUED and pending:  # what Slurm says it waits for, as a single run's --status shows
         stage, why = pending[0]
         return phase, f"{LANGUAGE_WORD[phase]} ({stage}: {why.split(',')[0]})"
     return phase, LANGUAGE_WORD[phase]
