@@ -33,6 +33,7 @@ from shard_pipeline.run.runstate import (
     interrupted_step,
     resume_command,
     is_stuck,
+    refused_step,
     run_phase,
     stuck_step,
     task_state,
@@ -392,8 +393,16 @@ def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
         text = (bad_record_step(run, failed)
                 or (f"failed: {hint}" if hint else f"failed: fix the cause named above, then ./hplt-shard --resume {root}"))
     else:
-        text = interrupted_step(run.root, cfg["execution"]["executor"])
+        refusal = last_refusal(read_json(run.run_json))
+        text = refused_step(run.root, refusal) if refusal else interrupted_step(run.root, cfg["execution"]["executor"])
     return text, int(phase.exit_code)
+
+
+def last_refusal(record: dict) -> dict | None:
+    """The refused submission (run.json `refused_submissions`) if none was queued after it."""
+    refused = record.get("refused_submissions", [])[-1:]
+    last_queued = max((s.get("submitted_at", 0) for s in record.get("submissions", [])), default=0)
+    return refused[0] if refused and refused[0].get("refused_at", 0) > last_queued else None
 
 
 def held_by_a_process(run: RunDir) -> bool:

@@ -1,0 +1,98 @@
+"""What LUMI does to a run, met for real on the LUMI-like test cluster (tests/slurm/cluster.sh):
+the association's submit cap (account `capped`, MaxSubmitJobs=HPLT_SHARD_SLURM_CAP, default 5)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from shard_pipeline.submit import cli
+from tests.pipeline_util import LANG, LICENSE, make_corpus, run_cli, tree_bytes
+from tests.slurm_util import wait_for_jobs
+from tests.test_pipeline_slurm import slurm_conf
+from tests.test_resume_slurm import all_jobs, wait_for_log
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT = 300
+CAP = int(os.environ.get("HPLT_SHARD_SLURM_CAP", "5"))  # what cluster.sh gave the `capped` account
+ARGS = ("--shard-rows", "25", "--buckets", "3")
+FIXED = ("--partition-tasks", "4", "--write-tasks", "2")  # 4 + plan + 2 + finalize = 8 jobs: above the cap
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    base = tmp_path_factory.mktemp("ref")
+    root = make_corpus(base, n_docs=80)
+    assert run_cli(root, base / "out", base / "run", *ARGS, *FIXED) == 0
+    return root, tree_bytes(base / "out")
+
+
+def submit_argv(root: Path, tmp_path: Path, conf: Path, *extra: str) -> list[str]:
+    return [LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out"),
+            "--run-dir", str(tmp_path / "run"), "--executor", "slurm", "--conf", str(conf), "--license", LICENSE,
+            "--time", "00:10:00", *ARGS, *extra]
+
+
+def capped_conf(tmp_path: Path) -> Path:
+    conf = slurm_conf(tmp_path)
+    conf.write_text(conf.read_text() + "ACCOUNT=capped\n")
+    return conf
+
+
+def capped_queue() -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-r", "-A", "capped", "-o", "%i"], capture_output=True, text=True,
+                         check=True, timeout=30).stdout
+    return out.split()
+
+
+def test_the_association_cap_lays_the_run_out_or_refuses_it_before_queuing(slurm_cluster, tmp_path, reference, capsys):
+    root, _ = reference
+    assert capped_queue() == []  # no other test uses the capped account
+    conf = capped_conf(tmp_path)
+    # given task counts above the cap: refused before anything is queued, naming the association
+    assert cli.main(submit_argv(root, tmp_path, conf, *FIXED)) == 2
+    err = capsys.readouterr().err
+    assert f"only {CAP} of the {CAP} jobs you may have queued (MaxSubmitJobs of association" in err, err
+    assert capped_queue() == []
+    # left to itself, the layout fits under the cap sacctmgr reports
+    assert cli.main(submit_argv(root, tmp_path, conf)) == 0
+    jobs = json.loads((tmp_path / "run" / "run.json").read_text())["submissions"][-1]["jobs"]
+    try:
+        assert sum(j["tasks"] for j in jobs) <= CAP
+    finally:
+        subprocess.run(["scancel", *[j["job_id"] for j in jobs]], check=False)
+        wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT)
+
+
+def test_sbatch_refusing_midway_cancels_records_and_resumes(slurm_cluster, tmp_path, monkeypatch, reference, capsys):
+    """sacctmgr unreadable (here: a stand-in that fails as without accounting access), so the submitter
+    cannot know the cap: the real sbatch refuses the write array with AssocMaxSubmitJobLimit."""
+    root, expected = reference
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sacctmgr").write_text("#!/bin/sh\necho 'sacctmgr: error: Problem talking to the database' >&2\nexit 1\n")
+    (fake / "sacctmgr").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    conf = capped_conf(tmp_path)
+    run_dir = tmp_path / "run"
+    assert cli.main(submit_argv(root, tmp_path, conf, *FIXED)) == 2
+    err = capsys.readouterr().err
+    assert "AssocMaxSubmitJobLimit" in err and f"--resume {run_dir} --cpus-per-task" in err, err
+    record = json.loads((run_dir / "run.json").read_text())
+    refused = record["refused_submissions"][-1]
+    assert record["submissions"] == [] and len(refused["cancelled"]) == 2  # partition and plan had been queued
+    assert "AssocMaxSubmitJobLimit" in refused["message"]
+    assert capped_queue() == []  # cancelled, not left pending for ever
+    assert cli.main(["--status", str(run_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "state: not queued: sbatch refused the last submission" in out and f"--resume {run_dir}" in out, out
+    # two units per array task: 2 partition + plan + 1 write + finalize = 5 jobs, under the cap
+    assert cli.main(["--resume", str(run_dir), "--cpus-per-task", "2"]) == 0
+    wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
+    assert (run_dir / "DONE").exists()
+    assert tree_bytes(tmp_path / "out") == expected
+
