@@ -1,9 +1,11 @@
 """What LUMI does to a run, met for real on the LUMI-like test cluster (tests/slurm/cluster.sh):
-the association's submit cap (account `capped`, MaxSubmitJobs=HPLT_SHARD_SLURM_CAP, default 5)."""
+the association's submit cap (account `capped`, MaxSubmitJobs=HPLT_SHARD_SLURM_CAP, default 5),
+cgroup-enforced --mem (OUT_OF_MEMORY named from sacct), and an admin's `scontrol requeue`."""
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -96,3 +98,67 @@ def test_sbatch_refusing_midway_cancels_records_and_resumes(slurm_cluster, tmp_p
     assert (run_dir / "DONE").exists()
     assert tree_bytes(tmp_path / "out") == expected
 
+
+def test_out_of_memory_is_named_and_its_resume_gives_the_same_bytes(slurm_cluster, tmp_path, reference, capsys):
+    """--mem 25M: the cgroup kills every partition task; --status reads OUT_OF_MEMORY (sacct) and gives the
+    resume with more memory, which ends with the bytes of an uninterrupted run."""
+    root, expected = reference
+    run_dir = tmp_path / "run"
+    assert cli.main(submit_argv(root, tmp_path, slurm_conf(tmp_path), *FIXED, "--mem", "25M")) == 0
+    wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED partition task 0: OUT_OF_MEMORY (./hplt-shard --resume" in out, out
+    step = out.split("state: failed: ", 1)[1].splitlines()[0]
+    argv = shlex.split(step)
+    assert argv[:3] == ["./hplt-shard", "--resume", str(run_dir)] and argv[3] == "--mem", step
+    assert cli.main(argv[1:]) == 0
+    wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
+    assert (run_dir / "DONE").exists()
+    assert tree_bytes(tmp_path / "out") == expected
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 0
+    out = capsys.readouterr().out  # the figures to size the next run by, from the tasks' own logs
+    assert "FINISHED partition 4 tasks: elapsed up to" in out and "FINISHED write 2 tasks" in out, out
+
+
+def test_scontrol_requeue_of_a_running_partition_task_gives_the_same_bytes(slurm_cluster, tmp_path, monkeypatch,
+                                                                           reference):
+    """An admin's (or a node failure's) requeue kills the running task and starts it again: same bytes."""
+    root, expected = reference
+    run_dir = tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input:0:hang-once")
+    assert cli.main(submit_argv(root, tmp_path, slurm_conf(tmp_path), *FIXED)) == 0
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    jobs = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
+    part = jobs[0]["job_id"]
+    log = wait_for_log(run_dir / "logs" / "partition" / f"{part}_0.log", "fault injected")
+    subprocess.run(["scontrol", "requeue", f"{part}_0"], check=True, timeout=30)
+    wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT + 200)  # a requeued job waits ~2 min (BeginTime)
+    assert "restart 1" in log.read_text()  # the same task ran again, appending to its log
+    assert (run_dir / "DONE").exists()
+    assert tree_bytes(tmp_path / "out") == expected
+
+
+def test_a_task_past_its_time_limit_is_requeued_and_gives_the_same_bytes(slurm_cluster, tmp_path, monkeypatch,
+                                                                         reference):
+    """--time under 10 minutes is refused, so the limit of a running (hung) partition task is lowered to
+    1 minute as an admin would: Slurm signals it (--signal=B:USR1@300), the job script requeues it, and
+    the task's second start ends the run by itself with the bytes of an uninterrupted run."""
+    root, expected = reference
+    run_dir = tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input:0:hang-once")
+    assert cli.main(submit_argv(root, tmp_path, slurm_conf(tmp_path), *FIXED)) == 0
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    jobs = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
+    part = jobs[0]["job_id"]
+    log = wait_for_log(run_dir / "logs" / "partition" / f"{part}_0.log", "fault injected")
+    subprocess.run(["scontrol", "update", f"JobId={part}_0", "TimeLimit=1"], check=True, timeout=30)
+    wait_for_log(log, "time limit near; requeueing", timeout=90)
+    # the requeued task keeps the lowered limit: give the 10 minutes back, or every start is signalled at once
+    subprocess.run(["scontrol", "update", f"JobId={part}_0", "TimeLimit=10"], check=True, timeout=30)
+    wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT + 200)  # a requeued job waits ~2 min (BeginTime)
+    assert "restart 1" in log.read_text()
+    assert (run_dir / "DONE").exists()
+    assert tree_bytes(tmp_path / "out") == expected

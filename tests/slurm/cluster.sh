@@ -455,8 +455,9 @@ cmd_start() {
     fi
     start_mariadb
     start_dbd
-    start_slurm
+    # before slurmctld: it enforces associations, and loads them from slurmdbd when it starts
     setup_associations
+    start_slurm
     wait_idle
     if ((was_up)); then
         say "already running: node $NODE is $(node_state)"
