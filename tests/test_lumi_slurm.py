@@ -123,42 +123,28 @@ def test_out_of_memory_is_named_and_its_resume_gives_the_same_bytes(slurm_cluste
     assert "FINISHED partition 4 tasks: elapsed up to" in out and "FINISHED write 2 tasks" in out, out
 
 
-def test_scontrol_requeue_of_a_running_partition_task_gives_the_same_bytes(slurm_cluster, tmp_path, monkeypatch,
-                                                                           reference):
-    """An admin's (or a node failure's) requeue kills the running task and starts it again: same bytes."""
+
+def test_requeued_partition_tasks_give_the_same_bytes(slurm_cluster, tmp_path, monkeypatch, reference):
+    """Both partition tasks hang on their first start. Task 0 is requeued as an admin (or a node failure
+    with --requeue) does: `scontrol requeue`. Task 1 meets its time limit: --time under 10 minutes is
+    refused, so its limit is lowered to 1 minute while it runs; Slurm signals it (--signal=B:USR1@300) and
+    the job script requeues it. One wait of ~2 min (a requeued job's BeginTime) covers both; the run then
+    ends by itself with the bytes of an uninterrupted run."""
     root, expected = reference
     run_dir = tmp_path / "run"
-    monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input:0:hang-once")
-    assert cli.main(submit_argv(root, tmp_path, slurm_conf(tmp_path), *FIXED)) == 0
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input::hang-once")  # every partition task
+    assert cli.main(submit_argv(root, tmp_path, slurm_conf(tmp_path), "--partition-tasks", "2",
+                                "--write-tasks", "2")) == 0
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     jobs = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
     part = jobs[0]["job_id"]
-    log = wait_for_log(run_dir / "logs" / "partition" / f"{part}_0.log", "fault injected")
+    logs = [wait_for_log(run_dir / "logs" / "partition" / f"{part}_{t}.log", "fault injected") for t in (0, 1)]
     subprocess.run(["scontrol", "requeue", f"{part}_0"], check=True, timeout=30)
-    wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT + 200)  # a requeued job waits ~2 min (BeginTime)
-    assert "restart 1" in log.read_text()  # the same task ran again, appending to its log
-    assert (run_dir / "DONE").exists()
-    assert tree_bytes(tmp_path / "out") == expected
-
-
-def test_a_task_past_its_time_limit_is_requeued_and_gives_the_same_bytes(slurm_cluster, tmp_path, monkeypatch,
-                                                                         reference):
-    """--time under 10 minutes is refused, so the limit of a running (hung) partition task is lowered to
-    1 minute as an admin would: Slurm signals it (--signal=B:USR1@300), the job script requeues it, and
-    the task's second start ends the run by itself with the bytes of an uninterrupted run."""
-    root, expected = reference
-    run_dir = tmp_path / "run"
-    monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input:0:hang-once")
-    assert cli.main(submit_argv(root, tmp_path, slurm_conf(tmp_path), *FIXED)) == 0
-    monkeypatch.delenv("HPLT_SHARD_FAULT")
-    jobs = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
-    part = jobs[0]["job_id"]
-    log = wait_for_log(run_dir / "logs" / "partition" / f"{part}_0.log", "fault injected")
-    subprocess.run(["scontrol", "update", f"JobId={part}_0", "TimeLimit=1"], check=True, timeout=30)
-    wait_for_log(log, "time limit near; requeueing", timeout=90)
+    subprocess.run(["scontrol", "update", f"JobId={part}_1", "TimeLimit=1"], check=True, timeout=30)
+    wait_for_log(logs[1], "time limit near; requeueing", timeout=90)
     # the requeued task keeps the lowered limit: give the 10 minutes back, or every start is signalled at once
-    subprocess.run(["scontrol", "update", f"JobId={part}_0", "TimeLimit=10"], check=True, timeout=30)
-    wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT + 200)  # a requeued job waits ~2 min (BeginTime)
-    assert "restart 1" in log.read_text()
+    subprocess.run(["scontrol", "update", f"JobId={part}_1", "TimeLimit=10"], check=True, timeout=30)
+    wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT + 200)
+    assert all("restart 1" in log.read_text() for log in logs)  # each task ran again, appending to its log
     assert (run_dir / "DONE").exists()
-    assert tree_bytes(tmp_path / "out") == expected
+    assert tree_bytes(tmp_path / "out") == expected  # 2 partition / 2 write tasks: the same bytes as 4 / 2
