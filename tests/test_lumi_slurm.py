@@ -1,6 +1,7 @@
 """What LUMI does to a run, met for real on the LUMI-like test cluster (tests/slurm/cluster.sh):
 the association's submit cap (account `capped`, MaxSubmitJobs=HPLT_SHARD_SLURM_CAP, default 5),
-cgroup-enforced --mem (OUT_OF_MEMORY named from sacct), and an admin's `scontrol requeue`."""
+cgroup-enforced --mem (OUT_OF_MEMORY named from sacct), an admin's `scontrol requeue` and a running
+task's time limit met (it is signalled and requeues itself)."""
 from __future__ import annotations
 
 import json
