@@ -83,9 +83,10 @@ def slurm_cluster() -> None:
 # --------------------------------------------------------------------------------------------
 
 E2E_FIXTURES = frozenset({"slurm_cluster", "reference_run", "finished_run"})
-E2E_PROGRAMS = frozenset({"rclone", "pip", "pip3", "sbatch", "srun", "squeue", "sacct", "scontrol", "scancel",
-                          "sinfo"})
-FAKE_SLURM = ("sbatch", "scontrol", "squeue", "scancel", "sinfo")  # what the fake_slurm fixture puts first on PATH
+E2E_PROGRAMS = frozenset({"rclone", "pip", "pip3", "sbatch", "srun", "squeue", "sacct", "sacctmgr", "scontrol",
+                          "scancel", "sinfo"})
+# what the fake_slurm fixture puts first on PATH
+FAKE_SLURM = ("sbatch", "scontrol", "squeue", "scancel", "sinfo", "sacctmgr")
 _PYTHON = re.compile(r"python[0-9.]*")
 
 
@@ -205,6 +206,8 @@ elif name == "sinfo":  # no node lines: the partition check finds no limit to ap
 elif name == "squeue":
     for i in range(int(os.environ.get("FAKE_QUEUED", "0"))):
         print(f"{500 + i}")
+elif name == "sacctmgr":  # no association rows by default: the conf's SUBMIT_LIMIT is the cap
+    print(os.environ.get("FAKE_ASSOC" if "assoc" in sys.argv else "FAKE_DEFAULT_ACCOUNT", ""))
 '''
 
 

@@ -1,9 +1,9 @@
 """Small helpers for tests that submit to the real single-node Slurm (tests/slurm/cluster.sh).
 
-Everything runs Slurm's command-line tools with an argv list (no shell). The test cluster has
-no accounting database, so ``sacct`` does not work: job states come from ``squeue`` (pending,
-running, completing jobs) and ``scontrol show job`` (which, with MinJobAge=300, also keeps
-finished jobs for 5 minutes).
+Everything runs Slurm's command-line tools with an argv list (no shell). Job states come from
+``squeue`` (pending, running, completing jobs) and ``scontrol show job`` (which, with
+MinJobAge=300, also keeps finished jobs for 5 minutes); the test cluster also has accounting
+(slurmdbd), so ``sacct`` answers, as on LUMI.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@
 """
 from __future__ import annotations
 
+import getpass
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -86,7 +88,41 @@ def test_queue_room_is_respected(tmp_path, fake_slurm, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_QUEUED", "218")
     assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out2"),
                      "--run-dir", str(tmp_path / "run2"), "--license", "CC0-1.0", "--conf", str(c)]) == 2
-    assert "queue slots" in capsys.readouterr().err
+    assert "only 2 of the 220 jobs you may have queued (SUBMIT_LIMIT) are free" in capsys.readouterr().err
+
+
+def test_the_association_cap_wins_over_submit_limit_and_counts_its_account(tmp_path, fake_slurm, monkeypatch):
+    """sacctmgr's MaxSubmitJobs of the ACCOUNT's association is the cap; squeue counts that account."""
+    root = make_corpus(tmp_path, n_docs=40, names=[f"9_{i}" for i in range(1, 9)])
+    monkeypatch.setenv("FAKE_ASSOC", "other|3\nproject_462000001|7")  # conf() sets ACCOUNT=project_462000001
+    monkeypatch.setenv("FAKE_QUEUED", "1")  # 7 - 1 leaves 6 slots, where SUBMIT_LIMIT would leave 219
+    c = conf(tmp_path, "SUBMIT_LIMIT=220\n")
+    assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out"),
+                     "--run-dir", str(tmp_path / "run"), "--license", "CC0-1.0", "--conf", str(c),
+                     "--shard-rows", "5"]) == 0
+    tasks = sum(int(j["tasks"]) for j in json.loads((tmp_path / "run" / "run.json").read_text())["submissions"][0]["jobs"])
+    assert tasks <= 6
+    assert ["-h", "-r", "-u", getpass.getuser(), "-A", "project_462000001", "-o", "%i"] in fake_slurm("squeue")
+
+
+def test_submit_cap_reads_the_association_else_the_conf():
+    from shard_pipeline.submit.slurm_limits import SubmitCap, assoc_max_submit, submit_cap
+
+    assert assoc_max_submit("tests|200\ncapped|5\n", "capped") == 5
+    assert assoc_max_submit("tests|\n", "tests") is None  # no limit on the association
+    answers = {"user": "tests\n", "assoc": "tests|200\ncapped|5\n"}
+
+    def run(argv, **kw):
+        return subprocess.CompletedProcess(argv, 0, answers[argv[3]], "")
+
+    assert submit_cap(220, None, "u", run) == SubmitCap(200, "MaxSubmitJobs of association u/tests", "tests")
+    assert submit_cap(220, "capped", "u", run).limit == 5
+
+    def failing(argv, **kw):
+        return subprocess.CompletedProcess(argv, 1, "", "sacctmgr: error: accounting storage is disabled")
+
+    assert submit_cap(220, None, "u", failing) == SubmitCap(220, "SUBMIT_LIMIT", None)
+    assert submit_cap(None, None, "u", failing) is None
 
 
 def test_dry_run_writes_nothing_and_never_calls_sbatch(tmp_path, fake_slurm, capsys):

@@ -142,6 +142,15 @@ def stuck_step(root, reasons: Iterable[str], job_ids: Sequence[str]) -> str:
             f"with what fits:\n    {cancel}\n    {resume_command(root)} ...  ({fix})")
 
 
+def refused_step(root, refusal: dict) -> str:
+    """What a run says whose last submission sbatch refused (run.json `refused_submissions`)."""
+    n = len(refusal.get("cancelled", []))
+    cancelled = f"the {n} job(s) it had queued were cancelled, " if n else ""
+    return (f"not queued: sbatch refused the last submission ({refusal.get('message', '')}); {cancelled}nothing of it "
+            f"runs. When your queue has room (squeue --me), continue with: {resume_command(root)} (add --cpus-per-task C "
+            "to need fewer jobs)")
+
+
 def interrupted_step(root, executor: str) -> str:
     opts = ("--executor", "local") if executor == "local" else ()
     return f"interrupted before the end (not a failure): to continue: {resume_command(root, *opts)}"

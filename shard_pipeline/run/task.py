@@ -15,6 +15,7 @@ import os
 import shlex
 import socket
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -121,8 +122,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(shlex.join(rerun_argv(stage.name, a.rundir, a.task if stage.array else None, as_group)), file=sys.stderr,
           flush=True)
     live.die_with_parent()  # under the local executor: never outlive it (run/live.py)
+    started = time.monotonic()
     with live.recorded(a.rundir, stage.name, a.task):  # --resume and --status see this task alive
-        return run_task(a, table, as_group)
+        code = run_task(a, table, as_group)
+    if code == 0:  # what it used, for --status's figures: sizing --mem and --time needs no sacct
+        from shard_pipeline.run.tasklog import figures_line, own_figures
+
+        logging.getLogger("hplt_shard").info("%s", figures_line(stage.name, a.task, own_figures(started)))
+    return code
 
 
 def run_task(a: TaskArgs, table, as_group: bool) -> int:

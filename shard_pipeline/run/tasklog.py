@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import logging
 import re
+import resource
 import signal
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 # The trailer a group writes after a unit ended (run/group.py run_units): a negative exit is a signal.
@@ -71,14 +74,21 @@ def shard_line(task: int, k: int, n: int, name: str, rows: int, nbytes: int, sec
     return f"write task {task} shard {k}/{n} {name}: {rows:,} rows, {nbytes / 1e6:.1f} MB, {seconds:.1f} s"
 
 
-def last_progress_line(log: Path) -> str | None:
-    """The newest progress line of a task's log (an input read, a shard written), or None."""
+def tail_lines(log: Path) -> list[str] | None:
+    """The last 64 KiB of a log as lines (None: unreadable): progress and figures lines are short."""
     try:
         with open(log, "rb") as f:
             f.seek(0, 2)
-            f.seek(max(0, f.tell() - 65536))  # the tail is enough: progress lines are short
-            lines = f.read().decode("utf-8", "replace").splitlines()
+            f.seek(max(0, f.tell() - 65536))
+            return f.read().decode("utf-8", "replace").splitlines()
     except OSError:
+        return None
+
+
+def last_progress_line(log: Path) -> str | None:
+    """The newest progress line of a task's log (an input read, a shard written), or None."""
+    lines = tail_lines(log)
+    if lines is None:
         return None
     marks = (" input ", " shard ")
     found = [l for l in lines if (" partition task " in l or " write task " in l) and any(m in l for m in marks)
@@ -96,3 +106,34 @@ def count_progress_lines(logs: list[Path], kind: str) -> int:
             continue
         n += sum(1 for l in text.splitlines() if f" {kind} " in l and (" partition task " in l or " write task " in l))
     return n
+
+
+# The figures line a task logs when it ends well, for sizing --mem and --time of the next run:
+#   2026-12-02T19:31:41 write task 1 figures: wall 702.3 s, cpu 650.1 s, max rss 3012.4 MB
+FIGURES_RE = re.compile(r" task \d+ figures: wall ([\d.]+) s, cpu ([\d.]+) s, max rss ([\d.]+) MB")
+
+
+@dataclass(frozen=True)
+class TaskFigures:
+    """What one finished task (one unit) used: its own measure, so it needs no accounting (sacct)."""
+
+    wall_s: float
+    cpu_s: float
+    max_rss_mb: float
+
+
+def own_figures(started: float) -> TaskFigures:
+    """This process's figures since `started` (time.monotonic()): wall, CPU of it and its children, peak RSS."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return TaskFigures(time.monotonic() - started, cpu, max(me.ru_maxrss, kids.ru_maxrss) * 1024 / 1e6)  # KiB on Linux
+
+
+def figures_line(stage: str, task: int, f: TaskFigures) -> str:
+    return f"{stage} task {task} figures: wall {f.wall_s:.1f} s, cpu {f.cpu_s:.1f} s, max rss {f.max_rss_mb:.1f} MB"
+
+
+def last_figures(log: Path) -> TaskFigures | None:
+    """The figures line of a task's log (None: the task did not end well, or ran before figures were logged)."""
+    found = [m for l in tail_lines(log) or [] for m in [FIGURES_RE.search(l)] if m]
+    return TaskFigures(*map(float, found[-1].groups())) if found else None

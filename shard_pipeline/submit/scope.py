@@ -4,8 +4,10 @@ Everything `--dry-run` shows is computed here, and nothing here writes a file.
 """
 from __future__ import annotations
 
+import getpass
 import shutil
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -13,6 +15,7 @@ from shard_pipeline.errors import UsageError
 from shard_pipeline.paths import PRESET_DIR, home
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.slurm_limits import SubmitCap, submit_cap
 
 
 @contextmanager
@@ -143,17 +146,36 @@ def choose_executor(args: Request, recorded: str | None = None) -> str:
     return executor
 
 
-def task_budget(args: Request, settings, executor: str) -> int:
-    """MAX_TASKS, and under Slurm also what the user's submit limit leaves (queued jobs counted)."""
-    budget = settings.max_tasks
-    if executor == "slurm" and settings.submit_limit:
-        from shard_pipeline.submit.executors.slurm import queued_jobs
+@dataclass(frozen=True)
+class QueueRoom:
+    """How many more jobs the user may queue now, and the cap that says so."""
 
-        room = settings.submit_limit - queued_jobs()
-        if room < 4:
-            raise UsageError(f"only {room} of SUBMIT_LIMIT={settings.submit_limit} queue slots are free; a run needs at least 4")
-        budget = min(budget, room)
-    return budget
+    free: int
+    cap: SubmitCap
+
+
+def queue_room(settings) -> QueueRoom | None:
+    """What the user's submit cap leaves (queued jobs counted): the association's MaxSubmitJobs where
+    sacctmgr reads it, else SUBMIT_LIMIT (slurm_limits.submit_cap); None where no cap is known."""
+    from shard_pipeline.submit.executors.slurm import queued_jobs
+
+    cap = submit_cap(settings.submit_limit, settings.account, getpass.getuser())
+    if cap is None:
+        return None
+    free = cap.limit - queued_jobs(account=cap.account)
+    if free < 4:
+        raise UsageError(f"only {max(free, 0)} of the {cap.limit} jobs you may have queued ({cap.source}) are free; "
+                         "a run needs at least 4 (partition, plan, write, finalize): wait for some of your jobs "
+                         "to end (squeue --me), then submit again")
+    return QueueRoom(free, cap)
+
+
+def task_budget(args: Request, settings, executor: str, room: QueueRoom | None = None) -> int:
+    """MAX_TASKS, and under Slurm also what the user's submit cap leaves (queue_room)."""
+    if executor != "slurm":
+        return settings.max_tasks
+    room = room or queue_room(settings)
+    return min(settings.max_tasks, room.free) if room else settings.max_tasks
 
 
 def make_layout(args, settings, shards, known, executor, compressed_per_doc=None,
@@ -168,9 +190,10 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
         raise UsageError("--val-permille must be in [0, 1000]")
     # Locally every task is a process start (~2 s of imports): a few tasks per core are enough.
     cpus = settings.cpus_per_task if cpus is None else cpus
+    room = queue_room(settings) if budget is None and executor == "slurm" else None
     if budget is None:  # a multi-language run passes each language its share
-        budget = task_budget(args, settings, executor) if executor == "slurm" else 4 * max(1, args.jobs // cpus) + 2
-    return layout_mod.lay_out_jobs(
+        budget = task_budget(args, settings, executor, room) if executor == "slurm" else 4 * max(1, args.jobs // cpus) + 2
+    lay = layout_mod.lay_out_jobs(
         [s.size for s in shards],
         known,
         shard_rows=args.shard_rows,
@@ -188,6 +211,20 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
         largest_text=sample.largest_text if sample is not None else 0,
         largest_line=sample.largest_line if sample is not None else 0,
     )
+    if room is not None:
+        check_fits_room(lay, room)
+    return lay
+
+
+def check_fits_room(lay: layout_mod.Layout, room: QueueRoom) -> None:
+    """Refuse, before anything is queued, a layout with more array tasks than the submit cap leaves (given
+    --partition-tasks/--write-tasks override the layout's own fit): sbatch would refuse it midway."""
+    queued = lay.partition_groups + lay.write_groups + 2
+    if queued > room.free:
+        raise UsageError(f"this run would queue {queued} array tasks ({lay.partition_groups} partition, plan, "
+                         f"{lay.write_groups} write, finalize) but only {room.free} of the {room.cap.limit} jobs you may "
+                         f"have queued ({room.cap.source}) are free: give fewer --partition-tasks/--write-tasks (or "
+                         "none: the layout fits itself), or a larger --cpus-per-task (C units per array task)")
 
 
 def default_run_dir(args: Request, subset: str) -> Path:

@@ -27,7 +27,7 @@ KEYS: dict[str, str] = {
     "WORKER_MEM": "memory per task for stages whose need does not grow with data, e.g. 4G, 500M or 4000 (megabytes, as Slurm reads it)",
     "MAX_TASKS": "array tasks one run may queue at once (also the array throttle)",
     "CPUS_PER_TASK": "cores per partition/write array task; each runs that many tasks at once (memory: that many x WORKER_MEM)",
-    "SUBMIT_LIMIT": "the partition's cap on submitted jobs per user (LUMI small: 220); the submitter fits under it",
+    "SUBMIT_LIMIT": "the cap on submitted jobs per user (LUMI small: 220) where sacctmgr cannot read the association's MaxSubmitJobs; the submitter fits under it",
     "COUNTS_INDEX": "shared counts index directory (relative paths: relative to the checkout, or the current directory when "
                     "installed); {ACCOUNT} in it is replaced by ACCOUNT (lumi preset: /projappl/{ACCOUNT}/hplt-counts), "
                     "and without ACCOUNT such an index is off",

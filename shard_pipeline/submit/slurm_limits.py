@@ -157,3 +157,44 @@ def fits_line(lim: PartitionLimits) -> str:
         return f"partition {lim.name}: sinfo lists no node, so cores and memory were not checked (MaxTime {lim.max_time or 'UNLIMITED'})"
     return (f"partition {lim.name}: every stage fits (largest node {node.cpus} CPUs, {_mem_text(node.mem_mb)}; "
             f"MaxTime {lim.max_time or 'UNLIMITED'})")
+
+
+@dataclass(frozen=True)
+class SubmitCap:
+    """The cap on the user's submitted jobs (every array task counts) and where it was read."""
+
+    limit: int
+    source: str  # "MaxSubmitJobs of association root/tests" or "SUBMIT_LIMIT"
+    account: str | None  # the account whose jobs count against it (None: all the user's jobs)
+
+
+def assoc_max_submit(text: str, account: str) -> int | None:
+    """MaxSubmitJobs of `account` in `sacctmgr -nP show assoc user=U format=account,maxsubmit` output
+    (None: no row for it, or no limit set on it)."""
+    for line in text.splitlines():
+        name, _, limit = line.strip().partition("|")
+        if name == account and limit.strip().isdigit():
+            return int(limit)
+    return None
+
+
+def _sacctmgr(argv: list[str], run: Runner) -> str | None:
+    """sacctmgr's output, or None where it cannot be run or fails (no accounting: the conf's cap holds)."""
+    try:
+        p = run(["sacctmgr", "-nP", *argv], capture_output=True, text=True, timeout=TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.stdout if p.returncode == 0 else None
+
+
+def submit_cap(conf_limit: int | None, account: str | None, user: str, run: Runner = subprocess.run) -> SubmitCap | None:
+    """The association's MaxSubmitJobs where sacctmgr reads it (as sbatch enforces it, per user and
+    account), else the conf's SUBMIT_LIMIT, else None (no cap known)."""
+    if account is None:
+        default = _sacctmgr(["show", "user", user, "format=defaultaccount"], run)
+        account = (default or "").strip().split("\n")[0].strip() or None
+    text = _sacctmgr(["show", "assoc", f"user={user}", "format=account,maxsubmit"], run) if account else None
+    limit = assoc_max_submit(text, account) if text is not None and account else None
+    if limit is not None:
+        return SubmitCap(limit, f"MaxSubmitJobs of association {user}/{account}", account)
+    return SubmitCap(conf_limit, "SUBMIT_LIMIT", None) if conf_limit else None

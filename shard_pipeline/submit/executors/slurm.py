@@ -12,6 +12,7 @@ import getpass
 import hashlib
 import re
 import subprocess
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -21,7 +22,7 @@ from shard_pipeline.paths import JOB_SCRIPT
 from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.run.registry import STAGE_NAMES, STAGES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.submit.executors import checkout_path
 from shard_pipeline.submit.layout import array_throttle, chain_resources
 from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS, plural
@@ -31,6 +32,8 @@ DEFAULT_MAX_ARRAY_SIZE = 1001
 
 class SubmitError(UserError):
     """sbatch refused a submission; the jobs already queued for the run were cancelled."""
+
+    cancelled: tuple[str, ...] = ()  # the job ids this run had queued before the refusal
 
 
 @dataclass(frozen=True)
@@ -64,10 +67,12 @@ def max_array_size(run=subprocess.run) -> int:
     return int(m.group(1)) if m else DEFAULT_MAX_ARRAY_SIZE
 
 
-def queued_jobs(user: str | None = None, run=subprocess.run) -> int:
-    """Jobs the user has queued (pending + running, each array task counted): what submit caps count."""
+def queued_jobs(user: str | None = None, run=subprocess.run, account: str | None = None) -> int:
+    """Jobs the user has queued (pending + running, each array task counted): what submit caps count;
+    with `account`, only that account's (an association's MaxSubmitJobs counts those)."""
     user = user or getpass.getuser()
-    out = run(["squeue", "-h", "-r", "-u", user, "-o", "%i"], capture_output=True, text=True, timeout=60).stdout
+    out = run(["squeue", "-h", "-r", "-u", user, *(["-A", account] if account else []), "-o", "%i"],
+              capture_output=True, text=True, timeout=60).stdout
     return len([l for l in out.splitlines() if l.strip()])
 
 
@@ -194,10 +199,12 @@ def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *,
                 sub.jobs.append({"stage": stage.stage, "job_id": job_id, "offset": offset,
                                  "array": array_spec(local, stage.throttle), "tasks": len(local), "argv": argv})
             previous = current
-    except BaseException:
+    except BaseException as exc:
         ids = [j["job_id"] for j in sub.jobs]
         if ids:
             run(["scancel", *ids], capture_output=True, text=True, timeout=120)
+        if isinstance(exc, SubmitError):
+            exc.cancelled = tuple(ids)
         raise
     return sub
 
@@ -216,6 +223,15 @@ def refusal_step(stderr: str, rundir: Path, queued: int) -> str:
             f"task so the run needs fewer: ./hplt-shard --resume {rundir} --cpus-per-task C (e.g. twice what it has)")
 
 
+def record_refusal(run: RunDir, kind: str, exc: SubmitError) -> None:
+    """Keep in run.json that sbatch refused this submission and which jobs were cancelled: --status
+    names it and --resume starts again from what is done."""
+    record = read_json(run.run_json)
+    record.setdefault("refused_submissions", []).append(
+        {"kind": kind, "refused_at": time.time(), "message": str(exc).split("\n")[0], "cancelled": list(exc.cancelled)})
+    write_json_atomic(run.run_json, record)
+
+
 def submit_run(table: UnitTable, cfgs: dict[str, RunConfig], t: dict[str, list[int]], settings, kind: str) -> int:
     """Queue every stage that has units now, each after the one before: afterok for one language (a failure
     cancels the rest), afterany for several (one language's failure must not cancel the others' chain)."""
@@ -230,7 +246,11 @@ def submit_run(table: UnitTable, cfgs: dict[str, RunConfig], t: dict[str, list[i
     after = "afterany" if table.several else "afterok"
     stages = [StageJobs(stage, tuple(arrays[stage]), resources[stage], throttle if table.is_array(stage) else None,
                         after=after) for stage in arrays]
-    sub = submit_chain(s, table.root, stages, max_size=max_array_size())
+    try:
+        sub = submit_chain(s, table.root, stages, max_size=max_array_size())
+    except SubmitError as exc:
+        record_refusal(RunDir(table.root), kind, exc)
+        raise
     record_submission(table, kind, t, sub.jobs, {
         "stages": {st: asdict(r) for st, r in resources.items()}, "partition": settings.worker_partition,
         "account": settings.account, "max_tasks": settings.max_tasks})
