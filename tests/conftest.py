@@ -198,6 +198,10 @@ with open(log, "a") as f:
     f.write(json.dumps([name] + sys.argv[1:]) + "\n")
 if name == "sbatch":
     n = sum(1 for l in open(log) if l.startswith('["sbatch"'))
+    if str(n) == os.environ.get("FAKE_SBATCH_REFUSE_AT"):  # the cap met midway, in sbatch's words
+        print("sbatch: error: AssocMaxSubmitJobLimit", file=sys.stderr)
+        print("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy", file=sys.stderr)
+        sys.exit(1)
     print(f"{1000 + n}")
 elif name == "scontrol":
     print("MaxArraySize            = " + os.environ.get("FAKE_MAX_ARRAY", "1001"))

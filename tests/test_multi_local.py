@@ -349,6 +349,27 @@ def test_one_chain_for_all_languages_fits_max_tasks_with_afterany(tmp_path, fake
     assert 0 - w["offset"] == m.global_index("write", "est_Latn", 0) and w["log_dir"] == str(run_dir / "logs" / "write")
 
 
+def test_a_refused_chain_of_several_languages_is_cancelled_recorded_and_named(tmp_path, fake_slurm, monkeypatch,
+                                                                             capsys):
+    """sbatch refuses the write array (the cap met midway): what was queued is cancelled, run.json keeps the
+    refusal, and --status of the run of several languages says so with the --resume step, as for one."""
+    root = make_langs(tmp_path, {"fin_Latn": (60, ("10_1", "9_1")), "est_Latn": (3, ("9_1",))})
+    conf = tmp_path / "t.conf"
+    conf.write_text("PRESET=local\nMAX_TASKS=12\n")
+    run_dir = tmp_path / "run"
+    monkeypatch.setenv("FAKE_SBATCH_REFUSE_AT", "3")
+    assert cli.main(["fin_Latn,est_Latn", "--local-root", str(root), "--out", str(tmp_path / "out"),
+                     "--run-dir", str(run_dir), "--license", LICENSE, "--conf", str(conf)]) == 2
+    assert "AssocMaxSubmitJobLimit" in capsys.readouterr().err
+    assert fake_slurm("scancel") == [["1001", "1002"]]  # partition and plan, queued before the refusal
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["submissions"] == [] and record["refused_submissions"][-1]["cancelled"] == ["1001", "1002"]
+    monkeypatch.setenv("FAKE_QUEUED", "0")
+    assert cli.main(["--status", str(run_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "state: not queued: sbatch refused the last submission" in out and f"--resume {run_dir}" in out, out
+
+
 def test_each_array_gets_the_most_any_language_needs():
     from types import SimpleNamespace
 

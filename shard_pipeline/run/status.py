@@ -532,6 +532,8 @@ def languages_report(root: Path) -> tuple[str, int]:
     elif phase in (RunPhase.RUNNING, RunPhase.QUEUED):
         lines.append(f"state: {phase.value}" + (f"; failed so far: {', '.join(failed)} "
                                                  f"(after the chain ends: {resume_command(m.root)})" if failed else ""))
+    elif last_refusal(read_json(RunDir(root).run_json)):  # sbatch refused the chain: nothing of it was queued
+        lines.append(f"state: {refused_step(m.root, last_refusal(read_json(RunDir(root).run_json)))}")
     else:
         how = "interrupted" if phase is RunPhase.INTERRUPTED else "failed"
         lines.append(f"state: {how}, unfinished ({', '.join(unfinished)}): {resume_command(m.root)}  "
