@@ -75,16 +75,20 @@ def test_arrays_above_max_array_size_are_chunked_and_all_chunks_depended_on(tmp_
     assert opt(sb[6], "--dependency") == "afterok:1005:1006"
 
 
+def queued_array_tasks(tmp_path, root, c) -> int:
+    """Submit LANG with conf `c` (fake sbatch); the array tasks its submission queued."""
+    assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out"),
+                     "--run-dir", str(tmp_path / "run"), "--license", "CC0-1.0", "--conf", str(c),
+                     "--shard-rows", "5"]) == 0
+    return sum(int(j["tasks"]) for j in json.loads((tmp_path / "run" / "run.json").read_text())["submissions"][0]["jobs"])
+
+
 def test_queue_room_is_respected(tmp_path, fake_slurm, monkeypatch, capsys):
     root = make_corpus(tmp_path, n_docs=40, names=[f"9_{i}" for i in range(1, 9)])
     monkeypatch.setenv("FAKE_QUEUED", "214")
     (tmp_path / "t.conf")  # SUBMIT_LIMIT=220 leaves 6 slots: 2 partition + 2 write + plan + finalize
     c = conf(tmp_path, "SUBMIT_LIMIT=220\n")
-    assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out"),
-                     "--run-dir", str(tmp_path / "run"), "--license", "CC0-1.0", "--conf", str(c),
-                     "--shard-rows", "5"]) == 0
-    tasks = sum(int(j["tasks"]) for j in json.loads((tmp_path / "run" / "run.json").read_text())["submissions"][0]["jobs"])
-    assert tasks <= 6
+    assert queued_array_tasks(tmp_path, root, c) <= 6
     monkeypatch.setenv("FAKE_QUEUED", "218")
     assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out2"),
                      "--run-dir", str(tmp_path / "run2"), "--license", "CC0-1.0", "--conf", str(c)]) == 2
@@ -97,11 +101,7 @@ def test_the_association_cap_wins_over_submit_limit_and_counts_its_account(tmp_p
     monkeypatch.setenv("FAKE_ASSOC", "other|3\nproject_462000001|7")  # conf() sets ACCOUNT=project_462000001
     monkeypatch.setenv("FAKE_QUEUED", "1")  # 7 - 1 leaves 6 slots, where SUBMIT_LIMIT would leave 219
     c = conf(tmp_path, "SUBMIT_LIMIT=220\n")
-    assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out"),
-                     "--run-dir", str(tmp_path / "run"), "--license", "CC0-1.0", "--conf", str(c),
-                     "--shard-rows", "5"]) == 0
-    tasks = sum(int(j["tasks"]) for j in json.loads((tmp_path / "run" / "run.json").read_text())["submissions"][0]["jobs"])
-    assert tasks <= 6
+    assert queued_array_tasks(tmp_path, root, c) <= 6
     assert ["-h", "-r", "-u", getpass.getuser(), "-A", "project_462000001", "-o", "%i"] in fake_slurm("squeue")
 
 
