@@ -79,3 +79,13 @@ def test_exit_codes_are_named_by_errors_exitcode():
     """A process's exit code is an errors.ExitCode member, never a bare number, outside errors.py."""
     counts = {"run/registry.py", "input/zstd_stream.py", "stages/balance.py"}  # their `return 0/1` count things
     assert places(r"(?m)return [0-4]\s*(#.*)?$|sys\.exit\([0-9]+\)|== 130\b", {"errors.py", *counts}) == []
+
+
+# --- Slurm ---------------------------------------------------------------------------------------
+
+def test_slurm_is_called_and_read_in_one_module():
+    """Every Slurm command goes through slurm.call (one failure behaviour: an Answer, never an exception)
+    and every SLURM_* variable through slurm.py."""
+    commands = r"\b(run|Popen|check_output)\(\s*\[\s*\"(squeue|sacct|sacctmgr|scontrol|sinfo|sbatch|scancel)\""
+    assert places(commands, {"slurm.py"}) == []
+    assert places(r"[\"']SLURM_[A-Z_]+[\"']", {"slurm.py"}) == []

@@ -76,8 +76,8 @@ def test_sacct_state_wins_when_sacct_is_there(tmp_path, monkeypatch):
     log.write_text("# job 4242_3\nKilled\n")
     calls = []
 
-    class P:
-        stdout = "OUT_OF_MEMORY\n"
+    class P:  # what subprocess.run answers
+        returncode, stdout, stderr = 0, "OUT_OF_MEMORY\n", ""
 
     def fake_run(argv, **kw):
         calls.append(argv)

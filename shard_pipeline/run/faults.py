@@ -13,6 +13,8 @@ import os
 import signal
 import time
 
+from shard_pipeline import slurm
+
 
 def fault_point(point: str, task: int | None = None) -> None:
     spec = os.environ.get("HPLT_SHARD_FAULT")
@@ -24,7 +26,7 @@ def fault_point(point: str, task: int | None = None) -> None:
         return
     if len(parts) > 3 and parts[3] != os.environ.get("HPLT_SHARD_LANG"):
         return
-    if action == "hang-once" and os.environ.get("SLURM_RESTART_COUNT", "0") != "0":
+    if action == "hang-once" and slurm.restart_count() != 0:
         return
     print(f"hplt-shard: fault injected at {point} (task {task}): {action}", flush=True)
     if action == "kill":

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
+from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.run.fork import Forked, fork_unit, forkable, preload
 from shard_pipeline.units import iso_time
@@ -174,8 +175,8 @@ def run_array_task(table, stage: str, index: int) -> int:
     from shard_pipeline.run.taskcmd import task_argv
 
     units = table.units_of(stage, index)
-    job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID") or "nojob"
-    local = os.environ.get("SLURM_ARRAY_TASK_ID", str(index))
+    job = slurm.job_id() or "nojob"
+    local = slurm.array_task_id() or str(index)
     chunk = index - int(local)  # the chunk's --task-offset
     label = f"{stage} group {index}"
     print(f"# hplt-shard {label}: units {units[0] if units else '-'}..{units[-1] if units else '-'} "

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode, UsageError
 from shard_pipeline.run import live, unit_table
 from shard_pipeline.run.group import unit_log
@@ -82,11 +83,8 @@ def squeue_states(job_ids: list[str], run=subprocess.run) -> dict[str, str]:
     """'<array id>_<task>' -> 'STATE|REASON' for the still-queued tasks of these arrays (-r: one line per task)."""
     if not job_ids:
         return {}
-    try:
-        p = run(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i|%T|%r"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    return parse_squeue(p.stdout)
+    # --status shows what it knows: an unanswered squeue leaves the states to the run dir
+    return parse_squeue(slurm.call(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i|%T|%r"], 60, run).stdout)
 
 
 def parse_squeue(text: str) -> dict[str, str]:
@@ -155,12 +153,8 @@ def slurm_reason(log: Path, run=subprocess.run) -> str | None:
     installed and remembers the job, else from the lines Slurm wrote into the log; None if unknown."""
     m = re.fullmatch(r"(\d+)_(\d+)\.log", log.name)
     if m and shutil.which("sacct"):
-        try:
-            p = run(["sacct", "-n", "-P", "-X", "-j", f"{m[1]}_{m[2]}", "-o", "State"],
-                    capture_output=True, text=True, timeout=30)
-            states = [l.split()[0] for l in p.stdout.splitlines() if l.strip()]
-        except (OSError, subprocess.TimeoutExpired, IndexError):
-            states = []
+        out = slurm.call(["sacct", "-n", "-P", "-X", "-j", f"{m[1]}_{m[2]}", "-o", "State"], 30, run).stdout
+        states = [l.split()[0] for l in out.splitlines() if l.strip()]
         for state in reversed(states):
             if state in SACCT_REASONS[:5]:
                 return state

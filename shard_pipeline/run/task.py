@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import shlex
 import socket
 import sys
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.run.taskcmd import TASK_MODULE, task_argv
 
@@ -84,17 +84,16 @@ def parse(argv: Sequence[str]) -> TaskArgs:
     a = p.parse_args(argv)
     if a.group is not None:
         return TaskArgs(a.stage, a.rundir.resolve(), a.group, False, True)
-    task = a.task if a.task is not None else a.task_offset + int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
+    task = a.task if a.task is not None else a.task_offset + int(slurm.array_task_id() or 0)
     return TaskArgs(a.stage, a.rundir.resolve(), task, a.task is not None, False)
 
 
 def where() -> str:
     """Which Slurm job runs this, on which node, which attempt (empty outside Slurm)."""
-    job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID")
+    job = slurm.job_id()
     if not job:
         return ""
-    index = os.environ.get("SLURM_ARRAY_TASK_ID", "0")
-    return f" (job {job}_{index} on {socket.gethostname()}, restart {os.environ.get('SLURM_RESTART_COUNT', '0')})"
+    return f" (job {job}_{slurm.array_task_id() or 0} on {socket.gethostname()}, restart {slurm.restart_count()})"
 
 
 def grouped(a: TaskArgs, array: bool, cpus: int) -> bool:

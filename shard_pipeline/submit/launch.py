@@ -5,7 +5,6 @@ A run directory is written once, here, before any task runs; every stage reads i
 from __future__ import annotations
 
 import dataclasses
-import os
 import platform
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from shard_pipeline import slurm
 from shard_pipeline.contract.shard import check_replaceable
 from shard_pipeline.errors import ExitCode, UsageError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
@@ -339,7 +339,7 @@ def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, b
         "code": git_state(),
         "python": platform.python_version(),
         "executable": sys.executable,
-        "cluster": os.environ.get("SLURM_CLUSTER_NAME") or platform.node(),
+        "cluster": slurm.cluster_name() or platform.node(),
         "executor": executor,
         "layout": {k: v for k, v in asdict(lay).items() if k != "packing"},
         "settings": {k: str(v) for k, v in asdict(settings).items()},

@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from shard_pipeline import slurm
 from shard_pipeline.errors import UsageError
 from shard_pipeline.run.runconfig import StageResources
 from shard_pipeline.units import parse_mem, plural, slurm_minutes
@@ -119,17 +120,16 @@ def partition_limits(partition: str, run: Runner = subprocess.run) -> PartitionL
     """The partition's limits, or why they could not be read (a warning: the check is skipped)."""
     texts = []
     for argv in (["scontrol", "show", "partition", partition, "-o"], ["sinfo", "-p", partition, "-h", "-o", "%c %m"]):
-        try:
-            p = run(argv, capture_output=True, text=True, timeout=TIMEOUT)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"{argv[0]} could not be run ({exc}): the layout was not checked against partition {partition}"
-        if p.returncode != 0 and "not found" in (p.stderr or "") + (p.stdout or ""):
-            raise PartitionMissing(f"partition {partition!r} does not exist on this cluster ({(p.stderr or p.stdout).strip()}): "
+        a = slurm.call(argv, TIMEOUT, run)
+        if not a.ran:
+            return f"{a.why()}: the layout was not checked against partition {partition}"
+        if not a.ok and "not found" in a.stderr + a.stdout:
+            raise PartitionMissing(f"partition {partition!r} does not exist on this cluster ({a.why()}): "
                                    "give --partition (or WORKER_PARTITION in the conf) one that `sinfo -s` lists")
-        if p.returncode != 0:
-            return (f"{' '.join(argv[:2])} failed ({(p.stderr or '').strip() or p.returncode}): the layout was not "
+        if not a.ok:
+            return (f"{' '.join(argv[:2])} failed ({a.stderr.strip() or a.returncode}): the layout was not "
                     f"checked against partition {partition}")
-        texts.append(p.stdout)
+        texts.append(a.stdout)
     return limits_of(partition, *texts)
 
 
@@ -180,11 +180,8 @@ def assoc_max_submit(text: str, account: str) -> int | None:
 
 def _sacctmgr(argv: list[str], run: Runner) -> str | None:
     """sacctmgr's output, or None where it cannot be run or fails (no accounting: the conf's cap holds)."""
-    try:
-        p = run(["sacctmgr", "-nP", *argv], capture_output=True, text=True, timeout=TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return p.stdout if p.returncode == 0 else None
+    a = slurm.call(["sacctmgr", "-nP", *argv], TIMEOUT, run)
+    return a.stdout if a.ok else None
 
 
 def submit_cap(conf_limit: int | None, account: str | None, user: str, run: Runner = subprocess.run) -> SubmitCap | None:

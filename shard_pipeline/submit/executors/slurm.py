@@ -17,12 +17,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.paths import JOB_SCRIPT
-from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.run.registry import STAGE_NAMES, STAGES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
+from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.submit.executors import checkout_path
 from shard_pipeline.submit.layout import array_throttle, chain_resources
 from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS, plural
@@ -58,12 +59,8 @@ class Submission:
 
 
 def max_array_size(run=subprocess.run) -> int:
-    """The cluster's MaxArraySize (array indices must stay below it)."""
-    try:
-        out = run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return DEFAULT_MAX_ARRAY_SIZE
-    m = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
+    """The cluster's MaxArraySize (array indices must stay below it); Slurm's default if unreadable."""
+    m = re.search(r"^MaxArraySize\s*=\s*(\d+)", slurm.call(["scontrol", "show", "config"], 30, run).stdout, re.M)
     return int(m.group(1)) if m else DEFAULT_MAX_ARRAY_SIZE
 
 
@@ -71,21 +68,22 @@ def queued_jobs(user: str | None = None, run=subprocess.run, account: str | None
     """Jobs the user has queued (pending + running, each array task counted): what submit caps count;
     with `account`, only that account's (an association's MaxSubmitJobs counts those)."""
     user = user or getpass.getuser()
-    out = run(["squeue", "-h", "-r", "-u", user, *(["-A", account] if account else []), "-o", "%i"],
-              capture_output=True, text=True, timeout=60).stdout
-    return len([l for l in out.splitlines() if l.strip()])
+    a = slurm.call(["squeue", "-h", "-r", "-u", user, *(["-A", account] if account else []), "-o", "%i"], 60, run)
+    if not a.ok:  # the room cannot be known: refuse rather than queue over a cap
+        raise SubmitError(f"cannot count your queued jobs (squeue: {a.why()}); the submit cap needs it")
+    return len([l for l in a.stdout.splitlines() if l.strip()])
 
 
 def queued_jobs_of(job_ids: Sequence[str], run=subprocess.run) -> list[str]:
     """Which of these jobs (array ids cover their tasks) are still pending or running."""
     if not job_ids:
         return []
-    p = run(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i %T"], capture_output=True, text=True, timeout=60)
-    if p.returncode != 0 and "Invalid job id" in p.stderr:
+    a = slurm.call(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i %T"], 60, run)
+    if a.ran and not a.ok and "Invalid job id" in a.stderr:
         return []  # Slurm has forgotten them all: none is queued
-    if p.returncode != 0:
-        raise SubmitError(f"squeue failed: {p.stderr.strip()}")
-    return [l.strip() for l in p.stdout.splitlines() if l.strip()]
+    if not a.ok:  # a resume must not start while it cannot tell whether the run's jobs still run
+        raise SubmitError(f"squeue failed: {a.why()}")
+    return [l.strip() for l in a.stdout.splitlines() if l.strip()]
 
 
 def array_chunks(tasks: Sequence[int], max_size: int) -> list[tuple[int, list[int]]]:
@@ -188,13 +186,13 @@ def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *,
             current = []
             for offset, local in array_chunks(stage.tasks, max_size):
                 argv = sbatch_argv(s, stage, rundir, offset, local, previous)
-                p = run(argv, capture_output=True, text=True, timeout=120)
-                if p.returncode != 0:
-                    raise SubmitError(f"sbatch for {stage.stage} failed ({p.returncode}): {p.stderr.strip()}"
-                                      + refusal_step(p.stderr, rundir, len(sub.jobs)))
-                job_id = p.stdout.strip().split(";")[0]
+                a = slurm.call(argv, 120, run)
+                if not a.ok:
+                    raise SubmitError(f"sbatch for {stage.stage} failed ({a.returncode}): {a.why()}"
+                                      + refusal_step(a.stderr, rundir, len(sub.jobs)))
+                job_id = a.stdout.strip().split(";")[0]
                 if not job_id.isdigit():
-                    raise SubmitError(f"sbatch for {stage.stage} answered {p.stdout!r}, not a job id")
+                    raise SubmitError(f"sbatch for {stage.stage} answered {a.stdout!r}, not a job id")
                 current.append(job_id)
                 sub.jobs.append({"stage": stage.stage, "job_id": job_id, "offset": offset,
                                  "array": array_spec(local, stage.throttle), "tasks": len(local), "argv": argv})
@@ -202,7 +200,7 @@ def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *,
     except BaseException as exc:
         ids = [j["job_id"] for j in sub.jobs]
         if ids:
-            run(["scancel", *ids], capture_output=True, text=True, timeout=120)
+            slurm.call(["scancel", *ids], 120, run)
         if isinstance(exc, SubmitError):
             exc.cancelled = tuple(ids)
         raise
