@@ -281,7 +281,7 @@ def _run_task(python: str, stage: str, rundir: Path, task: int, sampler: TreeSam
               fork: bool = True) -> dict:
     """One task process (or, `group`, one array task's C units, forked from it as under Slurm); wait4 counts
     the CPU of the units it reaped, and the sampler sums the RSS of the whole tree."""
-    from shard_pipeline.run.taskcmd import task_argv
+    from shard_pipeline.worker.taskcmd import task_argv
     from shard_pipeline.submit.executors import task_env
 
     log = rundir / "logs" / stage / f"local_{'group' if group else ''}{task}.log"
@@ -417,7 +417,7 @@ class StageWatch(_Poller):
             if self.rundir in argv:
                 for a, b in zip(argv, argv[1:]):  # by hand (stages/<s>.py) or as the executors start it
                     for s in STAGES:
-                        if a.endswith(f"stages/{s}.py") or (a == "shard_pipeline.run.task" and b == s):
+                        if a.endswith(f"stages/{s}.py") or (a == "shard_pipeline.worker.task" and b == s):
                             stage = s
             self._cmd[pid] = stage
         return self._cmd[pid]
@@ -634,7 +634,7 @@ def main() -> int:
     ap.add_argument("--executor", choices=("local", "slurm"), default="local")
     ap.add_argument("--conf", type=Path, help="conf for --executor slurm (PRESET=local, PYTHON=..., WORKER_MEM=...)")
     ap.add_argument("--cpus-per-task", type=int, default=None,
-                    help="hplt-shard --cpus-per-task C: partition/write run as array tasks of C units (run/group.py)")
+                    help="hplt-shard --cpus-per-task C: partition/write run as array tasks of C units (worker/group.py)")
     ap.add_argument("--no-fork", dest="fork", action="store_false",
                     help="with --cpus-per-task: start every unit as a fresh interpreter (HPLT_SHARD_FORK_UNITS=0)")
     ap.add_argument("--dt-python", default=sys.executable,

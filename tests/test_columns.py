@@ -160,7 +160,7 @@ def test_stage_processes_run_without_pandas():
     import subprocess
     import sys
 
-    code = ("import sys; from shard_pipeline.run.task import keep_pandas_out; keep_pandas_out(); import pyarrow as pa; "
+    code = ("import sys; from shard_pipeline.worker.task import keep_pandas_out; keep_pandas_out(); import pyarrow as pa; "
             "assert pa.array([1, None]).null_count == 1; pa.Table.from_pydict({'a': ['x']}); "
             "assert 'pandas' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -7,7 +7,7 @@ from tests.conftest import FAKE_SLURM, e2e_program
 
 
 def test_python_processes_rclone_pip_and_slurm_are_end_to_end():
-    assert e2e_program([sys.executable, "-m", "shard_pipeline.run.task", "write", "RUN", "--task", "0"])
+    assert e2e_program([sys.executable, "-m", "shard_pipeline.worker.task", "write", "RUN", "--task", "0"])
     assert e2e_program(["/usr/bin/python3.11", "-c", "pass"])
     assert e2e_program("python3 -m pip install .")
     assert e2e_program(["/opt/venv/bin/pip", "install", "."]) == "pip"

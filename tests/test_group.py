@@ -1,4 +1,4 @@
-"""--cpus-per-task C: array tasks that run C units at once (run/group.py), locally and in sbatch argv.
+"""--cpus-per-task C: array tasks that run C units at once (worker/group.py), locally and in sbatch argv.
 
 Units keep their receipts, checkpoints and logs, so the bytes are those of write_shards for every
 C, and a failed unit inside a group is the only one redone. (The fake sbatch only checks argv;
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from shard_pipeline.run.group import group_count, groups_of, units_of
-from shard_pipeline.run.task import rerun_argv
+from shard_pipeline.run.unit_table import group_count, groups_of, units_of
+from shard_pipeline.worker.task import rerun_argv
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.layout import lay_out_jobs
 from shard_pipeline.units import scale_mem, share_of_mem
@@ -297,7 +297,7 @@ def test_sigterm_to_a_group_stops_its_units_and_the_group_reruns(tmp_path, monke
 
 @pytest.mark.slow
 def test_a_unit_that_cannot_start_counts_as_failed(tmp_path):
-    from shard_pipeline.run.group import run_units
+    from shard_pipeline.worker.group import run_units
 
     runs = run_units(lambda u: [str(tmp_path / "no-such-python"), "-c", "pass"] if u == 1 else [sys.executable, "-c", "pass"],
                      [0, 1], lambda u: tmp_path / f"u{u}.log", "test group 0", append=False)
@@ -307,10 +307,10 @@ def test_a_unit_that_cannot_start_counts_as_failed(tmp_path):
 
 @pytest.mark.slow
 def test_a_forked_unit_ends_as_its_task_line_would(tmp_path, monkeypatch, reference_run):
-    """A group forks its units from the process that imported the stage code (run/fork.py fork_unit):
+    """A group forks its units from the process that imported the stage code (worker/fork.py fork_unit):
     the same log (rerun line first, the task's last word, the trailer) and exit status as a fresh interpreter."""
-    from shard_pipeline.run import fork, group
-    from shard_pipeline.run.taskcmd import task_argv
+    from shard_pipeline.worker import fork, group
+    from shard_pipeline.worker.taskcmd import task_argv
 
     root, expected = reference_run
     run_dir = failed_write_unit(tmp_path, monkeypatch, root)
@@ -340,8 +340,8 @@ def test_a_forked_unit_ends_as_its_task_line_would(tmp_path, monkeypatch, refere
 
 
 def test_only_this_interpreters_task_line_is_forked(monkeypatch):
-    from shard_pipeline.run.fork import FORK_ENV, forkable
-    from shard_pipeline.run.taskcmd import task_argv
+    from shard_pipeline.worker.fork import FORK_ENV, forkable
+    from shard_pipeline.worker.taskcmd import task_argv
 
     line = task_argv("write", Path("/r"), 3)
     assert forkable(line, None) and forkable(line, dict(os.environ))

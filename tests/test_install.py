@@ -39,7 +39,7 @@ def test_pip_install_gives_a_command_that_runs_from_any_folder(tmp_path):
     runs = list((elsewhere / "runs").iterdir())  # an installed command keeps runs/ in the current folder
     assert len(runs) == 1 and (runs[0] / "DONE").is_file()
     log = (runs[0] / "logs" / "partition" / "local_0.log").read_text()
-    assert "-m shard_pipeline.run.task partition" in log and "PYTHONPATH" not in log  # the installed package ran
+    assert "-m shard_pipeline.worker.task partition" in log and "PYTHONPATH" not in log  # the installed package ran
 
     verify = subprocess.run([hplt_shard, "--verify", "X"], cwd=elsewhere, env=env, capture_output=True, text=True)
     assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -154,7 +154,7 @@ def test_a_unit_killed_by_a_signal_says_so_not_its_trailer(tmp_path):
     log = tmp_path / "local_0.log"
     trailer = ("# hplt-shard write group 3 unit 3 exit -9: 2026-12-04T05:02:40.632 -> 2026-12-04T05:02:40.851, "
                "wall 0.22 s, cpu 0.21 s, max rss 79 MiB")
-    log.write_text("env PYTHONPATH=/x python -m shard_pipeline.run.task write /r --task 3\n" + trailer + "\n")
+    log.write_text("env PYTHONPATH=/x python -m shard_pipeline.worker.task write /r --task 3\n" + trailer + "\n")
     line = last_error_line(log)
     assert line.startswith("killed by SIGKILL (signal 9) before it could log an error: the OOM killer"), line
     assert "exit -9" in line

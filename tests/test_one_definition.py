@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from shard_pipeline.run.task import parse, rerun_argv
-from shard_pipeline.run.taskcmd import TASK_MODULE, task_argv
+from shard_pipeline.worker.task import parse, rerun_argv
+from shard_pipeline.worker.taskcmd import TASK_MODULE, task_argv
 
 PACKAGE = Path(__file__).resolve().parents[1] / "shard_pipeline"
 
@@ -31,8 +31,8 @@ def places(pattern: str, allowed: set[str]) -> list[str]:
 # --- the task command line ---------------------------------------------------------------------
 
 def test_the_task_command_line_is_built_in_one_place():
-    assert places(rf"[\"']{re.escape(TASK_MODULE)}[\"' ]", {"run/taskcmd.py"}) == []
-    assert places(r'"-m"', {"run/taskcmd.py"}) == []  # no other module builds a `python -m ...` argv
+    assert places(rf"[\"']{re.escape(TASK_MODULE)}[\"' ]", {"worker/taskcmd.py"}) == []
+    assert places(r'"-m"', {"worker/taskcmd.py"}) == []  # no other module builds a `python -m ...` argv
 
 
 def test_task_argv_is_what_the_task_entry_parses(tmp_path):
@@ -89,3 +89,23 @@ def test_slurm_is_called_and_read_in_one_module():
     commands = r"\b(run|Popen|check_output)\(\s*\[\s*\"(squeue|sacct|sacctmgr|scontrol|sinfo|sbatch|scancel)\""
     assert places(commands, {"slurm.py"}) == []
     assert places(r"[\"']SLURM_[A-Z_]+[\"']", {"slurm.py"}) == []
+
+
+# --- the layers and the command line -----------------------------------------------------------
+
+def test_every_stage_of_the_registry_has_its_function_in_worker_entries():
+    """The registry says what a stage is; worker/entries.py, with plain imports the layer test reads, where its code is."""
+    from shard_pipeline.run.registry import STAGE_NAMES
+    from shard_pipeline.worker.entries import stage_main
+
+    assert [stage_main(n).__module__ for n in STAGE_NAMES] == [f"shard_pipeline.stages.{n}" for n in STAGE_NAMES]
+    assert places(r"import_module|__import__", set()) == []  # no stage (or anything) reached by a name the layer test cannot see
+
+
+def test_what_a_resume_was_given_is_read_with_public_argparse_only():
+    from shard_pipeline.submit.resume_args import given_options
+
+    given, flags = given_options(["--resume", "r", "--mem", "4G", "--partition", "small"])
+    assert given == {"resume": Path("r"), "mem": "4G", "worker_partition": "small"}  # no defaults: only what was typed
+    assert flags["worker_partition"] == "--slurm-partition" and flags["shard_rows"] == "--shard-rows"
+    assert places(r"\._actions\b", set()) == []

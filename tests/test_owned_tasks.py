@@ -106,7 +106,7 @@ def test_no_resume_while_a_task_of_the_run_is_alive(tmp_path, monkeypatch, capsy
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     capsys.readouterr()
     env = {**os.environ, "HPLT_SHARD_FAULT": "write-start:0:hang"}
-    orphan = subprocess.Popen([sys.executable, "-m", "shard_pipeline.run.task", "write", str(run_dir), "--task", "0"],
+    orphan = subprocess.Popen([sys.executable, "-m", "shard_pipeline.worker.task", "write", str(run_dir), "--task", "0"],
                               env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     try:

@@ -92,7 +92,7 @@ def test_share_and_scale_of_a_slurm_memory_size():
 
 def test_a_multi_language_run_runs_c_units_per_array_task(tmp_path, fake_slurm, capsys):
     """--cpus-per-task C (and a conf's CPUS_PER_TASK) apply to several languages: C units per array task."""
-    from shard_pipeline.run.group import group_count
+    from shard_pipeline.run.unit_table import group_count
     from shard_pipeline.units import parse_mem
 
     root = make_langs(tmp_path, {"fin_Latn": (60, ("10_1", "9_1")), "est_Latn": (5, ("10_1",))})

@@ -142,7 +142,7 @@ def test_run_of_another_format_is_refused_by_resume_status_and_its_tasks(tmp_pat
     import subprocess
     import sys
 
-    from shard_pipeline.run.taskcmd import task_argv
+    from shard_pipeline.worker.taskcmd import task_argv
     from shard_pipeline.submit.executors import task_env
 
     root, expected = reference_run
@@ -183,7 +183,7 @@ def test_second_resume_of_a_run_is_refused(tmp_path, monkeypatch, reference_run)
     finally:
         first.kill()
         first.wait()
-        subprocess.run(["pkill", "-f", f"shard_pipeline.run.task plan {run_dir}"])
+        subprocess.run(["pkill", "-f", f"shard_pipeline.worker.task plan {run_dir}"])
     assert resume(run_dir) == 0
     assert tree_bytes(out) == expected
 

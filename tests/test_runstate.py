@@ -137,7 +137,7 @@ def test_next_step_after_slurm_ended_a_task(reason, units, step):
 ])
 def test_slurms_own_lines_name_the_reason(tmp_path, line, reason):
     log = tmp_path / "local_0.log"  # not an array log's name: sacct is not asked
-    log.write_text(f"python -m shard_pipeline.run.task write /r --task 0\n{line}\n")
+    log.write_text(f"python -m shard_pipeline.worker.task write /r --task 0\n{line}\n")
     assert slurm_reason(log) == reason
 
 

@@ -8,7 +8,7 @@ import shlex
 import subprocess
 import time
 
-from shard_pipeline.run.task import rerun_argv
+from shard_pipeline.worker.task import rerun_argv
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.executors.slurm import job_names
 from tests.pipeline_util import LANG, config_sha, expected_output, make_corpus, tree_bytes

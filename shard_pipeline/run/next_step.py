@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 from shard_pipeline.run.claim import claim_path, holder
 from shard_pipeline.run.rundir import RunDir, read_json
 
-BAD_RECORD = "BadRecord: "  # how a task's last error line names one (run/task.py: `ERROR: Type: message`)
+BAD_RECORD = "BadRecord: "  # how a task's last error line names one (worker/task.py: `ERROR: Type: message`)
 _DROPPED = {"--bad-records": 1, "--run-dir": 1, "--dry-run": 0}  # option -> how many values follow it
 
 

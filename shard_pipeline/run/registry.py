@@ -1,4 +1,5 @@
-"""The stages, written once: their order, array or single, entry point, and when a task is done.
+"""The stages, written once: their order, array or single, and when a task is done
+(where a stage's code is: worker/entries.py).
 
 The executors queue or run `STAGES` in order; `--status` and `--resume` both ask `problem()`
 whether a task is done, by one rule. A task is done only when its receipt parses and agrees
@@ -167,9 +168,8 @@ class Stage:
     """One stage: `tasks(cfg)` of them (1 unless an array), each done when `problem` says None."""
 
     name: str
-    array: bool  # an array of tasks whose array task runs C units at once (run/group.py); else one job
+    array: bool  # an array of tasks whose array task runs C units at once (worker/group.py); else one job
     letter: str  # the first letter of its Slurm job name: squeue shows 8 characters (executors/slurm.py)
-    entry: str  # "module:function" taking (RunDir, task); imported only where a task runs
     summary: Callable[[Any], str]  # the result, as the last line of a task's log
     check: Callable[[RunState, int], str | None]
 
@@ -187,14 +187,10 @@ class Stage:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("partition", True, "P", "shard_pipeline.stages.partition:run_partition", lambda r: f"{r.rows} rows",
-          partition_problem),
-    Stage("plan", False, "L", "shard_pipeline.stages.plan:run_plan", lambda r: f"{r['rows']} rows",
-          plan_problem),
-    Stage("write", True, "W", "shard_pipeline.stages.write:run_write", lambda r: f"{len(r['shards'])} shards",
-          write_problem),
-    Stage("finalize", False, "F", "shard_pipeline.stages.finalize:run_finalize", lambda r: f"{r['rows']} rows in place",
-          finalize_problem),
+    Stage("partition", True, "P", lambda r: f"{r.rows} rows", partition_problem),
+    Stage("plan", False, "L", lambda r: f"{r['rows']} rows", plan_problem),
+    Stage("write", True, "W", lambda r: f"{len(r['shards'])} shards", write_problem),
+    Stage("finalize", False, "F", lambda r: f"{r['rows']} rows in place", finalize_problem),
 )
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
 BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}

@@ -77,7 +77,7 @@ class Content:
         return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-GROUPED_STAGES = ("partition", "write")  # an array task of these runs C units at once (run/group.py)
+GROUPED_STAGES = ("partition", "write")  # an array task of these runs C units at once (worker/group.py)
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class StageResources:
 
     The layout decides these once, per stage (submit/layout.py); the run dir keeps them and
     every submission passes them to sbatch unchanged. For partition and write, `cpus` is also
-    how many units an array task runs at once (run/group.py), and `mem` covers all of them.
+    how many units an array task runs at once (worker/group.py), and `mem` covers all of them.
     """
 
     mem: str
@@ -121,7 +121,7 @@ class Execution:
 
         `mem` is one unit's memory, as at submission (an array task of C units asks C of them);
         a stage the layout gave more (a plan or writer raised to its need) keeps its own. No byte
-        depends on C: it only regroups the same units (run/group.py units_of) into array tasks.
+        depends on C: it only regroups the same units (worker/group.py units_of) into array tasks.
         """
         def applied(stage: str, r: StageResources) -> StageResources:
             k = self.units_per_task(stage)

@@ -49,6 +49,11 @@ def read_json(path: Path) -> Any:
         return json.load(f)
 
 
+def unit_log(log_dir: Path, job: str, array_index: str | int, unit: int) -> Path:
+    """A unit's log under Slurm, next to its group's `<job>_<index>.log`."""
+    return log_dir / f"{job}_{array_index}.unit{unit}.log"
+
+
 class RunDirExists(UserError, FileExistsError):
     """A new run was given a run directory that exists: run directories are never reused."""
 
@@ -97,7 +102,7 @@ class RunDir:
 
     @property
     def land_lock(self) -> Path:
-        """Held while a write unit of a multi-language run checks whether its language can land (run/landing.py)."""
+        """Held while a write unit of a multi-language run checks whether its language can land (worker/landing.py)."""
         return self.root / ".land.lock"
 
     def log_dir(self, stage: str) -> Path:

@@ -23,10 +23,9 @@ from typing import Any
 from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode, UsageError
 from shard_pipeline.run import live, unit_table
-from shard_pipeline.run.group import unit_log
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig, StageResources
-from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, check_format, read_json
+from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, check_format, read_json, unit_log
 from shard_pipeline.run.runstate import (
     Counts,
     RunPhase,
@@ -107,7 +106,7 @@ def split_queued(value: str | None) -> tuple[str | None, str]:
 
 def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], cpus: int = 1) -> Path | None:
     for j in chunks:
-        local = task // cpus - j["offset"]  # array index of the task's group (run/group.py)
+        local = task // cpus - j["offset"]  # array index of the task's group (worker/group.py)
         log_dir = Path(j.get("log_dir") or run.log_dir(stage))  # log_dir: multi-language run
         p = log_dir / f"{j['job_id']}_{local}.log" if cpus == 1 else unit_log(log_dir, j["job_id"], local, task)
         if p.exists():

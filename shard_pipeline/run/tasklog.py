@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# The trailer a group writes after a unit ended (run/group.py run_units): a negative exit is a signal.
+# The trailer a group writes after a unit ended (worker/group.py run_units): a negative exit is a signal.
 UNIT_TRAILER = re.compile(r"# hplt-shard .* unit \d+ exit (-\d+): ")
 
 

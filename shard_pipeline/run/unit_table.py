@@ -7,7 +7,7 @@ of that language's run dir, RUNDIR/<LANG>/, written by the same code as a run of
 language is the case of one language whose run dir is RUNDIR itself, read from its config.json.
 Partition and write are arrays of C units per array index; plan and finalize are one job each,
 which in a run of several languages runs its selected units (one per language) in turn
-(run/landing.py).
+(worker/landing.py).
 """
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ import bisect
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
-from shard_pipeline.run import group
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.registry import STAGES as STAGE_DEFS
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
@@ -30,6 +29,22 @@ SINGLE_JOB_STAGES = tuple(s.name for s in STAGE_DEFS if not s.array)  # one job 
 def is_multi(root: Path) -> bool:
     return RunDir(Path(root)).languages_json.is_file()
 
+
+def units_of(index: int, cpus: int, n_units: int) -> range:
+    """The units array task `index` runs: [index*C, min((index+1)*C, n)); empty past the end."""
+    if cpus < 1 or index < 0 or n_units < 0:
+        raise ValueError(f"no group {index} of {cpus} units among {n_units}")
+    return range(min(index * cpus, n_units), min((index + 1) * cpus, n_units))
+
+
+def group_count(n_units: int, cpus: int) -> int:
+    """Array tasks needed for `n_units` units, C per task."""
+    return -(-n_units // max(1, cpus))
+
+
+def groups_of(units: Iterable[int], cpus: int) -> list[int]:
+    """The array indices whose groups hold these units (a sparse resubmission's `--array`)."""
+    return sorted({u // max(1, cpus) for u in units})
 
 @dataclass(frozen=True)
 class Block:
@@ -68,11 +83,11 @@ class UnitTable:
 
     def array_indices(self, stage: str, units: Sequence[int]) -> list[int]:
         """The array indices that run these global units (a resume's sparse `--array`): as in a single run."""
-        return [0] if stage in SINGLE_JOB_STAGES else group.groups_of(units, self.units_per_task(stage))
+        return [0] if stage in SINGLE_JOB_STAGES else groups_of(units, self.units_per_task(stage))
 
     def units_of(self, stage: str, index: int) -> list[int]:
-        """Global units of array index `index`: the group mapping of a single run (run/group.py)."""
-        return list(group.units_of(index, self.units_per_task(stage), self.size(stage)))
+        """Global units of array index `index`: the group mapping of a single run (units_of)."""
+        return list(units_of(index, self.units_per_task(stage), self.size(stage)))
 
     def lang_dir(self, lang: str) -> Path:
         return self.root if self.one_dir else self.root / lang

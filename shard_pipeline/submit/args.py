@@ -11,6 +11,23 @@ DEFAULT_SHARD_ROWS = 1_000_000
 
 
 def build_parser() -> argparse.ArgumentParser:
+    return command_line()[0]
+
+
+def command_line(given_only: bool = False) -> tuple[argparse.ArgumentParser, dict[str, str]]:
+    """The parser, and each option's flag by its dest (for messages that name an option).
+
+    `given_only`: no option has a default (argparse.SUPPRESS), so a parse holds only what the
+    command line gave: what --resume checks against what it may change.
+    """
+    flags: dict[str, str] = {}
+
+    def add(container, *names: str, **kw) -> None:
+        if given_only:
+            kw["default"] = argparse.SUPPRESS
+        action = container.add_argument(*names, **kw)
+        flags[action.dest] = (action.option_strings or [action.dest.upper()])[0]
+
     p = argparse.ArgumentParser(
         prog="hplt-shard",
         description="Turn one language (or several, each into OUT/<LANG>/) of a sharded HPLT corpus into deterministic Parquet training shards.",
@@ -26,69 +43,69 @@ def build_parser() -> argparse.ArgumentParser:
         "a job pends for a reason that does not clear by itself; 130 interrupted (Ctrl-C).\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("lang", nargs="?", help="HPLT language code, e.g. eng_Latn; several in one run: fin_Latn,swe_Latn "
-                   "(OUT/<LANG>/ each), or all (every language folder under the corpus root)")
-    p.add_argument("--langs-file", type=Path, help="several languages in one run: one code per line (# comments)")
-    p.add_argument("--corpus", choices=("v3", "v4"), default="v4", help="HPLT release layout (default v4)")
-    p.add_argument("--local-root", type=Path, help="folder holding LANG/ (v4 clean|noisy root, v3 sorted; any other folder is a corpus of its own, "
-                   "named after it); default from the preset")
-    p.add_argument("--wds", help="WDS scores to include: 9-10, 8,9,10, 10 (default: all shards)")
-    p.add_argument("--sources", help="v4 English source tags to include: cc,ia,ab (default: all)")
-    p.add_argument("--out", type=Path, help="output folder (replaced atomically when the run finishes)")
-    p.add_argument("--run-dir", type=Path, help="run directory (default runs/<corpus>-<subset>-<LANG>-<wds>)")
-    p.add_argument("--executor", choices=("slurm", "local"), help="default: slurm when sbatch is on PATH, else local")
-    p.add_argument("--shard-rows", type=int, default=DEFAULT_SHARD_ROWS, help=f"rows per output shard (default {DEFAULT_SHARD_ROWS:,})")
-    p.add_argument("--val-permille", type=int, default=5, help="validation share in thousandths (default 5)")
-    p.add_argument("--row-group-bytes", type=int, default=DEFAULT_ROW_GROUP_BYTES, help="text bytes per row group (default 64 MiB)")
-    p.add_argument("--license", help="SPDX license of the packaging (conf LICENSE; HPLT presets: CC0-1.0)")
-    p.add_argument("--dataset", help="dataset name in the manifest and the card's title (default hplt-<corpus>-<subset>-<LANG> "
-                   "for an HPLT root, else <name>-<LANG>)")
-    p.add_argument("--corpus-name", metavar="NAME", help="the corpus is not HPLT and is called NAME: source ids NAME/<LANG>/<shard>, "
-                   "dataset NAME-<LANG>, a card without HPLT provenance (default: HPLT for a clean/noisy (v4) or sorted (v3) "
-                   "root folder, else the folder's name)")
-    p.add_argument("--dataset-version", default="1", help="dataset version in the manifest (default 1)")
-    p.add_argument("--replace-other", action="store_true",
-                   help="replace an OUT that holds another dataset (another language); without it such an OUT is refused")
-    p.add_argument("--bad-records", choices=("fail", "quarantine"), default="fail",
-                   help="fail at the first bad record (default), or count and keep it in the run's quarantine/")
-    p.add_argument("--shard-bytes", type=int,
-                   help="cut shards balanced by text bytes, about this many each (instead of every --shard-rows rows)")
-    p.add_argument("--dp-ranks", help="data-parallel rank counts, e.g. 128,448: the shard count becomes a multiple of "
-                   "their lcm and shards are balanced by text bytes; the balance is recorded in OUT/__balance/balance.json")
-    p.add_argument("--split-layout", choices=("column", "dirs"), default="column",
-                   help="column (default): one shard set with a split column; dirs: OUT/train/ and OUT/validation/, "
-                        "one shard set per split (rows keep their split column)")
-    p.add_argument("--clean", action="store_true",
-                   help="quarantine documents that match the cleaning policy (thresholds: CLEAN_* conf keys); "
-                        "they are kept in OUT/__quarantine/clean/documents.parquet with their reasons")
-    p.add_argument("--dataset-card", action="store_true",
-                   help="also write OUT/README.md (a dataset card for datasets.load_dataset) and OUT/_LEDGER.jsonl")
-    p.add_argument("--conf", type=Path, help="conf file (default ./hplt-shard.conf if present)")
-    p.add_argument("--preset", help="preset name under presets/ (conf PRESET)")
-    p.add_argument("--account", help="Slurm account (conf ACCOUNT)")
-    p.add_argument("--slurm-partition", "--partition", dest="worker_partition",
-                   help="Slurm partition of every job (conf WORKER_PARTITION); --partition is an alias")
-    p.add_argument("--counts-index", help="shared counts index directory (conf COUNTS_INDEX)")
-    p.add_argument("--max-tasks", type=int, help="array tasks this run may queue (conf MAX_TASKS)")
-    p.add_argument("--mem", help="memory per task of every stage, e.g. 4G; a bare number is megabytes, as for sbatch (default conf WORKER_MEM); a partition task "
-                   "buffers mem/8 of text; the plan and write jobs get more when the layout estimates they need it")
-    p.add_argument("--time", help="wall time per task, at least 10 minutes (default estimated from bytes)")
-    p.add_argument("--cpus-per-task", type=int, metavar="C", help="cores per partition/write array task, each "
-                   "running C tasks at once with C x --mem (conf CPUS_PER_TASK; default 1, lumi preset 16; one language per run)")
-    p.add_argument("--partition-tasks", type=int, help="override the number of partition tasks")
-    p.add_argument("--write-tasks", type=int, help="override the number of write tasks")
-    p.add_argument("--buckets", type=int, help="advanced: id buckets (default from the estimated documents)")
-    p.add_argument("--spill-bytes", type=int, help="advanced: text bytes a partition task buffers before it spills a sorted run (default mem/8)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="local executor: tasks at once (default: cores)")
-    p.add_argument("--dry-run", action="store_true", help="show the scope and job layout; write and submit nothing "
-                   "(with --resume: show what would be redone)")
-    p.add_argument("--version", action="store_true", help="print the version and the code commit, then exit")
+    add(p, "lang", nargs="?", help="HPLT language code, e.g. eng_Latn; several in one run: fin_Latn,swe_Latn "
+           "(OUT/<LANG>/ each), or all (every language folder under the corpus root)")
+    add(p, "--langs-file", type=Path, help="several languages in one run: one code per line (# comments)")
+    add(p, "--corpus", choices=("v3", "v4"), default="v4", help="HPLT release layout (default v4)")
+    add(p, "--local-root", type=Path, help="folder holding LANG/ (v4 clean|noisy root, v3 sorted; any other folder is a corpus of its own, "
+           "named after it); default from the preset")
+    add(p, "--wds", help="WDS scores to include: 9-10, 8,9,10, 10 (default: all shards)")
+    add(p, "--sources", help="v4 English source tags to include: cc,ia,ab (default: all)")
+    add(p, "--out", type=Path, help="output folder (replaced atomically when the run finishes)")
+    add(p, "--run-dir", type=Path, help="run directory (default runs/<corpus>-<subset>-<LANG>-<wds>)")
+    add(p, "--executor", choices=("slurm", "local"), help="default: slurm when sbatch is on PATH, else local")
+    add(p, "--shard-rows", type=int, default=DEFAULT_SHARD_ROWS, help=f"rows per output shard (default {DEFAULT_SHARD_ROWS:,})")
+    add(p, "--val-permille", type=int, default=5, help="validation share in thousandths (default 5)")
+    add(p, "--row-group-bytes", type=int, default=DEFAULT_ROW_GROUP_BYTES, help="text bytes per row group (default 64 MiB)")
+    add(p, "--license", help="SPDX license of the packaging (conf LICENSE; HPLT presets: CC0-1.0)")
+    add(p, "--dataset", help="dataset name in the manifest and the card's title (default hplt-<corpus>-<subset>-<LANG> "
+           "for an HPLT root, else <name>-<LANG>)")
+    add(p, "--corpus-name", metavar="NAME", help="the corpus is not HPLT and is called NAME: source ids NAME/<LANG>/<shard>, "
+           "dataset NAME-<LANG>, a card without HPLT provenance (default: HPLT for a clean/noisy (v4) or sorted (v3) "
+           "root folder, else the folder's name)")
+    add(p, "--dataset-version", default="1", help="dataset version in the manifest (default 1)")
+    add(p, "--replace-other", action="store_true",
+           help="replace an OUT that holds another dataset (another language); without it such an OUT is refused")
+    add(p, "--bad-records", choices=("fail", "quarantine"), default="fail",
+           help="fail at the first bad record (default), or count and keep it in the run's quarantine/")
+    add(p, "--shard-bytes", type=int,
+           help="cut shards balanced by text bytes, about this many each (instead of every --shard-rows rows)")
+    add(p, "--dp-ranks", help="data-parallel rank counts, e.g. 128,448: the shard count becomes a multiple of "
+           "their lcm and shards are balanced by text bytes; the balance is recorded in OUT/__balance/balance.json")
+    add(p, "--split-layout", choices=("column", "dirs"), default="column",
+           help="column (default): one shard set with a split column; dirs: OUT/train/ and OUT/validation/, "
+                "one shard set per split (rows keep their split column)")
+    add(p, "--clean", action="store_true",
+           help="quarantine documents that match the cleaning policy (thresholds: CLEAN_* conf keys); "
+                "they are kept in OUT/__quarantine/clean/documents.parquet with their reasons")
+    add(p, "--dataset-card", action="store_true",
+           help="also write OUT/README.md (a dataset card for datasets.load_dataset) and OUT/_LEDGER.jsonl")
+    add(p, "--conf", type=Path, help="conf file (default ./hplt-shard.conf if present)")
+    add(p, "--preset", help="preset name under presets/ (conf PRESET)")
+    add(p, "--account", help="Slurm account (conf ACCOUNT)")
+    add(p, "--slurm-partition", "--partition", dest="worker_partition",
+           help="Slurm partition of every job (conf WORKER_PARTITION); --partition is an alias")
+    add(p, "--counts-index", help="shared counts index directory (conf COUNTS_INDEX)")
+    add(p, "--max-tasks", type=int, help="array tasks this run may queue (conf MAX_TASKS)")
+    add(p, "--mem", help="memory per task of every stage, e.g. 4G; a bare number is megabytes, as for sbatch (default conf WORKER_MEM); a partition task "
+           "buffers mem/8 of text; the plan and write jobs get more when the layout estimates they need it")
+    add(p, "--time", help="wall time per task, at least 10 minutes (default estimated from bytes)")
+    add(p, "--cpus-per-task", type=int, metavar="C", help="cores per partition/write array task, each "
+           "running C tasks at once with C x --mem (conf CPUS_PER_TASK; default 1, lumi preset 16; one language per run)")
+    add(p, "--partition-tasks", type=int, help="override the number of partition tasks")
+    add(p, "--write-tasks", type=int, help="override the number of write tasks")
+    add(p, "--buckets", type=int, help="advanced: id buckets (default from the estimated documents)")
+    add(p, "--spill-bytes", type=int, help="advanced: text bytes a partition task buffers before it spills a sorted run (default mem/8)")
+    add(p, "--jobs", type=int, default=os.cpu_count() or 1, help="local executor: tasks at once (default: cores)")
+    add(p, "--dry-run", action="store_true", help="show the scope and job layout; write and submit nothing "
+           "(with --resume: show what would be redone)")
+    add(p, "--version", action="store_true", help="print the version and the code commit, then exit")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--resume", type=Path, metavar="RUNDIR", help="finish an interrupted run: redo only what is unfinished")
-    g.add_argument("--status", type=Path, metavar="RUNDIR", help="show where a run stands (per stage, failures, ETA); "
-                   "exit 0 done, 1 failed or stopped (--resume continues it), 3 still queued or running")
-    g.add_argument("--verify", type=Path, metavar="OUT", help="check an output folder against its manifest and the contract")
-    g.add_argument("--publish", nargs=2, metavar=("OUT", "DEST"),
-                   help="verify OUT, upload it to an rclone destination (remote:bucket/prefix) and check it there; "
-                        "never overwrites; run again to finish an interrupted upload (record: --run-dir's _PUBLISHED.json)")
-    return p
+    add(g, "--resume", type=Path, metavar="RUNDIR", help="finish an interrupted run: redo only what is unfinished")
+    add(g, "--status", type=Path, metavar="RUNDIR", help="show where a run stands (per stage, failures, ETA); "
+           "exit 0 done, 1 failed or stopped (--resume continues it), 3 still queued or running")
+    add(g, "--verify", type=Path, metavar="OUT", help="check an output folder against its manifest and the contract")
+    add(g, "--publish", nargs=2, metavar=("OUT", "DEST"),
+           help="verify OUT, upload it to an rclone destination (remote:bucket/prefix) and check it there; "
+                "never overwrites; run again to finish an interrupted upload (record: --run-dir's _PUBLISHED.json)")
+    return p, flags

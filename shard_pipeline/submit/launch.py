@@ -381,7 +381,6 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         run_job_ids,
     )
     from shard_pipeline.run.resume import describe as describe_resume
-    from shard_pipeline.submit.args import build_parser
     from shard_pipeline.submit.executors.slurm import queued_jobs_of
     from shard_pipeline.submit.resume_args import (
         keep_cpus,
@@ -397,7 +396,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     record = read_json(RunDir(root).run_json)
     check_format(record, root)  # before anything of it is read
     table = unit_table.load(root)
-    resources = resume_resources(build_parser(), argv, record)  # a later resume keeps an earlier --mem
+    resources = resume_resources(argv, record)  # a later resume keeps an earlier --mem
     asked = resources.get("cpus_per_task")
     if table.several and asked is not None and int(asked) != table.units_per_task("partition"):
         raise UsageError(f"--cpus-per-task {asked}: a run of several languages keeps the cores per array task it was "

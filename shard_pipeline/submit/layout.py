@@ -255,7 +255,7 @@ def lay_out_jobs(
     `worker_mem` is --mem (or WORKER_MEM): one unit's memory, the floor for every stage.
 
     With `cpus` C, an array task of partition or write runs C tasks (units) at once
-    (run/group.py): the budget counts array tasks, so C x as many units fit under the cap.
+    (worker/group.py): the budget counts array tasks, so C x as many units fit under the cap.
     """
     n = len(sizes)
     sizes_ = [s or 0 for s in sizes]

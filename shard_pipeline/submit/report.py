@@ -75,7 +75,7 @@ def projection_lines(lay: layout_mod.Layout) -> list[str]:
 
 def describe_languages(args, ms, executor: str, settings) -> str:
     """Several languages: a row per language with its projected landing, totals, and what separate runs would queue."""
-    from shard_pipeline.run.group import group_count
+    from shard_pipeline.run.unit_table import group_count
     from shard_pipeline.run.unit_table import SINGLE_JOB_STAGES
     from shard_pipeline.submit.layout import group_resources, unit_resources
     from shard_pipeline.submit.projection import landing_seconds

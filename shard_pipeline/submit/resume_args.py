@@ -8,7 +8,6 @@ resumes. An option that would change the output (or the run's fixed layout) is r
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from pathlib import Path
 from typing import Any, Sequence
@@ -16,6 +15,7 @@ from typing import Any, Sequence
 from shard_pipeline.errors import UsageError
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import read_json, write_json_atomic
+from shard_pipeline.submit.args import command_line
 from shard_pipeline.submit.settings import check_setting
 
 # Options a resume applies (dest -> the conf key whose rules they follow) and the ones it just
@@ -25,17 +25,15 @@ APPLIED = {"mem": "WORKER_MEM", "time": "TIME_LIMIT", "worker_partition": "WORKE
 NEUTRAL = ("resume", "executor", "jobs", "conf", "preset", "dry_run")
 
 
-def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict[str, Any]:
-    """The options present on the command line (dest -> value), defaults left out."""
-    for action in parser._actions:
-        action.default = argparse.SUPPRESS
-    return vars(parser.parse_args(list(argv)))
+def given_options(argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The options present on the command line (dest -> value; defaults left out), and every option's flag."""
+    parser, flags = command_line(given_only=True)
+    return vars(parser.parse_args(list(argv))), flags
 
 
-def check_resume_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict[str, Any]:
+def check_resume_options(argv: Sequence[str]) -> dict[str, Any]:
     """Refuse every option a resume cannot honour, named; return the resource overrides given."""
-    given = given_options(parser, argv)
-    flags = {a.dest: a.option_strings[0] if a.option_strings else a.dest for a in parser._actions}
+    given, flags = given_options(argv)
     refused = sorted(d for d in given if d not in (*APPLIED, *NEUTRAL))
     if refused:
         names = ", ".join(flags.get(d, d) for d in refused)
@@ -48,10 +46,10 @@ def check_resume_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -
     return overrides
 
 
-def resume_resources(parser: argparse.ArgumentParser, argv: Sequence[str], record: dict[str, Any]) -> dict[str, Any]:
+def resume_resources(argv: Sequence[str], record: dict[str, Any]) -> dict[str, Any]:
     """This resume's resource options over those of earlier resumes (run.json "resources"): a later
     resume keeps an earlier --mem or --partition unless it gives another."""
-    return {**record.get("resources", {}), **check_resume_options(parser, argv)}
+    return {**record.get("resources", {}), **check_resume_options(argv)}
 
 
 def with_resources(cfg: RunConfig, resources: dict[str, Any]) -> RunConfig:
@@ -64,7 +62,7 @@ def with_resources(cfg: RunConfig, resources: dict[str, Any]) -> RunConfig:
 
 def keep_cpus(config_json: Path, resources: dict[str, Any]) -> None:
     """Record a resume's --cpus-per-task in config.json's execution, where every array task reads
-    how its index maps to units (run/group.py): the tasks queued now group their units by the new C.
+    how its index maps to units (worker/group.py): the tasks queued now group their units by the new C.
     Only `cpus` (and the memory that scales with it) changes; the content and its hash stay."""
     if resources.get("cpus_per_task") is None:
         return

@@ -93,7 +93,7 @@ class Settings:
     v3_root: Path | None
     v4_root: Path | None
     time_limit: str | None
-    cpus_per_task: int = 1  # units per partition/write array task (run/group.py)
+    cpus_per_task: int = 1  # units per partition/write array task (worker/group.py)
     clean_values: tuple[tuple[str, str], ...] = ()  # CLEAN_* thresholds as given (clean.CleanPolicy.from_conf)
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from shard_pipeline.errors import ExitCode, signal_exit
-from shard_pipeline.run import group, live
+from shard_pipeline.run import live
+from shard_pipeline.worker import group
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.next_step import bad_record_step
 from shard_pipeline.run.registry import STAGES
@@ -24,7 +25,7 @@ from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
 from shard_pipeline.run.runstate import resume_command
-from shard_pipeline.run.taskcmd import task_argv
+from shard_pipeline.worker.taskcmd import task_argv
 from shard_pipeline.run.tasklog import last_error_line
 from shard_pipeline.submit.executors import local_task_env
 from shard_pipeline.units import plural
@@ -55,7 +56,7 @@ class _Workers:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.procs: set[subprocess.Popen] = set()
-        self.adopted: set[int] = set()  # the units of groups (run/group.py), which reaps them itself
+        self.adopted: set[int] = set()  # the units of groups (worker/group.py), which reaps them itself
         self.stopping = False
 
     def adopt(self, pid: int) -> None:
@@ -136,7 +137,7 @@ def run_task(python: str, stage: str, table: UnitTable, g: int) -> TaskResult:
 
 def run_group(python: str, stage: str, table: UnitTable, index: int, units: Sequence[int]) -> list[TaskResult]:
     """One array index's units at once (one unit when C = 1), as its Slurm array task runs them: each
-    forked from a process that imported the stage code once (run/group.py)."""
+    forked from a process that imported the stage code once (worker/group.py)."""
     runs = group.run_units(lambda g: task_argv(stage, table.root, g, python=python), units,
                            lambda g: unit_log(table, stage, g), f"{stage} group {index}", append=False,
                            env=local_task_env(), owner=WORKERS)
@@ -152,7 +153,7 @@ def run_stage(python: str, stage: str, table: UnitTable, units: Sequence[int], j
     cpus = table.units_per_task(stage)
     if not table.is_array(stage):
         groups, work, workers = [(0, [0])], (lambda gu: [run_task(python, stage, table, 0)]), 1
-    else:  # jobs // C groups at once, each running its C units in parallel, forked from one import (run/group.py)
+    else:  # jobs // C groups at once, each running its C units in parallel, forked from one import (worker/group.py)
         groups = [(i, [g for g in units if g // cpus == i]) for i in table.array_indices(stage, units)]
         work, workers = (lambda gu: run_group(python, stage, table, *gu)), max(1, jobs // cpus)
     total = sum(len(u) for _, u in groups)

@@ -238,7 +238,7 @@ def submit_run(table: UnitTable, cfgs: dict[str, RunConfig], t: dict[str, list[i
     s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, tag)
     fixed_time = bool(read_json(RunDir(table.root).run_json).get("time_limit"))
     resources = chain_resources(table, cfgs, t, fixed_time)
-    # Array indices are groups of C units (run/group.py): a resume resubmits the groups holding unfinished units.
+    # Array indices are groups of C units (worker/group.py): a resume resubmits the groups holding unfinished units.
     arrays = {stage: table.array_indices(stage, t[stage]) for stage in STAGE_NAMES if t.get(stage)}
     throttle = array_throttle(len(arrays.get("partition", [])), len(arrays.get("write", [])), settings.max_tasks)
     after = "afterany" if table.several else "afterok"

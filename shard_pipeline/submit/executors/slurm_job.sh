@@ -8,7 +8,7 @@
 # Near the time limit Slurm sends USR1 to this shell (sbatch --signal=B:USR1@300): it requeues
 # this task, which restarts later from the stage's last checkpoint; afterok dependents keep
 # waiting for it. The stage runs as a child so that the trap can fire while it works. Nothing is
-# printed before it: the log's first line is the task's rerun command (run/task.py), its second
+# printed before it: the log's first line is the task's rerun command (worker/task.py), its second
 # the job, node and restart count.
 set -uo pipefail
 python=$1 checkout=$2 stage=$3 rundir=$4 offset=$5
@@ -30,7 +30,7 @@ trap requeue USR1
 if [ "$checkout" != "-" ]; then
     export PYTHONPATH="${checkout}${PYTHONPATH:+:$PYTHONPATH}"
 fi
-"$python" -m shard_pipeline.run.task "$stage" "$rundir" --task-offset "$offset" &
+"$python" -m shard_pipeline.worker.task "$stage" "$rundir" --task-offset "$offset" &
 child=$!
 wait "$child"
 status=$?

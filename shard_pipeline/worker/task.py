@@ -1,4 +1,4 @@
-"""Run one task of one stage: `python -m shard_pipeline.run.task STAGE RUNDIR [--task N]`.
+"""Run one task of one stage: `python -m shard_pipeline.worker.task STAGE RUNDIR [--task N]`.
 
 Every executor starts tasks this way (the Slurm batch script, the local pool), and the first
 line of every log is the command that reruns the task by hand (for an array task of C units,
@@ -9,7 +9,6 @@ line `ERROR: Type: message`, which --status shows.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import shlex
 import socket
@@ -21,7 +20,8 @@ from typing import Sequence
 
 from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode
-from shard_pipeline.run.taskcmd import TASK_MODULE, task_argv
+from shard_pipeline.worker.entries import stage_main
+from shard_pipeline.worker.taskcmd import TASK_MODULE, task_argv
 
 LOG_FORMAT = "%(asctime)s %(message)s"
 DATE_FORMAT = "%Y-%m-%dT%H:%M:%S"
@@ -97,7 +97,7 @@ def where() -> str:
 
 
 def grouped(a: TaskArgs, array: bool, cpus: int) -> bool:
-    """True when this process runs the C units of an array task (run/group.py), not one unit."""
+    """True when this process runs the C units of an array task (worker/group.py), not one unit."""
     return a.group or (array and not a.by_hand and cpus > 1)
 
 
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_task(a: TaskArgs, table, as_group: bool) -> int:
     """One unit, the C units of an array task, or (several languages) a single job's languages in turn."""
-    from shard_pipeline.run import group, landing
+    from shard_pipeline.worker import group, landing
     from shard_pipeline.run.registry import stage as registered
     from shard_pipeline.run.rundir import RunDir
 
@@ -142,9 +142,9 @@ def run_task(a: TaskArgs, table, as_group: bool) -> int:
     log.info("hplt-shard %s %s %d%s", stage.name, "group" if as_group else "task", task, where())
     if as_group:  # an array task of a run with --cpus-per-task C runs C units at once
         return group.run_array_task(table, stage.name, task)
-    run = entry_of(stage.entry)
+    run = stage_main(stage.name)
     if table.several:  # an array index names one global unit (language, task), a single job its selection
-        finalize = entry_of(registered("finalize").entry)
+        finalize = stage_main("finalize")
         return landing.run_task(stage.name, run, finalize, a.rundir, task, stage.array)
     try:
         result = run(RunDir(a.rundir), task) if stage.array else run(RunDir(a.rundir))
@@ -158,12 +158,6 @@ def run_task(a: TaskArgs, table, as_group: bool) -> int:
         return ExitCode.FAILED
     log.info("%s task %d done: %s", stage.name, task, stage.summary(result))
     return ExitCode.OK
-
-
-def entry_of(entry: str):
-    """The stage function named `module:function` in the registry (imported only in the task that runs it)."""
-    module, _, function = entry.partition(":")
-    return getattr(importlib.import_module(module), function)
 
 
 if __name__ == "__main__":

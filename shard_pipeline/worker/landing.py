@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.run import live
 from shard_pipeline.run.rundir import RunDir, read_json
-from shard_pipeline.run.taskcmd import task_argv
+from shard_pipeline.worker.taskcmd import task_argv
 from shard_pipeline.run.unit_table import load, resolve, selected
 
 LANG_ENV = "HPLT_SHARD_LANG"  # set while a unit runs: fault injection can aim at one language

@@ -1,6 +1,6 @@
 """The task command line, built in one place: every executor and runner starts a task with it.
 
-Kept apart from run/task.py (which imports the runners) so that they can import it without a cycle.
+Kept apart from worker/task.py (which imports the runners) so that they can import it without a cycle.
 """
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-TASK_MODULE = "shard_pipeline.run.task"  # what every task runs: `python -m TASK_MODULE STAGE RUNDIR ...`
+TASK_MODULE = "shard_pipeline.worker.task"  # what every task runs: `python -m TASK_MODULE STAGE RUNDIR ...`
 
 
 def task_argv(stage: str, rundir: Path, task: int | None, group: bool = False, python: str = "") -> list[str]:

@@ -1,6 +1,6 @@
 """Groups: an array task with C cores runs C units of its stage at once, one process per unit.
 
-The group imports the stage code once and forks its units (run/fork.py); a unit whose line is
+The group imports the stage code once and forks its units (worker/fork.py); a unit whose line is
 not this interpreter's task line (or with HPLT_SHARD_FORK_UNITS=0) is started fresh as before.
 
 A unit is what a stage task has always been (`stages/<stage>.py RUNDIR --task U`): its receipt,
@@ -22,29 +22,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode
-from shard_pipeline.run.fork import Forked, fork_unit, forkable, preload
+from shard_pipeline.worker.fork import Forked, fork_unit, forkable, preload
+from shard_pipeline.run.rundir import unit_log
 from shard_pipeline.units import iso_time
-
-
-def units_of(index: int, cpus: int, n_units: int) -> range:
-    """The units array task `index` runs: [index*C, min((index+1)*C, n)); empty past the end."""
-    if cpus < 1 or index < 0 or n_units < 0:
-        raise ValueError(f"no group {index} of {cpus} units among {n_units}")
-    return range(min(index * cpus, n_units), min((index + 1) * cpus, n_units))
-
-
-def group_count(n_units: int, cpus: int) -> int:
-    """Array tasks needed for `n_units` units, C per task."""
-    return -(-n_units // max(1, cpus))
-
-
-def groups_of(units: Iterable[int], cpus: int) -> list[int]:
-    """The array indices whose groups hold these units (a sparse resubmission's `--array`)."""
-    return sorted({u // max(1, cpus) for u in units})
 
 
 @dataclass(frozen=True)
@@ -80,7 +64,7 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
 
     Each unit is reaped with wait4 on its own pid (never -1: the local executor runs several
     groups in threads of one process), which gives its CPU time and peak RSS. The first line of a
-    unit's log is the unit's rerun command (run/task.py); the last gives its start and end, so
+    unit's log is the unit's rerun command (worker/task.py); the last gives its start and end, so
     overlapping runs show.
     """
     from shard_pipeline.run.live import DIE_WITH_ENV, child_env
@@ -172,7 +156,7 @@ def run_array_task(table, stage: str, index: int) -> int:
     from shard_pipeline.run.registry import RunState
     from shard_pipeline.run.registry import stage as registered
     from shard_pipeline.run.rundir import RunDir
-    from shard_pipeline.run.taskcmd import task_argv
+    from shard_pipeline.worker.taskcmd import task_argv
 
     units = table.units_of(stage, index)
     job = slurm.job_id() or "nojob"
@@ -222,7 +206,3 @@ def run_group(stage: str, label: str, units: Sequence[int], finished: Callable[[
         print(f"ERROR: {stage} unit {r.unit} exited {r.returncode} (log: {r.log})", file=sys.stderr, flush=True)
     return ExitCode.FAILED if failed or len(runs) != len(todo) else ExitCode.OK
 
-
-def unit_log(log_dir: Path, job: str, array_index: str | int, unit: int) -> Path:
-    """A unit's log under Slurm, next to its group's `<job>_<index>.log`."""
-    return log_dir / f"{job}_{array_index}.unit{unit}.log"

@@ -1,7 +1,7 @@
 """A unit forked from a process that imported the stage code once, instead of a fresh interpreter.
 
-A fresh `python -m shard_pipeline.run.task ...` pays the imports (pyarrow, numpy, the stage
-module: ~0.35 CPU-s a unit, bench/RESULTS.md) every time; a group (run/group.py) imports them once
+A fresh `python -m shard_pipeline.worker.task ...` pays the imports (pyarrow, numpy, the stage
+module: ~0.35 CPU-s a unit, bench/RESULTS.md) every time; a group (worker/group.py) imports them once
 (`preload`) and forks each unit (`fork_unit`), which then runs the same task main with the same
 argv, log, environment, exit status and signal dispositions as the fresh process would. A line
 naming another interpreter or other PYTHON* settings, or HPLT_SHARD_FORK_UNITS=0, is started fresh.
@@ -22,7 +22,7 @@ FORK_ENV = "HPLT_SHARD_FORK_UNITS"  # "0": start every unit as a fresh interpret
 def forkable(argv: Sequence[str], env: dict[str, str] | None) -> bool:
     """True when `argv` is the task line run by this very interpreter, with this process's Python settings:
     then a fork of this process (which has imported the stage code) runs the same main as that line would."""
-    from shard_pipeline.run.taskcmd import task_args
+    from shard_pipeline.worker.taskcmd import task_args
 
     if os.environ.get(FORK_ENV, "1") == "0" or task_args(argv) is None:
         return False
@@ -36,20 +36,18 @@ def preload(argvs: Sequence[Sequence[str]], env: dict[str, str] | None) -> None:
     """Import the stage code the units will run, here, once: each forked unit then starts with it.
 
     This is the cost a fresh interpreter pays per unit (pyarrow, numpy, the stage module: ~0.35
-    CPU-s a unit on 2 shared cores, bench/RESULTS.md 3); each unit keeps pandas out itself (run/task.py).
+    CPU-s a unit on 2 shared cores, bench/RESULTS.md 3); each unit keeps pandas out itself (worker/task.py).
     """
-    from shard_pipeline.run.taskcmd import task_args
+    from shard_pipeline.worker.taskcmd import task_args
 
     stages = {(task_args(a) or [""])[0] for a in argvs if forkable(a, env)}
     if not stages:
         return
-    import importlib
-
-    from shard_pipeline.run.registry import stage as registered
+    from shard_pipeline.worker.entries import stage_main
 
     for name in sorted(stages):
         try:
-            importlib.import_module(registered(name).entry.partition(":")[0])
+            stage_main(name)
         except Exception:  # the unit itself reports it, in its own log
             pass
 
@@ -67,7 +65,7 @@ class Forked:
 
 
 def fork_unit(argv: Sequence[str], log_fd: int, env: dict[str, str] | None, *, new_session: bool) -> Forked:
-    """Run the task line `argv` (`python -m shard_pipeline.run.task ARGS`) as a fork of this process: same argv, same log (stdout
+    """Run the task line `argv` (`python -m shard_pipeline.worker.task ARGS`) as a fork of this process: same argv, same log (stdout
     and stderr on `log_fd`), same environment, same exit status, same signal dispositions as a fresh one."""
     pid = os.fork()
     if pid:
@@ -93,7 +91,7 @@ def fork_unit(argv: Sequence[str], log_fd: int, env: dict[str, str] | None, *, n
         if env is not None:
             os.environ.clear()
             os.environ.update(env)
-        from shard_pipeline.run.taskcmd import TASK_MODULE, task_args
+        from shard_pipeline.worker.taskcmd import TASK_MODULE, task_args
 
         sys.argv = [argv[0], *(task_args(argv) or [])]  # runpy puts the module's path first, as `python -m` does
         sys.modules.pop(TASK_MODULE, None)  # as in a fresh `python -m`, the module runs as __main__ only
