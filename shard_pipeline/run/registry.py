@@ -201,8 +201,3 @@ def stage(name: str) -> Stage:
         return BY_NAME[name]
     except KeyError:
         raise ValueError(f"unknown stage {name!r} (stages: {', '.join(STAGE_NAMES)})") from None
-
-
-def all_tasks(cfg: RunConfig) -> dict[str, list[int]]:
-    """Every task of every stage: what a new run queues."""
-    return {s.name: list(range(s.tasks(cfg))) for s in STAGES}

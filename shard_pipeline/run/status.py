@@ -493,7 +493,8 @@ def _cell(st: StageStatus) -> str:
 def languages_report(root: Path) -> tuple[str, int]:
     """The --status text of a multi-language run and its exit code (errors.ExitCode, as a single run's)."""
     m = unit_table.load(root)
-    jobs = latest_jobs(read_json(RunDir(root).run_json))
+    record = read_json(RunDir(root).run_json)
+    jobs = latest_jobs(record)
     queue = squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks])
     alive = bool(queue) or held_by_a_process(RunDir(root))  # a chain job queued, or the local executor running it
     lines = [f"run {m.root}  {plural(len(m.langs), 'language')}",
@@ -525,8 +526,8 @@ def languages_report(root: Path) -> tuple[str, int]:
     elif phase in (RunPhase.RUNNING, RunPhase.QUEUED):
         lines.append(f"state: {phase.value}" + (f"; failed so far: {', '.join(failed)} "
                                                  f"(after the chain ends: {resume_command(m.root)})" if failed else ""))
-    elif last_refusal(read_json(RunDir(root).run_json)):  # sbatch refused the chain: nothing of it was queued
-        lines.append(f"state: {refused_step(m.root, last_refusal(read_json(RunDir(root).run_json)))}")
+    elif refusal := last_refusal(record):  # sbatch refused the chain: nothing of it was queued
+        lines.append(f"state: {refused_step(m.root, refusal)}")
     else:
         how = "interrupted" if phase is RunPhase.INTERRUPTED else "failed"
         lines.append(f"state: {how}, unfinished ({', '.join(unfinished)}): {resume_command(m.root)}  "

@@ -77,6 +77,10 @@ class UnitTable:
     def is_array(self, stage: str) -> bool:
         return stage not in SINGLE_JOB_STAGES
 
+    def item_noun(self, stage: str) -> str:
+        """What the progress line counts: tasks of one language; units (array) or jobs (per language) of several."""
+        return "task" if not self.several else "unit" if self.is_array(stage) else "job"
+
     def units_per_task(self, stage: str) -> int:
         """C of an array stage: units one array task runs at once; 1 for plan and finalize."""
         return (self.cpus or {}).get(stage, 1) if stage not in SINGLE_JOB_STAGES else 1

@@ -157,7 +157,7 @@ def run_stage(python: str, stage: str, table: UnitTable, units: Sequence[int], j
         groups = [(i, [g for g in units if g // cpus == i]) for i in table.array_indices(stage, units)]
         work, workers = (lambda gu: run_group(python, stage, table, *gu)), max(1, jobs // cpus)
     total = sum(len(u) for _, u in groups)
-    noun = "task" if not table.several else "unit" if table.is_array(stage) else "job"
+    noun = table.item_noun(stage)
     pool = ThreadPoolExecutor(max_workers=workers)
     ticker = Ticker(RunDir(table.root), stage) if not table.several else Ticker(None, stage)
     say = progress or ticker.say
