@@ -85,7 +85,7 @@ def main() -> None:
               f"{mr['write'].time:>11}{mr['plan'].mem:>9}{layout.share_of_mem(mr['write'].mem, mr['write'].cpus):>7}"
               f"{s.partition_tasks + s.write_tasks:>11}  {sr['partition'].time + ' / ' + sr['write'].time:<18}"
               f"{hms(lands[l]):>10}")
-    ms = list(unit_table.values())
+    ms = list(multi.values())
     p, w = sum(x.partition_tasks for x in ms), sum(x.write_tasks for x in ms)
     groups = -(-p // a.cpus) + -(-w // a.cpus)  # the chain packs the units of every language, C per array task
     sections = sum(x.sections for x in ms)

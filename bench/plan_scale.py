@@ -30,7 +30,8 @@ sys.path.insert(0, str(REPO))
 
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig  # noqa: E402
 from shard_pipeline.run.registry import STAGE_NAMES  # noqa: E402
-from shard_pipeline.run.rundir import RunDir, write_json_atomic  # noqa: E402
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.stages.spill import INDEX_SCHEMA, write_arrow  # noqa: E402
 
 DOCS = 7_860_000_000  # HPLT v4 English

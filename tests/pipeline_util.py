@@ -13,7 +13,9 @@ from typing import Sequence
 
 import orjson
 
-from shard_pipeline.contract.shard import MANIFEST_NAME, split_of, write_shards
+from shard_pipeline.contract.manifest import MANIFEST_NAME
+from shard_pipeline.contract.rules import split_of
+from shard_pipeline.contract.shard import write_shards
 from shard_pipeline.input.corpus import find_shards
 from shard_pipeline.input.reader import ReadStats, iter_records, to_doc
 from shard_pipeline.input.synth import generate_corpus, make_record, write_jsonl_zst

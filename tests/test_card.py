@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shard_pipeline.contract.shard import Doc, split_of, write_shards
+from shard_pipeline.contract.rules import Doc, split_of
+from shard_pipeline.contract.shard import write_shards
 from shard_pipeline.input import synth
 from shard_pipeline.stages.balance import balance_report
 from shard_pipeline.stages.card import (

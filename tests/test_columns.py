@@ -9,7 +9,7 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from shard_pipeline.contract.shard import split_of
+from shard_pipeline.contract.rules import split_of
 from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.partition import _Buffer, val_flags
 from shard_pipeline.stages.spill import SPILL_SCHEMA, section_blob

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.run.runconfig import RunConfig
-from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.stages.finalize import FinalizeError, already_swapped, run_finalize
 from shard_pipeline.stages.plan import PlanError, run_plan
 from tests.pipeline_util import make_corpus, run_cli

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.contract import replace as replace_mod
-from shard_pipeline.contract.shard import TMP_MARKER, fresh_tmp_dir, swap_into_place, tmp_owner
+from shard_pipeline.contract.replace import TMP_MARKER, fresh_tmp_dir, swap_into_place, tmp_owner
 from shard_pipeline.errors import UsageError
 from shard_pipeline.submit.guards import check_no_overlap
 from tests.pipeline_util import make_corpus, manifest, run_cli

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.contract import replace as replace_mod
-from shard_pipeline.contract.shard import MANIFEST_NAME, TMP_MARKER, SwapFailed, tmp_owner
+from shard_pipeline.contract.manifest import MANIFEST_NAME
+from shard_pipeline.contract.replace import TMP_MARKER, SwapFailed, tmp_owner
 from shard_pipeline.contract.verify import verify_output
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.stages.finalize import run_finalize

@@ -18,21 +18,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import shard_pipeline.contract.manifest as manifest_mod
 import shard_pipeline.contract.replace as replace_mod
 import shard_pipeline.contract.shard as shard_mod
-from shard_pipeline.contract.shard import (
-    DEDUP_DEFAULTS,
+from shard_pipeline.contract.manifest import DEDUP_DEFAULTS
+from shard_pipeline.contract.rules import (
     DEFAULT_ROW_GROUP_BYTES,
     SCHEMA,
     Doc,
-    TamperedShard,
     cluster_column,
-    read_shards,
     row_group_bounds,
     shard_name,
     split_of,
-    write_shards,
 )
+from shard_pipeline.contract.shard import TamperedShard, read_shards, write_shards
 from tests.manifest_schema import assert_valid_manifest, manifest_errors
 
 MANIFEST = "_MANIFEST.json"
@@ -714,7 +713,7 @@ def test_atomic_replace(tmp_path, monkeypatch):
     # it carries the marker write_shards leaves (an unmarked one is refused, below).
     tmp = tmp_path / "out.tmp"
     tmp.mkdir(exist_ok=True)
-    (tmp / shard_mod.TMP_MARKER).write_text(shard_mod.WRITE_SHARDS_OWNER + "\n")
+    (tmp / replace_mod.TMP_MARKER).write_text(replace_mod.WRITE_SHARDS_OWNER + "\n")
     (tmp / "junk.txt").write_text("junk")
     (tmp / "sub").mkdir()
     (tmp / "sub" / "deeper.parquet").write_bytes(b"PAR1junk")
@@ -856,7 +855,7 @@ def test_read_shards(tmp_path):
     write(hand_docs(), out3, shard_rows=2)
     mf = json.loads((out3 / MANIFEST).read_text(encoding="utf-8"))
     mf["shards"][0]["rows"] = 3
-    (out3 / MANIFEST).write_bytes(shard_mod.manifest_bytes(mf))
+    (out3 / MANIFEST).write_bytes(manifest_mod.manifest_bytes(mf))
     with pytest.raises(TamperedShard):
         next(read_shards(out3))
 
@@ -913,7 +912,7 @@ def test_stale_tmp_cleared_on_success(tmp_path):
     with pytest.raises(FileExistsError, match="not made by hplt-shard"):  # unmarked: never removed (#11)
         write([doc("a:1", "x")], out)
     assert (stale / "shard-00000-of-00009.parquet").read_bytes() == b"half a shard"
-    (stale / shard_mod.TMP_MARKER).write_text(shard_mod.WRITE_SHARDS_OWNER + "\n")  # a crashed write_shards'
+    (stale / replace_mod.TMP_MARKER).write_text(replace_mod.WRITE_SHARDS_OWNER + "\n")  # a crashed write_shards'
     write([doc("a:1", "x")], out)
     assert not stale.exists()
     assert sorted(os.listdir(out)) == [MANIFEST, "shard-00000-of-00001.parquet"]

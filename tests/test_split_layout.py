@@ -13,14 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shard_pipeline.contract.shard import (
-    ShardFile,
-    build_manifest,
-    read_shards,
-    split_of,
-    write_manifest,
-    write_shards,
-)
+from shard_pipeline.contract.manifest import build_manifest, write_manifest
+from shard_pipeline.contract.rules import ShardFile, split_of
+from shard_pipeline.contract.shard import read_shards, write_shards
 from shard_pipeline.contract.verify import verify_output
 from shard_pipeline.stages.balance import byte_balanced_cuts
 from shard_pipeline.submit import cli
@@ -194,7 +189,7 @@ def test_a_repeated_id_across_the_two_sets_is_an_error(tmp_path, capsys):
 
 def _hand_made_dirs_output(tmp_path, *, misplace: bool = False, id_in_both: bool = False, sets=("train", "validation")):
     """A dirs output assembled from write_shards sets, to show what --verify checks."""
-    from shard_pipeline.contract.shard import Doc
+    from shard_pipeline.contract.rules import Doc
 
     recs = records(30, seed=53, text_bytes=200)
     docs = [Doc(r["id"], r["text"], {"url": r["u"], "license_spdx": "CC0-1.0"}) for r in recs]

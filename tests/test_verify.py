@@ -18,20 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shard_pipeline.contract.shard import (
-    DICTIONARY_COLUMNS,
-    SCHEMA,
-    Doc,
-    row_group_bounds,
-    shard_name,
-    write_shards,
-)
-from shard_pipeline.contract.verify import (
-    ROW_PROBLEM_CAP,
-    Problem,
-    main,
-    verify_output,
-)
+from shard_pipeline.contract.rules import DICTIONARY_COLUMNS, SCHEMA, Doc, row_group_bounds, shard_name
+from shard_pipeline.contract.shard import write_shards
+from shard_pipeline.contract.verify import main, verify_output
+from shard_pipeline.contract.verify_manifest import ROW_PROBLEM_CAP, Problem
 from shard_pipeline.contract.verify_rows import GroupCutChecker
 
 MANIFEST = "_MANIFEST.json"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shard_pipeline.contract.replace import tmp_owner
-from shard_pipeline.contract.shard import MANIFEST_NAME
+from shard_pipeline.contract.manifest import MANIFEST_NAME
 
 # Written beside every OUT (run/claim.py): hplt-shard's own, never part of an output.
 BOOKKEEPING_SUFFIXES = (".hplt-shard-claim", ".hplt-shard-claim.lock", ".hplt-shard-publish")

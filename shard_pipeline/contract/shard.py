@@ -1,8 +1,8 @@
 """The shard contract: the in-memory writer `write_shards` and the verifying reader `read_shards`.
 
 The rules live in `rules` (schema, split, naming, row groups), one shard file is written by
-`writer`, the manifest by `manifest` and the swap into OUT by `replace`; their names are
-re-exported here, so `shard_pipeline.contract.shard` stays the one import for the contract.
+`writer`, the manifest by `manifest` and the swap into OUT by `replace`; every name is imported
+from the module that defines it (no re-exports).
 The rules are in docs/formats/corpus-shard.md; the manifest's shape in
 docs/formats/corpus-manifest.schema.json.
 """
@@ -13,56 +13,36 @@ from typing import Any, BinaryIO, Iterable, Iterator
 
 import pyarrow.parquet as pq
 
-from shard_pipeline.contract.manifest import (  # noqa: F401  (re-exported)
-    DEDUP_DEFAULTS,
-    MANIFEST_FORMAT,
-    MANIFEST_NAME,
+from shard_pipeline.contract.manifest import (
     build_manifest,
     check_manifest_args,
     load_manifest,
-    manifest_bytes,
     manifest_sets,
     write_manifest,
 )
-from shard_pipeline.contract.replace import (  # noqa: F401  (re-exported)
-    TMP_MARKER,
+from shard_pipeline.contract.replace import (
     WRITE_SHARDS_OWNER,
-    NotReplaceable,
-    SwapFailed,
-    check_not_mounted,
     check_replaceable,
     check_tmp_free,
     fresh_tmp_dir,
     swap_into_place,
-    tmp_dir_for,
-    tmp_owner,
 )
-from shard_pipeline.contract.rules import (  # noqa: F401  (re-exported)
-    COLUMNS,
+from shard_pipeline.contract.rules import (
     DEFAULT_ROW_GROUP_BYTES,
-    DICTIONARY_COLUMNS,
-    SCHEMA,
-    SPLIT_DIRS,
-    SPLIT_LAYOUTS,
     SPLITS,
     Doc,
-    ShardFile,
     check_positive,
     check_val_permille,
     cluster_column,
     doc_row,
     row_group_bounds,
     rows_to_table,
-    set_shard_name,
     shard_bounds,
-    shard_count,
     shard_name,
-    shard_sets,
-    split_of,
     sum_counts,
 )
-from shard_pipeline.contract.writer import write_shard_file  # noqa: F401  (re-exported)
-from shard_pipeline.files import file_sha256, sha256_of  # noqa: F401  (file_sha256: re-exported)
+from shard_pipeline.contract.writer import write_shard_file
+from shard_pipeline.files import sha256_of
 
 
 def write_shards(

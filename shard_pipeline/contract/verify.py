@@ -31,25 +31,12 @@ from shard_pipeline.contract.extras import (
     reader_problem,
 )
 from shard_pipeline.contract.root import is_root
-from shard_pipeline.contract.shard import (
-    DICTIONARY_COLUMNS,
-    MANIFEST_NAME,
-    SCHEMA,
-    manifest_sets,
-)
+from shard_pipeline.contract.manifest import MANIFEST_NAME, manifest_sets
+from shard_pipeline.contract.rules import DICTIONARY_COLUMNS, SCHEMA
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.contract.manifest import expected_shard_names as _expected_names
 from shard_pipeline.contract.manifest import safe_relative as _safe_relative
-from shard_pipeline.contract.verify_manifest import (  # noqa: F401  (Problem: re-exported)
-    ROW_PROBLEM_CAP,
-    Problem,
-    _check_manifest,
-    _is_int,
-    _one_line,
-    _Report,
-    _short,
-    _stream_sha256,
-)
+from shard_pipeline.contract.verify_manifest import Problem, _check_manifest, _Report, _short, _stream_sha256
 from shard_pipeline.contract.verify_rows import GroupCutChecker, RowState, check_rows
 from shard_pipeline.units import plural
 

@@ -9,15 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shard_pipeline.contract.shard import (
-    MANIFEST_FORMAT,
-    MANIFEST_NAME,
-    SPLIT_LAYOUTS,
-    SPLITS,
-    ShardFile,
-    build_manifest,
-    shard_name,
-)
+from shard_pipeline.contract.manifest import MANIFEST_FORMAT, MANIFEST_NAME, build_manifest
+from shard_pipeline.contract.rules import SPLIT_LAYOUTS, SPLITS, ShardFile, shard_name
 from shard_pipeline.files import sha256_of
 from shard_pipeline.paths import MANIFEST_SCHEMA
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from shard_pipeline.contract.root import RootEntries, scan, staged_line
-from shard_pipeline.contract.shard import MANIFEST_NAME
+from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.contract.verify_manifest import Problem
 
 SHOWN_PER_LANGUAGE = 5  # a failed language's first problems in the summary; --verify ROOT/LANG lists all

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from shard_pipeline.contract.shard import SCHEMA, split_of
+from shard_pipeline.contract.rules import SCHEMA, split_of
 from shard_pipeline.contract.verify_manifest import _Report, _short
 
 

@@ -52,7 +52,7 @@ from shard_pipeline.input.records import (
 from shard_pipeline.input.zstd_stream import inflate, open_decompressed
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shard_pipeline.contract.shard import Doc
+    from shard_pipeline.contract.rules import Doc
     from shard_pipeline.input.corpus import (
         InputShard,  # or anything with .location and .source_id (InputRef)
     )
@@ -236,9 +236,7 @@ def _reject(
 
 def to_doc(rec: HpltRecord, shard: InputShard, license_spdx: str) -> Doc:
     """The contract's Doc for one record; see docs/hplt-mapping.md for every field."""
-    from shard_pipeline.contract.shard import (
-        Doc,  # imported here: shard.py pulls in pyarrow, the reader does not need it
-    )
+    from shard_pipeline.contract.rules import Doc
 
     return Doc(
         id=rec.id,

@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from shard_pipeline.contract.shard import MANIFEST_FORMAT
+from shard_pipeline.contract.manifest import MANIFEST_FORMAT
 from shard_pipeline.units import parse_mem, scale_mem, share_of_mem, slurm_minutes
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from shard_pipeline.errors import UserError
-from shard_pipeline.files import write_json_atomic  # noqa: F401  (the stages import it from here)
 
 # The format of a run directory: the files stages hand each other (spill index, plan.json,
 # receipts) and config.json. A run directory is read only by code of the same format (no shims

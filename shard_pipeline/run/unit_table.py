@@ -19,7 +19,8 @@ from typing import Any, Iterable, Sequence
 
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.registry import STAGES as STAGE_DEFS
-from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.rundir import RunDir, read_json
 
 MULTI_FORMAT = 1
 

@@ -29,7 +29,7 @@ import json
 from typing import Any, Mapping, Sequence
 
 from shard_pipeline.contract.extras import BALANCE_NAME, CLEAN_POLICY_NAME, CLEANED_NAME
-from shard_pipeline.contract.shard import manifest_sets
+from shard_pipeline.contract.manifest import manifest_sets
 from shard_pipeline.units import human_bytes
 
 LEDGER_KEYS: tuple[str, ...] = ("source_id", "location", "bytes", "mtime", "documents", "license_spdx")

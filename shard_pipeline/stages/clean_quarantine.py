@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shard_pipeline.files import naming
-from shard_pipeline.contract.shard import row_group_bounds
+from shard_pipeline.contract.rules import row_group_bounds
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir
 

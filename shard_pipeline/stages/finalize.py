@@ -19,20 +19,10 @@ from shard_pipeline.contract.extras import (
     CLEANED_NAME,
     LEDGER_NAME,
 )
-from shard_pipeline.contract.shard import (
-    MANIFEST_NAME,
-    SPLIT_DIRS,
-    TMP_MARKER,
-    NotReplaceable,
-    ShardFile,
-    build_manifest,
-    check_replaceable,
-    file_sha256,
-    manifest_sets,
-    swap_into_place,
-    tmp_owner,
-    write_manifest,
-)
+from shard_pipeline.contract.manifest import MANIFEST_NAME, build_manifest, manifest_sets, write_manifest
+from shard_pipeline.contract.replace import TMP_MARKER, NotReplaceable, check_replaceable, swap_into_place, tmp_owner
+from shard_pipeline.contract.rules import SPLIT_DIRS, ShardFile
+from shard_pipeline.files import file_sha256
 from shard_pipeline.files import write_bytes_atomic
 from shard_pipeline.input.counts_index import CountRow, record
 from shard_pipeline.input.identity import CorpusNames
@@ -40,7 +30,8 @@ from shard_pipeline.run.claim import release
 from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.registry import already_swapped
 from shard_pipeline.run.runconfig import RunConfig
-from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.rundir import RunDir, read_json
 
 # OUT's files besides the shards (contract/extras.py: named so that readers of OUT skip them).
 EXTRA_NAMES = (CARD_NAME, LEDGER_NAME, CLEANED_NAME, CLEAN_POLICY_NAME, BALANCE_NAME)

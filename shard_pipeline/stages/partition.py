@@ -19,7 +19,8 @@ from shard_pipeline.input.corpus import check_unchanged
 from shard_pipeline.input.reader import QuarantineWriter, ReadStats, iter_records
 from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.runconfig import InputRef, RunConfig
-from shard_pipeline.run.rundir import RunDir, file_stamp, read_json, write_json_atomic
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.rundir import RunDir, file_stamp, read_json
 from shard_pipeline.run.tasklog import input_line, log
 from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.buckets import boundary_keys, bucket_cuts

@@ -16,15 +16,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shard_pipeline.contract.shard import (
-    fresh_tmp_dir,
-    set_shard_name,
-    shard_bounds,
-    shard_sets,
-)
+from shard_pipeline.contract.replace import fresh_tmp_dir
+from shard_pipeline.contract.rules import set_shard_name, shard_bounds, shard_sets
 from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.runconfig import RunConfig
-from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.stages.spill import INDEX_SCHEMA, read_arrow, write_arrow
 
 

@@ -17,16 +17,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shard_pipeline.contract.shard import (
-    SCHEMA,
-    ShardFile,
-    row_group_bounds,
-    write_shard_file,
-)
+from shard_pipeline.contract.rules import SCHEMA, ShardFile, row_group_bounds
+from shard_pipeline.contract.writer import write_shard_file
 from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.registry import file_matches
 from shard_pipeline.run.runconfig import RunConfig
-from shard_pipeline.run.rundir import RunDir, file_stamp, read_json, write_json_atomic
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.rundir import RunDir, file_stamp, read_json
 from shard_pipeline.run.tasklog import log, shard_line
 from shard_pipeline.stages.order import BucketOrder, Readers, sections_of
 from shard_pipeline.stages.spill import SectionCursor, read_arrow

@@ -5,7 +5,7 @@ import argparse
 import os
 from pathlib import Path
 
-from shard_pipeline.contract.shard import DEFAULT_ROW_GROUP_BYTES
+from shard_pipeline.contract.rules import DEFAULT_ROW_GROUP_BYTES
 
 DEFAULT_SHARD_ROWS = 1_000_000
 

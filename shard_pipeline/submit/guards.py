@@ -10,11 +10,8 @@ import contextlib
 import os
 from pathlib import Path
 
-from shard_pipeline.contract.shard import (
-    check_manifest_args,
-    check_tmp_free,
-    tmp_dir_for,
-)
+from shard_pipeline.contract.manifest import check_manifest_args
+from shard_pipeline.contract.replace import check_tmp_free, tmp_dir_for
 from shard_pipeline.errors import UsageError
 from shard_pipeline.submit.request import Request
 

@@ -14,14 +14,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shard_pipeline import slurm
-from shard_pipeline.contract.shard import check_replaceable
+from shard_pipeline.contract.replace import check_replaceable
 from shard_pipeline.errors import ExitCode, UsageError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.run import unit_table
 from shard_pipeline.run.claim import check_claimable, claim, release, run_lock
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
-from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, read_json, write_json_atomic
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, read_json
 from shard_pipeline.submit import guards, languages, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.report import describe

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from shard_pipeline.contract.shard import MANIFEST_NAME, TMP_MARKER
+from shard_pipeline.contract.manifest import MANIFEST_NAME
+from shard_pipeline.contract.replace import TMP_MARKER
 from shard_pipeline.errors import EXIT_FAILED, ExitCode, UserError
 from shard_pipeline.files import file_sha256, json_bytes, write_bytes_atomic
 from shard_pipeline.paths import home

@@ -14,7 +14,8 @@ from typing import Any, Sequence
 
 from shard_pipeline.errors import UsageError
 from shard_pipeline.run.runconfig import RunConfig
-from shard_pipeline.run.rundir import read_json, write_json_atomic
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.rundir import read_json
 from shard_pipeline.submit.args import command_line
 from shard_pipeline.submit.settings import check_setting
 

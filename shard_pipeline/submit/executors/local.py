@@ -23,7 +23,8 @@ from shard_pipeline.run.registry import STAGES
 from shard_pipeline.run.registry import stage as registered
 from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.run.runconfig import RunConfig
-from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.runstate import resume_command
 from shard_pipeline.worker.taskcmd import task_argv
 from shard_pipeline.run.tasklog import last_error_line
@@ -326,7 +327,7 @@ def run_all(python: str, table: UnitTable, tasks: dict[str, Sequence[int]], jobs
 
 def out_now(run: RunDir, cfg: RunConfig, out: Path) -> str:
     """What OUT holds now, truthfully: this run's output (swapped in, last steps unfinished) or what it held before."""
-    from shard_pipeline.contract.shard import load_manifest
+    from shard_pipeline.contract.manifest import load_manifest
 
     try:
         manifest = load_manifest(out)

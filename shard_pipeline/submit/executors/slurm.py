@@ -22,7 +22,8 @@ from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.paths import JOB_SCRIPT
 from shard_pipeline.run.registry import STAGE_NAMES, STAGES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
-from shard_pipeline.run.rundir import RunDir, read_json, write_json_atomic
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.submit.executors import checkout_path
 from shard_pipeline.submit.layout import array_throttle, chain_resources
