@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import cli
 from tests.pipeline_util import make_corpus, run_cli, tree_bytes
 from tests.slurm_util import job_records, wait_for_jobs
@@ -53,6 +54,20 @@ def wait_until(check, what: str, timeout: float = 90):
     raise TimeoutError(f"no {what} after {timeout:g}s")
 
 
+def node_state(node: str) -> str:
+    return subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True, text=True,
+                          timeout=30).stdout.strip()
+
+
+def back_up(node: str) -> None:
+    """Resume the node if it is still down, and wait until it takes jobs. Here slurmd answers at once, so
+    ReturnToService=2 (tests/slurm/cluster.sh) has usually brought it back by itself, as when a failed
+    node reboots and registers again; a resume of an idle node is refused, hence check=False."""
+    if re.match(r"down|drain|fail", node_state(node)):
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=False, timeout=30)
+    wait_until(lambda: node_state(node) and not re.match(r"down|drain|fail", node_state(node)), f"node {node} up")
+
+
 def the_node() -> str:
     return subprocess.run(["sinfo", "-h", "-o", "%N"], capture_output=True, text=True, check=True,
                           timeout=30).stdout.split()[0]
@@ -72,16 +87,19 @@ def test_the_node_fails_under_the_write_stage_and_the_run_ends_by_itself(slurm_c
     jobs = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
     write = next(j["job_id"] for j in jobs if j["stage"] == "write")
     log = wait_for_log(run_dir / "logs" / "write" / f"{write}_1.log", "fault injected", timeout=TIMEOUT)
+    wait_until(RunDir(run_dir).write_receipt(0).exists, "write task 0 done")  # task 1 alone runs on the node
     node = the_node()
     try:
         subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=hplt-shard test: node failure"],
                        check=True, timeout=30)
         wait_until(lambda: squeue_state(f"{write}_1") == "PENDING", "requeued write task 1")
+        wait_for_log(log, "DUE TO NODE FAILURE", timeout=60)  # what slurmstepd writes when the node is lost
         code, text, rows = status(run_dir, capsys)
         assert code == 3 and rows["write"][3] >= 1 and rows["write"][4:6] == [0, 0], text  # pending: not failed
         assert re.search(r"^PENDING write \d tasks?: \S", text, re.M), text  # with Slurm's reason
+        assert "REQUEUED write 1 task (1): Slurm requeued it after a start" in text, text
     finally:
-        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=True, timeout=30)
+        back_up(node)
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT + 200)
     assert "restart 1" in log.read_text()  # the task ran again, appending to its log
     assert (run_dir / "DONE").exists()
