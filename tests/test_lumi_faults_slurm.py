@@ -87,7 +87,7 @@ def test_the_node_fails_under_the_write_stage_and_the_run_ends_by_itself(slurm_c
     jobs = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
     write = next(j["job_id"] for j in jobs if j["stage"] == "write")
     log = wait_for_log(run_dir / "logs" / "write" / f"{write}_1.log", "fault injected", timeout=TIMEOUT)
-    wait_until(RunDir(run_dir).write_receipt(0).exists, "write task 0 done")  # task 1 alone runs on the node
+    wait_until(RunDir(run_dir).write_receipt(0).exists, "write task 0 done", TIMEOUT)  # task 1 alone runs on the node
     node = the_node()
     try:
         subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=hplt-shard test: node failure"],
