@@ -16,7 +16,7 @@ from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import cli
 from tests.pipeline_util import make_corpus, run_cli, tree_bytes
 from tests.slurm_util import job_records, wait_for_jobs
-from tests.test_lumi_slurm import reference, submit_argv  # noqa: F401  (a fixture, used by name)
+from tests.test_lumi_slurm import ARGS, reference, submit_argv  # noqa: F401  (reference: a fixture)
 from tests.test_pipeline_slurm import slurm_conf
 from tests.test_resume_slurm import all_jobs, wait_for_log
 
@@ -76,8 +76,9 @@ def the_node() -> str:
 def test_the_node_fails_under_the_write_stage_and_the_run_ends_by_itself(slurm_cluster, tmp_path, monkeypatch,
                                                                          reference, capsys):
     """Write task 1 hangs on its first start; the node is set down under it (as slurmctld does when a
-    node stops answering) and back. Slurm requeues the write tasks (--requeue); --status says they
-    pend with Slurm's reason, and the run ends by itself with the bytes of an uninterrupted run."""
+    node stops answering). Slurm requeues the task (--requeue) and holds it ~2 minutes (BeginTime); the
+    node is back at once (ReturnToService=2 and a slurmd that answers; else the test resumes it). --status
+    says the task pends with Slurm's reason and was requeued; the run ends by itself with the same bytes."""
     root, expected = reference
     run_dir = tmp_path / "run"
     monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:1:hang-once")
@@ -97,7 +98,7 @@ def test_the_node_fails_under_the_write_stage_and_the_run_ends_by_itself(slurm_c
         code, text, rows = status(run_dir, capsys)
         assert code == 3 and rows["write"][3] >= 1 and rows["write"][4:6] == [0, 0], text  # pending: not failed
         assert re.search(r"^PENDING write \d tasks?: \S", text, re.M), text  # with Slurm's reason
-        assert "REQUEUED write 1 task (1): Slurm requeued it after a start" in text, text
+        assert "REQUEUED write 1 task (1): requeued by Slurm after a start" in text, text
     finally:
         back_up(node)
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT + 200)
@@ -128,8 +129,8 @@ def test_a_stage_above_max_array_size_is_chunked_chained_counted_and_resumed(slu
     root, expected = chunked_reference
     run_dir = tmp_path / "run"
     monkeypatch.setenv("HPLT_SHARD_FAULT", f"write-start:{WRITE_TASKS - 1}:kill")
-    assert cli.main([*submit_argv(root, tmp_path, slurm_conf(tmp_path))[:-4], *CHUNKED,
-                     "--write-tasks", str(WRITE_TASKS)]) == 0
+    argv = submit_argv(root, tmp_path, slurm_conf(tmp_path))[:-len(ARGS)]  # the module's ARGS replaced by CHUNKED
+    assert cli.main([*argv, *CHUNKED, "--write-tasks", str(WRITE_TASKS)]) == 0
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     jobs = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
     writes = [j for j in jobs if j["stage"] == "write"]

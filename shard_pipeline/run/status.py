@@ -346,10 +346,7 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> st
         for why, ts in by_reason.items():
             lines.append(f"PENDING {st.stage} {plural(len(ts), 'task')}: {why}" + (" (will not clear by itself)" if is_stuck(why) else ""))
         if st.requeued:
-            lines.append(f"REQUEUED {st.stage} {plural(len(st.requeued), 'task')} ({', '.join(map(str, st.requeued[:10]))}"
-                         f"{' ...' if len(st.requeued) > 10 else ''}): Slurm requeued {'it' if len(st.requeued) == 1 else 'them'}"
-                         " after a start (a node failure, a time limit near, scontrol requeue); each starts again by "
-                         "itself from its last checkpoint")
+            lines.append(requeued_line(st.stage, st.requeued))
         if st.interrupted:
             lines.append(f"INTERRUPTED {st.stage} {plural(len(st.interrupted), 'task')}: "
                          f"{', '.join(map(str, st.interrupted[:10]))}{' ...' if len(st.interrupted) > 10 else ''}")
@@ -360,6 +357,14 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> st
         lines.append(f"... and {len(failed) - 20} more failed tasks")
     lines.append(f"state: {state}")
     return "\n".join(lines)
+
+
+def requeued_line(stage: str, tasks: list[int]) -> str:
+    """Pending tasks that had started: Slurm requeued them, and nothing is to be done (a pending reason
+    such as BeginTime alone would not say why a started task waits again)."""
+    shown = ", ".join(map(str, tasks[:10])) + (" ..." if len(tasks) > 10 else "")
+    return (f"REQUEUED {stage} {plural(len(tasks), 'task')} ({shown}): requeued by Slurm after a start (a node "
+            "failure, a time limit near, scontrol requeue); each starts again by itself from its last checkpoint")
 
 
 def figures_summary(st: StageStatus) -> str:
