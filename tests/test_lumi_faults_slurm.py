@@ -158,7 +158,7 @@ def test_a_stage_above_max_array_size_is_chunked_chained_counted_and_resumed(slu
 def test_a_task_slurm_will_not_requeue_ends_timeout_and_its_resume_gives_the_same_bytes(slurm_cluster, tmp_path,
                                                                                        monkeypatch, reference, capsys):
     """Partition task 1 hangs. Its time limit is lowered to 1 minute while it runs (--time under 10
-    minutes is refused) and Slurm is told not to requeue it (as when MaxBatchRequeue is reached): the
+    minutes is refused) and the job is made not requeueable (as a failed `scontrol requeue` would leave it): the
     signal near the limit cannot requeue it, so the job script waits and Slurm ends it TIMEOUT. --status
     names TIMEOUT with twice the time; that resume (no fault) gives the bytes of an uninterrupted run."""
     root, expected = reference
@@ -171,7 +171,7 @@ def test_a_task_slurm_will_not_requeue_ends_timeout_and_its_resume_gives_the_sam
     log = wait_for_log(run_dir / "logs" / "partition" / f"{part}_1.log", "fault injected", timeout=TIMEOUT)
     subprocess.run(["scontrol", "update", f"JobId={part}_1", "TimeLimit=1", "Requeue=0"], check=True, timeout=30)
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
-    assert "Slurm refused to requeue" in log.read_text()  # the job script did not end it as if done
+    assert f"the requeue of {part}_1 failed (above); it ends at its time limit (TIMEOUT)" in log.read_text()  # the job script did not end it as if done
     assert {r["JobState"] for r in job_records(f"{part}_1")} == {"TIMEOUT"}
     code, text, _ = status(run_dir, capsys)
     hint = f"./hplt-shard --resume {run_dir} --time 00:20:00"

@@ -7,7 +7,7 @@
 #
 # Near the time limit Slurm sends USR1 to this shell (sbatch --signal=B:USR1@300): it requeues
 # this task, which restarts later from the stage's last checkpoint; afterok dependents keep
-# waiting for it. If Slurm refuses the requeue (MaxBatchRequeue reached, requeue disabled), the
+# waiting for it. If the requeue fails (a job not requeueable, slurmctld not answering), the
 # task waits for its time limit and ends TIMEOUT (--status then names --time), never exit 0
 # unfinished, which would let afterok start the next stage. The stage runs as a child so that
 # the trap can fire while it works. Nothing is printed before it: the log's first line is the
@@ -27,7 +27,7 @@ requeue() {
     if scontrol requeue "$task_id"; then
         exit 0
     fi
-    echo "hplt-shard: Slurm refused to requeue ${task_id}; it ends at its time limit (TIMEOUT)" >&2
+    echo "hplt-shard: the requeue of ${task_id} failed (above); it ends at its time limit (TIMEOUT)" >&2
     while :; do sleep 60; done
 }
 trap requeue USR1
