@@ -7,11 +7,9 @@
 #
 # Near the time limit Slurm sends USR1 to this shell (sbatch --signal=B:USR1@300): it requeues
 # this task, which restarts later from the stage's last checkpoint; afterok dependents keep
-# waiting for it. If the requeue fails (a job not requeueable, slurmctld not answering), the
-# task waits for its time limit and ends TIMEOUT (--status then names --time), never exit 0
-# unfinished, which would let afterok start the next stage. The stage runs as a child so that
-# the trap can fire while it works. Nothing is printed before it: the log's first line is the
-# task's rerun command (run/task.py), its second the job, node and restart count.
+# waiting for it. The stage runs as a child so that the trap can fire while it works. Nothing is
+# printed before it: the log's first line is the task's rerun command (run/task.py), its second
+# the job, node and restart count.
 set -uo pipefail
 python=$1 checkout=$2 stage=$3 rundir=$4 offset=$5
 shift 5
@@ -24,6 +22,9 @@ requeue() {
     echo "hplt-shard: time limit near; requeueing ${task_id} (it resumes from its last checkpoint)" >&2
     kill -TERM "$child" 2>/dev/null
     wait "$child"
+    # A failed requeue (a job not requeueable, slurmctld not answering) must not exit 0 unfinished,
+    # which would let afterok start the next stage: wait for the limit, so the task ends TIMEOUT
+    # and --status names --time.
     if scontrol requeue "$task_id"; then
         exit 0
     fi
