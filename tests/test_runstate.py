@@ -20,7 +20,7 @@ from shard_pipeline.run.runstate import (
     stuck_step,
     task_state,
 )
-from shard_pipeline.run.status import parse_squeue, reason_step, slurm_reason, split_queued
+from shard_pipeline.run.status import parse_squeue, reason_step, requeued_line, slurm_reason, split_queued
 from shard_pipeline.submit import slurm_limits
 from shard_pipeline.submit.executors.slurm import refusal_step
 
@@ -233,3 +233,10 @@ def test_missing_or_failing_slurm_commands_warn_and_do_not_refuse(capsys):
 def test_a_partition_that_does_not_exist_is_refused():
     with pytest.raises(UsageError, match="partition 'big' does not exist on this cluster"):
         slurm_limits.check_layout(RES_OK, "big", run=fake_run({"scontrol": (1, "", "Partition big not found\n")}))
+
+
+def test_requeued_tasks_are_named_with_nothing_to_do():
+    assert requeued_line("write", [1]).startswith("REQUEUED write 1 task (1): requeued by Slurm after a start")
+    many = requeued_line("partition", list(range(12)))
+    assert "12 tasks (0, 1, 2, 3, 4, 5, 6, 7, 8, 9 ...)" in many and many.endswith("starts again by itself from its "
+                                                                                  "last checkpoint")

@@ -53,6 +53,7 @@ class StageStatus:
     progress: list[tuple[int, str]] = field(default_factory=list)  # (running task, its last progress line)
     interrupted: list[int] = field(default_factory=list)  # tasks stopped from outside (Ctrl-C, scancel)
     reasons: list[tuple[int, str]] = field(default_factory=list)  # (pending task, squeue's reason)
+    requeued: list[int] = field(default_factory=list)  # pending tasks that had started: Slurm requeued them
     figures: list[TaskFigures] = field(default_factory=list)  # of finished tasks whose log has them
 
     @property
@@ -237,6 +238,8 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
             elif state is TaskState.PENDING:
                 st.pending += 1
                 st.reasons.append((task, why))
+                if _task_log(run, stage, task, chunks, cpus) is not None:  # started in this submission
+                    st.requeued.append(task)
             elif state is TaskState.INTERRUPTED:
                 st.interrupted.append(task)
             elif state is TaskState.FAILED:
@@ -341,6 +344,8 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> st
             by_reason.setdefault(why or "unknown", []).append(t)
         for why, ts in by_reason.items():
             lines.append(f"PENDING {st.stage} {plural(len(ts), 'task')}: {why}" + (" (will not clear by itself)" if is_stuck(why) else ""))
+        if st.requeued:
+            lines.append(requeued_line(st.stage, st.requeued))
         if st.interrupted:
             lines.append(f"INTERRUPTED {st.stage} {plural(len(st.interrupted), 'task')}: "
                          f"{', '.join(map(str, st.interrupted[:10]))}{' ...' if len(st.interrupted) > 10 else ''}")
@@ -351,6 +356,14 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> st
         lines.append(f"... and {len(failed) - 20} more failed tasks")
     lines.append(f"state: {state}")
     return "\n".join(lines)
+
+
+def requeued_line(stage: str, tasks: list[int]) -> str:
+    """Pending tasks that had started: Slurm requeued them, and nothing is to be done (a pending reason
+    such as BeginTime alone would not say why a started task waits again)."""
+    shown = ", ".join(map(str, tasks[:10])) + (" ..." if len(tasks) > 10 else "")
+    return (f"REQUEUED {stage} {plural(len(tasks), 'task')} ({shown}): requeued by Slurm after a start (a node "
+            "failure, a time limit near, scontrol requeue); each starts again by itself from its last checkpoint")
 
 
 def figures_summary(st: StageStatus) -> str:

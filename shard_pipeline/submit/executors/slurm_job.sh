@@ -22,8 +22,14 @@ requeue() {
     echo "hplt-shard: time limit near; requeueing ${task_id} (it resumes from its last checkpoint)" >&2
     kill -TERM "$child" 2>/dev/null
     wait "$child"
-    scontrol requeue "$task_id"
-    exit 0
+    # A failed requeue (a job not requeueable, slurmctld not answering) must not exit 0 unfinished,
+    # which would let afterok start the next stage: wait for the limit, so the task ends TIMEOUT
+    # and --status names --time.
+    if scontrol requeue "$task_id"; then
+        exit 0
+    fi
+    echo "hplt-shard: the requeue of ${task_id} failed (above); it ends at its time limit (TIMEOUT)" >&2
+    while :; do sleep 60; done
 }
 trap requeue USR1
 

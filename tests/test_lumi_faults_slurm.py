@@ -1,0 +1,182 @@
+"""More of what LUMI does to a run, met for real on the LUMI-like test cluster (tests/slurm/cluster.sh):
+the node fails under the write stage, a stage has more array tasks than MaxArraySize (33), and a task
+ends TIMEOUT. Each run ends with the bytes of an uninterrupted one."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from shard_pipeline.run.rundir import RunDir
+from shard_pipeline.submit import cli
+from tests.pipeline_util import make_corpus, run_cli, tree_bytes
+from tests.slurm_util import job_records, wait_for_jobs
+from tests.test_lumi_slurm import ARGS, reference, submit_argv  # noqa: F401  (reference: a fixture)
+from tests.test_pipeline_slurm import slurm_conf
+from tests.test_resume_slurm import all_jobs, wait_for_log
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT = 300
+STAGES = ("partition", "plan", "write", "finalize")
+
+
+def status(run_dir: Path, capsys) -> tuple[int, str, dict[str, list[int]]]:
+    """--status: its exit code, its text, and per stage the row's numbers (tasks done running pending
+    failed interrupted waiting)."""
+    capsys.readouterr()
+    code = cli.main(["--status", str(run_dir)])
+    text = capsys.readouterr().out
+    rows = {l.split()[0]: [int(x) for x in l.split()[1:]] for l in text.splitlines()
+            if l.split() and l.split()[0] in STAGES}
+    return code, text, rows
+
+
+def squeue_state(task: str) -> str | None:
+    """squeue's state of one array task ('123_1'), None when Slurm no longer queues it."""
+    out = subprocess.run(["squeue", "-h", "-r", f"--jobs={task.split('_')[0]}", "-o", "%i %T"],
+                         capture_output=True, text=True, timeout=30).stdout
+    return next((s for line in out.splitlines() for i, s in [line.split()] if i == task), None)
+
+
+def wait_until(check, what: str, timeout: float = 90):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise TimeoutError(f"no {what} after {timeout:g}s")
+
+
+def node_state(node: str) -> str:
+    return subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True, text=True,
+                          timeout=30).stdout.strip()
+
+
+def back_up(node: str) -> None:
+    """Resume the node if it is still down, and wait until it takes jobs. Here slurmd answers at once, so
+    ReturnToService=2 (tests/slurm/cluster.sh) has usually brought it back by itself, as when a failed
+    node reboots and registers again; a resume of an idle node is refused, hence check=False."""
+    if re.match(r"down|drain|fail", node_state(node)):
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=False, timeout=30)
+    wait_until(lambda: node_state(node) and not re.match(r"down|drain|fail", node_state(node)), f"node {node} up")
+
+
+def the_node() -> str:
+    return subprocess.run(["sinfo", "-h", "-o", "%N"], capture_output=True, text=True, check=True,
+                          timeout=30).stdout.split()[0]
+
+
+def test_the_node_fails_under_the_write_stage_and_the_run_ends_by_itself(slurm_cluster, tmp_path, monkeypatch,
+                                                                         reference, capsys):
+    """Write task 1 hangs on its first start; the node is set down under it (as slurmctld does when a
+    node stops answering). Slurm requeues the task (--requeue) and holds it ~2 minutes (BeginTime); the
+    node is back at once (ReturnToService=2 and a slurmd that answers; else the test resumes it). --status
+    says the task pends with Slurm's reason and was requeued; the run ends by itself with the same bytes."""
+    root, expected = reference
+    run_dir = tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:1:hang-once")
+    assert cli.main(submit_argv(root, tmp_path, slurm_conf(tmp_path), "--partition-tasks", "2",
+                                "--write-tasks", "2")) == 0
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    jobs = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
+    write = next(j["job_id"] for j in jobs if j["stage"] == "write")
+    log = wait_for_log(run_dir / "logs" / "write" / f"{write}_1.log", "fault injected", timeout=TIMEOUT)
+    wait_until(RunDir(run_dir).write_receipt(0).exists, "write task 0 done", TIMEOUT)  # task 1 alone runs on the node
+    node = the_node()
+    try:
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=hplt-shard test: node failure"],
+                       check=True, timeout=30)
+        wait_until(lambda: squeue_state(f"{write}_1") == "PENDING", "requeued write task 1")
+        wait_for_log(log, "DUE TO NODE FAILURE", timeout=60)  # what slurmstepd writes when the node is lost
+        code, text, rows = status(run_dir, capsys)
+        assert code == 3 and rows["write"][3] >= 1 and rows["write"][4:6] == [0, 0], text  # pending: not failed
+        assert re.search(r"^PENDING write \d tasks?: \S", text, re.M), text  # with Slurm's reason
+        assert "REQUEUED write 1 task (1): requeued by Slurm after a start" in text, text
+    finally:
+        back_up(node)
+    wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT + 200)
+    assert "restart 1" in log.read_text()  # the task ran again, appending to its log
+    assert (run_dir / "DONE").exists()
+    assert tree_bytes(tmp_path / "out") == expected
+    code, text, rows = status(run_dir, capsys)
+    assert code == 0 and rows["write"][:2] == [2, 2] and "state: done" in text, text
+
+
+CHUNKED = ("--shard-rows", "2", "--buckets", "3", "--partition-tasks", "2")  # 80 documents: 40 shards
+WRITE_TASKS = 35  # MaxArraySize 33: write tasks 0-32 in one array, 33-34 in a second
+
+
+@pytest.fixture(scope="module")
+def chunked_reference(tmp_path_factory):
+    base = tmp_path_factory.mktemp("chunked-ref")
+    root = make_corpus(base, n_docs=80)
+    assert run_cli(root, base / "out", base / "run", *CHUNKED, "--write-tasks", "4") == 0
+    return root, tree_bytes(base / "out")
+
+
+def test_a_stage_above_max_array_size_is_chunked_chained_counted_and_resumed(slurm_cluster, tmp_path, monkeypatch,
+                                                                               chunked_reference, capsys):
+    """35 write tasks where MaxArraySize is 33: two arrays, finalize waits on both (afterok). Task 34, in
+    the second array, is killed: finalize never runs, --status counts the 35 tasks of both arrays, and the
+    resume queues task 34 alone (offset 33, index 1), then finalize; the bytes are those of 4 write tasks."""
+    root, expected = chunked_reference
+    run_dir = tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", f"write-start:{WRITE_TASKS - 1}:kill")
+    argv = submit_argv(root, tmp_path, slurm_conf(tmp_path))[:-len(ARGS)]  # the module's ARGS replaced by CHUNKED
+    assert cli.main([*argv, *CHUNKED, "--write-tasks", str(WRITE_TASKS)]) == 0
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    jobs = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
+    writes = [j for j in jobs if j["stage"] == "write"]
+    assert [(j["offset"], j["tasks"]) for j in writes] == [(0, 33), (33, 2)], writes
+    finalize = next(j["job_id"] for j in jobs if j["stage"] == "finalize")
+    dependency = job_records(finalize)[0]["Dependency"]
+    assert all(f"afterok:{j['job_id']}" in dependency for j in writes), dependency  # both chunks
+    wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
+    assert {r["JobState"] for r in job_records(finalize)} == {"CANCELLED"}  # afterok held across the chunks
+    assert not (run_dir / "DONE").exists()
+    code, text, rows = status(run_dir, capsys)
+    assert code == 1 and rows["write"][:2] == [WRITE_TASKS, WRITE_TASKS - 1] and rows["write"][4] == 1, text
+    assert f"FAILED write task {WRITE_TASKS - 1}: " in text and f"{writes[1]['job_id']}_1.log" in text, text
+    assert cli.main(["--resume", str(run_dir)]) == 0
+    resumed = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
+    assert [(j["stage"], j["offset"], j["array"].split("%")[0]) for j in resumed] == \
+        [("write", 33, "1"), ("finalize", 0, "0")], resumed  # only what is unfinished
+    wait_for_jobs([j["job_id"] for j in resumed], timeout=TIMEOUT)
+    assert (run_dir / "DONE").exists()
+    assert tree_bytes(tmp_path / "out") == expected
+    code, text, rows = status(run_dir, capsys)
+    assert code == 0 and rows["write"][:2] == [WRITE_TASKS, WRITE_TASKS], text
+
+
+def test_a_task_slurm_will_not_requeue_ends_timeout_and_its_resume_gives_the_same_bytes(slurm_cluster, tmp_path,
+                                                                                       monkeypatch, reference, capsys):
+    """Partition task 1 hangs. Its time limit is lowered to 1 minute while it runs (--time under 10
+    minutes is refused) and the job is made not requeueable (as a failed `scontrol requeue` would leave it): the
+    signal near the limit cannot requeue it, so the job script waits and Slurm ends it TIMEOUT. --status
+    names TIMEOUT with twice the time; that resume (no fault) gives the bytes of an uninterrupted run."""
+    root, expected = reference
+    run_dir = tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input:1:hang")
+    assert cli.main(submit_argv(root, tmp_path, slurm_conf(tmp_path), "--partition-tasks", "2",
+                                "--write-tasks", "2")) == 0
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    part = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"][0]["job_id"]
+    log = wait_for_log(run_dir / "logs" / "partition" / f"{part}_1.log", "fault injected", timeout=TIMEOUT)
+    subprocess.run(["scontrol", "update", f"JobId={part}_1", "TimeLimit=1", "Requeue=0"], check=True, timeout=30)
+    wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
+    assert f"the requeue of {part}_1 failed (above); it ends at its time limit (TIMEOUT)" in log.read_text()  # the job script did not end it as if done
+    assert {r["JobState"] for r in job_records(f"{part}_1")} == {"TIMEOUT"}
+    code, text, _ = status(run_dir, capsys)
+    hint = f"./hplt-shard --resume {run_dir} --time 00:20:00"
+    assert code == 1 and f"FAILED partition task 1: TIMEOUT ({hint})" in text and f"state: failed: {hint}" in text, text
+    assert cli.main(shlex.split(hint)[1:]) == 0
+    wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
+    assert (run_dir / "DONE").exists()
+    assert tree_bytes(tmp_path / "out") == expected
