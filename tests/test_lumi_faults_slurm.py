@@ -1,11 +1,13 @@
 """More of what LUMI does to a run, met for real on the LUMI-like test cluster (tests/slurm/cluster.sh):
-the node fails under the write stage, a stage has more array tasks than MaxArraySize (33), and a task
+the node fails under the write stage (and comes back at once, or stays down while it does not answer), a stage has more array tasks than MaxArraySize (33), and a task
 ends TIMEOUT. Each run ends with the bytes of an uninterrupted one."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -73,13 +75,9 @@ def the_node() -> str:
                           timeout=30).stdout.split()[0]
 
 
-def test_the_node_fails_under_the_write_stage_and_the_run_ends_by_itself(slurm_cluster, tmp_path, monkeypatch,
-                                                                         reference, capsys):
-    """Write task 1 hangs on its first start; the node is set down under it (as slurmctld does when a
-    node stops answering). Slurm requeues the task (--requeue) and holds it ~2 minutes (BeginTime); the
-    node is back at once (ReturnToService=2 and a slurmd that answers; else the test resumes it). --status
-    says the task pends with Slurm's reason and was requeued; the run ends by itself with the same bytes."""
-    root, expected = reference
+def hang_write_task_1(root: Path, tmp_path: Path, monkeypatch) -> tuple[Path, str, Path]:
+    """Submit a run whose write task 1 hangs on its first start; return (run dir, write job id, task 1's log)
+    once it hangs alone on the node (task 0 done)."""
     run_dir = tmp_path / "run"
     monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:1:hang-once")
     assert cli.main(submit_argv(root, tmp_path, slurm_conf(tmp_path), "--partition-tasks", "2",
@@ -88,11 +86,37 @@ def test_the_node_fails_under_the_write_stage_and_the_run_ends_by_itself(slurm_c
     jobs = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
     write = next(j["job_id"] for j in jobs if j["stage"] == "write")
     log = wait_for_log(run_dir / "logs" / "write" / f"{write}_1.log", "fault injected", timeout=TIMEOUT)
-    wait_until(RunDir(run_dir).write_receipt(0).exists, "write task 0 done", TIMEOUT)  # task 1 alone runs on the node
+    wait_until(RunDir(run_dir).write_receipt(0).exists, "write task 0 done", TIMEOUT)
+    return run_dir, write, log
+
+
+def set_down(node: str) -> None:
+    """What slurmctld does to a node that stops answering (past SlurmdTimeout): DOWN, its jobs requeued."""
+    subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=hplt-shard test: node failure"],
+                   check=True, timeout=30)
+
+
+def ends_like_the_reference(run_dir: Path, log: Path, tmp_path: Path, expected, capsys) -> None:
+    """The run ended by itself: task 1 ran again (its log appended), DONE, the reference's bytes, --status done."""
+    wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT + 200)
+    assert "restart 1" in log.read_text()
+    assert (run_dir / "DONE").exists()
+    assert tree_bytes(tmp_path / "out") == expected
+    code, text, rows = status(run_dir, capsys)
+    assert code == 0 and rows["write"][:2] == [2, 2] and "state: done" in text, text
+
+
+def test_the_node_fails_under_the_write_stage_and_the_run_ends_by_itself(slurm_cluster, tmp_path, monkeypatch,
+                                                                         reference, capsys):
+    """Write task 1 hangs on its first start; the node is set down under it. Slurm requeues the task
+    (--requeue) and holds it ~2 minutes (BeginTime); the node is back at once (ReturnToService=2 and a
+    slurmd that answers; else the test resumes it). --status says the task pends with Slurm's reason and
+    was requeued; the run ends by itself with the same bytes."""
+    root, expected = reference
+    run_dir, write, log = hang_write_task_1(root, tmp_path, monkeypatch)
     node = the_node()
     try:
-        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=hplt-shard test: node failure"],
-                       check=True, timeout=30)
+        set_down(node)
         wait_until(lambda: squeue_state(f"{write}_1") == "PENDING", "requeued write task 1")
         wait_for_log(log, "DUE TO NODE FAILURE", timeout=60)  # what slurmstepd writes when the node is lost
         code, text, rows = status(run_dir, capsys)
@@ -101,12 +125,54 @@ def test_the_node_fails_under_the_write_stage_and_the_run_ends_by_itself(slurm_c
         assert "REQUEUED write 1 task (1): requeued by Slurm after a start" in text, text
     finally:
         back_up(node)
-    wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT + 200)
-    assert "restart 1" in log.read_text()  # the task ran again, appending to its log
-    assert (run_dir / "DONE").exists()
-    assert tree_bytes(tmp_path / "out") == expected
-    code, text, rows = status(run_dir, capsys)
-    assert code == 0 and rows["write"][:2] == [2, 2] and "state: done" in text, text
+    ends_like_the_reference(run_dir, log, tmp_path, expected, capsys)
+
+
+def controller_state(node: str) -> str:
+    """slurmctld's state of the node ('DOWN', 'MIXED+DOWN'...): sinfo's %T says 'mixed' for a down node whose
+    cores are still held by a job it could not tell to end."""
+    out = subprocess.run(["scontrol", "show", "node", "-o", node], capture_output=True, text=True, timeout=30).stdout
+    return re.search(r"\bState=(\S+)", out).group(1) if "State=" in out else ""
+
+
+def slurmd_pid() -> int:
+    conf = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True, timeout=30).stdout
+    pidfile = re.search(r"^SlurmdPidFile\s*=\s*(\S+)", conf, re.M).group(1)
+    return int(Path(pidfile).read_text().split()[0])
+
+
+def pending_reason(task: str) -> str:
+    out = subprocess.run(["squeue", "-h", "-r", f"--jobs={task.split('_')[0]}", "-o", "%i %r"],
+                         capture_output=True, text=True, timeout=30).stdout
+    return next((r for line in out.splitlines() for i, r in [line.split(maxsplit=1)] if i == task), "")
+
+
+def test_a_node_that_stops_answering_stays_down_and_the_run_waits_for_it(slurm_cluster, tmp_path, monkeypatch,
+                                                                         reference, capsys):
+    """The node stops answering (slurmd frozen with SIGSTOP) under write task 1 and is set DOWN, as
+    slurmctld does past SlurmdTimeout. Frozen, slurmd cannot register, so the node stays down for as long as
+    it takes the requeue's hold (BeginTime) to pass and Slurm to say the task waits for a node. All that
+    time --status exits 3: the task pends, requeued, with Slurm's reason and not "will not clear by itself"
+    (a down node comes back, or the job runs elsewhere). When slurmd answers again and the node is back,
+    the run ends by itself with the reference's bytes."""
+    root, expected = reference
+    run_dir, write, log = hang_write_task_1(root, tmp_path, monkeypatch)
+    node, slurmd = the_node(), slurmd_pid()
+    os.kill(slurmd, signal.SIGSTOP)
+    try:
+        set_down(node)
+        wait_until(lambda: squeue_state(f"{write}_1") == "PENDING", "requeued write task 1")
+        reason = wait_until(lambda: (r := pending_reason(f"{write}_1")) not in ("", "BeginTime", "None") and r,
+                            "a pending reason past the requeue's hold", timeout=240)
+        assert "DOWN" in controller_state(node), (reason, controller_state(node))  # nothing brought it back
+        code, text, rows = status(run_dir, capsys)
+        assert code == 3 and rows["write"][3] == 1 and rows["write"][4:6] == [0, 0], text  # pending, not failed
+        assert f"PENDING write 1 task: {reason}\n" in text + "\n", text  # Slurm's own reason, not called stuck
+        assert "REQUEUED write 1 task (1): requeued by Slurm after a start" in text, text
+    finally:
+        os.kill(slurmd, signal.SIGCONT)
+        back_up(node)
+    ends_like_the_reference(run_dir, log, tmp_path, expected, capsys)
 
 
 CHUNKED = ("--shard-rows", "2", "--buckets", "3", "--partition-tasks", "2")  # 80 documents: 40 shards

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import orjson
@@ -208,6 +209,15 @@ def test_requeued_task_holds_the_afterany_chain(slurm_cluster, tmp_path, monkeyp
     assert est["plan"][3] == "1" and est["write"][3] == "1", est  # pending on the dependency
     subprocess.run(["scancel", "--batch", "--signal=USR1", f"{jobs[0]}_0"], check=False)  # 228 here though delivered
     wait_for_log(log, "requeueing", timeout=60)
+    # held by Slurm before it starts again (BeginTime): the summary says it was requeued, and by whom
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "PENDING" not in subprocess.run(
+            ["squeue", "-h", "-r", f"--jobs={jobs[0]}", "-o", "%i %T"], capture_output=True, text=True).stdout:
+        time.sleep(0.5)
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == 3
+    summary = capsys.readouterr().out
+    assert "REQUEUED fin_Latn partition 1 task (0): requeued by Slurm after a start" in summary, summary
     wait_for_jobs(jobs, timeout=TIMEOUT + 200)
     assert "restart 1" in log.read_text()
     plan_log = (run_dir / "logs" / "plan" / f"{jobs[1]}_0.log").read_text()

@@ -47,6 +47,8 @@ SINFO_LUMI = "128 229376\n128+ 483328\n"
     (dict(done=False, queued="COMPLETING", alive=False, has_log=True, interrupted=False), TaskState.RUNNING),
     (dict(done=False, queued=None, alive=True, has_log=True, interrupted=False), TaskState.RUNNING),  # local, alive
     (dict(done=False, queued="PENDING", alive=False, has_log=False, interrupted=False), TaskState.PENDING),
+    # requeued from a node Slurm lost, whose old process still runs there: Slurm's PENDING wins
+    (dict(done=False, queued="PENDING", alive=True, has_log=True, interrupted=False), TaskState.PENDING),
     (dict(done=False, queued=None, alive=False, has_log=True, interrupted=True), TaskState.INTERRUPTED),
     (dict(done=False, queued=None, alive=False, has_log=True, interrupted=False), TaskState.FAILED),
     (dict(done=False, queued=None, alive=False, has_log=False, interrupted=False), TaskState.WAITING),

@@ -83,13 +83,18 @@ def is_stuck(reason: str | None) -> bool:
 
 def task_state(*, done: bool, queued: str | None, alive: bool, has_log: bool, interrupted: bool) -> TaskState:
     """One task's state. `queued`: squeue's state (%T) while Slurm holds it; `alive`: a live local process
-    of it (run/live.py); `interrupted`: its last attempt was stopped from outside (marker, scancel)."""
+    of it (run/live.py); `interrupted`: its last attempt was stopped from outside (marker, scancel).
+
+    While Slurm holds the task its state wins: a process still alive from an earlier attempt (on a node
+    Slurm lost and requeued the task from) is not the task, which waits to start again."""
     if done:
         return TaskState.DONE
-    if queued in ("RUNNING", "COMPLETING", "CONFIGURING") or alive:
+    if queued in ("RUNNING", "COMPLETING", "CONFIGURING"):
         return TaskState.RUNNING
     if queued is not None:
         return TaskState.PENDING
+    if alive:
+        return TaskState.RUNNING
     if interrupted:
         return TaskState.INTERRUPTED
     if has_log:

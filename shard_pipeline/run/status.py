@@ -512,7 +512,7 @@ def languages_report(root: Path) -> tuple[str, int]:
     alive = bool(queue) or held_by_a_process(RunDir(root))  # a chain job queued, or the local executor running it
     lines = [f"run {m.root}  {plural(len(m.langs), 'language')}",
              f"{'language':<14}{'partition':>11}{'plan':>7}{'write':>11}{'finalize':>10}{'rows':>14}  state"]
-    phases, every, failures, reasons = {}, [], [], []
+    phases, every, failures, reasons, requeued = {}, [], [], [], []
     for lang in m.langs:
         run = RunDir(m.lang_dir(lang))
         sts = stage_statuses(run, unit_table.language_queue(m, lang, latest_jobs(read_json(run.run_json)), queue))
@@ -523,6 +523,8 @@ def languages_report(root: Path) -> tuple[str, int]:
         lines.append(f"{lang:<14}" + "".join(f"{_cell(st):>{w}}" for st, w in zip(sts, (11, 7, 11, 10)))
                      + f"{(f'{rows:,}' if rows is not None else '-'):>14}  {word}")
         failures += [(lang, st.stage, t, log, err) for st in sts for t, log, err in st.failed[:1]]
+        requeued += [requeued_line(f"{lang} {st.stage}", st.requeued) for st in sts if st.requeued]
+    lines += requeued[:20]
     for lang, stage, t, log, err in failures[:20]:
         lines.append(f"FAILED {lang} {stage} task {t}: {err}\n       log: {log}")
     count = {p: sum(1 for v in phases.values() if v is p) for p in RunPhase}
