@@ -104,7 +104,7 @@ def job_records(job_id: str) -> list[dict[str, str]]:
     if proc.returncode != 0:
         raise RuntimeError(f"scontrol show job {job_id} failed: {proc.stderr.strip()}")
     keys = ("JobId", "ArrayJobId", "ArrayTaskId", "JobState", "Reason", "ExitCode",
-            "Dependency", "StartTime", "EndTime")
+            "Dependency", "StartTime", "EndTime", "TimeLimit")
     return [{k: _field(line, k) for k in keys} for line in proc.stdout.splitlines() if line.strip()]
 
 

@@ -75,17 +75,24 @@ def the_node() -> str:
                           timeout=30).stdout.split()[0]
 
 
-def hang_write_task_1(root: Path, tmp_path: Path, monkeypatch) -> tuple[Path, str, Path]:
-    """Submit a run whose write task 1 hangs on its first start; return (run dir, write job id, task 1's log)
-    once it hangs alone on the node (task 0 done)."""
-    run_dir = tmp_path / "run"
-    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:1:hang-once")
+def hang_task_1(root: Path, tmp_path: Path, monkeypatch, fault: str) -> tuple[Path, str, Path]:
+    """Submit a run (2 partition, 2 write tasks) with task 1 of a stage hanging (`fault`, as
+    HPLT_SHARD_FAULT: 'write-start:1:hang-once'); return (run dir, that stage's job id, task 1's log)
+    once it hangs."""
+    run_dir, stage = tmp_path / "run", fault.split("-")[0]
+    monkeypatch.setenv("HPLT_SHARD_FAULT", fault)
     assert cli.main(submit_argv(root, tmp_path, slurm_conf(tmp_path), "--partition-tasks", "2",
                                 "--write-tasks", "2")) == 0
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     jobs = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
-    write = next(j["job_id"] for j in jobs if j["stage"] == "write")
-    log = wait_for_log(run_dir / "logs" / "write" / f"{write}_1.log", "fault injected", timeout=TIMEOUT)
+    job = next(j["job_id"] for j in jobs if j["stage"] == stage)
+    log = wait_for_log(run_dir / "logs" / stage / f"{job}_1.log", "fault injected", timeout=TIMEOUT)
+    return run_dir, job, log
+
+
+def hang_write_task_1(root: Path, tmp_path: Path, monkeypatch) -> tuple[Path, str, Path]:
+    """Write task 1 hangs on its first start, alone on the node (write task 0 done)."""
+    run_dir, write, log = hang_task_1(root, tmp_path, monkeypatch, "write-start:1:hang-once")
     wait_until(RunDir(run_dir).write_receipt(0).exists, "write task 0 done", TIMEOUT)
     return run_dir, write, log
 
@@ -96,14 +103,15 @@ def set_down(node: str) -> None:
                    check=True, timeout=30)
 
 
-def ends_like_the_reference(run_dir: Path, log: Path, tmp_path: Path, expected, capsys) -> None:
-    """The run ended by itself: task 1 ran again (its log appended), DONE, the reference's bytes, --status done."""
+def ends_like_the_reference(run_dir: Path, log: Path, tmp_path: Path, expected, capsys, stage: str = "write") -> None:
+    """The run ended by itself: the stage's task 1 ran again (its log appended), DONE, the reference's bytes,
+    --status done."""
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT + 200)
     assert "restart 1" in log.read_text()
     assert (run_dir / "DONE").exists()
     assert tree_bytes(tmp_path / "out") == expected
     code, text, rows = status(run_dir, capsys)
-    assert code == 0 and rows["write"][:2] == [2, 2] and "state: done" in text, text
+    assert code == 0 and rows[stage][:2] == [2, 2] and "state: done" in text, text
 
 
 def test_the_node_fails_under_the_write_stage_and_the_run_ends_by_itself(slurm_cluster, tmp_path, monkeypatch,
@@ -228,13 +236,7 @@ def test_a_task_slurm_will_not_requeue_ends_timeout_and_its_resume_gives_the_sam
     signal near the limit cannot requeue it, so the job script waits and Slurm ends it TIMEOUT. --status
     names TIMEOUT with twice the time; that resume (no fault) gives the bytes of an uninterrupted run."""
     root, expected = reference
-    run_dir = tmp_path / "run"
-    monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input:1:hang")
-    assert cli.main(submit_argv(root, tmp_path, slurm_conf(tmp_path), "--partition-tasks", "2",
-                                "--write-tasks", "2")) == 0
-    monkeypatch.delenv("HPLT_SHARD_FAULT")
-    part = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"][0]["job_id"]
-    log = wait_for_log(run_dir / "logs" / "partition" / f"{part}_1.log", "fault injected", timeout=TIMEOUT)
+    run_dir, part, log = hang_task_1(root, tmp_path, monkeypatch, "partition-after-input:1:hang")
     subprocess.run(["scontrol", "update", f"JobId={part}_1", "TimeLimit=1", "Requeue=0"], check=True, timeout=30)
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
     assert f"the requeue of {part}_1 failed (above); it ends at its time limit (TIMEOUT)" in log.read_text()  # the job script did not end it as if done
@@ -246,3 +248,16 @@ def test_a_task_slurm_will_not_requeue_ends_timeout_and_its_resume_gives_the_sam
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
     assert (run_dir / "DONE").exists()
     assert tree_bytes(tmp_path / "out") == expected
+
+
+def test_a_task_that_runs_into_its_own_time_limit_is_requeued_by_itself(slurm_cluster, tmp_path, monkeypatch,
+                                                                         reference, capsys):
+    """Nothing lowered by hand: partition task 1 hangs on its first start under the run's own --time 00:10:00
+    (the shortest accepted). Slurm's signal 5 minutes before the limit (--signal=B:USR1@300) reaches the
+    job script, which requeues the task; it starts again (after the requeue's hold) with a new limit and the
+    run ends by itself with the bytes of an uninterrupted run. ~8 minutes, most of it waiting."""
+    root, expected = reference
+    run_dir, part, log = hang_task_1(root, tmp_path, monkeypatch, "partition-after-input:1:hang-once")
+    assert job_records(f"{part}_1")[0]["TimeLimit"] == "00:10:00"  # --time, as sbatch gave it to Slurm
+    wait_for_log(log, "time limit near; requeueing", timeout=420)  # ~300 s after the start
+    ends_like_the_reference(run_dir, log, tmp_path, expected, capsys, stage="partition")
