@@ -129,3 +129,12 @@ def test_local_budget_lays_out_one_partition_and_one_write_unit_per_core():
         lay = lay_out_jobs([10 << 20] * 16, {}, shard_rows=1000, task_budget=local_budget(jobs, cpus),
                            worker_mem="4G", cpus=cpus)
         assert (lay.partition_tasks, lay.write_tasks) == (jobs, jobs), (jobs, cpus)
+
+
+def test_buckets_never_fewer_than_min_buckets_nor_writers():
+    from shard_pipeline.submit.layout import MIN_BUCKETS, lay_out_jobs
+
+    for write_tasks in (1, 2, MIN_BUCKETS, 9):
+        lay = lay_out_jobs([10 << 20] * 16, {}, shard_rows=100, task_budget=40, worker_mem="4G",
+                           write_tasks=write_tasks)
+        assert lay.buckets == max(MIN_BUCKETS, write_tasks)
