@@ -25,6 +25,7 @@ from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.rundir import RunDir, file_stamp, read_json
 from shard_pipeline.run.tasklog import log, shard_line
+from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.order import BucketOrder, Readers, sections_of
 from shard_pipeline.stages.spill import SectionCursor, read_arrow
 
@@ -77,16 +78,19 @@ class ShardAssembler:
         parts, index, base = [], [], 0
         for o, lo, hi in self.pieces(start, stop):
             base = self._piece_rows(o, lo, hi, parts, index, base)
-        # One gather for the whole row group, from one chunk: a take over the sections' 32-row batches
-        # (hundreds of chunks) cost 10-15x this copy plus a take of it, and gathering bucket by bucket
-        # made the writer copy the pieces together once more (bench/RESULTS.md 4).
-        t = pa.concat_tables(parts).combine_chunks().take(pa.array(np.concatenate(index)))
+        # One gather for the whole row group: a take over the sections' 32-row batches (hundreds of
+        # chunks) cost 10-15x a copy into one chunk plus a take of it (bench/RESULTS.md 4). The texts,
+        # nearly all the bytes, skip that copy too: their buffer is built once, in rank order.
+        positions = np.concatenate(index)
+        rows = pa.concat_tables(parts)
+        text = C.gather_strings(rows.column("text").chunks, positions)
+        t = rows.drop_columns(["text"]).combine_chunks().take(pa.array(positions))
         n = t.num_rows
         c = self.cfg.content
         return pa.Table.from_arrays(
             [
                 t.column("id"),
-                t.column("text"),
+                text,
                 pc.take(self.source_ids, t.column("source")),
                 t.column("url"),
                 pa.array([c.license_spdx] * n, pa.string()),
