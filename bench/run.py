@@ -210,6 +210,7 @@ def run_floor(files: list[Path], cores: int) -> dict:
 # datatrove 0.10: JsonlReader -> ParquetWriter, LocalPipelineExecutor(tasks = workers = cores)
 
 DT_SCRIPT = HERE / "dt_run.py"
+REFERENCE: list[dict | None] = [None]  # --reference-manifest: the manifest every hplt-shard output must equal
 DT_PYTHON = [sys.executable]  # --dt-python: datatrove in a venv of its own (its pins are not the project's)
 
 
@@ -364,8 +365,24 @@ def run_hplt_local(corpus_root: Path, work: Path, cores: int, opts: argparse.Nam
     return _hplt_figures(rundir, out, lay, submit_s, total, stages, cleanup=not opts.keep)
 
 
+def shard_digests(manifest: dict) -> list[tuple[str, int, str]]:
+    """What a manifest says of the bytes: every shard's name, rows and sha256."""
+    return [(s["name"], s["rows"], s["sha256"]) for s in manifest["shards"]]
+
+
+def reference_mismatch(manifest: dict, reference: dict) -> str | None:
+    """None when the output's shards are the reference's byte for byte (by their sha256), else what differs."""
+    got, want = shard_digests(manifest), shard_digests(reference)
+    if got == want:
+        return None
+    diff = [f"{g} != {w}" for g, w in zip(got, want) if g != w][:3]
+    return f"{len(got)} shards against the reference's {len(want)}; first differences: {diff}"
+
+
 def _hplt_figures(rundir: Path, out: Path, lay, submit_s: float, total: float, stages: dict, cleanup: bool) -> dict:
     manifest = json.loads((out / "_MANIFEST.json").read_text())
+    if REFERENCE[0] is not None and (why := reference_mismatch(manifest, REFERENCE[0])):
+        raise RuntimeError(f"{out}: not the reference output ({why}); kept for inspection")
     json_bytes = comp = 0
     spill = 0
     for f in sorted((rundir / "partition").glob("task-*.receipt.json")):
@@ -377,7 +394,8 @@ def _hplt_figures(rundir: Path, out: Path, lay, submit_s: float, total: float, s
     check = subprocess.run([str(REPO / "hplt-shard"), "--verify", str(out)], capture_output=True, text=True)
     if check.returncode != 0:  # no figure from an output that was not checked
         raise RuntimeError(f"hplt-shard --verify {out} failed:\n{check.stdout[-2000:]}{check.stderr[-2000:]}")
-    res = {"docs": manifest["rows"], "verified": True, "shards": len(manifest["shards"]), "json_bytes": json_bytes,
+    res = {"docs": manifest["rows"], "verified": True, "reference_equal": REFERENCE[0] is not None,
+           "shards": len(manifest["shards"]), "json_bytes": json_bytes,
            "compressed_bytes": comp, "spill_bytes": spill, "parquet_bytes": parquet,
            "layout": {"partition_tasks": lay.partition_tasks, "write_tasks": lay.write_tasks, "buckets": lay.buckets,
                       "spill_budget": lay.spill_bytes},
@@ -534,6 +552,9 @@ def report(res: dict, cores: int) -> str:
     L.append(f"corpus: {docs:,} docs, {mb(jb):.0f} MB JSON, {mb(res['corpus']['compressed_bytes']):.0f} MB zstd, "
              f"{res['corpus']['files']} files; {cores} cores; repeats {res['repeat']} (medians); "
              f"load avg (1 min) {min(l[0] for l in res['loadavg']):.1f}-{max(l[0] for l in res['loadavg']):.1f}")
+    if hs:
+        L.append("hplt-shard outputs checked: rows, --verify" + (", shards equal to --reference-manifest"
+                                                              if all(h.get("reference_equal") for h in hs) else ""))
     L.append(f"{'run':<28}{'wall s':>9}{'docs/s':>10}{'MB/s JSON':>11}{'MB/s/core':>11}{'peak RSS MB':>13}")
 
     def row(name, wall, rss=None, tasks=None, d=docs, b=jb):
@@ -641,11 +662,16 @@ def main() -> int:
                     help="the python whose environment has datatrove (e.g. /work/dt-venv/bin/python)")
     ap.add_argument("--also", help="c1,fresh,cli: also run hplt-shard with C = 1, with fresh unit processes, or as the "
                                    "whole ./hplt-shard --executor local command (the local executor's own groups), interleaved")
+    ap.add_argument("--reference-manifest", type=Path,
+                    help="a _MANIFEST.json of the same corpus and --shard-rows written by a known-good revision: every "
+                         "hplt-shard output's shards (names, rows, sha256) must equal it, or the run stops")
     ap.add_argument("--keep", action="store_true", help="keep hplt-shard's output and run dir")
     ap.add_argument("--json", type=Path, help="raw figures (default WORKDIR/results-<tag>.json)")
     ap.add_argument("--tag", default=None)
     opts = ap.parse_args()
     DT_PYTHON[0] = opts.dt_python
+    if opts.reference_manifest:
+        REFERENCE[0] = json.loads(opts.reference_manifest.read_text())
 
     work = opts.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)

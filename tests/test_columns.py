@@ -165,3 +165,26 @@ def test_stage_processes_run_without_pandas():
             "assert 'pandas' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
+
+
+def test_gather_strings_equals_concat_then_take_on_random_chunks():
+    """Empty strings, astral characters, sliced chunks, empty chunks, repeated and adjacent positions."""
+    rng = random.Random(7)
+    alphabet = ["a", "é", "€", "😀", "\U0010FFFF", " "]
+    for _ in range(200):
+        arrays = []
+        for _ in range(rng.randint(1, 6)):
+            values = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 5))) for _ in range(rng.randint(0, 40))]
+            a = pa.array(values, pa.string())
+            if len(a) > 2 and rng.random() < 0.5:
+                lo = rng.randint(0, len(a) - 1)
+                a = a.slice(lo, rng.randint(0, len(a) - lo))
+            arrays.append(a)
+        n = sum(len(a) for a in arrays)
+        if n and rng.random() < 0.3:
+            positions = np.arange(n, dtype=np.int64)  # all adjacent: merged into runs
+        else:
+            positions = np.array([rng.randrange(n) for _ in range(rng.randint(0, 3 * n))] if n else [], np.int64)
+        got = C.gather_strings(arrays, positions)
+        got.validate(full=True)
+        assert got.equals(pa.concat_arrays(arrays).take(pa.array(positions, pa.int64())))

@@ -172,9 +172,9 @@ def test_same_bytes_as_write_shards_for_every_c(tmp_path, cpus):
 def test_default_layout_with_groups_gives_the_same_bytes(tmp_path):
     root = make_corpus(tmp_path, names=[f"9_{i}" for i in range(1, 8)], n_docs=210)
     out, run_dir = tmp_path / "out", tmp_path / "run"
-    assert run_cli(root, out, run_dir, "--shard-rows", "30", "--cpus-per-task", "2") == 0
+    assert run_cli(root, out, run_dir, "--shard-rows", "30", "--cpus-per-task", "2", "--jobs", "4") == 0
     ex = json.loads((run_dir / "config.json").read_text())["execution"]
-    # --jobs 2 at C = 2: one group at a time; the local budget of 4 groups + 2 gives 2 groups of 2 partition units
+    # --jobs 4 at C = 2: one unit per core (scope.local_budget), 2 groups of 2 partition units
     assert (ex["partition_tasks"], ex["resources"]["partition"]["cpus"]) == (4, 2)
     expected = tmp_path / "expected"
     expected_output(root, expected, config_sha256=config_sha(run_dir), shard_rows=30)

@@ -119,3 +119,22 @@ def test_many_small_inputs_count_in_the_partition_time_and_projection():
     assert many.most_unit_inputs == 8000 and few.most_unit_inputs == 8
     assert project(many)[0].seconds >= 8000 * PARTITION_SECONDS_PER_INPUT
     assert many.resources["partition"].time > few.resources["partition"].time == "00:10:00"
+
+
+def test_local_budget_lays_out_one_partition_and_one_write_unit_per_core():
+    from shard_pipeline.submit.layout import lay_out_jobs
+    from shard_pipeline.submit.scope import local_budget
+
+    for jobs, cpus in ((1, 1), (2, 1), (2, 2), (8, 1), (8, 4)):
+        lay = lay_out_jobs([10 << 20] * 16, {}, shard_rows=1000, task_budget=local_budget(jobs, cpus),
+                           worker_mem="4G", cpus=cpus)
+        assert (lay.partition_tasks, lay.write_tasks) == (jobs, jobs), (jobs, cpus)
+
+
+def test_buckets_never_fewer_than_min_buckets_nor_writers():
+    from shard_pipeline.submit.layout import MIN_BUCKETS, lay_out_jobs
+
+    for write_tasks in (1, 2, MIN_BUCKETS, 9):
+        lay = lay_out_jobs([10 << 20] * 16, {}, shard_rows=100, task_budget=40, worker_mem="4G",
+                           write_tasks=write_tasks)
+        assert lay.buckets == max(MIN_BUCKETS, write_tasks)

@@ -58,3 +58,37 @@ def utf8_array(strings: list[str]) -> pa.Array:
         return string_array(data, offsets_of(lengths(strings)))
     encoded = [s.encode("utf-8") for s in strings]
     return string_array(b"".join(encoded), offsets_of(lengths(encoded)))
+
+
+def gather_strings(arrays: list[pa.Array], positions: np.ndarray) -> pa.Array:
+    """`pa.concat_arrays(arrays).take(positions)` for string arrays without nulls, in one copy of the bytes.
+
+    The writer's texts arrive as many small chunks (32-row spill batches) in section order and leave
+    in rank order; concatenating then taking copied every text byte twice (bench/RESULTS.md 4). Here
+    each output value is a slice of its chunk's data buffer, runs of adjacent slices are merged, and
+    the data buffer is joined once.
+    """
+    views, starts, ends, owners = [], [], [], []
+    for k, a in enumerate(arrays):
+        if len(a) == 0:
+            continue
+        off_type = np.int64 if pa.types.is_large_string(a.type) else np.int32
+        _, offsets_buf, data_buf = a.buffers()
+        offs = np.frombuffer(offsets_buf, off_type)[a.offset:a.offset + len(a) + 1].astype(np.int64)
+        views.append(memoryview(data_buf) if data_buf is not None else memoryview(b""))
+        starts.append(offs[:-1])
+        ends.append(offs[1:])
+        owners.append(np.full(len(a), len(views) - 1, np.int64))
+    if not views or len(positions) == 0:
+        return string_array(b"", np.zeros(len(positions) + 1, np.int64))
+    start = np.concatenate(starts)[positions]
+    end = np.concatenate(ends)[positions]
+    owner = np.concatenate(owners)[positions]
+    # a run starts where the value is not the next one in the same chunk's buffer
+    new = np.ones(len(positions), bool)
+    new[1:] = (owner[1:] != owner[:-1]) | (start[1:] != end[:-1])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(positions)) - 1
+    data = b"".join([views[o][s:e] for o, s, e in zip(owner[first].tolist(), start[first].tolist(),
+                                                       end[last].tolist())])
+    return string_array(data, offsets_of(end - start))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -25,8 +25,40 @@ from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.rundir import RunDir, file_stamp, read_json
 from shard_pipeline.run.tasklog import log, shard_line
+from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.order import BucketOrder, Readers, sections_of
-from shard_pipeline.stages.spill import SectionCursor, read_arrow
+from shard_pipeline.stages.spill import Section, SectionCursor, read_arrow
+
+
+@dataclass(frozen=True, eq=False)
+class ShardRanks:
+    """Where each rank of one shard lives, in rank order: its bucket, section (within the bucket), row, text bytes.
+
+    Built from the bucket orders in one forward pass, so a write unit sorts each bucket once, whatever
+    its shards and row groups (cutting row groups used to walk a shard's buckets, then every row group
+    walked them again and re-sorted the first). Holds slices of the orders (~24 B per rank), not
+    whole buckets: a writer's memory stays one bucket's order plus one shard's ranks.
+    """
+
+    bucket: np.ndarray
+    section: np.ndarray
+    row: np.ndarray
+    text_bytes: np.ndarray
+    sections: dict[int, list[Section]]  # bucket -> its sections, which `section` indexes
+
+    @staticmethod
+    def piece(o: BucketOrder, lo: int, hi: int) -> ShardRanks:
+        """Ranks [lo, hi) of one bucket's order, copied (a view would keep the whole order alive)."""
+        return ShardRanks(np.full(hi - lo, o.bucket, np.int64), o.section[lo:hi].copy(), o.row[lo:hi].copy(),
+                          o.text_bytes[lo:hi].copy(), {o.bucket: o.sections})
+
+    @staticmethod
+    def joined(pieces: list[ShardRanks]) -> ShardRanks:
+        if not pieces:
+            return ShardRanks(*(np.zeros(0, np.int64) for _ in range(4)), {})
+        cat = lambda name: np.concatenate([getattr(p, name) for p in pieces])
+        return ShardRanks(cat("bucket"), cat("section"), cat("row"), cat("text_bytes"),
+                          {b: secs for p in pieces for b, secs in p.sections.items()})
 
 
 class ShardAssembler:
@@ -41,20 +73,20 @@ class ShardAssembler:
         self.readers = readers
         self.source_ids = pa.array([i.source_id for i in cfg.content.inputs], pa.string())
         self._order: BucketOrder | None = None
-        self._cursors: dict[int, SectionCursor] = {}
+        self._cursors: dict[tuple[int, int], SectionCursor] = {}
 
     def order(self, b: int) -> BucketOrder:
         if self._order is None or self._order.bucket != b:
-            self._order, self._cursors = None, {}  # free the previous bucket before loading the next
+            self._order = None  # free the previous bucket before loading the next
             lo, hi = self.buckets[b]["sections"]
             self._order = BucketOrder(b, sections_of(self.sections, lo, hi), self.readers, self.cfg, self.split)
         return self._order
 
-    def cursor(self, o: BucketOrder, k: int) -> SectionCursor:
-        if k not in self._cursors:
-            s = o.sections[k]
-            self._cursors[k] = SectionCursor(self.readers[s.task], s)
-        return self._cursors[k]
+    def cursor(self, ranks: ShardRanks, b: int, k: int) -> SectionCursor:
+        if (b, k) not in self._cursors:
+            s = ranks.sections[b][k]
+            self._cursors[(b, k)] = SectionCursor(self.readers[s.task], s)
+        return self._cursors[(b, k)]
 
     def pieces(self, start: int, stop: int) -> Iterator[tuple[BucketOrder, int, int]]:
         """(bucket order, local lo, local hi) covering global ranks [start, stop)."""
@@ -69,48 +101,59 @@ class ShardAssembler:
             yield self.order(b), start - first, hi - first
             start = hi
 
-    def text_bytes(self, start: int, stop: int) -> list[int]:
-        return [int(x) for o, lo, hi in self.pieces(start, stop) for x in o.text_bytes[lo:hi]]
+    def ranks(self, start: int, stop: int) -> ShardRanks:
+        """The ranks [start, stop) of the set; shards come in rank order, so each bucket is ordered once.
+        Each piece is copied out before the next bucket's order replaces its own."""
+        pieces = [ShardRanks.piece(o, lo, hi) for o, lo, hi in self.pieces(start, stop)]
+        return ShardRanks.joined(pieces)
 
-    def table(self, start: int, stop: int) -> pa.Table:
-        """The contract rows for the set's ranks [start, stop); minhash_cluster is the rank in the set."""
+    def table(self, ranks: ShardRanks, first: int, a: int, b: int) -> pa.Table:
+        """The contract rows for the shard's ranks [a, b), the shard starting at set rank `first`;
+        minhash_cluster is the rank in the set."""
+        bucket = ranks.bucket[a:b]
+        low = int(bucket[0]) if len(bucket) else 0
+        for key in [key for key in self._cursors if key[0] < low]:  # buckets this shard has left
+            del self._cursors[key]
         parts, index, base = [], [], 0
-        for o, lo, hi in self.pieces(start, stop):
-            base = self._piece_rows(o, lo, hi, parts, index, base)
-        # One gather for the whole row group, from one chunk: a take over the sections' 32-row batches
-        # (hundreds of chunks) cost 10-15x this copy plus a take of it, and gathering bucket by bucket
-        # made the writer copy the pieces together once more (bench/RESULTS.md 4).
-        t = pa.concat_tables(parts).combine_chunks().take(pa.array(np.concatenate(index)))
+        for bk in np.unique(bucket):  # sorted: buckets in rank order
+            mask = bucket == bk
+            base = self._piece_rows(ranks, int(bk), ranks.section[a:b][mask], ranks.row[a:b][mask], parts, index, base)
+        # One gather for the whole row group: a take over the sections' 32-row batches (hundreds of
+        # chunks) cost 10-15x a copy into one chunk plus a take of it (bench/RESULTS.md 4). The texts,
+        # nearly all the bytes, skip that copy too: their buffer is built once, in rank order.
+        positions = np.concatenate(index)
+        rows = pa.concat_tables(parts)
+        text = C.gather_strings(rows.column("text").chunks, positions)
+        t = rows.drop_columns(["text"]).combine_chunks().take(pa.array(positions))
         n = t.num_rows
         c = self.cfg.content
         return pa.Table.from_arrays(
             [
                 t.column("id"),
-                t.column("text"),
+                text,
                 pc.take(self.source_ids, t.column("source")),
                 t.column("url"),
                 pa.array([c.license_spdx] * n, pa.string()),
                 t.column("lang"),
                 t.column("n_chars"),
                 t.column("sha256"),
-                pa.array(np.arange(start, stop, dtype=np.int64)),
+                pa.array(np.arange(first + a, first + b, dtype=np.int64)),
                 t.column("pii_redactions"),
                 pc.if_else(t.column("val"), "val", "train"),
             ],
             schema=SCHEMA,
         )
 
-    def _piece_rows(self, o: BucketOrder, lo: int, hi: int, parts: list[pa.Table], index: list[np.ndarray],
-                    base: int) -> int:
-        """Append the row ranges holding one bucket's ranks [lo, hi) to `parts` (each section contributes a
+    def _piece_rows(self, ranks: ShardRanks, b: int, sec: np.ndarray, row: np.ndarray, parts: list[pa.Table],
+                    index: list[np.ndarray], base: int) -> int:
+        """Append the row ranges holding one bucket's ranks to `parts` (each section contributes a
         contiguous range) and their positions, counted from `base`, to `index`; return the next base."""
-        sec, row = o.section[lo:hi], o.row[lo:hi]
-        where = np.empty(hi - lo, dtype=np.int64)
+        where = np.empty(len(sec), dtype=np.int64)
         for k in np.unique(sec):
             mask = sec == k
             rows = row[mask]
             r0, r1 = int(rows.min()), int(rows.max()) + 1
-            parts.append(self.cursor(o, int(k)).rows(r0, r1))
+            parts.append(self.cursor(ranks, b, int(k)).rows(r0, r1))
             where[mask] = base + (rows - r0)
             base += r1 - r0
         index.append(where)
@@ -123,13 +166,14 @@ def write_one_shard(asm: ShardAssembler, out_tmp: Path, name: str, start: int, s
     final = out_tmp / name
     final.parent.mkdir(exist_ok=True)
     partial = final.with_name(f".{final.name}.partial")
-    groups = row_group_bounds(asm.text_bytes(start, stop), budget)
+    ranks = asm.ranks(start, stop)
+    groups = row_group_bounds(ranks.text_bytes.tolist(), budget)
 
     def tables():
         for k, (a, b) in enumerate(groups):
             if k == 1:
                 fault_point("write-mid-shard", task)  # a row group is on disk, the footer is not
-            yield asm.table(start + a, start + b)
+            yield asm.table(ranks, start, a, b)
 
     shard = write_shard_file(partial, tables())
     os.replace(partial, final)

@@ -163,7 +163,7 @@ def total_budget(args: Request, settings, executor: str, n: int) -> int:
     if executor == "slurm":
         return scope.task_budget(args, settings, executor)
     # locally tasks are process starts, not queue slots; as a single run, groups of C count once
-    return max(4 * max(1, args.jobs // settings.cpus_per_task) + 2, 2 * n + 2)
+    return max(scope.local_budget(args.jobs, settings.cpus_per_task), 2 * n + 2)
 
 
 def prepare_all(args: Request, settings, executor: str, langs: list[str], several: bool) -> Languages:

@@ -17,6 +17,10 @@ COMPRESSED_BYTES_PER_DOC = 2309
 JSON_PER_COMPRESSED = 5.5  # zstd level 3 on HPLT JSONL, measured on synthetic HPLT-shaped records
 BUCKET_ROWS = 4_000_000  # a writer orders one bucket at a time: ~60 B/row of order arrays (docs/DESIGN.md)
 MAX_BUCKETS = 200_000
+# At least this many buckets, even with fewer writers: a writer orders every bucket its ranks touch, and
+# the bucket straddling two writers' ranges is ordered by both; with one bucket per writer that can be
+# almost a whole second bucket's ids for a few rows, with 4 at most a quarter of the run's.
+MIN_BUCKETS = 4
 PARTITION_MB_S = 25.0  # compressed MB/s one partition task sustains, conservative (see bench/RESULTS.md)
 # Fixed cost of one input in a partition task: open, stat twice, spill, three fsyncs of the checkpoint.
 # 12.6 ms measured on a local ext4 disk (bench/partition_many_inputs.py); x4 for a parallel filesystem.
@@ -264,7 +268,7 @@ def lay_out_jobs(
     room = max(4, task_budget) - 2  # plan and finalize are one task each
     p = partition_tasks or max(1, min(n, room // 2 * cpus))
     w = write_tasks or max(1, min(est_shards, (room - -(-p // cpus)) * cpus))
-    buckets = buckets or min(MAX_BUCKETS, max(w, math.ceil(est_docs / BUCKET_ROWS)))
+    buckets = buckets or min(MAX_BUCKETS, max(MIN_BUCKETS, w, math.ceil(est_docs / BUCKET_ROWS)))
     packing = pack_by_bytes(sizes_, p) if n else [[]]
     p = len(packing)
     compressed = sum(sizes_)

@@ -178,6 +178,16 @@ def task_budget(args: Request, settings, executor: str, room: QueueRoom | None =
     return min(settings.max_tasks, room.free) if room else settings.max_tasks
 
 
+def local_budget(jobs: int, cpus: int) -> int:
+    """The local executor's task budget: one partition and one write unit per core, plus plan and finalize.
+
+    Locally a unit is a process start (or a fork) and its imports, and bytes do not depend on the
+    unit count: more, smaller units only add start-ups; units are packed by input bytes, so one
+    per core keeps the cores about equally busy (bench/RESULTS.md 3).
+    """
+    return 2 * max(1, jobs // cpus) + 2
+
+
 def make_layout(args, settings, shards, known, executor, compressed_per_doc=None,
                 text_per_doc=None, budget: int | None = None, sample=None, cpus: int | None = None,
                 partition_tasks: int | None = None) -> layout_mod.Layout:
@@ -188,11 +198,10 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if not 0 <= args.val_permille <= 1000:
         raise UsageError("--val-permille must be in [0, 1000]")
-    # Locally every task is a process start (~2 s of imports): a few tasks per core are enough.
     cpus = settings.cpus_per_task if cpus is None else cpus
     room = queue_room(settings) if budget is None and executor == "slurm" else None
     if budget is None:  # a multi-language run passes each language its share
-        budget = task_budget(args, settings, executor, room) if executor == "slurm" else 4 * max(1, args.jobs // cpus) + 2
+        budget = task_budget(args, settings, executor, room) if executor == "slurm" else local_budget(args.jobs, cpus)
     lay = layout_mod.lay_out_jobs(
         [s.size for s in shards],
         known,

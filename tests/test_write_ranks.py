@@ -1,0 +1,41 @@
+"""ShardRanks: a write unit orders each bucket once, whatever its shards and row groups, and writes the same bytes."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from shard_pipeline.run.rundir import RunDir
+from shard_pipeline.stages import write
+from tests.pipeline_util import make_corpus, manifest, run_cli
+
+
+@pytest.mark.slow  # runs the pipeline end to end first
+def test_one_write_unit_orders_each_bucket_once_and_writes_the_same_shards(tmp_path, monkeypatch):
+    root = make_corpus(tmp_path / "corpus", n_docs=240)
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    # shards of 50 rows over 3 buckets of ~80 rows: shards straddle buckets; row groups of ~10 rows
+    assert run_cli(root, out, run_dir, "--shard-rows", "50", "--buckets", "3", "--write-tasks", "1",
+                   "--row-group-bytes", "6000") == 0
+    orders = []
+    real = write.BucketOrder
+
+    def counted(b, *args, **kw):
+        orders.append(b)
+        return real(b, *args, **kw)
+
+    monkeypatch.setattr(write, "BucketOrder", counted)
+    receipt = write.run_write(RunDir(run_dir), 0)  # again, in process: the plan still holds
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert sorted(orders) == [b for b, bk in enumerate(plan["sets"][0]["buckets"]) if bk["rows"]]
+    assert [s["sha256"] for s in receipt["shards"]] == [s["sha256"] for s in manifest(out)["shards"]]
+
+
+def test_shard_ranks_joined_keeps_rank_order_and_sections_by_bucket():
+    a = write.ShardRanks(np.array([0, 0]), np.array([1, 0]), np.array([5, 2]), np.array([10, 20], np.int32), {0: ["s0"]})
+    b = write.ShardRanks(np.array([2]), np.array([0]), np.array([7]), np.array([30], np.int32), {2: ["s2"]})
+    j = write.ShardRanks.joined([a, b])
+    assert j.bucket.tolist() == [0, 0, 2] and j.row.tolist() == [5, 2, 7] and j.text_bytes.tolist() == [10, 20, 30]
+    assert j.sections == {0: ["s0"], 2: ["s2"]}
+    assert len(write.ShardRanks.joined([]).bucket) == 0
