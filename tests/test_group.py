@@ -163,6 +163,9 @@ def test_same_bytes_as_write_shards_for_every_c(tmp_path, cpus):
     assert text.splitlines()[0] == shlex.join(rerun_argv("partition", run_dir.resolve(), 0))  # the rerun command
     # every unit, C = 1 too, runs in a group (forked once imported) and ends with its wall, CPU and memory
     assert "# hplt-shard partition group 0 unit 0 exit 0: " in text and "max rss" in text.splitlines()[-1]
+    for single in ("plan", "finalize"):  # the single jobs too: a group of one, forked, not a fresh interpreter
+        last = (run_dir / "logs" / single / "local_0.log").read_text().splitlines()[-1]
+        assert last.startswith(f"# hplt-shard {single} unit 0 exit 0: ") and "max rss" in last
     if cpus == "3":  # all three partition units of group 0 ran at once
         spans = [unit_interval(logs / f"local_{u}.log") for u in range(3)]
         assert max(s for s, _ in spans) < min(e for _, e in spans)

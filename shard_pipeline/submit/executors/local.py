@@ -5,7 +5,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -46,18 +45,18 @@ class TaskResult:
 
 
 class _Workers:
-    """The task processes alive now, each in its own process group, so that Ctrl-C can stop them all.
+    """The task processes alive now, each in its own session (process group), so that Ctrl-C can stop them all.
 
-    Tasks run in new sessions: a terminal's SIGINT (or a closed session's SIGHUP) reaches only the
-    executor, which then ends every task's group (the task and anything it started) and starts no
-    new one. A task the executor cannot stop this way (SIGKILL of the executor) dies by its
-    parent-death signal (run/live.py).
+    Every task (an array unit, or plan and finalize as a group of one) is forked by worker/group.py,
+    which reports it here (`adopt`, `release`). Tasks run in new sessions: a terminal's SIGINT (or a
+    closed session's SIGHUP) reaches only the executor, which then ends every task's group (the
+    task and anything it started) and starts no new one. A task the executor cannot stop this way
+    (SIGKILL of the executor) dies by its parent-death signal (run/live.py).
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.procs: set[subprocess.Popen] = set()
-        self.adopted: set[int] = set()  # the units of groups (worker/group.py), which reaps them itself
+        self.adopted: set[int] = set()
         self.stopping = False
 
     def adopt(self, pid: int) -> None:
@@ -72,38 +71,23 @@ class _Workers:
         with self.lock:
             self.stopping = False
 
-    def run(self, argv: list[str], log, env=None, task: tuple[Path, str, int] | None = None) -> int:
-        """Run one task process to its end; `task` (run dir, stage, task) records it as running at once."""
-        with self.lock:
-            if self.stopping:
-                return -signal.SIGTERM
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-            self.procs.add(proc)
-        if task is not None:
-            live.record_child(*task, proc.pid)
-        rc = proc.wait()  # a signal raised here (main thread) leaves proc listed: stop() ends it
-        with self.lock:
-            self.procs.discard(proc)
-        return rc
-
     def stop(self, grace: float = 10.0) -> list[int]:
         """SIGTERM every task's process group, then SIGKILL what is still alive after `grace` seconds;
         the pids still alive after that (a process stuck in the kernel), normally none."""
         with self.lock:
             self.stopping = True
-            procs = list(self.procs)
         for sig in (signal.SIGTERM, signal.SIGKILL):
             with self.lock:
-                groups = [p.pid for p in procs if p.poll() is None] + list(self.adopted)
+                groups = list(self.adopted)
             for pgid in groups:
                 try:
                     os.killpg(pgid, sig)
                 except ProcessLookupError:
                     pass
             deadline = time.monotonic() + grace
-            while (any(p.poll() is None for p in procs) or self.adopted) and time.monotonic() < deadline:
+            while self.adopted and time.monotonic() < deadline:
                 time.sleep(0.05)
-        return [p.pid for p in procs if p.poll() is None] + sorted(self.adopted)
+        return sorted(self.adopted)
 
 
 WORKERS = _Workers()
@@ -125,22 +109,13 @@ def unit_name(table: UnitTable, stage: str, g: int) -> str:
     return f"{lang} task {t}" if table.several else f"task {t}"
 
 
-def run_task(python: str, stage: str, table: UnitTable, g: int) -> TaskResult:
-    """A single job (plan, finalize) in its own process group, owned by WORKERS (Ctrl-C, SIGHUP, SIGKILL)."""
-    log = unit_log(table, stage, g)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    lang, t = table.locate(stage, g)
-    with open(log, "wb") as f:
-        rc = WORKERS.run(task_argv(stage, table.root, g, python=python), f, env=local_task_env(),
-                         task=(table.lang_dir(lang), stage, t) if table.is_array(stage) else (table.root, stage, 0))
-    return TaskResult(stage, g, rc, log, unit_name(table, stage, g))
-
-
 def run_group(python: str, stage: str, table: UnitTable, index: int, units: Sequence[int]) -> list[TaskResult]:
-    """One array index's units at once (one unit when C = 1), as its Slurm array task runs them: each
-    forked from a process that imported the stage code once (worker/group.py)."""
+    """One array index's units at once (one unit when C = 1), as its Slurm array task runs them, or a
+    single job (plan, finalize) as a group of one: each forked from this process, which imported the
+    stage code once (worker/group.py), so a local run starts one interpreter, not one per task."""
+    label = f"{stage} group {index}" if table.is_array(stage) else stage
     runs = group.run_units(lambda g: task_argv(stage, table.root, g, python=python), units,
-                           lambda g: unit_log(table, stage, g), f"{stage} group {index}", append=False,
+                           lambda g: unit_log(table, stage, g), label, append=False,
                            env=local_task_env(), owner=WORKERS)
     return [TaskResult(stage, r.unit, r.returncode, r.log, unit_name(table, stage, r.unit)) for r in runs]
 
@@ -152,18 +127,18 @@ def run_stage(python: str, stage: str, table: UnitTable, units: Sequence[int], j
     done = 0
     failed: list[TaskResult] = []
     cpus = table.units_per_task(stage)
-    if not table.is_array(stage):
-        groups, work, workers = [(0, [0])], (lambda gu: [run_task(python, stage, table, 0)]), 1
+    if not table.is_array(stage):  # a single job: one group of one unit
+        groups, workers = [(0, [0])], 1
     else:  # jobs // C groups at once, each running its C units in parallel, forked from one import (worker/group.py)
         groups = [(i, [g for g in units if g // cpus == i]) for i in table.array_indices(stage, units)]
-        work, workers = (lambda gu: run_group(python, stage, table, *gu)), max(1, jobs // cpus)
+        workers = max(1, jobs // cpus)
     total = sum(len(u) for _, u in groups)
     noun = table.item_noun(stage)
     pool = ThreadPoolExecutor(max_workers=workers)
     ticker = Ticker(RunDir(table.root), stage) if not table.several else Ticker(None, stage)
     say = progress or ticker.say
     try:
-        for rs in pool.map(work, groups):
+        for rs in pool.map(lambda gu: run_group(python, stage, table, *gu), groups):
             for r in rs:
                 done += 1
                 if r.returncode != 0:
