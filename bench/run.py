@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -304,7 +305,7 @@ def _run_task(python: str, stage: str, rundir: Path, task: int, sampler: TreeSam
 def run_hplt_cli(out: Path, rundir: Path, argv: list[str]) -> dict:
     """The whole `./hplt-shard ... --executor local` as one process, as a user runs it: wall, CPU of the
     process and every unit it reaped (wait4), peak summed RSS of its tree. No per-stage split."""
-    t0 = time.perf_counter()
+    t0, t_epoch = time.perf_counter(), time.time()
     with TreeSampler() as ts, open(rundir.with_name(rundir.name + ".cli.log"), "wb") as log:
         p = subprocess.Popen([str(REPO / "hplt-shard"), *argv], stdout=log, stderr=subprocess.STDOUT)
         ts.roots.add(p.pid)
@@ -312,11 +313,32 @@ def run_hplt_cli(out: Path, rundir: Path, argv: list[str]) -> dict:
     total = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"hplt-shard exited {os.waitstatus_to_exitcode(status)}: see {log.name}")
-    stages = {s: {"wall_s": 0.0, "tasks": 0, "cpu_s": 0.0, "max_task_rss": 0, "peak_tree_rss": 0, "max_task_anon": 0,
-                  "peak_tree_anon": 0} for s in STAGES}
-    stages["partition"].update(cpu_s=ru.ru_utime + ru.ru_stime, peak_tree_rss=ts.peak, max_task_rss=ru.ru_maxrss * 1024)
+    stages, first = stages_from_trailers(rundir)
+    stages["partition"]["peak_tree_rss"] = ts.peak  # the whole tree's peak, under the first stage
     lay = argparse.Namespace(partition_tasks=None, write_tasks=None, buckets=None, spill_bytes=None)
-    return _hplt_figures(rundir, out, lay, 0.0, total, stages, cleanup=True)
+    res = _hplt_figures(rundir, out, lay, first - t_epoch, total, stages, cleanup=True)
+    res["cli_cpu_s"] = ru.ru_utime + ru.ru_stime  # the submitter and every unit it reaped
+    return res
+
+
+TRAILER = re.compile(r"# hplt-shard (\w+)\b.* unit \d+ exit 0: (\S+) -> (\S+), wall [\d.]+ s, cpu ([\d.]+) s, "
+                     r"max rss (\d+) MiB")
+
+
+def stages_from_trailers(rundir: Path) -> tuple[dict, float]:
+    """Per stage, from the last line of every unit's log (worker/group.py): wall from the first
+    start to the last end, CPU summed, the largest unit's peak RSS; and when the first unit started."""
+    spans: dict[str, list] = {s: [] for s in STAGES}
+    for log in rundir.glob("logs/*/*.log"):
+        lines = log.read_text(errors="replace").splitlines()
+        m = TRAILER.match(lines[-1]) if lines else None
+        if m:
+            start, end = (time.mktime(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S")) + float(t[19:]) for t in m.group(2, 3))
+            spans[m.group(1)].append((start, end, float(m.group(4)), int(m.group(5)) << 20))
+    stages = {s: {"wall_s": (max(e for _, e, _, _ in v) - min(a for a, _, _, _ in v)) if v else 0.0, "tasks": len(v),
+                  "cpu_s": sum(c for _, _, c, _ in v), "max_task_rss": max((r for *_, r in v), default=0),
+                  "peak_tree_rss": 0, "max_task_anon": 0, "peak_tree_anon": 0} for s, v in spans.items()}
+    return stages, min((a for v in spans.values() for a, *_ in v), default=0.0)
 
 
 def run_hplt_local(corpus_root: Path, work: Path, cores: int, opts: argparse.Namespace, tag: str) -> dict:
@@ -329,7 +351,7 @@ def run_hplt_local(corpus_root: Path, work: Path, cores: int, opts: argparse.Nam
     argv += _layout_options(opts)
     if opts.cpus_per_task:
         argv += ["--cpus-per-task", str(opts.cpus_per_task)]
-    if getattr(opts, "whole_cli", False):  # --also cli: all CPU counted under "partition" (one process tree)
+    if getattr(opts, "whole_cli", False):  # --also cli: the stages from the units' log trailers
         return run_hplt_cli(out, rundir, argv)
     t_all = time.perf_counter()
     t0 = time.perf_counter()
@@ -660,6 +682,9 @@ def main() -> int:
                     help="with --cpus-per-task: start every unit as a fresh interpreter (HPLT_SHARD_FORK_UNITS=0)")
     ap.add_argument("--dt-python", default=sys.executable,
                     help="the python whose environment has datatrove (e.g. /work/dt-venv/bin/python)")
+    ap.add_argument("--cli", dest="whole_cli", action="store_true",
+                    help="measure hplt-shard as the whole ./hplt-shard --executor local command a user runs (its stages "
+                         "from the units' log trailers) instead of the stages run one by one in the executor's pool shape")
     ap.add_argument("--also", help="c1,fresh,cli: also run hplt-shard with C = 1, with fresh unit processes, or as the "
                                    "whole ./hplt-shard --executor local command (the local executor's own groups), interleaved")
     ap.add_argument("--reference-manifest", type=Path,
@@ -738,8 +763,17 @@ def main() -> int:
         cpu = ", ".join(f"{s} {statistics.median(r['stages'][s]['cpu_s'] for r in runs):.2f}" for s in STAGES)
         walls = ", ".join(f"{r['total_s']:.2f}" for r in runs)
         total = statistics.median(sum(st["cpu_s"] for st in r["stages"].values()) for r in runs)
-        text += (f"\nhplt-shard ({name}): whole run {med(runs, 'total_s'):.2f} s (repeats {walls}); cpu {total:.2f} s"
-                 + ("" if name == "cli" else f" (stages: {cpu})"))
+        stage_walls = ", ".join(f"{s} {statistics.median(r['stages'][s]['wall_s'] for r in runs):.2f}" for s in STAGES)
+        text += (f"\nhplt-shard ({name}): whole run {med(runs, 'total_s'):.2f} s (repeats {walls}); "
+                 f"before the first unit {med(runs, 'submit_s'):.2f} s; stage walls: {stage_walls}; "
+                 f"cpu {total:.2f} s (stages: {cpu})"
+                 + (f"; whole tree {med(runs, 'cli_cpu_s'):.2f} s" if name == "cli" else ""))
+        if res["datatrove"]:  # the same repeats' datatrove runs, interleaved with these
+            per = sorted(d["wall_s"] / v["total_s"] for d, v in zip(res["datatrove"], runs))
+            text += (f"\n  docs/s / datatrove docs/s = {med(res['datatrove'], 'wall_s') / med(runs, 'total_s'):.2f}"
+                     f"   [per repeat {', '.join(f'{x:.2f}' for x in per)}]")
+        if res["floor"]:
+            text += f"\n  whole run / floor throughput = {med(res['floor'], 'wall_s') / med(runs, 'total_s'):.2f}"
     res["table"] = text
     out = opts.json or work / f"results-{tag}.json"
     out.write_text(json.dumps(res, indent=1, default=str) + "\n")

@@ -351,5 +351,10 @@ def test_only_this_interpreters_task_line_is_forked(monkeypatch):
     assert not forkable(["/usr/bin/python3.9", *line[1:]], None)  # another interpreter: started fresh
     assert not forkable([sys.executable, "-c", "pass"], None)
     assert not forkable(line, {**os.environ, "PYTHONPATH": "/elsewhere"})  # other imports: started fresh
+    # the local executor's env puts this checkout first on PYTHONPATH: the code this process runs, forked
+    from shard_pipeline.submit.executors import local_task_env
+
+    assert "PYTHONPATH" in local_task_env() and forkable(line, local_task_env())
+    assert not forkable(line, {**local_task_env(), "PYTHONPATH": f"{local_task_env()['PYTHONPATH']}{os.pathsep}/x"})
     monkeypatch.setenv(FORK_ENV, "0")
     assert not forkable(line, None)

@@ -13,7 +13,7 @@ import runpy
 import signal
 import sys
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 
 FORK_ENV = "HPLT_SHARD_FORK_UNITS"  # "0": start every unit as a fresh interpreter, as before forking
@@ -28,8 +28,26 @@ def forkable(argv: Sequence[str], env: dict[str, str] | None) -> bool:
         return False
     if os.path.realpath(argv[0]) != os.path.realpath(sys.executable):
         return False
-    child = os.environ if env is None else env
-    return all(child.get(k) == os.environ.get(k) for k in set(child) | set(os.environ) if k.startswith("PYTHON"))
+    return python_settings(os.environ if env is None else env) == python_settings(os.environ)
+
+
+def python_settings(env: Mapping[str, str]) -> dict[str, str]:
+    """The PYTHON* variables of `env` that could change the code a unit runs. A PYTHONPATH that only
+    puts this checkout first (executors.task_env: a task need not find an installed package) is
+    the code this process imported already, so it counts as the path without it."""
+    from shard_pipeline.paths import checkout_root
+
+    found = {k: v for k, v in env.items() if k.startswith("PYTHON")}
+    root = checkout_root()
+    path = found.get("PYTHONPATH")
+    if root is not None and path is not None:
+        first, _, rest = path.partition(os.pathsep)
+        if first == str(root):
+            if rest:
+                found["PYTHONPATH"] = rest
+            else:
+                del found["PYTHONPATH"]
+    return found
 
 
 def preload(argvs: Sequence[Sequence[str]], env: dict[str, str] | None) -> None:
