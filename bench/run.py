@@ -79,6 +79,19 @@ def _anon(pid: int) -> int:
     return _status_bytes(pid, b"RssAnon:")
 
 
+def _pss(pid: int) -> int:
+    """Pss: the process's share of every page it maps. Summed over a tree of forks it counts a page
+    the forks share once (RSS counts it in each), so it is the tree's real memory."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def _cpu_s(pid: int) -> float:
     """utime + stime of a live process, in seconds (0 when it is gone)."""
     try:
@@ -135,6 +148,7 @@ class TreeSampler(_Poller):
         self.roots: set[int] = set()
         self.peak = 0
         self.peak_anon = 0  # summed RssAnon
+        self.peak_pss = 0  # summed Pss
         self.task_anon: dict[int, int] = {}  # root pid -> its peak RssAnon (with descendants)
         self.cpu: dict[int, float] = {}  # every pid seen under a root -> its last sampled CPU seconds
         super().__init__()
@@ -149,7 +163,7 @@ class TreeSampler(_Poller):
             roots = list(self.roots)
             if roots:
                 kids = _children_map()
-                seen, total, total_anon = set(), 0, 0
+                seen, total, total_anon, total_pss = set(), 0, 0, 0
                 for root in roots:
                     stack, anon = [root], 0
                     while stack:
@@ -158,6 +172,7 @@ class TreeSampler(_Poller):
                             continue
                         seen.add(p)
                         total += _rss(p)
+                        total_pss += _pss(p)
                         anon += _anon(p)
                         self.cpu[p] = max(self.cpu.get(p, 0.0), _cpu_s(p))
                         stack.extend(kids.get(p, ()))
@@ -165,6 +180,7 @@ class TreeSampler(_Poller):
                     self.task_anon[root] = max(self.task_anon.get(root, 0), anon)
                 self.peak = max(self.peak, total)
                 self.peak_anon = max(self.peak_anon, total_anon)
+                self.peak_pss = max(self.peak_pss, total_pss)
             self._stop.wait(self.interval)
 
 
@@ -213,6 +229,7 @@ def run_floor(files: list[Path], cores: int) -> dict:
 DT_SCRIPT = HERE / "dt_run.py"
 REFERENCE: list[dict | None] = [None]  # --reference-manifest: the manifest every hplt-shard output must equal
 DT_PYTHON = [sys.executable]  # --dt-python: datatrove in a venv of its own (its pins are not the project's)
+CLI_REPO = [REPO]  # --cli-repo: the checkout whose ./hplt-shard --cli runs (e.g. a `git archive` of a base revision)
 
 
 def datatrove_version() -> str | None:
@@ -246,7 +263,7 @@ def run_datatrove(corpus_dir: Path, work: Path, cores: int, expect_docs: int | N
     steps = json.loads(stdout.split("DT_STEPS", 1)[1].strip().splitlines()[0]) if "DT_STEPS" in stdout else {}
     out_bytes = sum(f.stat().st_size for f in out.rglob("*.parquet"))
     shutil.rmtree(out, ignore_errors=True)
-    return {"wall_s": wall, "executor_wall_s": inner, "docs": rows, "peak_tree_rss": ts.peak,
+    return {"wall_s": wall, "executor_wall_s": inner, "docs": rows, "peak_tree_rss": ts.peak, "peak_tree_pss": ts.peak_pss,
             "cpu_s": max(ru.ru_utime + ru.ru_stime, ts.tree_cpu_s()), "parquet_bytes": out_bytes, "columns": columns,
             "steps_s": steps}
 
@@ -307,7 +324,7 @@ def run_hplt_cli(out: Path, rundir: Path, argv: list[str]) -> dict:
     process and every unit it reaped (wait4), peak summed RSS of its tree. No per-stage split."""
     t0, t_epoch = time.perf_counter(), time.time()
     with TreeSampler() as ts, open(rundir.with_name(rundir.name + ".cli.log"), "wb") as log:
-        p = subprocess.Popen([str(REPO / "hplt-shard"), *argv], stdout=log, stderr=subprocess.STDOUT)
+        p = subprocess.Popen([str(CLI_REPO[0] / "hplt-shard"), *argv], stdout=log, stderr=subprocess.STDOUT)
         ts.roots.add(p.pid)
         _, status, ru = os.wait4(p.pid, 0)
     total = time.perf_counter() - t0
@@ -318,6 +335,7 @@ def run_hplt_cli(out: Path, rundir: Path, argv: list[str]) -> dict:
     lay = argparse.Namespace(partition_tasks=None, write_tasks=None, buckets=None, spill_bytes=None)
     res = _hplt_figures(rundir, out, lay, first - t_epoch, total, stages, cleanup=True)
     res["cli_cpu_s"] = ru.ru_utime + ru.ru_stime  # the submitter and every unit it reaped
+    res["peak_tree_pss"] = ts.peak_pss
     return res
 
 
@@ -602,12 +620,20 @@ def report(res: dict, cores: int) -> str:
             rs = max(r["stages"][s]["peak_tree_rss"] for r in hs)
             tr = max(r["stages"][s]["max_task_rss"] for r in hs)
             t = hs[0]["stages"][s]["tasks"]
+            if not w:  # --cli of a revision whose single jobs left no unit trailer
+                L.append(f"  {s}: no figures (its log has no unit trailer)")
+                continue
             row(f"  {s} ({t} tasks)", w, rs, tasks=t)
             cpu = statistics.median(r["stages"][s]["cpu_s"] for r in hs)
             L[-1] += f"   cpu {cpu:.2f} s, max task {mb(tr):.0f} MB"
             an = max(r["stages"][s].get("max_task_anon", 0) for r in hs)
             if an:
                 L[-1] += f" (anon {mb(an):.0f})"
+    pss = [(name, max(r.get("peak_tree_pss", 0) for r in runs)) for name, runs in (("datatrove", dt), ("hplt-shard", hs))
+           if runs and any(r.get("peak_tree_pss") for r in runs)]
+    if pss:  # RSS summed over forks counts their shared pages once per fork; PSS splits them
+        L.append("peak memory, summed PSS of the whole process tree: "
+                 + ", ".join(f"{name} {mb(v):.0f} MB" for name, v in pss))
     L.append("")
     if hs and dt:
         r1 = (docs / med(hs, "total_s")) / (docs / med(dt, "wall_s"))
@@ -685,6 +711,9 @@ def main() -> int:
     ap.add_argument("--cli", dest="whole_cli", action="store_true",
                     help="measure hplt-shard as the whole ./hplt-shard --executor local command a user runs (its stages "
                          "from the units' log trailers) instead of the stages run one by one in the executor's pool shape")
+    ap.add_argument("--cli-repo", type=Path, default=REPO,
+                    help="with --cli or --also cli: run this checkout's ./hplt-shard (a base revision's `git archive`), "
+                         "checked by this one's --verify and --reference-manifest")
     ap.add_argument("--also", help="c1,fresh,cli: also run hplt-shard with C = 1, with fresh unit processes, or as the "
                                    "whole ./hplt-shard --executor local command (the local executor's own groups), interleaved")
     ap.add_argument("--reference-manifest", type=Path,
@@ -695,6 +724,7 @@ def main() -> int:
     ap.add_argument("--tag", default=None)
     opts = ap.parse_args()
     DT_PYTHON[0] = opts.dt_python
+    CLI_REPO[0] = opts.cli_repo.resolve()
     if opts.reference_manifest:
         REFERENCE[0] = json.loads(opts.reference_manifest.read_text())
 
