@@ -1,4 +1,4 @@
-"""Local executor: the stages in order, each stage's tasks in a bounded process pool, blocking."""
+"""Local executor: the stages in order, each stage's units forked from this process, `--jobs` cores at a time, blocking."""
 from __future__ import annotations
 
 import contextlib
@@ -47,8 +47,9 @@ class TaskResult:
 class _Workers:
     """The task processes alive now, each in its own session (process group), so that Ctrl-C can stop them all.
 
-    Every task (an array unit, or plan and finalize as a group of one) is forked by worker/group.py,
-    which reports it here (`adopt`, `release`). Tasks run in new sessions: a terminal's SIGINT (or a
+    Every task (an array unit, or plan and finalize as a group of one) is started by worker/group.py,
+    forked from this process (or a fresh interpreter, worker/fork.py `forkable`), and reported here
+    (`adopt`, `release`). Tasks run in new sessions: a terminal's SIGINT (or a
     closed session's SIGHUP) reaches only the executor, which then ends every task's group (the
     task and anything it started) and starts no new one. A task the executor cannot stop this way
     (SIGKILL of the executor) dies by its parent-death signal (run/live.py).
