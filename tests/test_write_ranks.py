@@ -39,3 +39,14 @@ def test_shard_ranks_joined_keeps_rank_order_and_sections_by_bucket():
     assert j.bucket.tolist() == [0, 0, 2] and j.row.tolist() == [5, 2, 7] and j.text_bytes.tolist() == [10, 20, 30]
     assert j.sections == {0: ["s0"], 2: ["s2"]}
     assert len(write.ShardRanks.joined([]).bucket) == 0
+
+
+def test_runs_of_gives_the_slices_of_equal_neighbours():
+    """A row group's ranks are split by bucket and section with slices, not a mask per value."""
+    assert write.runs_of(np.array([], np.int64)) == []
+    assert write.runs_of(np.array([7])) == [(0, 1)]
+    assert write.runs_of(np.array([1, 1, 2, 5, 5, 5])) == [(0, 2), (2, 3), (3, 6)]
+    values = np.sort(np.random.default_rng(1).integers(0, 50, 400))
+    slices = write.runs_of(values)
+    assert [int(values[lo]) for lo, _ in slices] == np.unique(values).tolist()  # one slice per value, in order
+    assert all((values[lo:hi] == values[lo]).all() for lo, hi in slices) and slices[-1][1] == len(values)

@@ -115,9 +115,9 @@ class ShardAssembler:
         for key in [key for key in self._cursors if key[0] < low]:  # buckets this shard has left
             del self._cursors[key]
         parts, index, base = [], [], 0
-        for bk in np.unique(bucket):  # sorted: buckets in rank order
-            mask = bucket == bk
-            base = self._piece_rows(ranks, int(bk), ranks.section[a:b][mask], ranks.row[a:b][mask], parts, index, base)
+        section, row = ranks.section[a:b], ranks.row[a:b]
+        for lo, hi in runs_of(bucket):  # ranks are in bucket order: each bucket is one slice
+            base = self._piece_rows(ranks, int(bucket[lo]), section[lo:hi], row[lo:hi], parts, index, base)
         # One gather for the whole row group: a take over the sections' 32-row batches (hundreds of
         # chunks) cost 10-15x a copy into one chunk plus a take of it (bench/RESULTS.md 4). The texts,
         # nearly all the bytes, skip that copy too: their buffer is built once, in rank order.
@@ -149,15 +149,25 @@ class ShardAssembler:
         """Append the row ranges holding one bucket's ranks to `parts` (each section contributes a
         contiguous range) and their positions, counted from `base`, to `index`; return the next base."""
         where = np.empty(len(sec), dtype=np.int64)
-        for k in np.unique(sec):
-            mask = sec == k
-            rows = row[mask]
+        by_section = np.argsort(sec, kind="stable")  # one sort, not a mask per section: at HPLT scale
+        ordered = sec[by_section]                    # a row group draws on ~as many sections as rows
+        for lo, hi in runs_of(ordered):  # sections in ascending order, as np.unique gave them
+            at = by_section[lo:hi]
+            rows = row[at]
             r0, r1 = int(rows.min()), int(rows.max()) + 1
-            parts.append(self.cursor(ranks, b, int(k)).rows(r0, r1))
-            where[mask] = base + (rows - r0)
+            parts.append(self.cursor(ranks, b, int(ordered[lo])).rows(r0, r1))
+            where[at] = base + (rows - r0)
             base += r1 - r0
         index.append(where)
         return base
+
+
+def runs_of(values: np.ndarray) -> list[tuple[int, int]]:
+    """The [lo, hi) slices of equal neighbours in `values` (sorted, so each value is one slice)."""
+    if not len(values):
+        return []
+    cuts = (np.flatnonzero(values[1:] != values[:-1]) + 1).tolist()
+    return list(zip([0, *cuts], [*cuts, len(values)]))
 
 
 def write_one_shard(asm: ShardAssembler, out_tmp: Path, name: str, start: int, stop: int, budget: int,
