@@ -352,9 +352,14 @@ def test_only_this_interpreters_task_line_is_forked(monkeypatch):
     assert not forkable([sys.executable, "-c", "pass"], None)
     assert not forkable(line, {**os.environ, "PYTHONPATH": "/elsewhere"})  # other imports: started fresh
     # the local executor's env puts this checkout first on PYTHONPATH: the code this process runs, forked
+    from shard_pipeline.paths import checkout_root
     from shard_pipeline.submit.executors import local_task_env
 
     assert "PYTHONPATH" in local_task_env() and forkable(line, local_task_env())
     assert not forkable(line, {**local_task_env(), "PYTHONPATH": f"{local_task_env()['PYTHONPATH']}{os.pathsep}/x"})
+    root = str(checkout_root())
+    monkeypatch.setenv("PYTHONPATH", root)  # the user put the checkout on the path too: task_env puts it twice
+    assert local_task_env()["PYTHONPATH"] == f"{root}{os.pathsep}{root}" and forkable(line, local_task_env())
+    monkeypatch.delenv("PYTHONPATH")
     monkeypatch.setenv(FORK_ENV, "0")
     assert not forkable(line, None)

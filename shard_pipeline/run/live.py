@@ -121,19 +121,6 @@ def prune(root: Path) -> None:
             p.unlink(missing_ok=True)
 
 
-def record_child(root: Path, stage: str, task: int, pid: int) -> None:
-    """Record a task process just started (by the local executor) before it can record itself: from its
-    first moment --status calls it running. The task writes the same record again and removes it."""
-    st = proc_stat(pid)
-    if st is None:
-        return
-    try:
-        write_json_atomic(live_dir(root) / f"{stage}-{task:05d}.{pid}.json",
-                          asdict(LiveTask(stage, task, pid, st[1], st[0], socket.gethostname())))
-    except OSError:
-        pass  # the task records itself, or fails on its own writes with their message
-
-
 @contextlib.contextmanager
 def recorded(root: Path, stage: str, task: int) -> Iterator[None]:
     """This process is task `task` of `stage` in run `root` while the block runs."""

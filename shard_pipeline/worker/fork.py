@@ -41,12 +41,13 @@ def python_settings(env: Mapping[str, str]) -> dict[str, str]:
     root = checkout_root()
     path = found.get("PYTHONPATH")
     if root is not None and path is not None:
-        first, _, rest = path.partition(os.pathsep)
-        if first == str(root):
-            if rest:
-                found["PYTHONPATH"] = rest
-            else:
-                del found["PYTHONPATH"]
+        entries = path.split(os.pathsep)
+        while entries and entries[0] == str(root):  # once by the executor, once more if the user put it there too
+            entries.pop(0)
+        if entries:
+            found["PYTHONPATH"] = os.pathsep.join(entries)
+        else:
+            del found["PYTHONPATH"]
     return found
 
 
