@@ -160,3 +160,17 @@ def test_a_unit_killed_by_a_signal_says_so_not_its_trailer(tmp_path):
     assert "exit -9" in line
     log.write_text("ERROR: OSError: disk on fire\n" + trailer.replace("exit -9", "exit 1") + "\n")
     assert last_error_line(log) == "ERROR: OSError: disk on fire"  # its own error wins
+
+
+def test_a_unit_that_wrote_nothing_but_failed_is_an_empty_log_not_its_trailer(tmp_path, small_disk):
+    """On a full disk a unit may fail before its first line reaches the log: only the group's trailer
+    (exit 1) is there, and the cause is the empty log, with what df says, not the trailer."""
+    disk = small_disk("64k")
+    log = disk / "logs" / "partition" / "local_1.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("# hplt-shard partition group 1 unit 1 exit 1: 2026-12-04T18:48:42.717 -> 2026-12-04T18:48:42.792, "
+                   "wall 0.07 s, cpu 0.05 s, max rss 501 MiB\n")
+    fill(disk)
+    line = last_error_line(log)
+    assert line.startswith(f"(empty log: the log could not be written: the disk holding {log.parent} is full"), line
+    assert line.endswith("max rss 501 MiB") and "exit 1" in line

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # The trailer a group writes after a unit ended (worker/group.py run_units): a negative exit is a signal.
-UNIT_TRAILER = re.compile(r"# hplt-shard .* unit \d+ exit (-\d+): ")
+UNIT_TRAILER = re.compile(r"# hplt-shard .* unit \d+ exit (-?\d+): ")
 
 
 def last_error_line(log: Path, lang: str | None = None) -> str:
@@ -27,8 +27,12 @@ def last_error_line(log: Path, lang: str | None = None) -> str:
         return f"(the log could not be read: {exc})"
     errors = [l for l in lines if l.startswith("ERROR") or "Error" in l]
     own = [l for l in errors if lang and l.startswith(f"ERROR: {lang}: ")]
-    if not (own or errors) and lines and UNIT_TRAILER.match(lines[-1]):
-        return killed_line(lines[-1])
+    trailer = UNIT_TRAILER.match(lines[-1]) if lines else None
+    if not (own or errors) and trailer:
+        if int(trailer.group(1)) < 0:
+            return killed_line(lines[-1])
+        if len(lines) == 1:  # the unit wrote nothing, not even its rerun line: its own words were lost
+            return f"{empty_log(log)}; {lines[-1].lstrip('# ')}"
     return (own or errors or lines or [empty_log(log)])[-1]
 
 
