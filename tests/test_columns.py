@@ -134,7 +134,7 @@ def test_large_string_run_spills_the_same_rows(tmp_path, monkeypatch):
         buf, _ = _read(tmp_path, _docs(2, 500), val_permille=100)
         w = SpillWriter(0, tmp_path / f"{limit}.spill", tmp_path / f"{limit}.index.arrow")
         _spill(buf, w, [b"4", b"8", b"c"])
-        assert len(buf) == 0 and not buf.texts and not buf.shas
+        assert len(buf) == 0 and not buf.fill and not buf.shas
         w.close()
         reader = SpillReader(tmp_path / f"{limit}.spill")
         runs.append([((s.bucket, s.rows, s.text_bytes), reader.rows(s, 0, s.rows)) for s in w.sections])
@@ -147,7 +147,7 @@ def test_read_into_spills_at_the_budget(tmp_path):
     runs = []
 
     def spill(buf):
-        runs.append((len(buf), len(buf.texts)))
+        runs.append((len(buf), buf.fill))
         buf.clear()
 
     buf, reference = _read(tmp_path, _docs(3, 200), val_permille=0, budget=2000, spill=spill)

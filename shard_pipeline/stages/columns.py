@@ -6,6 +6,8 @@ are pandas ones. These builders wrap numpy arrays and joined bytes with `from_bu
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pyarrow as pa
 
@@ -60,13 +62,39 @@ def utf8_array(strings: list[str]) -> pa.Array:
     return string_array(b"".join(encoded), offsets_of(lengths(encoded)))
 
 
-def gather_strings(arrays: list[pa.Array], positions: np.ndarray) -> pa.Array:
+class ReusedBytes:
+    """A byte buffer kept from one join to the next, for the texts of a spill run or a row group.
+
+    A new buffer for each is fresh memory that the kernel faults in and zeroes page by page: in
+    the write stage that was 86% of its page faults, ~10% of its CPU (bench/RESULTS.md 4). Kept,
+    its pages are faulted in once. What `join` returned is overwritten by the next `join`: an Arrow
+    array over it must be written out (the spill run, the row group) before then.
+    """
+
+    def __init__(self) -> None:
+        self._data = memoryview(bytearray())
+
+    def join(self, pieces: Iterable[memoryview], total: int) -> memoryview:
+        """The `pieces` (unsigned-byte memoryviews, `total` bytes in all) end to end."""
+        if len(self._data) < total:  # a larger buffer: the smaller one goes first, never both at once
+            self._data = memoryview(bytearray())
+            self._data = memoryview(np.empty(total, np.uint8))  # not zeroed: every byte is written below
+        out, at = self._data, 0
+        for piece in pieces:
+            end = at + len(piece)
+            out[at:end] = piece
+            at = end
+        assert at == total, (at, total)
+        return out[:total]
+
+
+def gather_strings(arrays: list[pa.Array], positions: np.ndarray, into: ReusedBytes | None = None) -> pa.Array:
     """`pa.concat_arrays(arrays).take(positions)` for string arrays without nulls, in one copy of the bytes.
 
     The writer's texts arrive as many small chunks (32-row spill batches) in section order and leave
     in rank order; concatenating then taking copied every text byte twice (bench/RESULTS.md 4). Here
     each output value is a slice of its chunk's data buffer, runs of adjacent slices are merged, and
-    the data buffer is joined once.
+    the data buffer is joined once, into `into` when given (valid until its next join).
     """
     views, starts, ends, owners = [], [], [], []
     for k, a in enumerate(arrays):
@@ -75,7 +103,7 @@ def gather_strings(arrays: list[pa.Array], positions: np.ndarray) -> pa.Array:
         off_type = np.int64 if pa.types.is_large_string(a.type) else np.int32
         _, offsets_buf, data_buf = a.buffers()
         offs = np.frombuffer(offsets_buf, off_type)[a.offset:a.offset + len(a) + 1].astype(np.int64)
-        views.append(memoryview(data_buf) if data_buf is not None else memoryview(b""))
+        views.append(memoryview(data_buf).cast("B") if data_buf is not None else memoryview(b""))
         starts.append(offs[:-1])
         ends.append(offs[1:])
         owners.append(np.full(len(a), len(views) - 1, np.int64))
@@ -89,6 +117,7 @@ def gather_strings(arrays: list[pa.Array], positions: np.ndarray) -> pa.Array:
     new[1:] = (owner[1:] != owner[:-1]) | (start[1:] != end[:-1])
     first = np.flatnonzero(new)
     last = np.append(first[1:], len(positions)) - 1
-    data = b"".join([views[o][s:e] for o, s, e in zip(owner[first].tolist(), start[first].tolist(),
-                                                       end[last].tolist())])
-    return string_array(data, offsets_of(end - start))
+    pieces = [views[o][s:e] for o, s, e in zip(owner[first].tolist(), start[first].tolist(), end[last].tolist())]
+    offsets = offsets_of(end - start)
+    data = b"".join(pieces) if into is None else into.join(pieces, int(offsets[-1]))
+    return string_array(data, offsets)

@@ -69,13 +69,19 @@ class _Buffer:
     short strings stay objects. `table` makes each column from one buffer (`columns`), not
     object by object, and texts are the UTF-8 bytes `read_into` hashed, taken as they are.
     A buffer holds one input's documents (a run never spans two inputs): one source number.
+
+    The texts gathered in id order keep their memory from run to run (`columns.ReusedBytes`); the
+    texts as read are freed at each spill, before the run is written, so the peak stays two text
+    buffers (reading the next run beside the last one's memory, or gathering), not three.
     """
 
     def __init__(self, val_permille: int) -> None:
         self.val_permille = val_permille
         self.source = 0
-        self.texts = bytearray()  # UTF-8, as hashed, end to end
+        self.texts = bytearray()  # UTF-8, as hashed, end to end up to `fill`; kept from run to run
+        self.fill = 0
         self.ends = array("q")  # offset in `texts` where each document's text ends
+        self.ordered = C.ReusedBytes()  # the texts in id order (`sorted_table`)
         self.shas = bytearray()  # 32-byte digests
         self.ids: list[str] = []
         self.urls: list[str] = []
@@ -87,15 +93,16 @@ class _Buffer:
     def clear(self) -> None:
         """Empty every column in place (the reading loop holds references to them); no Arrow
         array may still view `texts` or `shas`."""
-        for col in (self.texts, self.ends, self.shas, self.ids, self.urls, self.langs, self.lines, self.n_chars,
-                    self.piis):
+        for col in (self.ends, self.shas, self.ids, self.urls, self.langs, self.lines, self.n_chars, self.piis):
             del col[:]
+        self.fill = 0
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def sorted_table(self) -> pa.Table:
-        """The buffer as a SPILL_SCHEMA table sorted by id (a copy: the buffer can be cleared).
+        """The buffer as a SPILL_SCHEMA table sorted by id: a copy, so the buffer can be cleared. Its
+        texts are a view of `ordered`, so the table must be written (`_spill`) before the next sort.
 
         Sorted here, not with `pc.sort_indices` + `take`: Python's stable sort of str compares
         code points, which is the order of their UTF-8 bytes, so the rows come out in the order
@@ -109,11 +116,12 @@ class _Buffer:
         starts = np.empty_like(ends)
         starts[:1] = 0
         starts[1:] = ends[:-1]
-        view = memoryview(self.texts)
-        texts = b"".join([view[a:b] for a, b in zip(starts[idx].tolist(), ends[idx].tolist())])
-        view.release()
         sizes = (ends - starts)[idx]
         offsets = C.offsets_of(sizes)
+        view = memoryview(self.texts)
+        texts = self.ordered.join([view[a:b] for a, b in zip(starts[idx].tolist(), ends[idx].tolist())],
+                                  int(offsets[-1]))
+        view.release()
         sha = np.frombuffer(self.shas, np.uint8).reshape(-1, 32)[idx].tobytes()
         columns = {
             "id": C.utf8_array([ids[i] for i in order]),
@@ -169,6 +177,7 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
     assert not len(buf) or buf.source == index, "a run never spans two inputs"
     buf.source = index
     texts, ends, shas, ids, urls, langs = buf.texts, buf.ends, buf.shas, buf.ids, buf.urls, buf.langs
+    fill = buf.fill  # a local in the loop; the buffer's own is set before every spill
     lines, nch, piis = buf.lines, buf.n_chars, buf.piis
     sha256 = hashlib.sha256
     policy = None
@@ -185,8 +194,10 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
             if reasons:
                 cleaned.add(rec, reasons)
                 continue
-        texts += raw  # the UTF-8 bytes made for the hash: the spill takes them as they are
-        ends.append(len(texts))
+        end = fill + len(raw)
+        texts[fill:end] = raw  # the UTF-8 bytes made for the hash: the spill takes them as they are
+        ends.append(end)
+        fill = end
         shas += sha256(raw).digest()
         ids.append(id_)
         urls.append(url)
@@ -194,8 +205,11 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
         lines.append(line)
         nch.append(len(text))
         piis.append(pii)
-        if len(texts) >= budget:
+        if fill >= budget:
+            buf.fill = fill
             spill()
+            fill = buf.fill
+    buf.fill = fill
     return stats
 
 

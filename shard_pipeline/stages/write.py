@@ -74,6 +74,7 @@ class ShardAssembler:
         self.source_ids = pa.array([i.source_id for i in cfg.content.inputs], pa.string())
         self._order: BucketOrder | None = None
         self._cursors: dict[tuple[int, int], SectionCursor] = {}
+        self._texts = C.ReusedBytes()  # a row group's texts: each `table` is written before the next
 
     def order(self, b: int) -> BucketOrder:
         if self._order is None or self._order.bucket != b:
@@ -123,7 +124,7 @@ class ShardAssembler:
         # nearly all the bytes, skip that copy too: their buffer is built once, in rank order.
         positions = np.concatenate(index)
         rows = pa.concat_tables(parts)
-        text = C.gather_strings(rows.column("text").chunks, positions)
+        text = C.gather_strings(rows.column("text").chunks, positions, self._texts)
         t = rows.drop_columns(["text"]).combine_chunks().take(pa.array(positions))
         n = t.num_rows
         c = self.cfg.content
