@@ -70,9 +70,9 @@ class _Buffer:
     object by object, and texts are the UTF-8 bytes `read_into` hashed, taken as they are.
     A buffer holds one input's documents (a run never spans two inputs): one source number.
 
-    The texts gathered in id order keep their memory from run to run (`columns.ReusedBytes`); the
-    texts as read are freed at each spill, before the run is written, so the peak stays two text
-    buffers (reading the next run beside the last one's memory, or gathering), not three.
+    Both text buffers, as read (`texts` up to `fill`) and gathered in id order (`ordered`), keep
+    their memory from run to run (`columns.ReusedBytes` says why). Both are full while a run is
+    sorted, so keeping them raises the peak by no more than the run's IPC sections being written.
     """
 
     def __init__(self, val_permille: int) -> None:
@@ -91,8 +91,8 @@ class _Buffer:
         self.piis = array("q")
 
     def clear(self) -> None:
-        """Empty every column in place (the reading loop holds references to them); no Arrow
-        array may still view `texts` or `shas`."""
+        """Empty every column in place (the reading loop holds references to them); the text
+        buffers keep their memory. No Arrow array may still view `shas`."""
         for col in (self.ends, self.shas, self.ids, self.urls, self.langs, self.lines, self.n_chars, self.piis):
             del col[:]
         self.fill = 0
