@@ -171,6 +171,7 @@ def test_gather_strings_equals_concat_then_take_on_random_chunks():
     """Empty strings, astral characters, sliced chunks, empty chunks, repeated and adjacent positions."""
     rng = random.Random(7)
     alphabet = ["a", "é", "€", "😀", "\U0010FFFF", " "]
+    reused = C.ReusedBytes()
     for _ in range(200):
         arrays = []
         for _ in range(rng.randint(1, 6)):
@@ -185,6 +186,23 @@ def test_gather_strings_equals_concat_then_take_on_random_chunks():
             positions = np.arange(n, dtype=np.int64)  # all adjacent: merged into runs
         else:
             positions = np.array([rng.randrange(n) for _ in range(rng.randint(0, 3 * n))] if n else [], np.int64)
-        got = C.gather_strings(arrays, positions)
-        got.validate(full=True)
-        assert got.equals(pa.concat_arrays(arrays).take(pa.array(positions, pa.int64())))
+        want = pa.concat_arrays(arrays).take(pa.array(positions, pa.int64()))
+        for into in (None, reused):  # a fresh join, or the buffer kept from the last round
+            got = C.gather_strings(arrays, positions, into)
+            got.validate(full=True)
+            assert got.equals(want)
+
+
+def test_reused_bytes_keeps_its_buffer_and_never_changes_a_view_it_outgrew():
+    """A join no larger than the last reuses its memory; a larger one takes a new buffer, so what
+    an earlier table still views is not resized under it (the write stage holds the last row group's
+    table while it gathers the next)."""
+    buf = C.ReusedBytes()
+    first = buf.join([memoryview(b"abc"), memoryview(b"defg")], 7)
+    assert bytes(first) == b"abcdefg"
+    bigger = buf.join([memoryview(b"0123456789")], 10)
+    assert bytes(bigger) == b"0123456789" and bytes(first) == b"abcdefg"  # outgrown: left as it was
+    smaller = buf.join([memoryview(b"xy"), memoryview(b""), memoryview(b"z")], 3)
+    assert bytes(smaller) == b"xyz" and bytes(bigger[:3]) == b"xyz"  # the same memory, overwritten in place
+    with pytest.raises(AssertionError):
+        buf.join([memoryview(b"ab")], 3)  # a total that is not the pieces' sum is a bug, not a short buffer
