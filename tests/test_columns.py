@@ -171,7 +171,7 @@ def test_gather_strings_equals_concat_then_take_on_random_chunks():
     """Empty strings, astral characters, sliced chunks, empty chunks, repeated and adjacent positions."""
     rng = random.Random(7)
     alphabet = ["a", "é", "€", "😀", "\U0010FFFF", " "]
-    reused = C.ReusedBytes()
+    reused = C.ReusedBytes(keep=1 << 20)
     for _ in range(200):
         arrays = []
         for _ in range(rng.randint(1, 6)):
@@ -197,7 +197,7 @@ def test_reused_bytes_keeps_its_buffer_and_never_changes_a_view_it_outgrew():
     """A join no larger than the last reuses its memory; a larger one takes a new buffer, so what
     an earlier table still views is not resized under it (the write stage holds the last row group's
     table while it gathers the next)."""
-    buf = C.ReusedBytes()
+    buf = C.ReusedBytes(keep=10)
     first = buf.join([memoryview(b"abc"), memoryview(b"defg")], 7)
     assert bytes(first) == b"abcdefg"
     bigger = buf.join([memoryview(b"0123456789")], 10)
@@ -206,3 +206,6 @@ def test_reused_bytes_keeps_its_buffer_and_never_changes_a_view_it_outgrew():
     assert bytes(smaller) == b"xyz" and bytes(bigger[:3]) == b"xyz"  # the same memory, overwritten in place
     with pytest.raises(AssertionError):
         buf.join([memoryview(b"ab")], 3)  # a total that is not the pieces' sum is a bug, not a short buffer
+    kept = bytes(bigger)
+    large = buf.join([memoryview(b"A" * 11)], 11)  # over `keep`: a buffer of its own, the kept one untouched
+    assert bytes(large) == b"A" * 11 and bytes(bigger) == kept

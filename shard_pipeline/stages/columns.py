@@ -69,17 +69,26 @@ class ReusedBytes:
     the write stage that was 86% of its page faults, ~10% of its CPU (bench/RESULTS.md 4). Kept,
     its pages are faulted in once. What `join` returned is overwritten by the next `join`: an Arrow
     array over it must be written out (the spill run, the row group) before then.
+
+    It keeps at most `keep` bytes, the size of a normal run or row group. A larger join (a large
+    document's) gets a buffer of its own, freed with the array over it, as before: the memory
+    model counts a large document's copies once each (`layout.doc_memory`, bench/doc_memory.py).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
         self._data = memoryview(bytearray())
 
     def join(self, pieces: Iterable[memoryview], total: int) -> memoryview:
         """The `pieces` (unsigned-byte memoryviews, `total` bytes in all) end to end."""
-        if len(self._data) < total:  # a larger buffer: the smaller one goes first, never both at once
-            self._data = memoryview(bytearray())
-            self._data = memoryview(np.empty(total, np.uint8))  # not zeroed: every byte is written below
-        out, at = self._data, 0
+        if total > self.keep:
+            out = memoryview(np.empty(total, np.uint8))  # its own; not zeroed: every byte is written below
+        else:
+            if len(self._data) < total:  # a larger buffer: the smaller one goes first, never both at once
+                self._data = memoryview(bytearray())
+                self._data = memoryview(np.empty(total, np.uint8))
+            out = self._data
+        at = 0
         for piece in pieces:
             end = at + len(piece)
             out[at:end] = piece

@@ -71,17 +71,20 @@ class _Buffer:
     A buffer holds one input's documents (a run never spans two inputs): one source number.
 
     Both text buffers, as read (`texts` up to `fill`) and gathered in id order (`ordered`), keep
-    their memory from run to run (`columns.ReusedBytes` says why). Both are full while a run is
-    sorted, so keeping them raises the peak by no more than the run's IPC sections being written.
+    their memory from run to run (`columns.ReusedBytes` says why), up to `keep` bytes each (the
+    spill budget and a quarter): both are full while a run is sorted, so keeping them raises the
+    peak by no more than the run's IPC sections being written. A run over `keep` (large documents)
+    frees both, as the memory model for large documents assumes (`layout.doc_memory`).
     """
 
-    def __init__(self, val_permille: int) -> None:
+    def __init__(self, val_permille: int, keep: int = 1 << 62) -> None:
         self.val_permille = val_permille
+        self.keep = keep
         self.source = 0
         self.texts = bytearray()  # UTF-8, as hashed, end to end up to `fill`; kept from run to run
         self.fill = 0
         self.ends = array("q")  # offset in `texts` where each document's text ends
-        self.ordered = C.ReusedBytes()  # the texts in id order (`sorted_table`)
+        self.ordered = C.ReusedBytes(keep)  # the texts in id order (`sorted_table`)
         self.shas = bytearray()  # 32-byte digests
         self.ids: list[str] = []
         self.urls: list[str] = []
@@ -95,6 +98,8 @@ class _Buffer:
         buffers keep their memory. No Arrow array may still view `shas`."""
         for col in (self.ends, self.shas, self.ids, self.urls, self.langs, self.lines, self.n_chars, self.piis):
             del col[:]
+        if len(self.texts) > self.keep:
+            del self.texts[:]  # a large document's run: its memory is not kept
         self.fill = 0
 
     def __len__(self) -> int:
@@ -224,7 +229,7 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
     restored, pii_spans = checkpoint.restore(writer)
     receipts = [InputReceipt(**r) for r in restored]
     done = {r.index for r in receipts}
-    buf = _Buffer(cfg.content.val_permille)
+    buf = _Buffer(cfg.content.val_permille, keep=budget + budget // 4)
 
     def spill() -> None:
         nonlocal pii_spans

@@ -74,7 +74,7 @@ class ShardAssembler:
         self.source_ids = pa.array([i.source_id for i in cfg.content.inputs], pa.string())
         self._order: BucketOrder | None = None
         self._cursors: dict[tuple[int, int], SectionCursor] = {}
-        self._texts = C.ReusedBytes()  # a row group's texts: each `table` is written before the next
+        self._texts = C.ReusedBytes(cfg.content.row_group_bytes)  # a row group's texts: each is written before the next
 
     def order(self, b: int) -> BucketOrder:
         if self._order is None or self._order.bucket != b:
