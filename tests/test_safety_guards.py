@@ -110,8 +110,8 @@ def test_already_swapped_finishes_and_only_for_this_runs_output(tmp_path, monkey
     assert not Path(plan["tmp_dir"]).exists() and not run.done_marker.exists()
     assert already_swapped(run, cfg, plan, out) is not None
     # OUT whose manifest names another shard hash is not this run's: never taken as swapped
-    m = json.loads((out / "_MANIFEST.json").read_text())
-    good = json.dumps(m)
+    good = (out / "_MANIFEST.json").read_text()
+    m = json.loads(good)
     m["shards"][0]["sha256"] = "0" * 64
     (out / "_MANIFEST.json").write_text(json.dumps(m))
     assert already_swapped(run, cfg, plan, out) is None
@@ -122,6 +122,8 @@ def test_already_swapped_finishes_and_only_for_this_runs_output(tmp_path, monkey
     m = json.loads(good)
     m["rows"] += 1
     (out / "_MANIFEST.json").write_text(json.dumps(m))
+    assert already_swapped(run, cfg, plan, out) is None
+    (out / "_MANIFEST.json").write_text(json.dumps(json.loads(good)))  # the same content, other bytes: not the one written
     assert already_swapped(run, cfg, plan, out) is None
     (out / "_MANIFEST.json").write_text(good)
     assert run_finalize(run)["rows"] == 40 and run.done_marker.exists()

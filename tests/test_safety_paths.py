@@ -113,9 +113,8 @@ def test_two_rename_fallback_never_removes_a_user_out_old(tmp_path, monkeypatch)
     (old / "keep.txt").write_text("mine")
     tmp = fresh_tmp_dir(out, owner="run-a")
     monkeypatch.setattr(replace_mod, "_exchange", lambda a, b: False)
-    with pytest.raises(FileExistsError):
-        swap_into_place(tmp, out)
-    assert (old / "keep.txt").read_text() == "mine"
+    swap_into_place(tmp, out)  # the fallback parks OUT in a folder of its own (OUT.replaced), never OUT.old
+    assert (old / "keep.txt").read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["out", "out.old"]
 
 
 @pytest.mark.slow

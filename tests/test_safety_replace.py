@@ -277,3 +277,170 @@ def test_rerun_over_a_damaged_output_on_the_cluster(slurm_cluster, tmp_path):
     wait_for_jobs([j["job_id"] for j in submit(root, out, tmp_path / "run2", conf, *ROWS)], timeout=TIMEOUT)
     assert (tmp_path / "run2" / "DONE").exists()
     assert tree_bytes(out) == whole and not verify_output(out) and not (tmp_path / "out.tmp").exists()
+
+
+# --- 3. the fallback swap, the manifest after the swap, a file written during the swap ---------
+
+def no_exchange(monkeypatch) -> None:
+    """As on a filesystem without renameat2(RENAME_EXCHANGE): the two-rename fallback (forked units inherit it)."""
+    monkeypatch.setattr(replace_mod, "_exchange", lambda a, b: False)
+
+
+def test_fallback_swap_never_touches_a_kept_out_old(tmp_path, made, monkeypatch, capsys):
+    root, out, whole = made
+    kept = tmp_path / "out.old"
+    out.rename(kept)  # the user keeps the previous output beside the new one
+    assert run_cli(root, out, tmp_path / "run2", *ROWS) == 0
+    no_exchange(monkeypatch)
+    rc, said = rerun(capsys, root, out, tmp_path / "run3")
+    assert rc == 0, said
+    assert tree_bytes(kept) == whole and not verify_output(kept)  # untouched
+    assert tree_bytes(out) == whole and not verify_output(out)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out")) == ["out", "out.old"]
+
+
+def test_fallback_swap_stopped_between_its_renames_is_finished_by_resume(tmp_path, made, monkeypatch, capsys):
+    root, out, whole = made
+    (out / MANIFEST_NAME).write_text((out / MANIFEST_NAME).read_text().replace('"version": "', '"version": "0'))
+    previous = tree_bytes(out)  # another (older) version, to tell the two apart
+    no_exchange(monkeypatch)
+    park = replace_mod._park
+
+    def park_then_die(o: Path, owner: str) -> Path:
+        parked = park(o, owner)
+        raise SystemExit(9)  # as if killed here: no rollback runs
+
+    monkeypatch.setattr(replace_mod, "_park", park_then_die)
+    run = tmp_path / "run2"
+    assert run_cli(root, out, run, *ROWS) != 0
+    assert not out.exists() and tree_bytes(tmp_path / "out.replaced" / "previous") == previous
+    monkeypatch.setattr(replace_mod, "_park", park)
+    capsys.readouterr()
+    assert cli_resume(run) == 0, "".join(capsys.readouterr())
+    assert tree_bytes(out) == whole and not verify_output(out)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out")) == ["out"]
+
+
+def test_a_second_rename_that_fails_puts_the_previous_output_back(tmp_path, made, monkeypatch):
+    root, out, whole = made
+    tmp = replace_mod.fresh_tmp_dir(out, owner="me")
+    no_exchange(monkeypatch)
+    real = replace_mod.os.rename
+
+    def refuse_tmp(a, b):
+        if Path(a) == tmp:
+            raise OSError(13, "Permission denied")
+        real(a, b)
+
+    monkeypatch.setattr(replace_mod.os, "rename", refuse_tmp)
+    with pytest.raises(SwapFailed, match="is as it was"):
+        replace_mod.swap_into_place(tmp, out)
+    assert tree_bytes(out) == whole and tmp_owner(tmp) == "me" and not (tmp_path / "out.replaced").exists()
+
+    def refuse_both(a, b):
+        if Path(a) == tmp or Path(b) == out:
+            raise OSError(13, "Permission denied")
+        real(a, b)
+
+    monkeypatch.setattr(replace_mod.os, "rename", refuse_both)
+    with pytest.raises(SwapFailed, match="is absent now: the previous version is complete in"):
+        replace_mod.swap_into_place(tmp, out)
+    assert not out.exists() and tree_bytes(tmp_path / "out.replaced" / "previous") == whole
+    monkeypatch.setattr(replace_mod.os, "rename", real)
+    (tmp / MANIFEST_NAME).write_text((tmp_path / "out.replaced" / "previous" / MANIFEST_NAME).read_text())
+    replace_mod.swap_into_place(tmp, out)  # the retry puts the previous one back first, then swaps
+    assert (out / MANIFEST_NAME).exists() and not (tmp_path / "out.replaced").exists() and not tmp.exists()
+
+
+def test_an_out_replaced_the_run_did_not_make_is_refused_and_kept(tmp_path, made, capsys):
+    root, out, whole = made
+    foreign = tmp_path / "out.replaced"
+    foreign.mkdir()
+    (foreign / "mine.txt").write_text("mine")
+    rc, said = rerun(capsys, root, out, tmp_path / "run2")
+    assert rc == 2 and "out.replaced exists and is not this run's" in said, said
+    assert (foreign / "mine.txt").read_text() == "mine" and tree_bytes(out) == whole
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "fallback"])
+def test_a_file_written_into_out_during_the_swap_is_kept(tmp_path, made, monkeypatch, capsys, exchange):
+    root, out, whole = made
+    tmp = replace_mod.fresh_tmp_dir(out, owner="me")
+    for name, data in whole.items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / name).write_bytes(data)
+    real = replace_mod._exchange if exchange else (lambda a, b: False)
+
+    def user_writes_then_exchange(a: Path, b: Path) -> bool:
+        (out / "notes.txt").write_text("written after the check")  # the race: after check_replaceable
+        return real(a, b)
+
+    monkeypatch.setattr(replace_mod, "_exchange", user_writes_then_exchange)
+    capsys.readouterr()
+    replace_mod.swap_into_place(tmp, out)
+    said = capsys.readouterr().out
+    old = tmp if exchange else tmp_path / "out.replaced" / "previous"
+    assert (old / "notes.txt").read_text() == "written after the check"
+    assert sorted(p.name for p in old.iterdir()) == ["notes.txt"]  # the previous output's own files are gone
+    assert "notes.txt" in said and "keeps 1 file" in said
+    assert tree_bytes(out) == whole
+
+
+def test_resume_over_an_out_whose_manifest_or_card_changed_after_the_swap_redoes_it(tmp_path, monkeypatch, capsys):
+    root = make_corpus(tmp_path, n_docs=30)
+    for victim in (MANIFEST_NAME, "README.md"):
+        out, run = tmp_path / f"out-{victim}", tmp_path / f"run-{victim}"
+        monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-after-swap:0:enospc")
+        assert run_cli(root, out, run, *ROWS, "--dataset-card") == 1
+        monkeypatch.delenv("HPLT_SHARD_FAULT")
+        whole = tree_bytes(out)
+        data = (out / victim).read_bytes()
+        (out / victim).write_bytes(data[:50] + (b"X" if data[50:51] != b"X" else b"Y") + data[51:])  # same size
+        assert verify_output(out)  # the damage is real
+        capsys.readouterr()
+        rc = cli_resume(run)
+        said = "".join(capsys.readouterr())
+        assert rc == 0 and "write     redo" in said, said
+        assert tree_bytes(out) == whole and not verify_output(out)
+
+
+def test_fallback_swap_stopped_before_deleting_the_previous_output_is_cleared_by_resume(tmp_path, made, monkeypatch,
+                                                                                         capsys):
+    root, out, whole = made
+    no_exchange(monkeypatch)
+    real = replace_mod.remove_previous
+
+    def die(old, manifest):
+        raise SystemExit(9)  # as if killed after the second rename
+
+    monkeypatch.setattr(replace_mod, "remove_previous", die)
+    run = tmp_path / "run2"
+    assert run_cli(root, out, run, *ROWS) != 0
+    assert (tmp_path / "out.replaced" / "previous" / MANIFEST_NAME).exists() and tree_bytes(out) == whole
+    monkeypatch.setattr(replace_mod, "remove_previous", real)
+    capsys.readouterr()
+    assert cli_resume(run) == 0, "".join(capsys.readouterr())
+    assert tree_bytes(out) == whole and not verify_output(out)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out")) == ["out"]
+
+
+def test_an_input_changed_after_partition_read_it_stops_finalize_before_the_swap(tmp_path, made, monkeypatch):
+    import os
+
+    from shard_pipeline.stages.finalize import FinalizeError
+
+    root, out, whole = made
+    run = tmp_path / "run2"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap:0:enospc")
+    assert run_cli(root, out, run, *ROWS, "--dataset-version", "2") == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    shard = sorted(root.rglob("*.jsonl.zst"))[0]
+    st = shard.stat()
+    os.utime(shard, (st.st_atime, st.st_mtime + 100))
+    with pytest.raises(FinalizeError, match=rf"1 input shard changed after this run read it: .*{shard.name}"
+                                            rf".*is as it was; restore the input and --resume {run}"):
+        run_finalize(RunDir(run))
+    assert tree_bytes(out) == whole
+    os.utime(shard, (st.st_atime, st.st_mtime))  # restored: the resume finishes
+    assert cli_resume(run) == 0 and not verify_output(out)
+    assert json.loads((out / MANIFEST_NAME).read_text())["version"] == "2"

@@ -730,7 +730,15 @@ def test_atomic_replace(tmp_path, monkeypatch):
     import shutil
 
     shutil_rmtree = shutil.rmtree
+    remove_previous = replace_mod.remove_previous
+
+    def checked_remove(old, listed):
+        assert Path(old) != out, "the live output is deleted instead of swapped"
+        seen.append((output_is_complete(out), json.loads((out / MANIFEST).read_text())["rows"]))
+        return remove_previous(old, listed)
+
     monkeypatch.setattr(replace_mod, "shutil", SimpleNamespace(rmtree=checked_rmtree))
+    monkeypatch.setattr(replace_mod, "remove_previous", checked_remove)
     m2 = write(v2, out, shard_rows=10)
     monkeypatch.setattr(replace_mod, "shutil", shutil)
     assert seen and all(ok for ok, _ in seen)

@@ -5,6 +5,7 @@ previous output is never replaced (a typo must not delete $HOME).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -14,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from shard_pipeline.contract.manifest import MANIFEST_FORMAT, MANIFEST_NAME, load_manifest
-from shard_pipeline.contract.previous import Holdings, foreign_message, holdings
+from shard_pipeline.contract.previous import Holdings, counted, foreign_message, holdings, listed_sizes, shown
 from shard_pipeline.errors import UserError
 from shard_pipeline.files import fsync_dir
 
@@ -43,7 +44,8 @@ def tmp_owner(tmp: Path) -> str | None:
 
 
 def check_tmp_free(out: Path, owner: str) -> None:
-    """Refuse an existing `out.tmp` that `owner` did not make; nothing is removed here."""
+    """Refuse an existing `out.tmp` or `out.replaced` that `owner` did not make; nothing is removed here."""
+    check_parking_free(out, owner)
     tmp = tmp_dir_for(out)
     if not (tmp.is_symlink() or tmp.exists()):
         return
@@ -164,16 +166,115 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, f"renameat2({a}, {b}, RENAME_EXCHANGE): {os.strerror(err)}")
 
 
+def parking_dir_for(out: Path) -> Path:
+    """Where the fallback swap parks the previous OUT for the two syscalls between its renames.
+
+    A folder this run makes (exclusively) and marks, never a name the user may already use:
+    `OUT.old` is where users keep a previous output by hand, and it must never be deleted.
+    """
+    return out.with_name(out.name + ".replaced")
+
+
+PARKED = "previous"  # the previous OUT, inside the parking folder
+
+
+def check_parking_free(out: Path, owner: str) -> None:
+    """Refuse an existing OUT.replaced that `owner` did not make; nothing is removed here."""
+    park = parking_dir_for(out)
+    if not (park.is_symlink() or park.exists()):
+        return
+    made_by = None if park.is_symlink() or not park.is_dir() else tmp_owner(park)
+    if made_by == owner:
+        return
+    raise NotReplaceable(f"{park} exists and is not this run's ({'made by ' + made_by if made_by else 'no ' + TMP_MARKER + ' marker'}); "
+                         f"a run parks the previous --out {out} there while it puts the new one in place on "
+                         "filesystems without an atomic exchange: move it away, then resume or re-run")
+
+
+def remove_previous(old: Path, manifest: dict | None) -> tuple[str, ...]:
+    """Delete a previous version of OUT, now at `old`, file by file: only what its manifest (checked before
+    it left OUT) lists, the manifest last, then folders left empty. Anything else (a file written into OUT
+    after it was checked, while the run swapped) is kept in `old`, and returned."""
+    names = [] if manifest is None else sorted(listed_sizes(manifest)) + [MANIFEST_NAME]
+    for name in names:
+        path = old / name
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+    for folder in sorted((p for p in old.rglob("*") if p.is_dir() and not p.is_symlink()),
+                         key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when empty
+    try:
+        old.rmdir()
+    except FileNotFoundError:
+        return ()
+    except OSError:
+        return tuple(sorted(p.relative_to(old).as_posix() for p in old.rglob("*") if not p.is_dir()))
+    return ()
+
+
+def warn_kept(old: Path, out: Path, kept: tuple[str, ...]) -> None:
+    print(f"hplt-shard: warning: {old} keeps {counted(len(kept), 'file')} that appeared in {out} while a run "
+          f"replaced it ({shown(kept)}); the previous output's own files were removed: move what you need "
+          f"out of {old}, then remove it", flush=True)
+
+
+def _park(out: Path, owner: str) -> Path:
+    """Move OUT into a new marked OUT.replaced; the path it now has."""
+    park = parking_dir_for(out)
+    park.mkdir()  # exclusive: a folder that exists was checked to be ours and emptied before
+    with open(park / TMP_MARKER, "w", encoding="utf-8") as f:
+        f.write(owner + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    fsync_dir(park.parent)
+    os.rename(out, park / PARKED)
+    return park / PARKED
+
+
+def settle_parking(out: Path, owner: str) -> None:
+    """Finish what a fallback swap stopped part way left in this run's OUT.replaced: with OUT absent, the
+    previous version goes back (OUT is again the complete old one); with OUT in place (the swap was done),
+    the previous version is deleted by its manifest's list. The parking folder goes too, unless files not
+    the previous output's are left in it: then it is unmarked (no run takes it for its own again) and named."""
+    check_parking_free(out, owner)
+    park = parking_dir_for(out)
+    if not park.exists():
+        return
+    parked = park / PARKED
+    if parked.exists():
+        if not out.exists() or (out.is_dir() and not out.is_symlink() and not any(out.iterdir())):
+            if out.exists():
+                out.rmdir()
+            os.rename(parked, out)
+        else:
+            try:
+                manifest = load_manifest(parked)
+            except (OSError, ValueError):
+                manifest = None
+            kept = remove_previous(parked, manifest)
+            if kept:
+                warn_kept(parked, out, kept)
+    (park / TMP_MARKER).unlink(missing_ok=True)
+    if not parked.exists():
+        park.rmdir()
+    fsync_dir(out.parent)
+
+
 def swap_into_place(tmp: Path, out: Path) -> Holdings | None:
     """Make `tmp` the new `out`; at every moment `out` is the complete old or the complete new one.
 
-    With an existing `out`, the two directories are exchanged in one renameat2(RENAME_EXCHANGE)
-    and the old version (now at `tmp`) is deleted. Filesystems without it (some network
-    filesystems) fall back to rename(out, out.old) + rename(tmp, out), which leaves a window of
-    two syscalls in which `out` is absent but `out.old` is complete. The marker travels with
-    the shards and is removed from the new `out` right after: a failed rename leaves `tmp`
-    marked as its run's, so that run can resume. Returns what OUT held before (None: nothing).
+    With an existing `out`, the two directories are exchanged in one renameat2(RENAME_EXCHANGE).
+    Filesystems without it (some network filesystems) fall back to two renames through a marked
+    folder of this run's (OUT.replaced): between them `out` is absent, the previous version complete
+    in OUT.replaced/previous, and a resumed run puts it back before trying again (settle_parking). The old version
+    is then deleted by its manifest's list (remove_previous): a file someone wrote into OUT after it
+    was checked is kept, and named. The marker travels with the shards and is removed from the new
+    `out` right after: a failed rename leaves `tmp` marked as its run's, so that run can resume.
+    Returns what OUT held before (None: nothing).
     """
+    owner = tmp_owner(tmp) or WRITE_SHARDS_OWNER
+    settle_parking(out, owner)
     held = check_replaceable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     old = None
@@ -183,17 +284,19 @@ def swap_into_place(tmp: Path, out: Path) -> Holdings | None:
         elif _exchange(tmp, out):
             old = tmp
         else:
-            old = out.with_name(out.name + ".old")
-            if old.is_symlink() or old.exists():
-                check_replaceable(old)  # only a previous output (a manifest) or an empty folder is removed
-                shutil.rmtree(old)
-            os.rename(out, old)
+            old = _park(out, owner)
             try:
                 os.rename(tmp, out)
-            except OSError:
-                os.rename(old, out)  # OUT back as it was
+            except OSError as exc:
+                try:
+                    os.rename(old, out)  # OUT back as it was
+                except OSError:
+                    raise SwapFailed(f"cannot put {tmp} in place of {out}: {exc}; {out} is absent now: the previous "
+                                     f"version is complete in {old} and this run's output in {tmp}; fix the cause, "
+                                     "then resume the run: it puts the previous version back and redoes the swap") from exc
+                settle_parking(out, owner)
                 raise
-    except NotReplaceable:
+    except (NotReplaceable, SwapFailed):
         raise
     except OSError as exc:
         raise SwapFailed(f"cannot put {tmp} in place of {out}: {exc}; {out} is as it was and {tmp} keeps this "
@@ -201,6 +304,10 @@ def swap_into_place(tmp: Path, out: Path) -> Holdings | None:
     (out / TMP_MARKER).unlink(missing_ok=True)  # the marker never stays in OUT
     fsync_dir(out)
     if old is not None:
-        shutil.rmtree(old)
+        kept = remove_previous(old, held.manifest if held else None)
+        if kept:
+            warn_kept(old, out, kept)
+        if old.parent != out.parent:
+            settle_parking(out, owner)  # parked: the parking folder goes, or is unmarked when it keeps files
     fsync_dir(out.parent)
     return held

@@ -182,19 +182,25 @@ class InputChanged(UserError):
     """An input shard differs from what the run listed (its size or mtime): it is never read as it is now."""
 
 
-def check_unchanged(location: str, size: int | None, mtime: int | None, when: str) -> None:
-    """Raise InputChanged when a local input's size or mtime differs from the listing (URLs: no stat, no check)."""
+def why_changed(location: str, size: int | None, mtime: int | None) -> str | None:
+    """How a local input differs from its listing (size, mtime, gone), or None (URLs: no stat, no check)."""
     if size is None or mtime is None:
-        return
+        return None
     try:
         st = os.stat(location)
     except OSError as exc:
-        raise InputChanged(f"{location}: {when}: cannot stat it ({exc.strerror}); it was listed with size {size}, "
-                           f"mtime {mtime}") from None
+        return f"cannot stat it ({exc.strerror}); it was listed with size {size}, mtime {mtime}"
     if st.st_size != size or int(st.st_mtime) != mtime:
-        raise InputChanged(f"{location} changed since the run listed it ({when}): size {size} -> {st.st_size}, "
-                           f"mtime {mtime} -> {int(st.st_mtime)}; the run reads inputs exactly as listed in "
-                           "shard_inventory.tsv; restore the file or start a new run")
+        return f"size {size} -> {st.st_size}, mtime {mtime} -> {int(st.st_mtime)}"
+    return None
+
+
+def check_unchanged(location: str, size: int | None, mtime: int | None, when: str) -> None:
+    """Raise InputChanged when a local input's size or mtime differs from the listing."""
+    why = why_changed(location, size, mtime)
+    if why:
+        raise InputChanged(f"{location} changed since the run listed it ({when}): {why}; the run reads inputs "
+                           "exactly as listed in shard_inventory.tsv; restore the file or start a new run")
 
 
 def _warn(message: str) -> None:

@@ -58,7 +58,8 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path
     manifest. So every shard in OUT must be the very file a writer of this run finished (its
     receipt's size, mtime and ctime; a touched one by sha256 when `rehash`), every other listed
     file there with its size, and nothing else in OUT but this run's marker (left when finalize
-    stopped between the exchange and removing it). Cost: one stat per file.
+    stopped between the exchange and removing it), and the manifest the one finalize wrote
+    (manifest_is_this_runs). Cost: one stat per shard; the manifest and the few other files are hashed.
     """
     from shard_pipeline.contract.manifest import load_manifest
     from shard_pipeline.contract.previous import holdings
@@ -88,7 +89,20 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path
     ours = tmp_owner(out) == str(run.root)
     if held.damaged or any(not (ours and p == TMP_MARKER) for p in held.foreign):
         return None
+    if not manifest_is_this_runs(run, out, manifest, rehash):
+        return None
     return manifest
+
+
+def manifest_is_this_runs(run: RunDir, out: Path, manifest: dict[str, Any], rehash: bool) -> bool:
+    """OUT's manifest is the very one finalize wrote (its sha256 in swap.json), and so are the other files it
+    lists: by sha256 when `rehash`, else by size alone (--status reads no file but the small manifest)."""
+    from shard_pipeline.contract.manifest import MANIFEST_NAME
+
+    receipt = read_receipt(run.swap_receipt)
+    if receipt is None or file_sha256(out / MANIFEST_NAME) != receipt.get("manifest_sha256"):
+        return False
+    return not rehash or all(file_sha256(out / f["name"]) == f["sha256"] for f in manifest["files"])
 
 
 class RunState:

@@ -6,10 +6,10 @@ everything downstream of a redone task is redone too.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 
 from shard_pipeline.errors import UserError
+from shard_pipeline.input.corpus import why_changed
 from shard_pipeline.run import live
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig
@@ -37,19 +37,9 @@ class ResumePlan:
 
 
 def changed_inputs(run: RunDir, cfg: RunConfig) -> list[str]:
-    """Input shards whose size or mtime differ from shard_inventory.tsv (local inputs only)."""
-    changed = []
-    for ref in cfg.content.inputs:
-        if ref.size is None or ref.mtime is None:
-            continue
-        try:
-            st = os.stat(ref.location)
-        except OSError:
-            changed.append(f"{ref.location} (missing)")
-            continue
-        if st.st_size != ref.size or int(st.st_mtime) != ref.mtime:
-            changed.append(f"{ref.location} (size {ref.size} -> {st.st_size}, mtime {ref.mtime} -> {int(st.st_mtime)})")
-    return changed
+    """Input shards whose size or mtime differ from shard_inventory.tsv (local inputs only), with how."""
+    whys = ((ref.location, why_changed(ref.location, ref.size, ref.mtime)) for ref in cfg.content.inputs)
+    return [f"{location} ({why})" for location, why in whys if why]
 
 
 def plan_resume(run: RunDir) -> ResumePlan:

@@ -163,6 +163,11 @@ class RunDir:
         return self.root / "write" / f"task-{task:05d}.progress.json"
 
     @property
+    def swap_receipt(self) -> Path:
+        """The sha256 of the manifest finalize put in OUT.tmp before the swap: what proves OUT's manifest is this run's."""
+        return self.root / "swap.json"
+
+    @property
     def validation_json(self) -> Path:
         return self.root / "validation.json"
 

@@ -19,8 +19,19 @@ from shard_pipeline.contract.extras import (
     CLEANED_NAME,
     LEDGER_NAME,
 )
+from shard_pipeline.contract.previous import counted, shown
 from shard_pipeline.contract.manifest import MANIFEST_NAME, build_manifest, manifest_sets, write_manifest
-from shard_pipeline.contract.replace import TMP_MARKER, NotReplaceable, check_replaceable, swap_into_place, tmp_owner
+from shard_pipeline.contract.replace import (
+    TMP_MARKER,
+    NotReplaceable,
+    check_replaceable,
+    parking_dir_for,
+    remove_previous,
+    settle_parking,
+    swap_into_place,
+    tmp_owner,
+    warn_kept,
+)
 from shard_pipeline.contract.rules import SPLIT_DIRS, ShardFile
 from shard_pipeline.files import file_sha256
 from shard_pipeline.files import write_bytes_atomic
@@ -29,6 +40,7 @@ from shard_pipeline.input.identity import CorpusNames
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.registry import already_swapped
+from shard_pipeline.run.resume import changed_inputs
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.rundir import RunDir, read_json
@@ -160,19 +172,23 @@ def counts_index_step(cfg: RunConfig, run: RunDir) -> dict[str, Any]:
     return {"counts_index_rows": counted, "counts_index_replaced": replaced}
 
 
-def left_by_exchange(tmp: Path, run: RunDir) -> bool:
-    """True when `tmp` is what an exchange of this run left there: a previous output (its manifest
-    lists everything in it), an empty folder, or this run's own staging folder. Anything else is not ours."""
-    if tmp.is_symlink() or not tmp.is_dir():
-        return False
-    if tmp_owner(tmp) == str(run.root) or not any(tmp.iterdir()):
-        return True
+def clear_left_previous(tmp: Path, out: Path, run: RunDir) -> None:
+    """Delete what an attempt stopped right after the exchange left at `tmp`: the previous version (by its
+    manifest's list, contract/replace.py remove_previous), or this run's own emptied staging folder.
+    Anything else there is not ours, and is left as it is, named."""
+    if not tmp.exists() or tmp.is_symlink() or not tmp.is_dir():
+        return
+    if tmp_owner(tmp) == str(run.root):
+        shutil.rmtree(tmp)  # this run's staging folder: the marker proves it
+        return
     try:
-        check_replaceable(tmp)
+        held = check_replaceable(tmp)
     except NotReplaceable as exc:
         print(f"finalize: {tmp} is not this run's and is left as it is ({exc})", flush=True)
-        return False
-    return True
+        return
+    kept = remove_previous(tmp, held.manifest if held else None)
+    if kept:
+        warn_kept(tmp, out, kept)
 
 
 def run_finalize(run: RunDir) -> dict[str, Any]:
@@ -188,8 +204,9 @@ def run_finalize(run: RunDir) -> dict[str, Any]:
     else:
         if tmp_owner(out) == str(run.root):
             (out / TMP_MARKER).unlink()  # stopped between the exchange and removing the marker
-        if tmp.exists() and left_by_exchange(tmp, run):
-            shutil.rmtree(tmp)  # the previous version, left by an attempt stopped right after the exchange
+        clear_left_previous(tmp, out, run)
+        if tmp_owner(parking_dir_for(out)) == str(run.root):
+            settle_parking(out, str(run.root))  # a fallback swap stopped before it deleted the previous version
     try:
         fault_point("finalize-after-swap")
         return finish(run, cfg, plan, manifest, out)
@@ -226,6 +243,12 @@ def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str
 
 def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path, out: Path) -> dict[str, Any]:
     c = cfg.content
+    changed = changed_inputs(run, cfg)
+    if changed:  # the output would describe inputs that are no longer there as listed
+        raise FinalizeError(f"{counted(len(changed), 'input shard')} changed after this run read "
+                            f"{'it' if len(changed) == 1 else 'them'}: {shown(changed)}; {out} is as it was; "
+                            f"restore the input and --resume {run.root} (it redoes only finalize), or start a new "
+                            "run to read the inputs as they are now")
     shards = collect_shards(run, cfg, plan)
     if sum(s.rows for s in shards) != plan["rows"]:
         raise FinalizeError(f"shards hold {sum(s.rows for s in shards)} rows, the plan {plan['rows']}")
@@ -248,6 +271,7 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
 
     manifest = manifest_with(write_extra_files(run, cfg, plan, tmp, manifest_with([])))
     write_manifest(tmp, manifest)
+    write_json_atomic(run.swap_receipt, {"manifest_sha256": file_sha256(tmp / MANIFEST_NAME)})
     fault_point("finalize-before-swap")
     replaced = swap_into_place(tmp, out)
     if replaced is not None:

@@ -415,7 +415,9 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         cfgs = {l: with_resources(RunConfig.from_json(read_json(d.config_json)), resources) for l, d in dirs.items()}
         changed = [(f"{l}: " if table.several else "") + c for l, d in dirs.items() for c in changed_inputs(d, cfgs[l])]
         if changed:
-            raise ResumeRefused("input shards changed since the run was submitted (shard_inventory.tsv): " + "; ".join(changed))
+            raise ResumeRefused("input shards changed since the run was submitted (shard_inventory.tsv): "
+                                + "; ".join(changed) + "; a run reads its inputs exactly as listed: restore them "
+                                "(same size and mtime) and resume again, or start a new run to read them as they are now")
         if not table.several:  # a resume may regroup the units of one language (--cpus-per-task): no byte depends on C
             table = dataclasses.replace(table, cpus={s: cfgs[table.langs[0]].execution.units_per_task(s)
                                                      for s in table.cpus or {}})

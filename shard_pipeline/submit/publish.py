@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shard_pipeline.contract.manifest import MANIFEST_NAME
-from shard_pipeline.contract.replace import TMP_MARKER
+from shard_pipeline.contract.replace import TMP_MARKER, parking_dir_for
 from shard_pipeline.errors import EXIT_FAILED, ExitCode, UserError
 from shard_pipeline.files import file_sha256, json_bytes, write_bytes_atomic
 from shard_pipeline.paths import home
@@ -167,7 +167,7 @@ def publish_held(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> 
 
 
 def refuse_dest_inside(rclone: Rclone, dest: str, out: Path, run_dir: Path | None) -> None:
-    """Refuse a DEST that writes into OUT, OUT.tmp, OUT.old, a claim or lock file beside OUT, or a run dir.
+    """Refuse a DEST that writes into OUT, OUT.tmp, OUT.replaced, a claim or lock file beside OUT, or a run dir.
 
     DEST is followed as rclone would: a local path (relative, `..`, symbolic links), `:local:`,
     a remote of type local, and remotes that write into another (alias, crypt, union, ...).
@@ -179,7 +179,7 @@ def refuse_dest_inside(rclone: Rclone, dest: str, out: Path, run_dir: Path | Non
             return {}  # an unreadable config: the listing of DEST fails next, with rclone's reason
 
     targets = local_targets(dest, config)
-    protected = {"OUT": out, "OUT.tmp": out.with_name(out.name + ".tmp"), "OUT.old": out.with_name(out.name + ".old"),
+    protected = {"OUT": out, "OUT.tmp": out.with_name(out.name + ".tmp"), "OUT.replaced": parking_dir_for(out),
                  "the claim file of OUT": claim_path(out), "the claim lock of OUT": Path(f"{claim_path(out)}.lock"),
                  "the publish lock of OUT": publish_lock_path(out), "the runs folder": home() / "runs"}
     if run_dir is not None:

@@ -5,7 +5,7 @@ with `_MANIFEST.json` last, checked at DEST, recorded in its run dir, and an alr
 `DEST/<LANG>` is a checked success. What this module decides:
 
 - DEST is checked once for the whole root, with ROOT as OUT: a DEST (or any `DEST/<LANG>`)
-  inside ROOT, ROOT.tmp, ROOT.old, the runs folder or `--run-dir` is refused before anything.
+  inside ROOT, ROOT.tmp, ROOT.replaced, the runs folder or `--run-dir` is refused before anything.
 - The lock: each language's own (`ROOT/<LANG>.hplt-shard-publish`, under its claim lock), held
   only while that language is published. A run claims each `ROOT/<LANG>` as one OUT, so that is
   the lock a run checks; ROOT has none of its own, and a run may land another language meanwhile.
