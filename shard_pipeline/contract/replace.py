@@ -43,14 +43,20 @@ def tmp_owner(tmp: Path) -> str | None:
         return None
 
 
+def owned(path: Path, owner: str) -> tuple[bool, str | None]:
+    """(True, owner) when `path` is absent or a folder marked by `owner`; else (False, whoever marked it, or None)."""
+    if not (path.is_symlink() or path.exists()):
+        return True, owner
+    made_by = None if path.is_symlink() or not path.is_dir() else tmp_owner(path)
+    return made_by == owner, made_by
+
+
 def check_tmp_free(out: Path, owner: str) -> None:
     """Refuse an existing `out.tmp` or `out.replaced` that `owner` did not make; nothing is removed here."""
     check_parking_free(out, owner)
     tmp = tmp_dir_for(out)
-    if not (tmp.is_symlink() or tmp.exists()):
-        return
-    made_by = None if tmp.is_symlink() or not tmp.is_dir() else tmp_owner(tmp)
-    if made_by == owner:
+    mine, made_by = owned(tmp, owner)
+    if mine:
         return
     if made_by is None:
         raise NotReplaceable(f"{tmp} exists and was not made by hplt-shard (no {TMP_MARKER} marker); "
@@ -181,10 +187,8 @@ PARKED = "previous"  # the previous OUT, inside the parking folder
 def check_parking_free(out: Path, owner: str) -> None:
     """Refuse an existing OUT.replaced that `owner` did not make; nothing is removed here."""
     park = parking_dir_for(out)
-    if not (park.is_symlink() or park.exists()):
-        return
-    made_by = None if park.is_symlink() or not park.is_dir() else tmp_owner(park)
-    if made_by == owner:
+    mine, made_by = owned(park, owner)
+    if mine:
         return
     raise NotReplaceable(f"{park} exists and is not this run's ({'made by ' + made_by if made_by else 'no ' + TMP_MARKER + ' marker'}); "
                          f"a run parks the previous --out {out} there while it puts the new one in place on "
