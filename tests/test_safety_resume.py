@@ -120,6 +120,13 @@ def test_resume_refuses_content_options_by_name(failed_local_run, capsys, flag, 
 
 
 @pytest.mark.slow
+def test_resume_ignores_a_content_option_given_as_the_run_was_made(failed_local_run, capsys):
+    argv = ["--resume", str(failed_local_run), "--executor", "local", "--shard-rows", "10"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    assert (failed_local_run / "DONE").exists()
+
+
+@pytest.mark.slow
 def test_status_is_busy_while_a_process_holds_the_run(failed_local_run, capsys):
     from shard_pipeline.run.claim import run_lock
 

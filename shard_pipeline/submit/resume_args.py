@@ -32,14 +32,28 @@ def given_options(argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
     return vars(parser.parse_args(list(argv))), flags
 
 
-def check_resume_options(argv: Sequence[str]) -> dict[str, Any]:
-    """Refuse every option a resume cannot honour, named; return the resource overrides given."""
+def made_with(recorded_argv: Sequence[str] | None) -> dict[str, Any]:
+    """The options the run was submitted with (run.json "argv", program name first); {} when unknown."""
+    if not recorded_argv:
+        return {}
+    try:
+        return given_options(list(recorded_argv)[1:])[0]
+    except (SystemExit, ValueError):  # recorded by a version with other options
+        return {}
+
+
+def check_resume_options(argv: Sequence[str], recorded_argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Refuse every option a resume cannot honour, named (one given as the run was made with it is
+    harmless, and ignored); return the resource overrides given."""
     given, flags = given_options(argv)
-    refused = sorted(d for d in given if d not in (*APPLIED, *NEUTRAL))
+    original = made_with(recorded_argv)
+    refused = sorted(d for d in given if d not in (*APPLIED, *NEUTRAL)
+                     and not (d in original and original[d] == given[d]))
     if refused:
         names = ", ".join(flags.get(d, d) for d in refused)
         raise UsageError(f"--resume continues a run exactly as it was made: {names} cannot change on resume "
-                         "(they decide the content or the run's layout); start a new run for that. "
+                         "(they decide the content or the run's layout; given as the run was made with them, "
+                         "they are ignored); start a new run for that. "
                          "A resume may change --mem, --time, --cpus-per-task, --partition, --account and --max-tasks")
     overrides = {d: given[d] for d in APPLIED if d in given}
     for dest, value in overrides.items():  # the rules a submission's --mem, --time, ... follow
@@ -50,7 +64,7 @@ def check_resume_options(argv: Sequence[str]) -> dict[str, Any]:
 def resume_resources(argv: Sequence[str], record: dict[str, Any]) -> dict[str, Any]:
     """This resume's resource options over those of earlier resumes (run.json "resources"): a later
     resume keeps an earlier --mem or --partition unless it gives another."""
-    return {**record.get("resources", {}), **check_resume_options(argv)}
+    return {**record.get("resources", {}), **check_resume_options(argv, record.get("argv"))}
 
 
 def with_resources(cfg: RunConfig, resources: dict[str, Any]) -> RunConfig:
