@@ -190,9 +190,10 @@ def check_parking_free(out: Path, owner: str) -> None:
     mine, made_by = owned(park, owner)
     if mine:
         return
-    raise NotReplaceable(f"{park} exists and is not this run's ({'made by ' + made_by if made_by else 'no ' + TMP_MARKER + ' marker'}); "
-                         f"a run parks the previous --out {out} there while it puts the new one in place on "
-                         "filesystems without an atomic exchange: move it away, then resume or re-run")
+    whose = f"made by {made_by}" if made_by else f"no {TMP_MARKER} marker"
+    raise NotReplaceable(f"{park} exists and is not this run's ({whose}); a run parks the previous --out {out} "
+                         "there while it puts the new one in place on filesystems without an atomic exchange: "
+                         "move it away, then resume or re-run")
 
 
 def remove_previous(old: Path, manifest: dict | None) -> tuple[str, ...]:
@@ -213,7 +214,8 @@ def remove_previous(old: Path, manifest: dict | None) -> tuple[str, ...]:
     except FileNotFoundError:
         return ()
     except OSError:
-        return tuple(sorted(p.relative_to(old).as_posix() for p in old.rglob("*") if not p.is_dir()))
+        leaves = (p for p in old.rglob("*") if p.is_symlink() or not p.is_dir() or not any(p.iterdir()))
+        return tuple(sorted(p.relative_to(old).as_posix() for p in leaves))
     return ()
 
 
@@ -260,8 +262,8 @@ def settle_parking(out: Path, owner: str) -> None:
             if kept:
                 warn_kept(parked, out, kept)
     (park / TMP_MARKER).unlink(missing_ok=True)
-    if not parked.exists():
-        park.rmdir()
+    with contextlib.suppress(OSError):
+        park.rmdir()  # only when empty: files kept in it were named, and it is no longer marked as ours
     fsync_dir(out.parent)
 
 
@@ -271,8 +273,8 @@ def swap_into_place(tmp: Path, out: Path) -> Holdings | None:
     With an existing `out`, the two directories are exchanged in one renameat2(RENAME_EXCHANGE).
     Filesystems without it (some network filesystems) fall back to two renames through a marked
     folder of this run's (OUT.replaced): between them `out` is absent, the previous version complete
-    in OUT.replaced/previous, and a resumed run puts it back before trying again (settle_parking). The old version
-    is then deleted by its manifest's list (remove_previous): a file someone wrote into OUT after it
+    in OUT.replaced/previous, and a resumed run puts it back before trying again (settle_parking).
+    The old version is then deleted by its manifest's list (remove_previous): a file someone wrote into OUT after it
     was checked is kept, and named. The marker travels with the shards and is removed from the new
     `out` right after: a failed rename leaves `tmp` marked as its run's, so that run can resume.
     Returns what OUT held before (None: nothing).
@@ -311,7 +313,9 @@ def swap_into_place(tmp: Path, out: Path) -> Holdings | None:
         kept = remove_previous(old, held.manifest if held else None)
         if kept:
             warn_kept(old, out, kept)
-        if old.parent != out.parent:
-            settle_parking(out, owner)  # parked: the parking folder goes, or is unmarked when it keeps files
+        if old.parent != out.parent:  # parked: the parking folder goes; unmarked (never ours again) if it keeps files
+            (old.parent / TMP_MARKER).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                old.parent.rmdir()
     fsync_dir(out.parent)
     return held
