@@ -444,3 +444,20 @@ def test_an_input_changed_after_partition_read_it_stops_finalize_before_the_swap
     os.utime(shard, (st.st_atime, st.st_mtime))  # restored: the resume finishes
     assert cli_resume(run) == 0 and not verify_output(out)
     assert json.loads((out / MANIFEST_NAME).read_text())["version"] == "2"
+
+
+def test_status_of_a_done_run_says_when_out_no_longer_holds_its_output(tmp_path, made, capsys):
+    from shard_pipeline.submit import cli
+
+    root, out, whole = made
+    capsys.readouterr()
+    assert cli.main(["--status", str(tmp_path / "run1")]) == 0
+    said = capsys.readouterr().out
+    assert f"done: output at {out}" in said and "no longer" not in said
+    assert run_cli(root, out, tmp_path / "run2", "--shard-rows", "7") == 0  # a later run replaces OUT
+    capsys.readouterr()
+    assert cli.main(["--status", str(tmp_path / "run1")]) == 0
+    said = capsys.readouterr().out
+    assert "_MANIFEST.json is no longer the one this run wrote" in said and f"--verify {out}" in said, said
+    assert cli.main(["--status", str(tmp_path / "run2")]) == 0
+    assert "no longer" not in capsys.readouterr().out
