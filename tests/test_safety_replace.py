@@ -461,3 +461,65 @@ def test_status_of_a_done_run_says_when_out_no_longer_holds_its_output(tmp_path,
     assert "_MANIFEST.json is no longer the one this run wrote" in said and f"--verify {out}" in said, said
     assert cli.main(["--status", str(tmp_path / "run2")]) == 0
     assert "no longer" not in capsys.readouterr().out
+
+
+def stop_between_the_renames(monkeypatch) -> None:
+    """The fallback swap dies right after it parked OUT (as a kill there would): no rollback runs."""
+    no_exchange(monkeypatch)
+    park = replace_mod._park
+
+    def park_then_die(o: Path, owner: str) -> Path:
+        park(o, owner)
+        raise SystemExit(9)
+
+    monkeypatch.setattr(replace_mod, "_park", park_then_die)
+
+
+def test_something_at_out_while_the_previous_version_is_parked_is_refused_and_both_kept(tmp_path, made, monkeypatch,
+                                                                                        capsys):
+    root, out, whole = made
+    stop_between_the_renames(monkeypatch)
+    run = tmp_path / "run2"
+    assert run_cli(root, out, run, "--shard-rows", "7") != 0
+    monkeypatch.undo()
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    assert cli_resume(run) != 0
+    said = "".join(capsys.readouterr())
+    assert "holds the previous version of --out" in said and "holds something else now" in said, said
+    assert tree_bytes(tmp_path / "out.replaced" / "previous") == whole and (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()
+    assert cli_resume(run) == 0 and not verify_output(out)  # moved away: the previous one goes back, then the swap
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out")) == ["out"]
+
+
+def test_a_resume_after_the_swap_never_deletes_an_output_it_did_not_replace(tmp_path, made, monkeypatch, capsys):
+    root, out, whole = made
+    run = tmp_path / "run2"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-after-swap:0:enospc")
+    assert run_cli(root, out, run, "--shard-rows", "7") == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    other = tmp_path / "out.tmp"  # someone's finished output lands where this run's exchange left the old one
+    assert run_cli(root, other, tmp_path / "run3", *ROWS) == 0
+    theirs = tree_bytes(other)
+    capsys.readouterr()
+    assert cli_resume(run) == 0
+    assert tree_bytes(other) == theirs and "is not the previous version this run's swap moved there" in \
+        "".join(capsys.readouterr()) + (run / "logs" / "finalize" / "local_0.log").read_text()
+
+
+def test_a_resume_of_an_older_run_does_not_replace_a_newer_output_of_another_configuration(tmp_path, made,
+                                                                                           monkeypatch, capsys):
+    root, out, whole = made
+    run = tmp_path / "run2"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-after-swap:0:enospc")
+    assert run_cli(root, out, run, "--shard-rows", "7") == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    assert run_cli(root, out, tmp_path / "run3", *ROWS, "--dataset-version", "9") == 0  # a newer output
+    newer = tree_bytes(out)
+    capsys.readouterr()
+    assert cli_resume(run) != 0
+    said = "".join(capsys.readouterr()) + (run / "logs" / "finalize" / "local_0.log").read_text()
+    assert "holds another output now (dataset" in said and "this run does not replace a newer output" in said, said
+    assert tree_bytes(out) == newer

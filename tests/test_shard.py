@@ -1000,3 +1000,26 @@ def test_manifest_arguments_are_checked(tmp_path):
         assert not out.exists()
         return
     assert_valid_manifest(m)
+
+
+def test_a_second_write_shards_call_on_one_out_is_refused_while_the_first_lives(tmp_path):
+    """Each call marks OUT.tmp with its host and pid: a live call's staging folder is never cleared by another
+    call (which would leave a corrupt OUT); one whose process is gone is, as before."""
+    import socket
+
+    out = tmp_path / "out"
+    tmp = tmp_path / "out.tmp"
+    tmp.mkdir()
+    live = f"{replace_mod.WRITE_SHARDS_OWNER} {socket.gethostname()} {os.getppid()}"
+    (tmp / replace_mod.TMP_MARKER).write_text(live + "\n")
+    (tmp / "shard-00000-of-00002.parquet").write_bytes(b"being written")
+    with pytest.raises(replace_mod.NotReplaceable, match="being written by another write_shards call"):
+        write(hand_docs(), out)
+    assert (tmp / "shard-00000-of-00002.parquet").read_bytes() == b"being written" and not out.exists()
+    gone = os.fork()
+    if gone == 0:
+        os._exit(0)
+    os.waitpid(gone, 0)  # reaped: no process has that pid now
+    (tmp / replace_mod.TMP_MARKER).write_text(f"{replace_mod.WRITE_SHARDS_OWNER} {socket.gethostname()} {gone}\n")
+    write(hand_docs(), out)  # that call is over: its staging folder is cleared
+    assert not tmp.exists() and output_is_complete(out)

@@ -12,12 +12,14 @@ import errno
 import os
 import re
 import shutil
+import socket
 from pathlib import Path
+from typing import Any
 
 from shard_pipeline.contract.manifest import MANIFEST_FORMAT, MANIFEST_NAME, load_manifest
 from shard_pipeline.contract.previous import Holdings, counted, foreign_message, holdings, listed_sizes, shown
 from shard_pipeline.errors import UserError
-from shard_pipeline.files import fsync_dir
+from shard_pipeline.files import file_sha256, fsync_dir
 
 
 class NotReplaceable(UserError, FileExistsError):
@@ -32,7 +34,29 @@ def tmp_dir_for(out: Path) -> Path:
 # directory, or WRITE_SHARDS_OWNER). Only a marked `out.tmp` with the same owner is ever removed:
 # a folder the user made (`mydata.tmp/notes.txt`) or another run's is refused and left alone.
 TMP_MARKER = ".hplt-shard-tmp"
-WRITE_SHARDS_OWNER = "write_shards"
+WRITE_SHARDS_OWNER = "write_shards"  # followed by the host and pid of the call (write_shards_owner)
+
+
+def write_shards_owner() -> str:
+    """The owner one `write_shards` call writes in its marker: two calls on one OUT never share a staging folder."""
+    return f"{WRITE_SHARDS_OWNER} {socket.gethostname()} {os.getpid()}"
+
+
+def abandoned_write_shards(made_by: str | None) -> bool:
+    """True for the marker of a `write_shards` call that is over: its process on this host is gone (or the
+    marker predates the host and pid). A live call's, or one on another host, is never taken."""
+    parts = (made_by or "").split()
+    if parts == [WRITE_SHARDS_OWNER]:
+        return True
+    if len(parts) != 3 or parts[0] != WRITE_SHARDS_OWNER or parts[1] != socket.gethostname() or not parts[2].isdigit():
+        return False
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def tmp_owner(tmp: Path) -> str | None:
@@ -56,16 +80,19 @@ def check_tmp_free(out: Path, owner: str) -> None:
     check_parking_free(out, owner)
     tmp = tmp_dir_for(out)
     mine, made_by = owned(tmp, owner)
-    if mine:
+    if mine or (owner.startswith(WRITE_SHARDS_OWNER) and abandoned_write_shards(made_by)):
         return
     if made_by is None:
         raise NotReplaceable(f"{tmp} exists and was not made by hplt-shard (no {TMP_MARKER} marker); "
                              f"it is the staging folder of --out {out}: move it away or choose another --out")
+    if made_by.startswith(WRITE_SHARDS_OWNER):
+        raise NotReplaceable(f"{tmp} is being written by another write_shards call ({made_by}); wait for it, or "
+                             f"remove {tmp} if that call is over")
     raise NotReplaceable(f"{tmp} belongs to another run ({made_by}); finish that run with --resume {made_by}, "
                          f"or remove {tmp} if that run is abandoned")
 
 
-def fresh_tmp_dir(out: Path, owner: str = WRITE_SHARDS_OWNER) -> Path:
+def fresh_tmp_dir(out: Path, owner: str) -> Path:
     """`out.tmp`, empty but for its marker naming `owner`: one left by the same owner is removed first.
 
     An `out.tmp` without the marker, or marked by another owner, is refused and never removed.
@@ -73,8 +100,13 @@ def fresh_tmp_dir(out: Path, owner: str = WRITE_SHARDS_OWNER) -> Path:
     check_tmp_free(out, owner)
     tmp = tmp_dir_for(out)
     if tmp.exists():
+        check_tmp_free(out, owner)  # again, right before: another writer may have made it since
         shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    try:
+        tmp.mkdir(parents=True)  # exclusive: of two writers racing here, the second is refused
+    except FileExistsError:
+        raise NotReplaceable(f"{tmp} was just made by another writer of --out {out}; one writer at a time: wait for "
+                             "it to finish") from None
     with open(tmp / TMP_MARKER, "w", encoding="utf-8") as f:
         f.write(owner + "\n")
         f.flush()
@@ -238,33 +270,68 @@ def _park(out: Path, owner: str) -> Path:
     return park / PARKED
 
 
-def settle_parking(out: Path, owner: str) -> None:
-    """Finish what a fallback swap stopped part way left in this run's OUT.replaced: with OUT absent, the
-    previous version goes back (OUT is again the complete old one); with OUT in place (the swap was done),
-    the previous version is deleted by its manifest's list. The parking folder goes too, unless files not
-    the previous output's are left in it: then it is unmarked (no run takes it for its own again) and named."""
+def restore_parked(out: Path, owner: str) -> None:
+    """Undo what a fallback swap stopped between its renames left in this run's OUT.replaced: the previous
+    version goes back to OUT (OUT is again the complete old one) and the parking folder is removed.
+    With something at OUT since (not an empty folder), neither is touched: refused, both named."""
     check_parking_free(out, owner)
     park = parking_dir_for(out)
     if not park.exists():
         return
     parked = park / PARKED
     if parked.exists():
-        if not out.exists() or (out.is_dir() and not out.is_symlink() and not any(out.iterdir())):
-            if out.exists():
-                out.rmdir()
-            os.rename(parked, out)
-        else:
-            try:
-                manifest = load_manifest(parked)
-            except (OSError, ValueError):
-                manifest = None
-            kept = remove_previous(parked, manifest)
-            if kept:
-                warn_kept(parked, out, kept)
+        if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
+            raise NotReplaceable(f"{parked} holds the previous version of --out {out}, parked by an interrupted swap, "
+                                 f"and {out} holds something else now; neither is touched: move what is at {out} "
+                                 f"away, then resume: the previous version goes back first")
+        if out.exists():
+            out.rmdir()
+        os.rename(parked, out)
+    unpark(park)
+    fsync_dir(out.parent)
+
+
+def unpark(park: Path) -> None:
+    """Remove the parking folder's marker (no run takes it for its own again) and the folder when empty."""
     (park / TMP_MARKER).unlink(missing_ok=True)
     with contextlib.suppress(OSError):
-        park.rmdir()  # only when empty: files kept in it were named, and it is no longer marked as ours
-    fsync_dir(out.parent)
+        park.rmdir()  # only when empty: files kept in it were named
+
+
+def manifest_sha(folder: Path) -> str | None:
+    """The sha256 of `folder`'s manifest, None without one."""
+    try:
+        return file_sha256(folder / MANIFEST_NAME)
+    except OSError:
+        return None
+
+
+def folder_identity(folder: Path) -> dict[str, Any] | None:
+    """What proves, after a swap, that a folder is the very one that was at OUT: its device and inode
+    (a rename keeps both) and its manifest's sha256. None when nothing is there."""
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return None
+    return {"dev": st.st_dev, "ino": st.st_ino, "manifest_sha256": manifest_sha(folder)}
+
+
+def remove_replaced(old: Path, out: Path, previous: dict[str, Any] | None) -> None:
+    """Delete a version of OUT that a swap of this run moved to `old` (OUT.tmp after an exchange, or
+    OUT.replaced/previous), proven by the identity finalize recorded of OUT before the swap
+    (folder_identity: the same inode, the same manifest; an identical copy made elsewhere is not it).
+    Anything else at `old` is not ours: left as it is, and named."""
+    if not old.exists() or old.is_symlink() or not old.is_dir():
+        return
+    now = folder_identity(old)
+    if previous is None or now != previous:
+        print(f"hplt-shard: {old} is not the previous version this run's swap moved there; it is left as it is",
+              flush=True)
+        return
+    manifest = load_manifest(old) if now["manifest_sha256"] else None
+    kept = remove_previous(old, manifest)
+    if kept:
+        warn_kept(old, out, kept)
 
 
 def swap_into_place(tmp: Path, out: Path) -> Holdings | None:
@@ -273,14 +340,14 @@ def swap_into_place(tmp: Path, out: Path) -> Holdings | None:
     With an existing `out`, the two directories are exchanged in one renameat2(RENAME_EXCHANGE).
     Filesystems without it (some network filesystems) fall back to two renames through a marked
     folder of this run's (OUT.replaced): between them `out` is absent, the previous version complete
-    in OUT.replaced/previous, and a resumed run puts it back before trying again (settle_parking).
+    in OUT.replaced/previous, and a resumed run puts it back before trying again (restore_parked).
     The old version is then deleted by its manifest's list (remove_previous): a file someone wrote into OUT after it
     was checked is kept, and named. The marker travels with the shards and is removed from the new
     `out` right after: a failed rename leaves `tmp` marked as its run's, so that run can resume.
     Returns what OUT held before (None: nothing).
     """
     owner = tmp_owner(tmp) or WRITE_SHARDS_OWNER
-    settle_parking(out, owner)
+    restore_parked(out, owner)
     held = check_replaceable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     old = None
@@ -300,7 +367,7 @@ def swap_into_place(tmp: Path, out: Path) -> Holdings | None:
                     raise SwapFailed(f"cannot put {tmp} in place of {out}: {exc}; {out} is absent now: the previous "
                                      f"version is complete in {old} and this run's output in {tmp}; fix the cause, "
                                      "then resume the run: it puts the previous version back and redoes the swap") from exc
-                settle_parking(out, owner)
+                unpark(old.parent)
                 raise
     except (NotReplaceable, SwapFailed):
         raise
@@ -314,8 +381,6 @@ def swap_into_place(tmp: Path, out: Path) -> Holdings | None:
         if kept:
             warn_kept(old, out, kept)
         if old.parent != out.parent:  # parked: the parking folder goes; unmarked (never ours again) if it keeps files
-            (old.parent / TMP_MARKER).unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
-                old.parent.rmdir()
+            unpark(old.parent)
     fsync_dir(out.parent)
     return held

@@ -21,11 +21,11 @@ from shard_pipeline.contract.manifest import (
     write_manifest,
 )
 from shard_pipeline.contract.replace import (
-    WRITE_SHARDS_OWNER,
     check_replaceable,
     check_tmp_free,
     fresh_tmp_dir,
     swap_into_place,
+    write_shards_owner,
 )
 from shard_pipeline.contract.rules import (
     DEFAULT_ROW_GROUP_BYTES,
@@ -71,7 +71,8 @@ def write_shards(
     check_manifest_args(dataset=dataset, version=version, config_sha256=config_sha256, filters=filters, dedup=dedup,
                         ledger_ref=ledger_ref)
     check_replaceable(out)
-    check_tmp_free(out, WRITE_SHARDS_OWNER)
+    owner = write_shards_owner()
+    check_tmp_free(out, owner)
     rows = [doc_row(d, val_permille) for d in docs]
     rows.sort(key=lambda r: r["id"])
     for a, b in zip(rows, rows[1:]):
@@ -83,7 +84,7 @@ def write_shards(
     for row in rows:
         sum_counts(pii, row["_pii"])
 
-    tmp = fresh_tmp_dir(out)
+    tmp = fresh_tmp_dir(out, owner)
     bounds = shard_bounds(len(rows), shard_rows)
     files = []
     for i, (start, stop) in enumerate(bounds):

@@ -20,17 +20,16 @@ from shard_pipeline.contract.extras import (
     LEDGER_NAME,
 )
 from shard_pipeline.contract.previous import counted, shown
-from shard_pipeline.contract.manifest import MANIFEST_NAME, build_manifest, manifest_sets, write_manifest
+from shard_pipeline.contract.manifest import MANIFEST_NAME, build_manifest, load_manifest, manifest_sets, write_manifest
 from shard_pipeline.contract.replace import (
+    PARKED,
     TMP_MARKER,
-    NotReplaceable,
-    check_replaceable,
+    folder_identity,
     parking_dir_for,
-    remove_previous,
-    settle_parking,
+    remove_replaced,
     swap_into_place,
     tmp_owner,
-    warn_kept,
+    unpark,
 )
 from shard_pipeline.contract.rules import SPLIT_DIRS, ShardFile
 from shard_pipeline.files import file_sha256
@@ -39,7 +38,7 @@ from shard_pipeline.input.counts_index import CountRow, record
 from shard_pipeline.input.identity import CorpusNames
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.faults import fault_point
-from shard_pipeline.run.registry import already_swapped
+from shard_pipeline.run.registry import already_swapped, read_receipt
 from shard_pipeline.run.resume import changed_inputs
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.files import write_json_atomic
@@ -173,22 +172,40 @@ def counts_index_step(cfg: RunConfig, run: RunDir) -> dict[str, Any]:
 
 
 def clear_left_previous(tmp: Path, out: Path, run: RunDir) -> None:
-    """Delete what an attempt stopped right after the exchange left at `tmp`: the previous version (by its
-    manifest's list, contract/replace.py remove_previous), or this run's own emptied staging folder.
-    Anything else there is not ours, and is left as it is, named."""
-    if not tmp.exists() or tmp.is_symlink() or not tmp.is_dir():
-        return
-    if tmp_owner(tmp) == str(run.root):
+    """Delete what an attempt stopped right after its swap left: the version it replaced, at OUT.tmp
+    (exchange) or OUT.replaced/previous (fallback), proven by the manifest sha256 swap.json recorded
+    before the swap, or this run's own marked staging folder. Anything else is not ours: left, named."""
+    owner = str(run.root)
+    if tmp.is_dir() and not tmp.is_symlink() and tmp_owner(tmp) == owner:
         shutil.rmtree(tmp)  # this run's staging folder: the marker proves it
-        return
+    previous = (read_receipt(run.swap_receipt) or {}).get("previous")
+    remove_replaced(tmp, out, previous)
+    park = parking_dir_for(out)
+    if park.is_dir() and not park.is_symlink() and tmp_owner(park) == owner:
+        remove_replaced(park / PARKED, out, previous)
+        unpark(park)
+
+
+def check_still_replacing(run: RunDir, cfg: RunConfig, out: Path) -> dict[str, Any] | None:
+    """Refuse to swap over an output of another configuration that reached OUT after an earlier attempt of
+    this finalize recorded what it replaces (swap.json): a newer run's output, which a resume of this
+    older one must not silently replace. Returns OUT's identity now (replace.folder_identity)."""
+    now = folder_identity(out)
+    earlier = read_receipt(run.swap_receipt)
+    if earlier is None or now is None or now["manifest_sha256"] is None:
+        return now
+    if now["manifest_sha256"] in ((earlier.get("previous") or {}).get("manifest_sha256"), earlier.get("manifest_sha256")):
+        return now
     try:
-        held = check_replaceable(tmp)
-    except NotReplaceable as exc:
-        print(f"finalize: {tmp} is not this run's and is left as it is ({exc})", flush=True)
-        return
-    kept = remove_previous(tmp, held.manifest if held else None)
-    if kept:
-        warn_kept(tmp, out, kept)
+        theirs = load_manifest(out)
+    except (OSError, ValueError):
+        return now
+    if theirs.get("config_sha256") == cfg.content.sha256():
+        return now  # this run's own output, edited or damaged, or the same content again: replaced, as a re-run would
+    raise FinalizeError(f"{out} holds another output now (dataset {theirs.get('dataset')!r} version "
+                        f"{theirs.get('version')!r}, another configuration), put there after this run's earlier "
+                        f"finalize attempt: this run does not replace a newer output; to put this run's output "
+                        f"there anyway, move {out} away, then --resume {run.root}")
 
 
 def run_finalize(run: RunDir) -> dict[str, Any]:
@@ -205,8 +222,6 @@ def run_finalize(run: RunDir) -> dict[str, Any]:
         if tmp_owner(out) == str(run.root):
             (out / TMP_MARKER).unlink()  # stopped between the exchange and removing the marker
         clear_left_previous(tmp, out, run)
-        if tmp_owner(parking_dir_for(out)) == str(run.root):
-            settle_parking(out, str(run.root))  # a fallback swap stopped before it deleted the previous version
     try:
         fault_point("finalize-after-swap")
         return finish(run, cfg, plan, manifest, out)
@@ -271,7 +286,8 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
 
     manifest = manifest_with(write_extra_files(run, cfg, plan, tmp, manifest_with([])))
     write_manifest(tmp, manifest)
-    write_json_atomic(run.swap_receipt, {"manifest_sha256": file_sha256(tmp / MANIFEST_NAME)})
+    previous = check_still_replacing(run, cfg, out)
+    write_json_atomic(run.swap_receipt, {"manifest_sha256": file_sha256(tmp / MANIFEST_NAME), "previous": previous})
     fault_point("finalize-before-swap")
     replaced = swap_into_place(tmp, out)
     if replaced is not None:
