@@ -377,9 +377,10 @@ def test_a_file_written_into_out_during_the_swap_is_kept(tmp_path, made, monkeyp
 
     monkeypatch.setattr(replace_mod, "_exchange", user_writes_then_exchange)
     capsys.readouterr()
-    replace_mod.swap_into_place(tmp, out)
+    result = replace_mod.swap_into_place(tmp, out)
     said = capsys.readouterr().out
     old = tmp if exchange else tmp_path / "out.replaced" / "previous"
+    assert result.notices and "notes.txt" in result.notices[0]
     assert (old / "notes.txt").read_text() == "written after the check"
     assert sorted(p.name for p in old.iterdir()) == ["notes.txt"]  # the previous output's own files are gone
     assert "notes.txt" in said and "keeps 1 file" in said
@@ -523,3 +524,21 @@ def test_a_resume_of_an_older_run_does_not_replace_a_newer_output_of_another_con
     said = "".join(capsys.readouterr()) + (run / "logs" / "finalize" / "local_0.log").read_text()
     assert "holds another output now (dataset" in said and "this run does not replace a newer output" in said, said
     assert tree_bytes(out) == newer
+
+
+def test_files_kept_by_a_swap_are_told_at_the_end_of_the_run_and_by_status(tmp_path, made, monkeypatch, capsys):
+    from shard_pipeline.submit import cli
+
+    root, out, whole = made
+    real = replace_mod._exchange
+
+    def user_writes_then_exchange(a: Path, b: Path) -> bool:
+        (out / "notes.txt").write_text("written after the check")
+        return real(a, b)
+
+    monkeypatch.setattr(replace_mod, "_exchange", user_writes_then_exchange)
+    rc, said = rerun(capsys, root, out, tmp_path / "run2", "--dataset-version", "3")
+    assert rc == 0 and "warning:" in said and "keeps 1 file that appeared in" in said and "notes.txt" in said, said
+    assert (tmp_path / "out.tmp" / "notes.txt").exists() and not verify_output(out)
+    assert cli.main(["--status", str(tmp_path / "run2")]) == 0
+    assert "; warning: " in capsys.readouterr().out

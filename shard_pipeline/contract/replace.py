@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -251,10 +252,16 @@ def remove_previous(old: Path, manifest: dict | None) -> tuple[str, ...]:
     return ()
 
 
-def warn_kept(old: Path, out: Path, kept: tuple[str, ...]) -> None:
-    print(f"hplt-shard: warning: {old} keeps {counted(len(kept), 'file')} that appeared in {out} while a run "
-          f"replaced it ({shown(kept)}); the previous output's own files were removed: move what you need "
-          f"out of {old}, then remove it", flush=True)
+def notice(text: str) -> str:
+    """Print a warning the user must see (the finalize log) and return it, for validation.json and the console."""
+    print(f"hplt-shard: warning: {text}", flush=True)
+    return text
+
+
+def kept_notice(old: Path, out: Path, kept: tuple[str, ...]) -> str:
+    return notice(f"{old} keeps {counted(len(kept), 'file')} that appeared in {out} while a run replaced it "
+                  f"({shown(kept)}); the previous output's own files were removed: move what you need out of "
+                  f"{old}, then remove it")
 
 
 def _park(out: Path, owner: str) -> Path:
@@ -316,25 +323,30 @@ def folder_identity(folder: Path) -> dict[str, Any] | None:
     return {"dev": st.st_dev, "ino": st.st_ino, "manifest_sha256": manifest_sha(folder)}
 
 
-def remove_replaced(old: Path, out: Path, previous: dict[str, Any] | None) -> None:
+def remove_replaced(old: Path, out: Path, previous: dict[str, Any] | None) -> tuple[str, ...]:
     """Delete a version of OUT that a swap of this run moved to `old` (OUT.tmp after an exchange, or
     OUT.replaced/previous), proven by the identity finalize recorded of OUT before the swap
     (folder_identity: the same inode, the same manifest; an identical copy made elsewhere is not it).
-    Anything else at `old` is not ours: left as it is, and named."""
+    Anything else at `old` is not ours: left as it is, and named. Returns the warnings given."""
     if not old.exists() or old.is_symlink() or not old.is_dir():
-        return
+        return ()
     now = folder_identity(old)
     if previous is None or now != previous:
-        print(f"hplt-shard: {old} is not the previous version this run's swap moved there; it is left as it is",
-              flush=True)
-        return
+        return (notice(f"{old} is not the previous version this run's swap moved there; it is left as it is"),)
     manifest = load_manifest(old) if now["manifest_sha256"] else None
     kept = remove_previous(old, manifest)
-    if kept:
-        warn_kept(old, out, kept)
+    return (kept_notice(old, out, kept),) if kept else ()
 
 
-def swap_into_place(tmp: Path, out: Path) -> Holdings | None:
+@dataclass(frozen=True)
+class Swapped:
+    """What a swap replaced (None: nothing) and the warnings it gave (files kept beside OUT)."""
+
+    held: Holdings | None
+    notices: tuple[str, ...] = ()
+
+
+def swap_into_place(tmp: Path, out: Path) -> Swapped:
     """Make `tmp` the new `out`; at every moment `out` is the complete old or the complete new one.
 
     With an existing `out`, the two directories are exchanged in one renameat2(RENAME_EXCHANGE).
@@ -344,7 +356,7 @@ def swap_into_place(tmp: Path, out: Path) -> Holdings | None:
     The old version is then deleted by its manifest's list (remove_previous): a file someone wrote into OUT after it
     was checked is kept, and named. The marker travels with the shards and is removed from the new
     `out` right after: a failed rename leaves `tmp` marked as its run's, so that run can resume.
-    Returns what OUT held before (None: nothing).
+    Returns what OUT held before, and the warnings the user must see.
     """
     owner = tmp_owner(tmp) or WRITE_SHARDS_OWNER
     restore_parked(out, owner)
@@ -376,11 +388,15 @@ def swap_into_place(tmp: Path, out: Path) -> Holdings | None:
                          f"run's output (still marked as this run's); {SWAP_HINTS.get(exc.errno, SWAP_HINT)}") from exc
     (out / TMP_MARKER).unlink(missing_ok=True)  # the marker never stays in OUT
     fsync_dir(out)
+    notices: tuple[str, ...] = ()
     if old is not None:
-        kept = remove_previous(old, held.manifest if held else None)
-        if kept:
-            warn_kept(old, out, kept)
+        try:
+            kept = remove_previous(old, held.manifest if held else None)
+            notices = (kept_notice(old, out, kept),) if kept else ()
+        except OSError as exc:  # OUT is the new version already: the swap stands
+            notices = (notice(f"{out} holds the new version; the previous one, now at {old}, could not be deleted "
+                              f"({exc}): remove {old} by hand"),)
         if old.parent != out.parent:  # parked: the parking folder goes; unmarked (never ours again) if it keeps files
             unpark(old.parent)
     fsync_dir(out.parent)
-    return held
+    return Swapped(held, notices)

@@ -110,6 +110,12 @@ def out_changed_since(run: RunDir, out: Path) -> str | None:
                               "the output, or it was edited)")
 
 
+def done_warnings(run: RunDir) -> list[str]:
+    """The warnings finalize recorded in validation.json (files kept beside OUT after the swap): the done
+    message and --status repeat them, since a finalize log is not where a user looks."""
+    return list((read_receipt(run.validation_json) or {}).get("warnings", []))
+
+
 def manifest_is_this_runs(run: RunDir, out: Path, manifest: dict[str, Any], rehash: bool) -> bool:
     """OUT's manifest is the very one finalize wrote (its sha256 in swap.json), and so are the other files it
     lists: by sha256 when `rehash`, else by size alone (--status reads no file but the small manifest)."""

@@ -23,7 +23,7 @@ from typing import Any
 from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode, UsageError
 from shard_pipeline.run import live, unit_table
-from shard_pipeline.run.registry import STAGES, RunState, out_changed_since
+from shard_pipeline.run.registry import STAGES, RunState, done_warnings, out_changed_since
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, check_format, read_json, unit_log
 from shard_pipeline.run.runstate import (
@@ -406,6 +406,7 @@ def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
         since = out_changed_since(run, Path(out))
         text = f"done: output at {out}" + (f"; but {since}: ./hplt-shard --verify {shlex.quote(out)} checks what it "
                                            "holds now" if since else "")
+        text += "".join(f"; warning: {w}" for w in done_warnings(run))
     elif phase is RunPhase.STUCK:
         text = stuck_step(run.root, [r for st in statuses for _, r in st.reasons], queued_job_ids(run, statuses))
     elif phase in (RunPhase.RUNNING, RunPhase.QUEUED):

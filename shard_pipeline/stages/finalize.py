@@ -171,19 +171,21 @@ def counts_index_step(cfg: RunConfig, run: RunDir) -> dict[str, Any]:
     return {"counts_index_rows": counted, "counts_index_replaced": replaced}
 
 
-def clear_left_previous(tmp: Path, out: Path, run: RunDir) -> None:
+def clear_left_previous(tmp: Path, out: Path, run: RunDir) -> tuple[str, ...]:
     """Delete what an attempt stopped right after its swap left: the version it replaced, at OUT.tmp
     (exchange) or OUT.replaced/previous (fallback), proven by the manifest sha256 swap.json recorded
-    before the swap, or this run's own marked staging folder. Anything else is not ours: left, named."""
+    before the swap, or this run's own marked staging folder. Anything else is not ours: left, named.
+    Returns the warnings given."""
     owner = str(run.root)
     if tmp.is_dir() and not tmp.is_symlink() and tmp_owner(tmp) == owner:
         shutil.rmtree(tmp)  # this run's staging folder: the marker proves it
     previous = (read_receipt(run.swap_receipt) or {}).get("previous")
-    remove_replaced(tmp, out, previous)
+    notices = remove_replaced(tmp, out, previous)
     park = parking_dir_for(out)
     if park.is_dir() and not park.is_symlink() and tmp_owner(park) == owner:
-        remove_replaced(park / PARKED, out, previous)
+        notices += remove_replaced(park / PARKED, out, previous)
         unpark(park)
+    return notices
 
 
 def check_still_replacing(run: RunDir, cfg: RunConfig, out: Path) -> dict[str, Any] | None:
@@ -217,22 +219,23 @@ def run_finalize(run: RunDir) -> dict[str, Any]:
     tmp, out = Path(plan["tmp_dir"]), Path(cfg.execution.out)
     manifest = already_swapped(run, cfg, plan, out)  # proven by stat: OUT holds this run's very files
     if manifest is None:
-        manifest = check_and_swap(run, cfg, plan, tmp, out)
+        manifest, notices = check_and_swap(run, cfg, plan, tmp, out)
     else:
         if tmp_owner(out) == str(run.root):
             (out / TMP_MARKER).unlink()  # stopped between the exchange and removing the marker
-        clear_left_previous(tmp, out, run)
+        notices = clear_left_previous(tmp, out, run)
     try:
         fault_point("finalize-after-swap")
-        return finish(run, cfg, plan, manifest, out)
-    except Exception as exc:  # OUT is already the new output: say so, the previous one is gone
-        raise AfterSwapError(f"{out} now holds this run's complete output (swapped in; the previous version is "
-                             f"gone); a step after the swap failed: {type(exc).__name__}: {exc}; "
+        return finish(run, cfg, plan, manifest, out, notices)
+    except Exception as exc:  # OUT is already the new output: say so
+        raise AfterSwapError(f"{out} now holds this run's complete output (swapped in); a step after the swap "
+                             f"failed: {type(exc).__name__}: {exc}; "
                              f"fix it, then --resume {run.root} finishes the last steps") from exc
 
 
-def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str, Any], out: Path) -> dict[str, Any]:
-    """The steps after the swap: counts index, validation.json, DONE, the claim released."""
+def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str, Any], out: Path,
+           notices: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The steps after the swap: counts index, validation.json (with the swap's warnings), DONE, the claim released."""
     c = cfg.content
     index = counts_index_step(cfg, run)
     validation = {
@@ -249,6 +252,7 @@ def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str
         "splits": manifest["splits"],
         "receipts_match_disk": True,
         **index,
+        "warnings": list(notices),
     }
     write_json_atomic(run.validation_json, validation)
     run.done_marker.write_text("ok\n")
@@ -256,7 +260,8 @@ def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str
     return manifest
 
 
-def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path, out: Path) -> dict[str, Any]:
+def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
+                   out: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
     c = cfg.content
     changed = changed_inputs(run, cfg)
     if changed:  # the output would describe inputs that are no longer there as listed
@@ -289,10 +294,10 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
     previous = check_still_replacing(run, cfg, out)
     write_json_atomic(run.swap_receipt, {"manifest_sha256": file_sha256(tmp / MANIFEST_NAME), "previous": previous})
     fault_point("finalize-before-swap")
-    replaced = swap_into_place(tmp, out)
-    if replaced is not None:
-        print(f"finalize: replaced {out}, which held {replaced.summary()}", flush=True)
-    return manifest
+    swapped = swap_into_place(tmp, out)
+    if swapped.held is not None:
+        print(f"finalize: replaced {out}, which held {swapped.held.summary()}", flush=True)
+    return manifest, swapped.notices
 
 
 def _listed(tmp: Path, path: Path) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from shard_pipeline.run import live
 from shard_pipeline.worker import group
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.next_step import bad_record_step
-from shard_pipeline.run.registry import STAGES
+from shard_pipeline.run.registry import STAGES, done_warnings
 from shard_pipeline.run.registry import stage as registered
 from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.run.runconfig import RunConfig
@@ -302,30 +302,18 @@ def run_all(python: str, table: UnitTable, tasks: dict[str, Sequence[int]], jobs
 
 
 def out_now(run: RunDir, cfg: RunConfig, out: Path) -> str:
-    """What OUT holds now, truthfully: this run's output (swapped in, last steps unfinished) or what it held before."""
-    from shard_pipeline.contract.manifest import load_manifest
+    """What OUT holds now, truthfully: this run's output (the manifest swap.json recorded, the last steps
+    unfinished), nothing while a fallback swap has the previous version parked, or what it held before."""
+    from shard_pipeline.contract.replace import PARKED, parking_dir_for, tmp_owner
+    from shard_pipeline.run.registry import out_changed_since
 
-    try:
-        manifest = load_manifest(out)
-    except (OSError, ValueError):
-        manifest = None
-    if manifest is not None and manifest.get("config_sha256") == cfg.content.sha256() and run.plan_json.exists():
-        try:
-            plan = read_json(run.plan_json)
-        except (OSError, ValueError):
-            plan = None
-        if plan is not None and manifest.get("rows") == plan.get("rows") and not _stale_before(out, run):
-            return (f"{out} now holds this run's complete output (it was swapped in; the previous version is gone); "
-                    "only the steps after the swap are unfinished")
+    park = parking_dir_for(out)
+    if not out.exists() and (park / PARKED).exists() and tmp_owner(park) == str(run.root):
+        return (f"{out} is absent for now: the swap was stopped between its two renames; the previous version is "
+                f"complete in {park / PARKED} and a resume puts it back before it swaps again")
+    if run.swap_receipt.exists() and out_changed_since(run, out) is None:
+        return f"{out} now holds this run's complete output (swapped in); only the steps after the swap are unfinished"
     return f"{out} is as it was before this run (nothing of this run reached it)"
-
-
-def _stale_before(out: Path, run: RunDir) -> bool:
-    """True when OUT's manifest predates this run's plan: an earlier identical run's output, not ours."""
-    try:
-        return (out / "_MANIFEST.json").stat().st_mtime < run.plan_json.stat().st_mtime
-    except OSError:
-        return True
 
 
 def mark_interrupted(run: RunDir, signum: int, stage: str) -> None:
@@ -379,6 +367,8 @@ def run_local(table: UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, lis
           f"(train {manifest['splits']['train']:,}, val {manifest['splits']['val']:,})")
     print(f"output:  {out}  (manifest {out / '_MANIFEST.json'})")
     print(f"run dir: {table.root}  (validation.json, logs/)")
+    for warning in done_warnings(RunDir(table.lang_dir(lang))):
+        say(f"hplt-shard: warning: {warning}")
     return ExitCode.OK
 
 
@@ -404,6 +394,8 @@ def report_languages(table: UnitTable, cfgs: dict[str, RunConfig], failures: Seq
         live.prune(run.root)  # a unit killed (OOM killer, a fault) while the executor lived failed
         if run.done_marker.exists():
             print(f"done: {lang}  output {cfg.execution.out}")
+            for warning in done_warnings(run):
+                say(f"hplt-shard: warning: {lang}: {warning}")
         else:
             release(Path(cfg.execution.out), run.root)
             failed.append(lang)
