@@ -179,3 +179,22 @@ def test_lock_waits_are_bounded_and_end_in_a_message(tmp_path, monkeypatch):
     monkeypatch.setattr(counts_index, "index_path", lambda *a: Path("/proc/hplt-shard-index.tsv"))
     with pytest.raises(OSError, match="cannot lock the counts index"):
         counts_index.record(idx, "v4", "clean", LANG, [row])
+
+
+def test_a_run_dir_left_by_a_killed_submission_says_what_it_is_and_the_next_step(tmp_path, capsys):
+    """A SIGKILL while the submitter writes the run dir leaves its folders without run.json (written last,
+    before OUT is claimed): --resume, --status and a new run on it each say so, with the command that clears it."""
+    root = make_corpus(tmp_path, n_docs=10)
+    run = tmp_path / "run"
+    for sub in ("tasks", "partition", "logs/partition"):
+        (run / sub).mkdir(parents=True)
+    for argv in (["--resume", str(run)], ["--status", str(run)]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert "stopped before it was complete (it has no run.json)" in err and f"rm -r {run}" in err, err
+    assert run_cli(root, tmp_path / "out", run) == 2
+    assert f"rm -r {run}" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    mine = tmp_path / "mine"  # a folder hplt-shard did not make is never called one of its run dirs
+    mine.mkdir()
+    assert cli.main(["--resume", str(mine)]) == 2
+    assert "rm -r" not in capsys.readouterr().err

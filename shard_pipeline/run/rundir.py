@@ -36,6 +36,28 @@ def check_format(record: dict[str, Any], root: Path) -> None:
                       "(git checkout it), or start a new run: inputs and OUT are untouched by either")
 
 
+def check_whole(root: Path) -> None:
+    """Refuse, with the next step, a run directory whose submission was stopped (killed) while it wrote it:
+    the folders `create` makes are there, run.json (written last, before OUT is claimed) is not. Nothing
+    of it ran and nothing was claimed, so removing it is safe; a folder hplt-shard did not make is never
+    called one."""
+    made = all((root / sub).is_dir() for sub in ("tasks", "logs"))
+    if root.is_dir() and made and not (root / "run.json").exists():
+        raise IncompleteRunDir(f"{root} was left by a submission stopped before it was complete (it has no run.json): "
+                               f"nothing of it ran and no output was claimed; remove it (rm -r {root}) and submit again")
+
+
+def check_new(root: Path) -> None:
+    """Refuse a run directory a new run would reuse: run directories are never reused."""
+    check_whole(root)
+    if root.exists():
+        raise RunDirExists(f"run directory {root} exists; use --resume {root} or move it away")
+
+
+class IncompleteRunDir(UserError):
+    """A run directory whose submission was killed before its run.json was written."""
+
+
 def file_stamp(path: Path) -> dict[str, int]:
     """Size, mtime and ctime of a finished file a receipt names. Every later write, rename, chmod or
     utime sets its ctime to now (nobody can set it back), so an unchanged ctime vouches for its bytes."""
@@ -186,8 +208,7 @@ class RunDir:
     def create(self, stages: Iterable[str]) -> None:
         """Make a new run directory with a log folder per stage (sbatch writes logs into them);
         an existing one is refused (use --resume or move it)."""
-        if self.root.exists():
-            raise RunDirExists(f"run directory {self.root} exists; use --resume {self.root} or move it away")
+        check_new(self.root)
         self.root.mkdir(parents=True)
         for sub in ("tasks", "partition", "write", "quarantine", *(f"logs/{s}" for s in stages)):
             (self.root / sub).mkdir(parents=True, exist_ok=True)

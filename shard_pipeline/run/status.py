@@ -25,7 +25,7 @@ from shard_pipeline.errors import ExitCode, UsageError
 from shard_pipeline.run import live, unit_table
 from shard_pipeline.run.registry import STAGES, RunState, done_warnings, out_changed_since
 from shard_pipeline.run.runconfig import RunConfig, StageResources
-from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, check_format, read_json, unit_log
+from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, check_format, check_whole, read_json, unit_log
 from shard_pipeline.run.runstate import (
     Counts,
     RunPhase,
@@ -461,6 +461,7 @@ def status_report(run: RunDir) -> tuple[str, int]:
 def report(root: Path) -> tuple[str, int]:
     """--status of any run dir: one language's stages, or a row per language of a run of several."""
     run = RunDir(root)
+    check_whole(root)
     if not unit_table.is_multi(root) and not run.config_json.exists():
         raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
     if run.run_json.exists():

@@ -22,7 +22,7 @@ from shard_pipeline.run.claim import check_claimable, claim, release, run_lock
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.files import write_json_atomic
-from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, read_json
+from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, check_new, check_whole, read_json
 from shard_pipeline.submit import guards, languages, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.report import describe
@@ -71,8 +71,7 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
     if args.out is None:
         raise UsageError("--out is required (" + ("the root folder; each language goes to OUT/<LANG>/)" if several
                                                   else "the output folder)"))
-    if root.exists():
-        raise UsageError(f"run directory {root} exists; use --resume {root} or move it away")
+    check_new(root)
     cfgs = create_all(args, argv, settings, executor, ms, {l: out for l, (out, _) in outs.items()}, root, several)
     for out, held in outs.values():
         if held is not None:
@@ -236,8 +235,7 @@ def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: 
     """Check OUT and the run dir, write the run dir of one language, then claim OUT; nothing is started."""
     subset, shards, lay, sample, disagree = sc.subset, sc.shards, sc.lay, sc.sample, sc.disagree
     guards.check_same_dataset(out, check_replaceable(out), dataset_name(args, subset), args.replace_other)
-    if run.root.exists():
-        raise UsageError(f"run directory {run.root} exists; use --resume {run.root} or move it away")
+    check_new(run.root)
     content = Content(
         corpus=args.corpus, subset=subset, lang=args.lang,
         dataset=dataset_name(args, subset), version=args.dataset_version,
@@ -392,6 +390,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     )
 
     root = args.resume.resolve()
+    check_whole(root)
     if not unit_table.is_multi(root) and not RunDir(root).config_json.exists():
         raise UsageError(f"{root} is not a hplt-shard run directory (no config.json)")
     record = read_json(RunDir(root).run_json)
