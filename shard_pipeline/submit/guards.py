@@ -10,8 +10,8 @@ import contextlib
 import os
 from pathlib import Path
 
-from shard_pipeline.contract.manifest import check_manifest_args
-from shard_pipeline.contract.replace import check_tmp_free, tmp_dir_for
+from shard_pipeline.contract.manifest import MANIFEST_NAME, check_manifest_args
+from shard_pipeline.contract.replace import TMP_MARKER, check_tmp_free, tmp_dir_for, tmp_owner
 from shard_pipeline.errors import UsageError
 from shard_pipeline.submit.request import Request
 
@@ -62,9 +62,50 @@ def check_same_dataset(out: Path, held, dataset: str, replace_other: bool) -> No
                          "dataset is a decision; add --replace-other to replace it, or choose another --out")
 
 
+def enclosing_output(out: Path) -> str | None:
+    """The output or staging folder of another run that `out` lies inside, said as the reason, or None.
+
+    A folder under an output (an ancestor holds _MANIFEST.json) is a stray file of that output (its
+    --verify fails, its next run removes it); a folder under a marked X.tmp is swapped away with it.
+    A multi-language root holds no manifest, so OUT/<LANG> under it is not refused here."""
+    for parent in Path(os.path.realpath(out)).parents:
+        if (parent / MANIFEST_NAME).is_file():
+            return f"inside the output {parent} (it holds {MANIFEST_NAME})"
+        if parent.name.endswith(".tmp") and tmp_owner(parent) is not None:
+            return f"inside {parent}, the staging folder of the run {tmp_owner(parent)} ({TMP_MARKER})"
+    return None
+
+
+def check_out_not_enclosed(out: Path) -> None:
+    """Refuse an OUT inside another output or another run's OUT.tmp: that run would remove or ship it."""
+    where = enclosing_output(out)
+    if where is not None:
+        raise UsageError(f"--out {out} lies {where}; an output may not be nested in another: "
+                         "choose an --out outside it")
+
+
+def check_counts_index_path(index: Path | None, outs: list[Path], input_root: Path | None) -> None:
+    """Refuse a counts index inside an OUT, its OUT.tmp or the input root: its rows would be stray
+    files of the output (failing --verify) or written into the corpus. Inside the run dir is allowed:
+    the run owns that folder (the index is then kept only as long as the run dir)."""
+    if index is None:
+        return
+    where = Path(os.path.realpath(index))
+    named = [(f"--out {o}", o) for o in outs] + [(f"OUT.tmp {tmp_dir_for(o)}", tmp_dir_for(o)) for o in outs]
+    if input_root is not None:
+        named.append((f"the input root {input_root}", input_root))
+    for name, folder in named:
+        if inside(where, Path(os.path.realpath(folder))):
+            raise UsageError(f"--counts-index {index} lies inside {name}; the index is written at finalize and "
+                             "must not land in an output or the corpus: set --counts-index (conf COUNTS_INDEX) "
+                             "to a folder outside them")
+
+
 def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None) -> None:
-    """Before anything is written: the four folders apart, and no OUT.tmp this run did not make."""
+    """Before anything is written: the four folders apart, OUT in no other output, and no OUT.tmp this
+    run did not make."""
     check_no_overlap({"--run-dir": run_root, "input root": input_root, "--out": out, "OUT.tmp": tmp_dir_for(out)})
+    check_out_not_enclosed(out)
     try:
         check_tmp_free(out, str(run_root))
     except FileExistsError as exc:

@@ -8,6 +8,7 @@ import dataclasses
 import platform
 import shutil
 import subprocess
+import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -58,6 +59,9 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
         check_log_dir(root)
         fits = [check_layout(ms.scopes[l].lay.resources, settings.worker_partition) for l in langs]
     outs = check_outs(args, settings, ms, root, several) if args.out is not None else {}
+    guards.check_counts_index_path(settings.counts_index, list(dict.fromkeys(
+        [*([Path(os.path.realpath(args.out))] if args.out is not None else []), *(o for o, _ in outs.values())])),
+                                   scope.input_root(args, settings))
     if args.dry_run:
         print(describe(args, ms, executor, settings, root, several))
         if not several:
@@ -93,6 +97,7 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
             raise UsageError(f"--out {given} is itself an output (it holds {MANIFEST_NAME}); a run of several "
                              "languages writes OUT/<LANG>/ into it, which that output does not list: choose another --out")
         guards.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given})
+        guards.check_out_not_enclosed(given)
     outs = {}
     for lang in ms.langs:
         out = given / lang if several else given
