@@ -112,8 +112,60 @@ def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None) -> N
         raise UsageError(str(exc)) from None
 
 
+# Integer options that count or size something: 0 or less means nothing sensible (0 used to mean
+# "auto" for the task counts by accident; leave an option out for the layout's own choice).
+AT_LEAST_ONE = ("shard_rows", "row_group_bytes", "shard_bytes", "partition_tasks", "write_tasks", "buckets",
+                "spill_bytes", "jobs")
+
+
+def check_numbers(args: Request) -> None:
+    """Refuse a count or size option below 1, and --val-permille outside [0, 1000], --dry-run included."""
+    for name in AT_LEAST_ONE:
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}"
+                             + ("; leave it out for the layout's own choice" if name.endswith(("tasks", "buckets",
+                                                                                                  "spill_bytes")) else ""))
+    if not 0 <= args.val_permille <= 1000:
+        raise UsageError("--val-permille must be in [0, 1000]")
+
+
+def check_task_counts(args: Request, inputs: int, est_docs: int) -> None:
+    """Refuse given task counts the run can never use. A partition task reads whole inputs, so more
+    than the inputs would be cut back in silence. A write task writes whole shards: a few more tasks
+    than shards only start empty (the plan allows it), but more than the documents is a typo that,
+    locally, would fill the run dir with units. The Slurm submit cap and MaxArraySize are the
+    Slurm executor's (check_fits_room, array chunks)."""
+    if args.partition_tasks is not None and args.partition_tasks > inputs:
+        raise UsageError(f"--partition-tasks {args.partition_tasks:,} is more than the {inputs:,} input files; "
+                         f"a partition task reads whole files: give at most {inputs:,}, or leave it out")
+    if args.write_tasks is not None and args.write_tasks > max(1, est_docs):
+        raise UsageError(f"--write-tasks {args.write_tasks:,} is more than the about {est_docs:,} documents of this "
+                         f"run; every task past that would start empty: give at most {max(1, est_docs):,} (one per "
+                         "output shard is plenty), or leave it out")
+
+
+def dp_ranks_note(args: Request, est_docs: int, docs_known: bool) -> str | None:
+    """--dp-ranks with fewer documents than lcm(ranks): no shard count can be a multiple of it without
+    empty shards (balance.shard_count_for), so the balance cannot hold. Refused when the counts are
+    known (they only shrink: cleaning, a split), said in the summary when they are estimated."""
+    if args.dp_ranks is None:
+        return None
+    from shard_pipeline.stages.balance import parse_dp_ranks, shard_multiple
+
+    m = shard_multiple(parse_dp_ranks(args.dp_ranks))
+    if est_docs >= m:
+        return None
+    said = (f"--dp-ranks {args.dp_ranks}: the shard count must be a multiple of {m:,} (their lcm), but this run "
+            f"has {'only' if docs_known else 'an estimated'} {est_docs:,} documents, and a shard is never empty")
+    if docs_known:
+        raise UsageError(said + ": give rank counts whose lcm is at most the documents, or leave --dp-ranks out")
+    return said + "; if so, the shard count will not divide over the ranks (balance.json will say which)"
+
+
 def check_content_args(args: Request) -> None:
     """Content options that would fail later (at the manifest) are refused now, --dry-run included."""
+    check_numbers(args)
     try:
         check_manifest_args(dataset=args.dataset or "default", version=args.dataset_version, config_sha256="0" * 64,
                             filters=None, dedup=None, ledger_ref="LEDGER.jsonl")

@@ -40,6 +40,7 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
     OUT is a root holding OUT/<LANG>/; the languages share one chain (run/unit_table.py's unit table)."""
     settings = scope.resolve_settings(args)
     guards.check_content_args(args)
+    clean_policy(settings)  # a bad CLEAN_* value of the conf is refused at --dry-run too, --clean or not
     executor = scope.choose_executor(args)
     several = languages.wants_several(args)
     if several:
@@ -147,6 +148,9 @@ def prepare(args: Request, settings, executor: str, budget: int | None = None) -
     big = layout_mod.doc_memory_warning(lay, settings.worker_mem, sample.largest_at)
     if big:  # the layout already raised the tasks; where memory is enforced, --mem is the user's to know
         print(f"hplt-shard: warning: {big}", file=sys.stderr)
+    dp = guards.dp_ranks_note(args, lay.est_docs, lay.inputs_unknown == 0)
+    if dp:
+        print(f"hplt-shard: warning: {dp}", file=sys.stderr)
     return Scope(subset, shards, sample, lay, known, tuple(disagree))
 
 
