@@ -168,3 +168,12 @@ def test_out_inside_another_runs_out_tmp_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and f"inside {tmp_path / 'a.tmp'}, the staging folder" in err
     assert sorted(p.name for p in (tmp_path / "a.tmp").iterdir()) == [TMP_MARKER]
+
+
+def test_counts_index_inside_a_multi_language_root_is_refused(tmp_path, capsys):
+    from tests.test_multi_local import make_langs, multi_cli
+
+    root = make_langs(tmp_path, {"eng_Latn": (20, ("9_1.cc",)), "fin_Latn": (20, ("9_1",))})
+    rc = multi_cli(root, "eng_Latn,fin_Latn", tmp_path / "out", tmp_path / "run", "--counts-index",
+                   str(tmp_path / "out" / "ci"), "--dry-run")
+    assert rc == 2 and f"--counts-index {tmp_path / 'out' / 'ci'} lies inside --out" in capsys.readouterr().err

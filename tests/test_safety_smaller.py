@@ -92,3 +92,13 @@ def test_dp_ranks_beyond_estimated_documents_are_said_not_refused():
     assert "multiple of 896" in note and "an estimated 500 documents" in note and "balance.json" in note
     assert dp_ranks_note(SimpleNamespace(dp_ranks="128,448"), est_docs=5000, docs_known=True) is None
     assert dp_ranks_note(SimpleNamespace(dp_ranks=None), est_docs=1, docs_known=True) is None
+
+
+def test_negative_jobs_on_resume_is_refused(tmp_path, capsys):
+    from shard_pipeline.submit import cli
+
+    root = make_corpus(tmp_path, n_docs=20)
+    assert run_cli(root, tmp_path / "out", tmp_path / "run") == 0
+    capsys.readouterr()
+    assert cli.main(["--resume", str(tmp_path / "run"), "--jobs", "-3"]) == 2
+    assert "--jobs must be at least 1, got -3" in capsys.readouterr().err

@@ -69,10 +69,14 @@ def enclosing_output(out: Path) -> str | None:
     --verify fails, its next run removes it); a folder under a marked X.tmp is swapped away with it.
     A multi-language root holds no manifest, so OUT/<LANG> under it is not refused here."""
     for parent in Path(os.path.realpath(out)).parents:
-        if (parent / MANIFEST_NAME).is_file():
-            return f"inside the output {parent} (it holds {MANIFEST_NAME})"
-        if parent.name.endswith(".tmp") and tmp_owner(parent) is not None:
-            return f"inside {parent}, the staging folder of the run {tmp_owner(parent)} ({TMP_MARKER})"
+        try:  # a folder we may not look into is no output we could tell: the later checks say more
+            if (parent / MANIFEST_NAME).is_file():
+                return f"inside the output {parent} (it holds {MANIFEST_NAME})"
+            owner = tmp_owner(parent) if parent.name.endswith(".tmp") else None
+        except OSError:
+            continue
+        if owner is not None:
+            return f"inside {parent}, the staging folder of the run {owner} ({TMP_MARKER})"
     return None
 
 

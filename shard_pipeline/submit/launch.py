@@ -400,6 +400,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         with_settings,
     )
 
+    guards.check_numbers(args)  # --jobs -3 on a resume too
     root = args.resume.resolve()
     if not unit_table.is_multi(root) and not RunDir(root).config_json.exists():
         raise UsageError(f"{root} is not a hplt-shard run directory (no config.json)")
