@@ -61,8 +61,7 @@ import pytest  # noqa: E402
     ("--partition-tasks", "0", "--partition-tasks must be at least 1, got 0"),
     ("--write-tasks", "0", "--write-tasks must be at least 1, got 0"),
     ("--buckets", "-1", "--buckets must be at least 1, got -1"),
-    ("--partition-tasks", "99", "--partition-tasks 99 is more than the 4 input files"),
-    ("--write-tasks", "100000000", "--write-tasks 100,000,000 is more than the about 20 documents"),
+    ("--write-tasks", "100000000", "--write-tasks 100,000,000 is more than the about 20 documents of this run and the 6 tasks"),
     ("--dp-ranks", "1000", "the shard count must be a multiple of 1,000 (their lcm), but this run has only 20"),
 ])
 def test_numbers_a_run_cannot_use_are_refused_at_dry_run(tmp_path, capsys, flag, value, said):

@@ -134,19 +134,17 @@ def check_numbers(args: Request) -> None:
         raise UsageError("--val-permille must be in [0, 1000]")
 
 
-def check_task_counts(args: Request, inputs: int, est_docs: int) -> None:
-    """Refuse given task counts the run can never use. A partition task reads whole inputs, so more
-    than the inputs would be cut back in silence. A write task writes whole shards: a few more tasks
-    than shards only start empty (the plan allows it), but more than the documents is a typo that,
-    locally, would fill the run dir with units. The Slurm submit cap and MaxArraySize are the
-    Slurm executor's (check_fits_room, array chunks)."""
-    if args.partition_tasks is not None and args.partition_tasks > inputs:
-        raise UsageError(f"--partition-tasks {args.partition_tasks:,} is more than the {inputs:,} input files; "
-                         f"a partition task reads whole files: give at most {inputs:,}, or leave it out")
-    if args.write_tasks is not None and args.write_tasks > max(1, est_docs):
-        raise UsageError(f"--write-tasks {args.write_tasks:,} is more than the about {est_docs:,} documents of this "
-                         f"run; every task past that would start empty: give at most {max(1, est_docs):,} (one per "
-                         "output shard is plenty), or leave it out")
+def check_write_tasks(args: Request, est_docs: int, budget: int, executor: str) -> None:
+    """Refuse a --write-tasks the run can never use. A write task writes whole shards: a few more tasks
+    than shards only start empty (the plan allows it), but more than the documents and more than the
+    local executor runs in its budget (10^8, a typo) would fill the run dir with units. On Slurm the
+    submit cap refuses it (check_fits_room) and MaxArraySize is met by array chunks. (A --partition-tasks
+    above the inputs is cut back by the packing, and the summary shows the count used.)"""
+    w = args.write_tasks
+    if executor == "local" and w is not None and w > max(1, est_docs) and w > budget:
+        raise UsageError(f"--write-tasks {w:,} is more than the about {est_docs:,} documents of this run and the "
+                         f"{budget:,} tasks the local executor runs in its budget; every task past the documents "
+                         "would start empty: give fewer (one per output shard is plenty), or leave it out")
 
 
 def dp_ranks_note(args: Request, est_docs: int, docs_known: bool) -> str | None:

@@ -217,7 +217,7 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
         largest_text=sample.largest_text if sample is not None else 0,
         largest_line=sample.largest_line if sample is not None else 0,
     )
-    guards.check_task_counts(args, len(shards), lay.est_docs)
+    guards.check_write_tasks(args, lay.est_docs, budget, executor)
     if room is not None:
         check_fits_room(lay, room)
     return lay
