@@ -177,3 +177,12 @@ def test_counts_index_inside_a_multi_language_root_is_refused(tmp_path, capsys):
     rc = multi_cli(root, "eng_Latn,fin_Latn", tmp_path / "out", tmp_path / "run", "--counts-index",
                    str(tmp_path / "out" / "ci"), "--dry-run")
     assert rc == 2 and f"--counts-index {tmp_path / 'out' / 'ci'} lies inside --out" in capsys.readouterr().err
+
+
+def test_out_inside_a_marked_parking_folder_is_refused(tmp_path, capsys):
+    root = make_corpus(tmp_path, n_docs=20)
+    park = tmp_path / "a.replaced"
+    park.mkdir()
+    (park / TMP_MARKER).write_text(str(tmp_path / "other-run"))
+    assert run_cli(root, park / "b", tmp_path / "run-b", "--dry-run") == 2
+    assert f"inside {park}, the staging folder of the run" in capsys.readouterr().err

@@ -66,17 +66,18 @@ def enclosing_output(out: Path) -> str | None:
     """The output or staging folder of another run that `out` lies inside, said as the reason, or None.
 
     A folder under an output (an ancestor holds _MANIFEST.json) is a stray file of that output (its
-    --verify fails, its next run removes it); a folder under a marked X.tmp is swapped away with it.
+    --verify fails, its next run removes it); a folder under a marked X.tmp (or a marked parking
+    folder) is swapped away or removed with it. The marker never stays in an OUT (replace.py).
     A multi-language root holds no manifest, so OUT/<LANG> under it is not refused here."""
     for parent in Path(os.path.realpath(out)).parents:
         try:  # a folder we may not look into is no output we could tell: the later checks say more
             if (parent / MANIFEST_NAME).is_file():
                 return f"inside the output {parent} (it holds {MANIFEST_NAME})"
-            owner = tmp_owner(parent) if parent.name.endswith(".tmp") else None
+            owner = tmp_owner(parent)  # X.tmp, or X.replaced holding a parked previous version
         except OSError:
             continue
         if owner is not None:
-            return f"inside {parent}, the staging folder of the run {owner} ({TMP_MARKER})"
+            return f"inside {parent}, the staging folder of the run {owner} (it holds {TMP_MARKER})"
     return None
 
 
