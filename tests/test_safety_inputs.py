@@ -142,3 +142,15 @@ def test_matching_shapes_pass(tmp_path):
     assert cli.main(["fin_Latn", "--corpus", "v3", "--local-root", str(tmp_path / "sorted"), "--out",
                      str(tmp_path / "o"), "--run-dir", str(tmp_path / "r"), "--executor", "local",
                      "--license", LICENSE]) == 0
+
+
+
+@pytest.mark.parametrize("odd,flag", [("9_1 copy.cc", ("--wds", "9")), ("9_4.CC", ("--sources", "cc")),
+                                      ("12_1.cc", ("--wds", "9-10"))])
+def test_a_filter_never_drops_a_file_it_cannot_classify(tmp_path, capsys, odd, flag):
+    root = make_corpus(tmp_path, n_docs=20, names=("10_1.cc", "9_1.cc", odd))
+    assert odd in [s.name for s in find_shards(LANG, corpus="v4", local_root=root)]  # unfiltered: read
+    rc = run_cli(root, tmp_path / "out", tmp_path / "run", *flag, "--dry-run")
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{odd}.jsonl.zst" in err and "cannot classify" in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()

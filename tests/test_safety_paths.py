@@ -129,3 +129,60 @@ def test_overlap_is_refused_at_dry_run_too(tmp_path, capsys):
     root = make_corpus(tmp_path, n_docs=20)
     assert run_cli(root, tmp_path / "out", tmp_path / "out" / "run", "--dry-run") == 2
     assert "lies inside --out" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["out", "out.tmp", "input"])
+def test_counts_index_inside_out_tmp_or_input_is_refused(tmp_path, capsys, where):
+    root = make_corpus(tmp_path, n_docs=20)
+    index = {"out": tmp_path / "out" / "ci", "out.tmp": tmp_path / "out.tmp" / "ci", "input": root / "ci"}[where]
+    before = snapshot(root)
+    for extra in (("--dry-run",), ()):
+        rc = run_cli(root, tmp_path / "out", tmp_path / "run", "--counts-index", str(index), *extra)
+        err = capsys.readouterr().err
+        assert rc == 2 and f"--counts-index {index} lies inside" in err and "Traceback" not in err
+    assert not index.exists() and not (tmp_path / "run").exists() and not (tmp_path / "out").exists()
+    assert snapshot(root) == before
+
+
+def test_counts_index_inside_the_run_dir_is_allowed(tmp_path):
+    root = make_corpus(tmp_path, n_docs=20)
+    assert run_cli(root, tmp_path / "out", tmp_path / "run", "--counts-index", str(tmp_path / "run" / "ci")) == 0
+    assert any((tmp_path / "run" / "ci").rglob("*.tsv"))
+
+
+def test_out_inside_another_output_is_refused(tmp_path, capsys):
+    root = make_corpus(tmp_path, n_docs=20)
+    assert run_cli(root, tmp_path / "a", tmp_path / "run-a") == 0
+    before = snapshot(tmp_path / "a")
+    for extra in (("--dry-run",), ()):
+        rc = run_cli(root, tmp_path / "a" / "sub" / "b", tmp_path / "run-b", *extra)
+        err = capsys.readouterr().err
+        assert rc == 2 and f"inside the output {tmp_path / 'a'}" in err and "Traceback" not in err
+    assert snapshot(tmp_path / "a") == before and not (tmp_path / "run-b").exists()
+
+
+def test_out_inside_another_runs_out_tmp_is_refused(tmp_path, capsys):
+    root = make_corpus(tmp_path, n_docs=20)
+    fresh_tmp_dir(tmp_path / "a", owner=str(tmp_path / "other-run"))
+    rc = run_cli(root, tmp_path / "a.tmp" / "b", tmp_path / "run-b", "--dry-run")
+    err = capsys.readouterr().err
+    assert rc == 2 and f"inside {tmp_path / 'a.tmp'}, the staging folder" in err
+    assert sorted(p.name for p in (tmp_path / "a.tmp").iterdir()) == [TMP_MARKER]
+
+
+def test_counts_index_inside_a_multi_language_root_is_refused(tmp_path, capsys):
+    from tests.test_multi_local import make_langs, multi_cli
+
+    root = make_langs(tmp_path, {"eng_Latn": (20, ("9_1.cc",)), "fin_Latn": (20, ("9_1",))})
+    rc = multi_cli(root, "eng_Latn,fin_Latn", tmp_path / "out", tmp_path / "run", "--counts-index",
+                   str(tmp_path / "out" / "ci"), "--dry-run")
+    assert rc == 2 and f"--counts-index {tmp_path / 'out' / 'ci'} lies inside --out" in capsys.readouterr().err
+
+
+def test_out_inside_a_marked_parking_folder_is_refused(tmp_path, capsys):
+    root = make_corpus(tmp_path, n_docs=20)
+    park = tmp_path / "a.replaced"
+    park.mkdir()
+    (park / TMP_MARKER).write_text(str(tmp_path / "other-run"))
+    assert run_cli(root, park / "b", tmp_path / "run-b", "--dry-run") == 2
+    assert f"inside {park}, the staging folder of the run" in capsys.readouterr().err

@@ -49,3 +49,55 @@ def test_repeated_keys_are_last_wins(tmp_path):
                              stats=(stats := ReadStats())))
     assert [(r.id, r.text, r.url, r.pii_count) for r in recs] == [("doc-1", "second", "https://b.example/", 0)]
     assert stats.read == 1 and stats.kept == 1 and not stats.quarantined
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("flag,value,said", [
+    ("--spill-bytes", "-5", "--spill-bytes must be at least 1, got -5"),
+    ("--jobs", "-3", "--jobs must be at least 1, got -3"),
+    ("--jobs", "0", "--jobs must be at least 1, got 0"),
+    ("--partition-tasks", "0", "--partition-tasks must be at least 1, got 0"),
+    ("--write-tasks", "0", "--write-tasks must be at least 1, got 0"),
+    ("--buckets", "-1", "--buckets must be at least 1, got -1"),
+    ("--write-tasks", "100000000", "--write-tasks 100,000,000 is more than the about 20 documents of this run and the 6 tasks"),
+    ("--dp-ranks", "1000", "the shard count must be a multiple of 1,000 (their lcm), but this run has only 20"),
+])
+def test_numbers_a_run_cannot_use_are_refused_at_dry_run(tmp_path, capsys, flag, value, said):
+    root = make_corpus(tmp_path, n_docs=20)
+    for extra in (("--dry-run",), ()):
+        assert run_cli(root, tmp_path / "out", tmp_path / "run", flag, value, *extra) == 2
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value", ["abc", "-1"])
+def test_a_bad_clean_value_of_the_conf_is_refused_at_dry_run(tmp_path, capsys, value):
+    root = make_corpus(tmp_path, n_docs=20)
+    conf = tmp_path / "c.conf"
+    conf.write_text(f"CLEAN_MAX_BYTES={value}\n")
+    assert run_cli(root, tmp_path / "out", tmp_path / "run", "--conf", str(conf), "--dry-run") == 2
+    assert f"CLEAN_MAX_BYTES: expected a positive integer, got '{value}'" in capsys.readouterr().err
+
+
+def test_dp_ranks_beyond_estimated_documents_are_said_not_refused():
+    from types import SimpleNamespace
+
+    from shard_pipeline.submit.guards import dp_ranks_note
+
+    note = dp_ranks_note(SimpleNamespace(dp_ranks="128,448"), est_docs=500, docs_known=False)
+    assert "multiple of 896" in note and "an estimated 500 documents" in note and "balance.json" in note
+    assert dp_ranks_note(SimpleNamespace(dp_ranks="128,448"), est_docs=5000, docs_known=True) is None
+    assert dp_ranks_note(SimpleNamespace(dp_ranks=None), est_docs=1, docs_known=True) is None
+
+
+def test_negative_jobs_on_resume_is_refused(tmp_path, capsys):
+    from shard_pipeline.submit import cli
+
+    root = make_corpus(tmp_path, n_docs=20)
+    assert run_cli(root, tmp_path / "out", tmp_path / "run") == 0
+    capsys.readouterr()
+    assert cli.main(["--resume", str(tmp_path / "run"), "--jobs", "-3"]) == 2
+    assert "--jobs must be at least 1, got -3" in capsys.readouterr().err

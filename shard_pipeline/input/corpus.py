@@ -117,29 +117,46 @@ def _describe_filter(wds: str | None, sources: str | None) -> str:
     return " and ".join(parts) if parts else "no filter"
 
 
+def _unclassified(name: str, wds: str | None, sources: str | None) -> str | None:
+    """Why the filters cannot tell whether `name` is in or out, or None when they can.
+
+    An unfiltered run reads every shard, so a name a filter cannot classify is never dropped in
+    silence: a WDS filter needs ``<bin>_<n>`` with a bin from 0 to 10, a source filter a known
+    source tag (lower case, as the release writes it)."""
+    parsed = _parsed_name(name)
+    if wds is not None and (parsed is None or parsed[0] not in WDS_BINS):
+        return f"--wds {wds} needs names <bin>_<n>[.<src>]{SUFFIX} with a bin from 0 to 10"
+    if sources is not None and (parsed is None or parsed[2] not in SOURCES):
+        return f"--sources {sources} needs names <bin>_<n>.<src>{SUFFIX} with <src> one of {', '.join(SOURCES)}"
+    return None
+
+
 def _select(names: list[str], wds: str | None, sources: str | None, where: str) -> list[str]:
     """Apply the WDS and source filters to file names (without the suffix).
 
     The match is on the parsed ``<bin>_`` prefix, so ``--wds 1`` never selects
-    ``10_*``. Names that do not follow ``<bin>_<n>`` pass only when no WDS
-    filter is given (generic corpora); ``--sources`` on a name without a
-    source tag is an error, because the request cannot mean anything there.
+    ``10_*``. A name a filter cannot classify (``9_1 copy``, ``9_4.CC``, a
+    generic corpus's names) is refused, all of them named: an unfiltered run
+    would read it, so dropping it would shrink the run in silence.
     """
     bins = parse_wds(wds) if wds is not None else None
     srcs = parse_sources(sources) if sources is not None else None
+    odd = {name: why for name in names if (why := _unclassified(name, wds, sources)) is not None}
+    if odd:
+        shown = sorted(odd, key=_order_key)
+        more = f" and {len(shown) - 5} more" if len(shown) > 5 else ""
+        raise InputError(
+            f"{odd[shown[0]]}, but {where} has {plural(len(shown), 'file')} it cannot classify: "
+            + ", ".join(n + SUFFIX for n in shown[:5]) + more
+            + "; an unfiltered run would read them: rename or move them, or run without the filter"
+        )
     chosen = []
     for name in names:
-        parsed = _parsed_name(name)
-        if bins is not None and (parsed is None or parsed[0] not in bins):
+        bin_, _, src = _parsed_name(name) or (None, None, None)
+        if bins is not None and bin_ not in bins:
             continue
-        if srcs is not None:
-            if parsed is None or parsed[2] is None:
-                raise InputError(
-                    f"--sources {sources} needs names <bin>_<n>.<src>{SUFFIX} (v4 English), "
-                    f"but {where} has {name}{SUFFIX}"
-                )
-            if parsed[2] not in srcs:
-                continue
+        if srcs is not None and src not in srcs:
+            continue
         chosen.append(name)
     return sorted(chosen, key=_order_key)
 

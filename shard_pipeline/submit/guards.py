@@ -10,8 +10,8 @@ import contextlib
 import os
 from pathlib import Path
 
-from shard_pipeline.contract.manifest import check_manifest_args
-from shard_pipeline.contract.replace import check_tmp_free, tmp_dir_for
+from shard_pipeline.contract.manifest import MANIFEST_NAME, check_manifest_args
+from shard_pipeline.contract.replace import TMP_MARKER, check_tmp_free, tmp_dir_for, tmp_owner
 from shard_pipeline.errors import UsageError
 from shard_pipeline.submit.request import Request
 
@@ -62,17 +62,113 @@ def check_same_dataset(out: Path, held, dataset: str, replace_other: bool) -> No
                          "dataset is a decision; add --replace-other to replace it, or choose another --out")
 
 
+def enclosing_output(out: Path) -> str | None:
+    """The output or staging folder of another run that `out` lies inside, said as the reason, or None.
+
+    A folder under an output (an ancestor holds _MANIFEST.json) is a stray file of that output (its
+    --verify fails, its next run removes it); a folder under a marked X.tmp (or a marked parking
+    folder) is swapped away or removed with it. The marker never stays in an OUT (replace.py).
+    A multi-language root holds no manifest, so OUT/<LANG> under it is not refused here."""
+    for parent in Path(os.path.realpath(out)).parents:
+        try:  # a folder we may not look into is no output we could tell: the later checks say more
+            if (parent / MANIFEST_NAME).is_file():
+                return f"inside the output {parent} (it holds {MANIFEST_NAME})"
+            owner = tmp_owner(parent)  # X.tmp, or X.replaced holding a parked previous version
+        except OSError:
+            continue
+        if owner is not None:
+            return f"inside {parent}, the staging folder of the run {owner} (it holds {TMP_MARKER})"
+    return None
+
+
+def check_out_not_enclosed(out: Path) -> None:
+    """Refuse an OUT inside another output or another run's OUT.tmp: that run would remove or ship it."""
+    where = enclosing_output(out)
+    if where is not None:
+        raise UsageError(f"--out {out} lies {where}; an output may not be nested in another: "
+                         "choose an --out outside it")
+
+
+def check_counts_index_path(index: Path | None, outs: list[Path], input_root: Path | None) -> None:
+    """Refuse a counts index inside an OUT, its OUT.tmp or the input root: its rows would be stray
+    files of the output (failing --verify) or written into the corpus. Inside the run dir is allowed:
+    the run owns that folder (the index is then kept only as long as the run dir)."""
+    if index is None:
+        return
+    where = Path(os.path.realpath(index))
+    named = [(f"--out {o}", o) for o in outs] + [(f"OUT.tmp {tmp_dir_for(o)}", tmp_dir_for(o)) for o in outs]
+    if input_root is not None:
+        named.append((f"the input root {input_root}", input_root))
+    for name, folder in named:
+        if inside(where, Path(os.path.realpath(folder))):
+            raise UsageError(f"--counts-index {index} lies inside {name}; the index is written at finalize and "
+                             "must not land in an output or the corpus: set --counts-index (conf COUNTS_INDEX) "
+                             "to a folder outside them")
+
+
 def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None) -> None:
-    """Before anything is written: the four folders apart, and no OUT.tmp this run did not make."""
+    """Before anything is written: the four folders apart, OUT in no other output, and no OUT.tmp this
+    run did not make."""
     check_no_overlap({"--run-dir": run_root, "input root": input_root, "--out": out, "OUT.tmp": tmp_dir_for(out)})
+    check_out_not_enclosed(out)
     try:
         check_tmp_free(out, str(run_root))
     except FileExistsError as exc:
         raise UsageError(str(exc)) from None
 
 
+# Integer options that count or size something: 0 or less means nothing sensible (0 used to mean
+# "auto" for the task counts by accident; leave an option out for the layout's own choice).
+AT_LEAST_ONE = ("shard_rows", "row_group_bytes", "shard_bytes", "partition_tasks", "write_tasks", "buckets",
+                "spill_bytes", "jobs")
+
+
+def check_numbers(args: Request) -> None:
+    """Refuse a count or size option below 1, and --val-permille outside [0, 1000], --dry-run included."""
+    for name in AT_LEAST_ONE:
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}"
+                             + ("; leave it out for the layout's own choice" if name.endswith(("tasks", "buckets",
+                                                                                                  "spill_bytes")) else ""))
+    if not 0 <= args.val_permille <= 1000:
+        raise UsageError("--val-permille must be in [0, 1000]")
+
+
+def check_write_tasks(args: Request, est_docs: int, budget: int, executor: str) -> None:
+    """Refuse a --write-tasks the run can never use. A write task writes whole shards: a few more tasks
+    than shards only start empty (the plan allows it), but more than the documents and more than the
+    local executor runs in its budget (10^8, a typo) would fill the run dir with units. On Slurm the
+    submit cap refuses it (check_fits_room) and MaxArraySize is met by array chunks. (A --partition-tasks
+    above the inputs is cut back by the packing, and the summary shows the count used.)"""
+    w = args.write_tasks
+    if executor == "local" and w is not None and w > max(1, est_docs) and w > budget:
+        raise UsageError(f"--write-tasks {w:,} is more than the about {est_docs:,} documents of this run and the "
+                         f"{budget:,} tasks the local executor runs in its budget; every task past the documents "
+                         "would start empty: give fewer (one per output shard is plenty), or leave it out")
+
+
+def dp_ranks_note(args: Request, est_docs: int, docs_known: bool) -> str | None:
+    """--dp-ranks with fewer documents than lcm(ranks): no shard count can be a multiple of it without
+    empty shards (balance.shard_count_for), so the balance cannot hold. Refused when the counts are
+    known (they only shrink: cleaning, a split), said in the summary when they are estimated."""
+    if args.dp_ranks is None:
+        return None
+    from shard_pipeline.stages.balance import parse_dp_ranks, shard_multiple
+
+    m = shard_multiple(parse_dp_ranks(args.dp_ranks))
+    if est_docs >= m:
+        return None
+    said = (f"--dp-ranks {args.dp_ranks}: the shard count must be a multiple of {m:,} (their lcm), but this run "
+            f"has {'only' if docs_known else 'an estimated'} {est_docs:,} documents, and a shard is never empty")
+    if docs_known:
+        raise UsageError(said + ": give rank counts whose lcm is at most the documents, or leave --dp-ranks out")
+    return said + "; if so, the shard count will not divide over the ranks (balance.json will say which)"
+
+
 def check_content_args(args: Request) -> None:
     """Content options that would fail later (at the manifest) are refused now, --dry-run included."""
+    check_numbers(args)
     try:
         check_manifest_args(dataset=args.dataset or "default", version=args.dataset_version, config_sha256="0" * 64,
                             filters=None, dedup=None, ledger_ref="LEDGER.jsonl")

@@ -8,6 +8,7 @@ import dataclasses
 import platform
 import shutil
 import subprocess
+import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
     OUT is a root holding OUT/<LANG>/; the languages share one chain (run/unit_table.py's unit table)."""
     settings = scope.resolve_settings(args)
     guards.check_content_args(args)
+    clean_policy(settings)  # a bad CLEAN_* value of the conf is refused at --dry-run too, --clean or not
     executor = scope.choose_executor(args)
     several = languages.wants_several(args)
     if several:
@@ -58,6 +60,9 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
         check_log_dir(root)
         fits = [check_layout(ms.scopes[l].lay.resources, settings.worker_partition) for l in langs]
     outs = check_outs(args, settings, ms, root, several) if args.out is not None else {}
+    guards.check_counts_index_path(settings.counts_index, list(dict.fromkeys(
+        [*([Path(os.path.realpath(args.out))] if args.out is not None else []), *(o for o, _ in outs.values())])),
+                                   scope.input_root(args, settings))
     if args.dry_run:
         print(describe(args, ms, executor, settings, root, several))
         if not several:
@@ -92,6 +97,7 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
             raise UsageError(f"--out {given} is itself an output (it holds {MANIFEST_NAME}); a run of several "
                              "languages writes OUT/<LANG>/ into it, which that output does not list: choose another --out")
         guards.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given})
+        guards.check_out_not_enclosed(given)
     outs = {}
     for lang in ms.langs:
         out = given / lang if several else given
@@ -141,6 +147,9 @@ def prepare(args: Request, settings, executor: str, budget: int | None = None) -
     big = layout_mod.doc_memory_warning(lay, settings.worker_mem, sample.largest_at)
     if big:  # the layout already raised the tasks; where memory is enforced, --mem is the user's to know
         print(f"hplt-shard: warning: {big}", file=sys.stderr)
+    dp = guards.dp_ranks_note(args, lay.est_docs, lay.inputs_unknown == 0)
+    if dp:
+        print(f"hplt-shard: warning: {dp}", file=sys.stderr)
     return Scope(subset, shards, sample, lay, known, tuple(disagree))
 
 
@@ -389,6 +398,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         with_settings,
     )
 
+    guards.check_numbers(args)  # --jobs -3 on a resume too
     root = args.resume.resolve()
     check_whole(root)
     if not unit_table.is_multi(root) and not RunDir(root).config_json.exists():
