@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.run.claim import claim, holder, release
+from tests.pipeline_util import make_corpus, run_cli
 
 
 def test_a_run_dir_ending_in_a_space_releases_its_claim(tmp_path):
@@ -16,3 +17,12 @@ def test_a_run_dir_ending_in_a_space_releases_its_claim(tmp_path):
     assert holder(out) == str(run)
     release(out, run)
     assert holder(out) is None
+
+
+@pytest.mark.slow  # runs the pipeline
+def test_a_single_language_run_whose_unit_is_killed_ends_with_the_resume_command(tmp_path, monkeypatch, capsys):
+    root = make_corpus(tmp_path / "in", n_docs=60)
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:kill")
+    assert run_cli(root, tmp_path / "out", tmp_path / "run") != 0
+    err = capsys.readouterr().err
+    assert f"./hplt-shard --resume {tmp_path / 'run'}" in err

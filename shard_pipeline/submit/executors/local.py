@@ -382,6 +382,11 @@ def run_local(table: UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, lis
     return ExitCode.OK
 
 
+def after_failure(root: Path) -> str:
+    """The next step once a task failed, for one language or several: look, then the exact --resume."""
+    return f"See ./hplt-shard --status {root}, then {resume_command(root)}"
+
+
 def failed_run(table: UnitTable, cfgs: dict[str, RunConfig], failure: str) -> int:
     """A run of one language whose chain stopped: why, what OUT holds, the next step."""
     (lang, cfg), = cfgs.items()
@@ -391,8 +396,7 @@ def failed_run(table: UnitTable, cfgs: dict[str, RunConfig], failure: str) -> in
     print(f"hplt-shard: {failure}", file=sys.stderr)
     print(f"hplt-shard: run directory {run.root}; {out_now(run, cfg, out)}", file=sys.stderr)
     step = bad_record_step(run, failure.splitlines())
-    if step:
-        print(f"hplt-shard: {step}", file=sys.stderr)
+    print(f"hplt-shard: {step or after_failure(table.root)}", file=sys.stderr)
     return ExitCode.FAILED
 
 
@@ -411,8 +415,7 @@ def report_languages(table: UnitTable, cfgs: dict[str, RunConfig], failures: Seq
         for r in failures[:20]:
             say(f"hplt-shard: {r.stage} {r.name} failed: {last_error_line(r.log)}  (log: {r.log})")
         say(f"hplt-shard: {plural(len(failed), 'language')} failed: {', '.join(failed)}; their previous outputs are "
-            f"untouched; the others landed. See ./hplt-shard --status {table.root}, then "
-            f"{resume_command(table.root)}")
+            f"untouched; the others landed. {after_failure(table.root)}")
         return ExitCode.FAILED
     print(f"run dir: {table.root}")
     return ExitCode.OK
