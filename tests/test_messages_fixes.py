@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.run.claim import claim, holder, release
+from shard_pipeline.submit import cli
 from tests.pipeline_util import make_corpus, run_cli
 
 
@@ -26,3 +27,23 @@ def test_a_single_language_run_whose_unit_is_killed_ends_with_the_resume_command
     assert run_cli(root, tmp_path / "out", tmp_path / "run") != 0
     err = capsys.readouterr().err
     assert f"./hplt-shard --resume {tmp_path / 'run'}" in err
+
+
+@pytest.mark.slow  # runs the pipeline (the resume)
+def test_ctrl_c_before_any_task_releases_the_claim_and_gives_a_resume_that_works(tmp_path, monkeypatch, capsys):
+    from shard_pipeline.submit import launch
+
+    root, out, run = make_corpus(tmp_path / "in", n_docs=60), tmp_path / "out", tmp_path / "run"
+    real_start = launch.start
+
+    def ctrl_c(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launch, "start", ctrl_c)
+    assert run_cli(root, out, run) == 130
+    err = capsys.readouterr().err
+    assert holder(out) is None
+    assert f"./hplt-shard --resume {run}" in err
+    monkeypatch.setattr(launch, "start", real_start)
+    assert cli.main(["--resume", str(run), "--executor", "local"]) == 0
+    assert (out / "_MANIFEST.json").exists()

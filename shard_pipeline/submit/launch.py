@@ -4,6 +4,7 @@ A run directory is written once, here, before any task runs; every stage reads i
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import platform
 import shutil
@@ -15,11 +16,12 @@ from typing import Any, Sequence
 
 from shard_pipeline import slurm
 from shard_pipeline.contract.replace import check_replaceable
-from shard_pipeline.errors import ExitCode, UsageError
+from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.run import unit_table
 from shard_pipeline.run.claim import check_claimable, claim, release, run_lock
 from shard_pipeline.run.registry import STAGE_NAMES
+from shard_pipeline.run.runstate import resume_command
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, read_json
@@ -74,13 +76,36 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
     if root.exists():
         raise UsageError(f"run directory {root} exists; use --resume {root} or move it away")
     cfgs = create_all(args, argv, settings, executor, ms, {l: out for l, (out, _) in outs.items()}, root, several)
-    for out, held in outs.values():
-        if held is not None:
-            print(f"hplt-shard: {guards.out_holds(out, held)}", file=sys.stderr)
-    with run_lock(root):
+    claims = {Path(cfg.execution.out): root / l if several else root for l, cfg in cfgs.items()}
+    with until_started(root, claims, executor), run_lock(root):
+        for out, held in outs.values():
+            if held is not None:
+                print(f"hplt-shard: {guards.out_holds(out, held)}", file=sys.stderr)
         table = unit_table.load(root)
         return start(table, cfgs, {s: list(range(table.size(s))) for s in STAGE_NAMES}, executor, args.jobs, settings,
                      "submit")
+
+
+class StoppedBeforeStart(UserError):
+    """Ctrl-C between the claim on OUT and the executor taking over its own Ctrl-C."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+@contextlib.contextmanager
+def until_started(root: Path, held: dict[Path, Path], executor: str):
+    """A Ctrl-C once the run dir is whole and OUT claimed, before any task runs: the exact --resume.
+    Locally nothing can have started, so the claims are released (the resume takes them again);
+    under Slurm a job may already be queued, so OUT stays claimed by the run."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if executor == "local":
+            for out, run_root in held.items():
+                release(out, run_root)
+        kept = "OUT stays claimed by this run" if executor != "local" else "OUT is as it was, its claim released"
+        raise StoppedBeforeStart(f"interrupted before any task ran ({kept}); to continue: "
+                                 f"{resume_command(root)}") from None
 
 
 def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bool) -> dict[str, tuple[Path, Any]]:
@@ -455,9 +480,10 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         if table.several:
             for g in tasks["plan"]:  # a stale plan must not feed the writes of a chain that waits with afterany
                 dirs[table.locate("plan", g)[0]].plan_json.unlink(missing_ok=True)
-        for l in todo:
-            claim(Path(cfgs[l].execution.out), dirs[l].root)
-        if not table.several:
-            keep_cpus(RunDir(root).config_json, resources)
-        keep_resources(RunDir(root).run_json, resources)
-        return start(table, cfgs, tasks, executor, args.jobs, settings, "resume")
+        with until_started(root, {Path(cfgs[l].execution.out): dirs[l].root for l in todo}, executor):
+            for l in todo:
+                claim(Path(cfgs[l].execution.out), dirs[l].root)
+            if not table.several:
+                keep_cpus(RunDir(root).config_json, resources)
+            keep_resources(RunDir(root).run_json, resources)
+            return start(table, cfgs, tasks, executor, args.jobs, settings, "resume")
