@@ -9,7 +9,7 @@ import pytest
 
 from shard_pipeline.run.claim import claim, holder, release
 from shard_pipeline.submit import cli
-from tests.pipeline_util import make_corpus, run_cli
+from tests.pipeline_util import LANG, make_corpus, records, run_cli, write_records
 
 
 def test_a_run_dir_ending_in_a_space_releases_its_claim(tmp_path):
@@ -47,3 +47,18 @@ def test_ctrl_c_before_any_task_releases_the_claim_and_gives_a_resume_that_works
     monkeypatch.setattr(launch, "start", real_start)
     assert cli.main(["--resume", str(run), "--executor", "local"]) == 0
     assert (out / "_MANIFEST.json").exists()
+
+
+@pytest.mark.slow  # runs the pipeline
+def test_a_repeated_id_says_start_a_new_run_not_resume(tmp_path, capsys):
+    recs = records(12, seed=17)
+    recs[9]["id"] = recs[4]["id"]
+    write_records(tmp_path / "clean" / LANG / "9_1.jsonl.zst", recs)
+    run = tmp_path / "run"
+    assert run_cli(tmp_path / "clean", tmp_path / "out", run) == 1
+    err = capsys.readouterr().err
+    assert "repeated document id" in err and "hplt-shard --resume" not in err, err
+    assert f"--run-dir {run}-fixed" in err, err
+    assert cli.main(["--status", str(run)]) != 0
+    said = capsys.readouterr()
+    assert "hplt-shard --resume" not in said.out + said.err and f"--run-dir {run}-fixed" in said.out + said.err, said
