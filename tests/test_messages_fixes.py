@@ -81,3 +81,52 @@ def test_a_starting_task_is_not_failed_in_status(tmp_path, monkeypatch):
     with run_lock(run):  # a live local submitter is starting the task again
         (write,) = [s for s in stage_statuses(RunDir(run)) if s.stage == "write"]
     assert write.failed == [] and write.running == 1
+
+
+@pytest.mark.parametrize("text, reason", [("{", "not JSON"), ("[]", "a JSON list"), (b"\xff{}", "not UTF-8")])
+def test_a_damaged_run_file_is_one_message_naming_it(tmp_path, text, reason):
+    from shard_pipeline.errors import UserError
+    from shard_pipeline.run.rundir import read_json
+
+    p = tmp_path / "config.json"
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(UserError) as e:
+        read_json(p)
+    assert str(p) in str(e.value) and reason in str(e.value) and "--run-dir" in str(e.value)
+
+
+def test_a_run_file_missing_a_field_names_the_file_and_the_field(tmp_path):
+    from shard_pipeline.errors import UserError
+    from shard_pipeline.run.rundir import read_json
+
+    p = tmp_path / "task-00000.receipt.json"
+    p.write_text('{"task": 0, "nested": {}}')
+    rec = read_json(p)
+    for lookup in (lambda: rec["inputs"], lambda: rec["nested"]["x"]):
+        with pytest.raises(UserError) as e:
+            lookup()
+        assert str(e.value).startswith(f"{p} is damaged (it has no field ")
+    with pytest.raises(KeyError):  # callers that look a field up and fall back still do
+        rec["inputs"]
+
+
+def test_a_langs_file_that_is_not_utf8_is_one_message(tmp_path):
+    from shard_pipeline.errors import UsageError
+    from shard_pipeline.submit.languages import read_langs_file
+
+    p = tmp_path / "langs.txt"
+    p.write_bytes(b"eng_Latn\n\xff\xfe\n")
+    with pytest.raises(UsageError, match=r"langs\.txt: line 2 is not UTF-8"):
+        read_langs_file(p)
+
+
+@pytest.mark.slow  # runs the pipeline
+@pytest.mark.parametrize("how", ["--status", "--resume"])
+def test_status_and_resume_of_a_damaged_config_are_one_message(tmp_path, capsys, how):
+    root, run = make_corpus(tmp_path / "in", n_docs=60), tmp_path / "run"
+    assert run_cli(root, tmp_path / "out", run) == 0
+    (run / "config.json").write_text("{")
+    capsys.readouterr()
+    assert cli.main([how, str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hplt-shard: {run / 'config.json'} is damaged (not JSON") and "Traceback" not in err
