@@ -130,3 +130,46 @@ def test_status_and_resume_of_a_damaged_config_are_one_message(tmp_path, capsys,
     assert cli.main([how, str(run)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"hplt-shard: {run / 'config.json'} is damaged (not JSON") and "Traceback" not in err
+
+
+@pytest.mark.slow  # starts a Python process
+def test_ctrl_c_during_start_up_imports_is_one_line_and_130(tmp_path):
+    """A pyarrow whose import is interrupted stands for Ctrl-C while ./hplt-shard imports."""
+    import os
+    import subprocess
+    import sys
+
+    fake = tmp_path / "fake" / "pyarrow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n")
+    repo = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, str(repo / "hplt-shard"), "--help"], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path / "fake")})
+    assert p.returncode == 130
+    assert p.stderr == "hplt-shard: interrupted while starting; nothing was written\n"
+
+
+@pytest.mark.slow  # starts a Python process
+def test_ctrl_c_in_a_forked_unit_at_its_fork_hooks_prints_no_traceback(tmp_path):
+    """SIGINT while the child runs an at-fork hook (filelock registers one): no traceback on the terminal."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "unit.log"
+    script = f"""
+import os, signal, sys
+from shard_pipeline.worker.fork import fork_unit
+def parent_handler(signum, frame):
+    raise RuntimeError("the parent's handler ran in the child")
+signal.signal(signal.SIGINT, parent_handler)
+os.register_at_fork(after_in_child=lambda: os.kill(os.getpid(), signal.SIGINT))
+with open({str(log)!r}, "wb") as f:
+    child = fork_unit([sys.executable, "-m", "shard_pipeline.worker.task", "--help"], f.fileno(), None,
+                      new_session=True)
+    _, status = os.waitpid(child.pid, 0)
+print("child exit", os.waitstatus_to_exitcode(status))
+"""
+    repo = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=repo)
+    assert p.stdout.startswith("child exit"), (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr and "parent's handler" not in p.stderr, p.stderr
