@@ -173,3 +173,20 @@ print("child exit", os.waitstatus_to_exitcode(status))
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=repo)
     assert p.stdout.startswith("child exit"), (p.stdout, p.stderr)
     assert "Traceback" not in p.stderr and "parent's handler" not in p.stderr, p.stderr
+
+
+def test_a_run_dir_interrupted_while_being_made_is_not_left_half_made(tmp_path, monkeypatch):
+    from shard_pipeline.run.rundir import RunDir
+
+    real, calls = Path.mkdir, []
+
+    def mkdir(self, *a, **kw):
+        calls.append(self)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    with pytest.raises(KeyboardInterrupt):
+        RunDir(tmp_path / "run").create(["partition"])
+    assert not (tmp_path / "run").exists()

@@ -6,6 +6,7 @@ One layout for all executors, so a task can be rerun by hand from the command in
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -232,8 +233,12 @@ class RunDir:
         if self.root.exists():
             raise RunDirExists(f"run directory {self.root} exists; use --resume {self.root} or move it away")
         self.root.mkdir(parents=True)
-        for sub in ("tasks", "partition", "write", "quarantine", *(f"logs/{s}" for s in stages)):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        try:
+            for sub in ("tasks", "partition", "write", "quarantine", *(f"logs/{s}" for s in stages)):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+        except BaseException:  # a full disk, a Ctrl-C: no half-made run dir that --resume would then refuse
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
 
     def create_root_of_languages(self, stages: Iterable[str]) -> None:
         """The run dir of several languages around their own run dirs: the chain's logs and its selections."""

@@ -291,18 +291,19 @@ def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: 
     cfg = RunConfig(content, execution)
     check_claimable(out, run.root)  # before the run dir exists: a refused run leaves nothing behind
     with guards.doing(f"creating the run directory {run.root}"):
-        run.create(STAGE_NAMES)
-    try:
+        run.create(STAGE_NAMES)  # whole or not at all, even at a Ctrl-C
+    try:  # a failure or a Ctrl-C anywhere here leaves neither the run dir nor a claim
         with guards.doing(f"writing the run directory {run.root}"):
             write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv],
                           settings, executor, {"counts_index_disagreements": [d.to_json() for d in disagree]} if disagree else {})
         claim(out, run.root)  # only once the run dir is whole: a failed start never leaves a claim
+        print(f"{args.lang}: config sha256 {content.sha256()}; {plural(len(shards), 'input shard')}; "
+              f"{lay.partition_tasks} partition / {plural(lay.write_tasks, 'write task')}; "
+              f"{plural(len(boundaries) + 1, 'bucket')} ({method})", file=sys.stderr)
     except BaseException:
+        release(out, run.root)  # only if this run took it
         shutil.rmtree(run.root, ignore_errors=True)  # made a moment ago by this process; nothing ran in it
         raise
-    print(f"{args.lang}: config sha256 {content.sha256()}; {plural(len(shards), 'input shard')}; {lay.partition_tasks} "
-          f"partition / {plural(lay.write_tasks, 'write task')}; {plural(len(boundaries) + 1, 'bucket')} ({method})",
-          file=sys.stderr)
     return cfg
 
 
