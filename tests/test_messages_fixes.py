@@ -190,3 +190,20 @@ def test_a_run_dir_interrupted_while_being_made_is_not_left_half_made(tmp_path, 
     with pytest.raises(KeyboardInterrupt):
         RunDir(tmp_path / "run").create(["partition"])
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # runs the pipeline
+def test_a_stop_after_every_language_landed_says_done_not_interrupted(tmp_path, capsys):
+    from shard_pipeline.run import unit_table
+    from shard_pipeline.run.rundir import RunDir, read_json
+    from shard_pipeline.run.runconfig import RunConfig
+    from shard_pipeline.submit.executors.local import Interrupted, stopped
+
+    root, out, run = make_corpus(tmp_path / "in", n_docs=60), tmp_path / "out", tmp_path / "run"
+    assert run_cli(root, out, run) == 0
+    capsys.readouterr()
+    table = unit_table.load(run)
+    cfgs = {l: RunConfig.from_json(read_json(RunDir(table.lang_dir(l)).config_json)) for l in table.langs}
+    assert stopped(table, cfgs, Interrupted("finalize", 0, 1)) == 0
+    err = capsys.readouterr().err
+    assert "nothing is left to do" in err and "--resume" not in err, err

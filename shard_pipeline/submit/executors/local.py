@@ -340,6 +340,10 @@ def mark_interrupted(run: RunDir, signum: int, stage: str) -> None:
 
 def stopped(table: UnitTable, cfgs: dict[str, RunConfig], exc: Interrupted) -> int:
     """What a stopped local run says; a claim on OUT is released only once no task of the run is alive."""
+    if not exc.survivors and all(RunDir(table.lang_dir(lang)).done_marker.exists() for lang in cfgs):
+        say(f"\nhplt-shard: {signal_words(exc.signum)} after the run had finished: nothing is left to do",
+            *(f"done: {lang}  output {cfg.execution.out}" for lang, cfg in cfgs.items()), f"run dir: {table.root}")
+        return ExitCode.OK
     words = [f"\nhplt-shard: {signal_words(exc.signum)}: "
              + (f"tasks that did not end: pids {', '.join(map(str, exc.survivors))}; OUT stays claimed"
                 if exc.survivors else "every task process was stopped")
