@@ -28,8 +28,12 @@ def claim_path(out: Path) -> Path:
 
 
 def holder(out: Path) -> str | None:
+    """The run directory named in OUT's claim, exactly as claim() wrote it (a name may end in a space)."""
     p = claim_path(out)
-    return p.read_text().strip() if p.exists() else None
+    if not p.exists():
+        return None
+    text = p.read_text()
+    return text[:-1] if text.endswith("\n") else text
 
 
 LOCK_TIMEOUT = 60.0  # seconds; the claim is held for milliseconds, so a longer wait means a stuck lock

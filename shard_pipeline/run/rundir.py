@@ -6,6 +6,7 @@ One layout for all executors, so a task can be rerun by hand from the command in
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -65,9 +66,52 @@ def file_stamp(path: Path) -> dict[str, int]:
     return {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns}
 
 
+DAMAGED_STEP = ("it is not what hplt-shard wrote (an edit, a copy cut short, a disk error): put the original back, "
+                "or start a new run with a fresh --run-dir")
+
+
+class DamagedRunFile(UserError, ValueError):
+    """A run-dir JSON file that is not what hplt-shard wrote: one message naming it, never a traceback.
+    A ValueError, so the callers that already treat an unreadable file as absent still do."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path} is damaged ({reason}); {DAMAGED_STEP}")
+
+
+class MissingField(DamagedRunFile, KeyError):
+    """A field a run file must hold is absent; a KeyError too, for the callers that look fields up."""
+
+    def __str__(self) -> str:  # KeyError's str() would quote the message
+        return self.args[0]
+
+
+class RunRecord(dict):
+    """A JSON object of a run file that names its file when a field it must hold is missing."""
+
+    path: Path = Path("(a run file)")
+
+    def __missing__(self, key: Any):
+        raise MissingField(self.path, f"it has no field {key!r}")
+
+
 def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    """A run-dir JSON object; DamagedRunFile names the file when it is not JSON, not an object, or lacks a field."""
+    def record(pairs: dict) -> RunRecord:
+        r = RunRecord(pairs)
+        r.path = path
+        return r
+
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        value = json.loads(data.decode("utf-8"), object_hook=record)
+    except UnicodeDecodeError as exc:
+        raise DamagedRunFile(path, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+    except json.JSONDecodeError as exc:
+        raise DamagedRunFile(path, f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(value, dict):
+        raise DamagedRunFile(path, f"a JSON {type(value).__name__}, not the object hplt-shard writes")
+    return value
 
 
 def unit_log(log_dir: Path, job: str, array_index: str | int, unit: int) -> Path:
@@ -210,8 +254,12 @@ class RunDir:
         an existing one is refused (use --resume or move it)."""
         check_new(self.root)
         self.root.mkdir(parents=True)
-        for sub in ("tasks", "partition", "write", "quarantine", *(f"logs/{s}" for s in stages)):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        try:
+            for sub in ("tasks", "partition", "write", "quarantine", *(f"logs/{s}" for s in stages)):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+        except BaseException:  # a full disk, a Ctrl-C: no half-made run dir that --resume would then refuse
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
 
     def create_root_of_languages(self, stages: Iterable[str]) -> None:
         """The run dir of several languages around their own run dirs: the chain's logs and its selections."""

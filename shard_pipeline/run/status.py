@@ -38,7 +38,7 @@ from shard_pipeline.run.runstate import (
     stuck_step,
     task_state,
 )
-from shard_pipeline.run.tasklog import TaskFigures, last_error_line, last_figures, last_progress_line
+from shard_pipeline.run.tasklog import TaskFigures, last_error_line, last_figures, last_progress_line, unit_ended
 from shard_pipeline.units import Memory, WallTime, plural
 
 
@@ -126,13 +126,6 @@ def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], 
     return None
 
 
-def _empty(path: Path) -> bool:
-    try:
-        return path.stat().st_size == 0
-    except OSError:
-        return False
-
-
 def _multi_root(run: RunDir) -> Path | None:
     """The multi-language run dir a language's run dir sits in, or None."""
     return run.root.parent if unit_table.is_multi(run.root.parent) else None
@@ -206,7 +199,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
     # task (OOM, a fault) failed, and Slurm's own reason says why.
     local = not any(s.get("jobs") for s in record.get("submissions", [])[-1:])
     killed = live.killed(run.root) if local else set()
-    held = run_is_held(run)  # a live local submitter: a task whose log is still empty is starting
+    held = run_is_held(run)  # a live local submitter: a task whose log has no trailer yet is starting
     out = []
     for reg in STAGES:
         stage = reg.name
@@ -227,7 +220,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[Sta
             err = last_error_line(log, run.root.name if _multi_root(run) else None) if log is not None else ""
             reason = slurm_reason(log) if log is not None and queued is None else None
             cut = reason == "CANCELLED" or ((stopped or (stage, task) in killed) and not err.startswith("ERROR"))
-            starting = held and log is not None and _empty(log)
+            starting = held and log is not None and not unit_ended(log)
             state = task_state(done=False, queued=queued, alive=(stage, task) in alive or starting, has_log=log is not None,
                                interrupted=log is not None and cut)
             if state is TaskState.RUNNING:

@@ -89,6 +89,13 @@ def tail_lines(log: Path) -> list[str] | None:
         return None
 
 
+def unit_ended(log: Path) -> bool:
+    """True once the local executor wrote the unit's trailer: before it, the unit is starting or running,
+    even when its log already holds its first line and /proc does not know it as a task yet (run/live.py)."""
+    lines = [l for l in tail_lines(log) or [] if l.strip()]
+    return bool(lines) and UNIT_TRAILER.match(lines[-1]) is not None
+
+
 def last_progress_line(log: Path) -> str | None:
     """The newest progress line of a task's log (an input read, a shard written), or None."""
     lines = tail_lines(log)

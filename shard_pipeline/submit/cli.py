@@ -13,7 +13,11 @@ from shard_pipeline.submit.request import Request
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = Request.from_args(build_parser().parse_args(argv))  # argparse ends here: below, one typed request
+    try:
+        args = Request.from_args(build_parser().parse_args(argv))  # argparse ends here: below, one typed request
+    except KeyboardInterrupt:
+        print("hplt-shard: interrupted; nothing was written", file=sys.stderr)
+        return ExitCode.INTERRUPTED
     try:
         return run_command(args, argv)
     except UserError as exc:  # conf, input, path and resume problems name file, line and reason

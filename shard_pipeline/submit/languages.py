@@ -31,6 +31,10 @@ def read_langs_file(path: Path) -> list[str]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise UsageError(f"--langs-file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        line = exc.object[:exc.start].count(b"\n") + 1
+        raise UsageError(f"--langs-file {path}: line {line} is not UTF-8 ({exc.reason} at byte {exc.start}); "
+                         "it should list language codes like fin_Latn, one a line: is it the right file?") from None
     langs = []
     for n, line in enumerate(lines, 1):
         code = line.split("#", 1)[0].strip()

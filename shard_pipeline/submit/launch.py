@@ -4,6 +4,7 @@ A run directory is written once, here, before any task runs; every stage reads i
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import platform
 import shutil
@@ -16,11 +17,12 @@ from typing import Any, Sequence
 
 from shard_pipeline import slurm
 from shard_pipeline.contract.replace import check_replaceable
-from shard_pipeline.errors import ExitCode, UsageError
+from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.run import unit_table
 from shard_pipeline.run.claim import check_claimable, claim, release, run_lock
 from shard_pipeline.run.registry import STAGE_NAMES
+from shard_pipeline.run.runstate import resume_command
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, check_new, check_whole, read_json
@@ -78,13 +80,36 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
                                                   else "the output folder)"))
     check_new(root)
     cfgs = create_all(args, argv, settings, executor, ms, {l: out for l, (out, _) in outs.items()}, root, several)
-    for out, held in outs.values():
-        if held is not None:
-            print(f"hplt-shard: {guards.out_holds(out, held)}", file=sys.stderr)
-    with run_lock(root):
+    claims = {Path(cfg.execution.out): root / l if several else root for l, cfg in cfgs.items()}
+    with until_started(root, claims, executor), run_lock(root):
+        for out, held in outs.values():
+            if held is not None:
+                print(f"hplt-shard: {guards.out_holds(out, held)}", file=sys.stderr)
         table = unit_table.load(root)
         return start(table, cfgs, {s: list(range(table.size(s))) for s in STAGE_NAMES}, executor, args.jobs, settings,
                      "submit")
+
+
+class StoppedBeforeStart(UserError):
+    """Ctrl-C between the claim on OUT and the executor taking over its own Ctrl-C."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+@contextlib.contextmanager
+def until_started(root: Path, held: dict[Path, Path], executor: str):
+    """A Ctrl-C once the run dir is whole and OUT claimed, before any task runs: the exact --resume.
+    Locally nothing can have started, so the claims are released (the resume takes them again);
+    under Slurm a job may already be queued, so OUT stays claimed by the run."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if executor == "local":
+            for out, run_root in held.items():
+                release(out, run_root)
+        kept = "OUT stays claimed by this run" if executor != "local" else "OUT is as it was, its claim released"
+        raise StoppedBeforeStart(f"interrupted before any task ran ({kept}); to continue: "
+                                 f"{resume_command(root)}") from None
 
 
 def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bool) -> dict[str, tuple[Path, Any]]:
@@ -273,18 +298,19 @@ def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: 
     cfg = RunConfig(content, execution)
     check_claimable(out, run.root)  # before the run dir exists: a refused run leaves nothing behind
     with guards.doing(f"creating the run directory {run.root}"):
-        run.create(STAGE_NAMES)
-    try:
+        run.create(STAGE_NAMES)  # whole or not at all, even at a Ctrl-C
+    try:  # a failure or a Ctrl-C anywhere here leaves neither the run dir nor a claim
         with guards.doing(f"writing the run directory {run.root}"):
             write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv],
                           settings, executor, {"counts_index_disagreements": [d.to_json() for d in disagree]} if disagree else {})
         claim(out, run.root)  # only once the run dir is whole: a failed start never leaves a claim
+        print(f"{args.lang}: config sha256 {content.sha256()}; {plural(len(shards), 'input shard')}; "
+              f"{lay.partition_tasks} partition / {plural(lay.write_tasks, 'write task')}; "
+              f"{plural(len(boundaries) + 1, 'bucket')} ({method})", file=sys.stderr)
     except BaseException:
+        release(out, run.root)  # only if this run took it
         shutil.rmtree(run.root, ignore_errors=True)  # made a moment ago by this process; nothing ran in it
         raise
-    print(f"{args.lang}: config sha256 {content.sha256()}; {plural(len(shards), 'input shard')}; {lay.partition_tasks} "
-          f"partition / {plural(lay.write_tasks, 'write task')}; {plural(len(boundaries) + 1, 'bucket')} ({method})",
-          file=sys.stderr)
     return cfg
 
 
@@ -464,9 +490,10 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         if table.several:
             for g in tasks["plan"]:  # a stale plan must not feed the writes of a chain that waits with afterany
                 dirs[table.locate("plan", g)[0]].plan_json.unlink(missing_ok=True)
-        for l in todo:
-            claim(Path(cfgs[l].execution.out), dirs[l].root)
-        if not table.several:
-            keep_cpus(RunDir(root).config_json, resources)
-        keep_resources(RunDir(root).run_json, resources)
-        return start(table, cfgs, tasks, executor, args.jobs, settings, "resume")
+        with until_started(root, {Path(cfgs[l].execution.out): dirs[l].root for l in todo}, executor):
+            for l in todo:
+                claim(Path(cfgs[l].execution.out), dirs[l].root)
+            if not table.several:
+                keep_cpus(RunDir(root).config_json, resources)
+            keep_resources(RunDir(root).run_json, resources)
+            return start(table, cfgs, tasks, executor, args.jobs, settings, "resume")

@@ -83,11 +83,22 @@ class Forked:
             os.kill(self.pid, signum)
 
 
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
 def fork_unit(argv: Sequence[str], log_fd: int, env: dict[str, str] | None, *, new_session: bool) -> Forked:
     """Run the task line `argv` (`python -m shard_pipeline.worker.task ARGS`) as a fork of this process: same argv, same log (stdout
     and stderr on `log_fd`), same environment, same exit status, same signal dispositions as a fresh one."""
-    pid = os.fork()
+    # Blocked across the fork: a Ctrl-C must not run the parent's handler in the child, nor interrupt
+    # the at-fork hooks (filelock's) before the child has its own dispositions and its log on stderr.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
     if pid:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return Forked(pid)
     code = 1
     try:  # the child: never returns into the parent's code
@@ -98,6 +109,7 @@ def fork_unit(argv: Sequence[str], log_fd: int, env: dict[str, str] | None, *, n
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal that came meanwhile is delivered now
         os.closerange(3, 1024)  # as Popen's close_fds: no other unit's log or pipe stays open here
         import logging
 

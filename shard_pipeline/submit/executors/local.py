@@ -328,6 +328,10 @@ def mark_interrupted(run: RunDir, signum: int, stage: str) -> None:
 
 def stopped(table: UnitTable, cfgs: dict[str, RunConfig], exc: Interrupted) -> int:
     """What a stopped local run says; a claim on OUT is released only once no task of the run is alive."""
+    if not exc.survivors and all(RunDir(table.lang_dir(lang)).done_marker.exists() for lang in cfgs):
+        say(f"\nhplt-shard: {signal_words(exc.signum)} after the run had finished: nothing is left to do",
+            *(f"done: {lang}  output {cfg.execution.out}" for lang, cfg in cfgs.items()), f"run dir: {table.root}")
+        return ExitCode.OK
     words = [f"\nhplt-shard: {signal_words(exc.signum)}: "
              + (f"tasks that did not end: pids {', '.join(map(str, exc.survivors))}; OUT stays claimed"
                 if exc.survivors else "every task process was stopped")
@@ -372,6 +376,11 @@ def run_local(table: UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, lis
     return ExitCode.OK
 
 
+def after_failure(root: Path) -> str:
+    """The next step once a task failed, for one language or several: look, then the exact --resume."""
+    return f"See ./hplt-shard --status {root}, then {resume_command(root)}"
+
+
 def failed_run(table: UnitTable, cfgs: dict[str, RunConfig], failure: str) -> int:
     """A run of one language whose chain stopped: why, what OUT holds, the next step."""
     (lang, cfg), = cfgs.items()
@@ -381,8 +390,7 @@ def failed_run(table: UnitTable, cfgs: dict[str, RunConfig], failure: str) -> in
     print(f"hplt-shard: {failure}", file=sys.stderr)
     print(f"hplt-shard: run directory {run.root}; {out_now(run, cfg, out)}", file=sys.stderr)
     step = bad_record_step(run, failure.splitlines())
-    if step:
-        print(f"hplt-shard: {step}", file=sys.stderr)
+    print(f"hplt-shard: {step or after_failure(table.root)}", file=sys.stderr)
     return ExitCode.FAILED
 
 
@@ -403,8 +411,7 @@ def report_languages(table: UnitTable, cfgs: dict[str, RunConfig], failures: Seq
         for r in failures[:20]:
             say(f"hplt-shard: {r.stage} {r.name} failed: {last_error_line(r.log)}  (log: {r.log})")
         say(f"hplt-shard: {plural(len(failed), 'language')} failed: {', '.join(failed)}; their previous outputs are "
-            f"untouched; the others landed. See ./hplt-shard --status {table.root}, then "
-            f"{resume_command(table.root)}")
+            f"untouched; the others landed. {after_failure(table.root)}")
         return ExitCode.FAILED
     print(f"run dir: {table.root}")
     return ExitCode.OK

@@ -1,0 +1,209 @@
+"""User-facing message defects from the adversarial pass: each failure is one true message with
+the next step, and what a run holds is released exactly.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shard_pipeline.run.claim import claim, holder, release
+from shard_pipeline.submit import cli
+from tests.pipeline_util import LANG, make_corpus, records, run_cli, write_records
+
+
+def test_a_run_dir_ending_in_a_space_releases_its_claim(tmp_path):
+    out, run = tmp_path / "out", tmp_path / "run "
+    claim(out, run)
+    assert holder(out) == str(run)
+    release(out, run)
+    assert holder(out) is None
+
+
+@pytest.mark.slow  # runs the pipeline
+def test_a_single_language_run_whose_unit_is_killed_ends_with_the_resume_command(tmp_path, monkeypatch, capsys):
+    root = make_corpus(tmp_path / "in", n_docs=60)
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:kill")
+    assert run_cli(root, tmp_path / "out", tmp_path / "run") != 0
+    err = capsys.readouterr().err
+    assert f"./hplt-shard --resume {tmp_path / 'run'}" in err
+
+
+@pytest.mark.slow  # runs the pipeline (the resume)
+def test_ctrl_c_before_any_task_releases_the_claim_and_gives_a_resume_that_works(tmp_path, monkeypatch, capsys):
+    from shard_pipeline.submit import launch
+
+    root, out, run = make_corpus(tmp_path / "in", n_docs=60), tmp_path / "out", tmp_path / "run"
+    real_start = launch.start
+
+    def ctrl_c(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launch, "start", ctrl_c)
+    assert run_cli(root, out, run) == 130
+    err = capsys.readouterr().err
+    assert holder(out) is None
+    assert f"./hplt-shard --resume {run}" in err
+    monkeypatch.setattr(launch, "start", real_start)
+    assert cli.main(["--resume", str(run), "--executor", "local"]) == 0
+    assert (out / "_MANIFEST.json").exists()
+
+
+@pytest.mark.slow  # runs the pipeline
+def test_a_repeated_id_says_start_a_new_run_not_resume(tmp_path, capsys):
+    recs = records(12, seed=17)
+    recs[9]["id"] = recs[4]["id"]
+    write_records(tmp_path / "clean" / LANG / "9_1.jsonl.zst", recs)
+    run = tmp_path / "run"
+    assert run_cli(tmp_path / "clean", tmp_path / "out", run) == 1
+    err = capsys.readouterr().err
+    assert "repeated document id" in err and "hplt-shard --resume" not in err, err
+    assert f"--run-dir {run}-fixed" in err, err
+    assert cli.main(["--status", str(run)]) != 0
+    said = capsys.readouterr()
+    assert "hplt-shard --resume" not in said.out + said.err and f"--run-dir {run}-fixed" in said.out + said.err, said
+
+
+@pytest.mark.slow  # runs the pipeline
+def test_a_starting_task_is_not_failed_in_status(tmp_path, monkeypatch):
+    """Its log holds its first line, /proc does not know it as a task yet: a held run shows it running."""
+    from shard_pipeline.run.claim import run_lock
+    from shard_pipeline.run.rundir import RunDir
+    from shard_pipeline.run.status import stage_statuses
+
+    root, run = make_corpus(tmp_path / "in", n_docs=60), tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:kill")
+    assert run_cli(root, tmp_path / "out", run) != 0
+    (write,) = [s for s in stage_statuses(RunDir(run)) if s.stage == "write"]
+    assert [t for t, _, _ in write.failed] == [0]  # ended with its trailer: failed
+    log = Path(write.failed[0][1])
+    log.write_text(log.read_text().splitlines()[0] + "\n")  # only the rerun line a task writes first
+    with run_lock(run):  # a live local submitter is starting the task again
+        (write,) = [s for s in stage_statuses(RunDir(run)) if s.stage == "write"]
+    assert write.failed == [] and write.running == 1
+
+
+@pytest.mark.parametrize("text, reason", [("{", "not JSON"), ("[]", "a JSON list"), (b"\xff{}", "not UTF-8")])
+def test_a_damaged_run_file_is_one_message_naming_it(tmp_path, text, reason):
+    from shard_pipeline.errors import UserError
+    from shard_pipeline.run.rundir import read_json
+
+    p = tmp_path / "config.json"
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(UserError) as e:
+        read_json(p)
+    assert str(p) in str(e.value) and reason in str(e.value) and "--run-dir" in str(e.value)
+
+
+def test_a_run_file_missing_a_field_names_the_file_and_the_field(tmp_path):
+    from shard_pipeline.errors import UserError
+    from shard_pipeline.run.rundir import read_json
+
+    p = tmp_path / "task-00000.receipt.json"
+    p.write_text('{"task": 0, "nested": {}}')
+    rec = read_json(p)
+    for lookup in (lambda: rec["inputs"], lambda: rec["nested"]["x"]):
+        with pytest.raises(UserError) as e:
+            lookup()
+        assert str(e.value).startswith(f"{p} is damaged (it has no field ")
+    with pytest.raises(KeyError):  # callers that look a field up and fall back still do
+        rec["inputs"]
+
+
+def test_a_langs_file_that_is_not_utf8_is_one_message(tmp_path):
+    from shard_pipeline.errors import UsageError
+    from shard_pipeline.submit.languages import read_langs_file
+
+    p = tmp_path / "langs.txt"
+    p.write_bytes(b"eng_Latn\n\xff\xfe\n")
+    with pytest.raises(UsageError, match=r"langs\.txt: line 2 is not UTF-8"):
+        read_langs_file(p)
+
+
+@pytest.mark.slow  # runs the pipeline
+@pytest.mark.parametrize("how", ["--status", "--resume"])
+def test_status_and_resume_of_a_damaged_config_are_one_message(tmp_path, capsys, how):
+    root, run = make_corpus(tmp_path / "in", n_docs=60), tmp_path / "run"
+    assert run_cli(root, tmp_path / "out", run) == 0
+    (run / "config.json").write_text("{")
+    capsys.readouterr()
+    assert cli.main([how, str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hplt-shard: {run / 'config.json'} is damaged (not JSON") and "Traceback" not in err
+
+
+@pytest.mark.slow  # starts a Python process
+def test_ctrl_c_during_start_up_imports_is_one_line_and_130(tmp_path):
+    """A pyarrow whose import is interrupted stands for Ctrl-C while ./hplt-shard imports."""
+    import os
+    import subprocess
+    import sys
+
+    fake = tmp_path / "fake" / "pyarrow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n")
+    repo = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, str(repo / "hplt-shard"), "--help"], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path / "fake")})
+    assert p.returncode == 130
+    assert p.stderr == "hplt-shard: interrupted while starting; nothing was written\n"
+
+
+@pytest.mark.slow  # starts a Python process
+def test_ctrl_c_in_a_forked_unit_at_its_fork_hooks_prints_no_traceback(tmp_path):
+    """SIGINT while the child runs an at-fork hook (filelock registers one): no traceback on the terminal."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "unit.log"
+    script = f"""
+import os, signal, sys
+from shard_pipeline.worker.fork import fork_unit
+def parent_handler(signum, frame):
+    raise RuntimeError("the parent's handler ran in the child")
+signal.signal(signal.SIGINT, parent_handler)
+os.register_at_fork(after_in_child=lambda: os.kill(os.getpid(), signal.SIGINT))
+with open({str(log)!r}, "wb") as f:
+    child = fork_unit([sys.executable, "-m", "shard_pipeline.worker.task", "--help"], f.fileno(), None,
+                      new_session=True)
+    _, status = os.waitpid(child.pid, 0)
+print("child exit", os.waitstatus_to_exitcode(status))
+"""
+    repo = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=repo)
+    assert p.stdout.startswith("child exit"), (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr and "parent's handler" not in p.stderr, p.stderr
+
+
+def test_a_run_dir_interrupted_while_being_made_is_not_left_half_made(tmp_path, monkeypatch):
+    from shard_pipeline.run.rundir import RunDir
+
+    real, calls = Path.mkdir, []
+
+    def mkdir(self, *a, **kw):
+        calls.append(self)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    with pytest.raises(KeyboardInterrupt):
+        RunDir(tmp_path / "run").create(["partition"])
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # runs the pipeline
+def test_a_stop_after_every_language_landed_says_done_not_interrupted(tmp_path, capsys):
+    from shard_pipeline.run import unit_table
+    from shard_pipeline.run.rundir import RunDir, read_json
+    from shard_pipeline.run.runconfig import RunConfig
+    from shard_pipeline.submit.executors.local import Interrupted, stopped
+
+    root, out, run = make_corpus(tmp_path / "in", n_docs=60), tmp_path / "out", tmp_path / "run"
+    assert run_cli(root, out, run) == 0
+    capsys.readouterr()
+    table = unit_table.load(run)
+    cfgs = {l: RunConfig.from_json(read_json(RunDir(table.lang_dir(l)).config_json)) for l in table.langs}
+    assert stopped(table, cfgs, Interrupted("finalize", 0, 1)) == 0
+    err = capsys.readouterr().err
+    assert "nothing is left to do" in err and "--resume" not in err, err
