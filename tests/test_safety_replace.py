@@ -303,19 +303,13 @@ def test_fallback_swap_stopped_between_its_renames_is_finished_by_resume(tmp_pat
     root, out, whole = made
     (out / MANIFEST_NAME).write_text((out / MANIFEST_NAME).read_text().replace('"version": "', '"version": "0'))
     previous = tree_bytes(out)  # another (older) version, to tell the two apart
-    no_exchange(monkeypatch)
-    park = replace_mod._park
-
-    def park_then_die(o: Path, owner: str) -> Path:
-        parked = park(o, owner)
-        raise SystemExit(9)  # as if killed here: no rollback runs
-
-    monkeypatch.setattr(replace_mod, "_park", park_then_die)
+    stop_between_the_renames(monkeypatch)
     run = tmp_path / "run2"
-    assert run_cli(root, out, run, *ROWS) != 0
-    assert not out.exists() and tree_bytes(tmp_path / "out.replaced" / "previous") == previous
-    monkeypatch.setattr(replace_mod, "_park", park)
     capsys.readouterr()
+    assert run_cli(root, out, run, *ROWS) != 0
+    assert f"{out} is absent for now" in "".join(capsys.readouterr())
+    assert not out.exists() and tree_bytes(tmp_path / "out.replaced" / "previous") == previous
+    monkeypatch.undo()
     assert cli_resume(run) == 0, "".join(capsys.readouterr())
     assert tree_bytes(out) == whole and not verify_output(out)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out")) == ["out"]
