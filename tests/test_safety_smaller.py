@@ -2,6 +2,7 @@
 "line 0", repeated JSON keys documented as last-wins."""
 from __future__ import annotations
 
+import pytest
 import zstandard
 
 from shard_pipeline.input.corpus import InputShard
@@ -50,8 +51,6 @@ def test_repeated_keys_are_last_wins(tmp_path):
     assert [(r.id, r.text, r.url, r.pii_count) for r in recs] == [("doc-1", "second", "https://b.example/", 0)]
     assert stats.read == 1 and stats.kept == 1 and not stats.quarantined
 
-
-import pytest  # noqa: E402
 
 
 @pytest.mark.parametrize("flag,value,said", [
