@@ -84,7 +84,7 @@ def test_a_bad_clean_value_of_the_conf_is_refused_at_dry_run(tmp_path, capsys, v
 def test_dp_ranks_beyond_estimated_documents_are_said_not_refused():
     from types import SimpleNamespace
 
-    from shard_pipeline.submit.guards import dp_ranks_note
+    from shard_pipeline.submit.option_checks import dp_ranks_note
 
     note = dp_ranks_note(SimpleNamespace(dp_ranks="128,448"), est_docs=500, docs_known=False)
     assert "multiple of 896" in note and "an estimated 500 documents" in note and "balance.json" in note

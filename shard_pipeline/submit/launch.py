@@ -26,7 +26,7 @@ from shard_pipeline.run.runstate import resume_command
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, check_new, check_whole, read_json
-from shard_pipeline.submit import guards, languages, scope
+from shard_pipeline.submit import guards, languages, option_checks, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.report import describe
 from shard_pipeline.submit.request import Request
@@ -41,7 +41,7 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
     comma list, `all`, --langs-file) makes RUNDIR/<LANG>/ for each, written by the same code, and
     OUT is a root holding OUT/<LANG>/; the languages share one chain (run/unit_table.py's unit table)."""
     settings = scope.resolve_settings(args)
-    guards.check_content_args(args)
+    option_checks.check_content_args(args)
     clean_policy(settings)  # a bad CLEAN_* value of the conf is refused at --dry-run too, --clean or not
     executor = scope.choose_executor(args)
     several = languages.wants_several(args)
@@ -172,7 +172,7 @@ def prepare(args: Request, settings, executor: str, budget: int | None = None) -
     big = layout_mod.doc_memory_warning(lay, settings.worker_mem, sample.largest_at)
     if big:  # the layout already raised the tasks; where memory is enforced, --mem is the user's to know
         print(f"hplt-shard: warning: {big}", file=sys.stderr)
-    dp = guards.dp_ranks_note(args, lay.est_docs, lay.inputs_unknown == 0)
+    dp = option_checks.dp_ranks_note(args, lay.est_docs, lay.inputs_unknown == 0)
     if dp:
         print(f"hplt-shard: warning: {dp}", file=sys.stderr)
     return Scope(subset, shards, sample, lay, known, tuple(disagree))
@@ -424,7 +424,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         with_settings,
     )
 
-    guards.check_numbers(args)  # --jobs -3 on a resume too
+    option_checks.check_numbers(args)  # --jobs -3 on a resume too
     root = args.resume.resolve()
     check_whole(root)
     if not unit_table.is_multi(root) and not RunDir(root).config_json.exists():

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from shard_pipeline.errors import UsageError
 from shard_pipeline.paths import PRESET_DIR, home
-from shard_pipeline.submit import guards
+from shard_pipeline.submit import option_checks
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.request import Request
 from shard_pipeline.submit.slurm_limits import SubmitCap, submit_cap
@@ -194,7 +194,7 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
                 partition_tasks: int | None = None) -> layout_mod.Layout:
     """The job layout; `sample` (the head sample) gives the largest document, which sizes task memory.
     A language of a run of several is laid out in units (`cpus` 1, `budget` its share of units)."""
-    guards.check_numbers(args)
+    option_checks.check_numbers(args)
     cpus = settings.cpus_per_task if cpus is None else cpus
     room = queue_room(settings) if budget is None and executor == "slurm" else None
     if budget is None:  # a multi-language run passes each language its share
@@ -217,7 +217,7 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
         largest_text=sample.largest_text if sample is not None else 0,
         largest_line=sample.largest_line if sample is not None else 0,
     )
-    guards.check_write_tasks(args, lay.est_docs, budget, executor)
+    option_checks.check_write_tasks(args, lay.est_docs, budget, executor)
     if room is not None:
         check_fits_room(lay, room)
     return lay

@@ -1,0 +1,76 @@
+"""Options refused before anything runs, --dry-run included: counts and sizes a run cannot use, and
+content options that would fail later (at the manifest or the balance). Path checks are guards.py's.
+"""
+from __future__ import annotations
+
+from shard_pipeline.contract.manifest import check_manifest_args
+from shard_pipeline.errors import UsageError
+from shard_pipeline.submit.request import Request
+
+
+# Integer options that count or size something: 0 or less means nothing sensible (0 used to mean
+# "auto" for the task counts by accident; leave an option out for the layout's own choice).
+AT_LEAST_ONE = ("shard_rows", "row_group_bytes", "shard_bytes", "partition_tasks", "write_tasks", "buckets",
+                "spill_bytes", "jobs")
+
+
+def check_numbers(args: Request) -> None:
+    """Refuse a count or size option below 1, and --val-permille outside [0, 1000], --dry-run included."""
+    for name in AT_LEAST_ONE:
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}"
+                             + ("; leave it out for the layout's own choice" if name.endswith(("tasks", "buckets",
+                                                                                                  "spill_bytes")) else ""))
+    if not 0 <= args.val_permille <= 1000:
+        raise UsageError("--val-permille must be in [0, 1000]")
+
+
+def check_write_tasks(args: Request, est_docs: int, budget: int, executor: str) -> None:
+    """Refuse a --write-tasks the run can never use. A write task writes whole shards: a few more tasks
+    than shards only start empty (the plan allows it), but more than the documents and more than the
+    local executor runs in its budget (10^8, a typo) would fill the run dir with units. On Slurm the
+    submit cap refuses it (check_fits_room) and MaxArraySize is met by array chunks. (A --partition-tasks
+    above the inputs is cut back by the packing, and the summary shows the count used.)"""
+    w = args.write_tasks
+    if executor == "local" and w is not None and w > max(1, est_docs) and w > budget:
+        raise UsageError(f"--write-tasks {w:,} is more than the about {est_docs:,} documents of this run and the "
+                         f"{budget:,} tasks the local executor runs in its budget; every task past the documents "
+                         "would start empty: give fewer (one per output shard is plenty), or leave it out")
+
+
+def dp_ranks_note(args: Request, est_docs: int, docs_known: bool) -> str | None:
+    """--dp-ranks with fewer documents than lcm(ranks): no shard count can be a multiple of it without
+    empty shards (balance.shard_count_for), so the balance cannot hold. Refused when the counts are
+    known (they only shrink: cleaning, a split), said in the summary when they are estimated."""
+    if args.dp_ranks is None:
+        return None
+    from shard_pipeline.stages.balance import parse_dp_ranks, shard_multiple
+
+    m = shard_multiple(parse_dp_ranks(args.dp_ranks))
+    if est_docs >= m:
+        return None
+    said = (f"--dp-ranks {args.dp_ranks}: the shard count must be a multiple of {m:,} (their lcm), but this run "
+            f"has {'only' if docs_known else 'an estimated'} {est_docs:,} documents, and a shard is never empty")
+    if docs_known:
+        raise UsageError(said + ": give rank counts whose lcm is at most the documents, or leave --dp-ranks out")
+    return said + "; if so, the shard count will not divide over the ranks (balance.json will say which)"
+
+
+def check_content_args(args: Request) -> None:
+    """Content options that would fail later (at the manifest) are refused now, --dry-run included."""
+    check_numbers(args)
+    try:
+        check_manifest_args(dataset=args.dataset or "default", version=args.dataset_version, config_sha256="0" * 64,
+                            filters=None, dedup=None, ledger_ref="LEDGER.jsonl")
+    except ValueError as exc:
+        raise UsageError(f"--dataset-version/--dataset: {exc}") from None
+    if args.dataset is not None and not args.dataset:
+        raise UsageError("--dataset must not be empty")
+    if args.dp_ranks is not None:
+        from shard_pipeline.stages.balance import parse_dp_ranks
+
+        try:
+            parse_dp_ranks(args.dp_ranks)
+        except ValueError as exc:
+            raise UsageError(f"--dp-ranks: {exc}") from None
