@@ -1,24 +1,34 @@
-"""The true next step after a run stopped at a bad record with `--bad-records fail`, or at a
-document id that two input lines share.
+"""The true next step when a resume cannot help: a run stopped at a bad record with
+`--bad-records fail`, at a document id that two input lines share, or at an input that cannot be
+read to its end (truncated, corrupt); or a resume refused because an input changed.
 
-A resume cannot help: it redoes the task on the same bad line, refuses a changed input (its size
-and mtime are in shard_inventory.tsv and in the content hash) and refuses `--bad-records` (it
-decides the content). Both ways on are new runs, so this prints both exact commands: the run's
-own command line with a fresh `--run-dir`, once after fixing the file, once with
-`--bad-records quarantine`.
+A resume redoes the task on the same input, refuses a changed input (its size and mtime are in
+shard_inventory.tsv and in the content hash) and refuses `--bad-records` (it decides the content).
+Every way on is a new run, so this prints the exact commands: the run's own command line with a
+fresh `--run-dir` (after fixing the file; or with `--bad-records quarantine`). For a language of a
+run of several, the new run is that language alone into ROOT/<LANG>, so the languages that landed
+are not made again.
 """
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from shard_pipeline.run import unit_table
 from shard_pipeline.run.claim import claim_path, holder
 from shard_pipeline.run.rundir import RunDir, read_json
 
 BAD_RECORD = "BadRecord: "  # how a task's last error line names one (worker/task.py: `ERROR: Type: message`)
 REPEATED_ID = "RepeatedId: "  # stages/order.py: two input lines with one document id
+CORRUPT = "CorruptShard: "  # input/reader.py: a stream that cannot be read to its end (never quarantinable)
+# A local file with a broken stream stays broken: only a new copy helps, a changed input. An HTTP body cut
+# short (short_read, http_error) may come whole on the next try: --resume fetches it again.
+_BROKEN_FILE = re.compile(r"CorruptShard: (?!https?://).*?: (?:empty_file|not_zstd|corrupt_frame|truncated): ")
 _DROPPED = {"--bad-records": 1, "--run-dir": 1, "--dry-run": 0}  # option -> how many values follow it
+FLAGS = ("--dry-run", "--replace-other", "--clean", "--dataset-card", "--version", "-h", "--help")  # take no value
+_OF_SEVERAL = {"--langs-file": 1, "--out": 1}  # what a language alone replaces (its LANG, its own OUT)
 
 
 def fresh_run_dir(root: Path, suffix: str) -> Path:
@@ -29,49 +39,92 @@ def fresh_run_dir(root: Path, suffix: str) -> Path:
     return candidate
 
 
+def _without(argv: Sequence[str], dropped: dict[str, int], positionals: bool = False) -> list[str]:
+    """argv (program name first) without the `dropped` options and their values (and, with
+    `positionals`, without the LANG argument): an option not in FLAGS takes one value."""
+    kept, i = [], 1
+    while i < len(argv):
+        arg = argv[i]
+        name = arg.split("=", 1)[0]
+        takes = 0 if "=" in arg or name in FLAGS else dropped.get(name, 1)
+        if name in dropped:
+            i += 1 + takes
+        elif arg.startswith("-") and arg != "-":
+            kept += argv[i:i + 1 + takes]
+            i += 1 + takes
+        else:
+            kept += [] if positionals else [arg]
+            i += 1
+    return kept
+
+
 def new_run_argv(argv: Sequence[str], run_dir: Path, extra: Sequence[str] = ()) -> list[str]:
     """The run's own command line (run.json "argv") with another --run-dir (and `extra`), for ./hplt-shard."""
-    kept, i = [], 1  # argv[0] is the program
-    while i < len(argv):
-        name = argv[i].split("=", 1)[0]
-        if name in _DROPPED:
-            i += 1 + (_DROPPED[name] if "=" not in argv[i] else 0)
-            continue
-        kept.append(argv[i])
-        i += 1
-    return ["./hplt-shard", *kept, *extra, "--run-dir", str(run_dir)]
+    return ["./hplt-shard", *_without(argv, _DROPPED), *extra, "--run-dir", str(run_dir)]
 
 
-def bad_record_step(run: RunDir, errors: Iterable[str]) -> str | None:
-    """The commands that go on after a bad record stopped a `--bad-records fail` run, or a repeated
-    document id stopped any run (None: neither case): always a new run, never --resume."""
-    errors = list(errors)
-    bad = [e for e in errors if BAD_RECORD in e]
-    repeated = [e for e in errors if REPEATED_ID in e]
-    if not bad and not repeated:
-        return None
+def language_alone_argv(argv: Sequence[str], lang: str, out: Path, run_dir: Path,
+                        extra: Sequence[str] = ()) -> list[str]:
+    """A run of several languages' command line (run.json "argv") made a run of `lang` alone into its own
+    OUT (ROOT/<LANG>, which a root allows): same content options, so the same bytes for that language."""
+    rest = _without(["hplt-shard", *_without(argv, _DROPPED)], _OF_SEVERAL, positionals=True)
+    return ["./hplt-shard", lang, *rest, "--out", str(out), *extra, "--run-dir", str(run_dir)]
+
+
+def new_run_command(run: RunDir, suffix: str, extra: Sequence[str] = ()) -> str | None:
+    """The exact new run that redoes `run` (one language, or one language of a run of several), its
+    claim on OUT dropped first when it holds it (a new run is refused while it does); None if unknown."""
     try:
         cfg, record = read_json(run.config_json), read_json(run.run_json)
     except (OSError, ValueError):
         return None
-    if not record.get("argv") or (not repeated and cfg["content"].get("bad_records") != "fail"):
+    if not record.get("argv"):
         return None
-    argv, out = record["argv"], Path(cfg["execution"]["out"])
-    held = holder(out) == str(run.root)
-    unclaim = f"rm {shlex.quote(str(claim_path(out)))} && " if held else ""  # this run's claim on OUT, else refused
-    fixed = shlex.join(new_run_argv(argv, fresh_run_dir(run.root, "fixed")))
+    out = Path(cfg["execution"]["out"])
+    unclaim = f"rm {shlex.quote(str(claim_path(out)))} && " if holder(out) == str(run.root) else ""
+    several = run.root.parent
+    if unit_table.is_multi(several):
+        argv = language_alone_argv(record["argv"], run.root.name, out,
+                                   fresh_run_dir(several, f"{run.root.name}-{suffix}"), extra)
+    else:
+        argv = new_run_argv(record["argv"], fresh_run_dir(run.root, suffix), extra)
+    return unclaim + shlex.join(argv)
+
+
+def new_run_step(run: RunDir, errors: Iterable[str]) -> str | None:
+    """The commands that go on after a bad record stopped a `--bad-records fail` run, a repeated
+    document id or an unreadable input stopped any run (None: none of these): always a new run,
+    never --resume."""
+    errors = list(errors)
+    bad = [e for e in errors if BAD_RECORD in e]
+    repeated = [e for e in errors if REPEATED_ID in e]
+    corrupt = [e for e in errors if _BROKEN_FILE.search(e)]
+    try:
+        failing = read_json(run.config_json)["content"].get("bad_records") == "fail"
+    except (OSError, ValueError, KeyError):
+        return None
+    if not (repeated or (bad and failing) or corrupt):
+        return None
+    fixed = new_run_command(run, "fixed")
+    if fixed is None:
+        return None
     if repeated:
         where = repeated[0].split(REPEATED_ID, 1)[1]
         return (f"stopped at a {where}\n"
                 "  --resume cannot go past it (it reads the same lines and refuses a changed input). Keep one "
                 "of the two documents in the input, then start a new run:\n"
-                f"    {unclaim}{fixed}")
-    quarantined = shlex.join(new_run_argv(argv, fresh_run_dir(run.root, "quarantine"),
-                                          ["--bad-records", "quarantine"]))
+                f"    {fixed}")
+    if not (bad and failing):
+        where = corrupt[0].split(CORRUPT, 1)[1]
+        return (f"stopped at an input that cannot be read to its end: {where}\n"
+                "  --resume cannot go past it (it reads the same file, and a repaired file is a changed input, "
+                "which a resume refuses). Replace that file with a whole copy (fetch it again), then start a "
+                f"new run:\n    {fixed}")
+    quarantined = new_run_command(run, "quarantine", ["--bad-records", "quarantine"])
     where = bad[0].split(BAD_RECORD, 1)[1]
     return (f"stopped at a bad record (--bad-records fail): {where}\n"
             "  --resume cannot go past it (it reads the same line, refuses a changed input, and --bad-records "
             "decides the content). Either fix that input file and start a new run:\n"
-            f"    {unclaim}{fixed}\n"
+            f"    {fixed}\n"
             f"  or keep the input and set bad records aside (counted, kept verbatim in RUNDIR/quarantine/):\n"
-            f"    {unclaim}{quarantined}")
+            f"    {quarantined}")

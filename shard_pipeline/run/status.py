@@ -408,10 +408,10 @@ def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
         text = f"{phase.value}{held}" + (f"; {len(failed)} failed so far: after the jobs end, ./hplt-shard --resume {root}"
                                          if failed else "")
     elif phase is RunPhase.FAILED:
-        from shard_pipeline.run.next_step import bad_record_step
+        from shard_pipeline.run.next_step import new_run_step
 
         hint = next((m[1] for err in failed for m in [re.match(r"[A-Z_]+ \((\./hplt-shard --resume [^)]*)\)", err)] if m), None)
-        text = (bad_record_step(run, failed)
+        text = (new_run_step(run, failed)
                 or (f"failed: {hint}" if hint else f"failed: fix the cause named above, then ./hplt-shard --resume {root}"))
     else:
         refusal = last_refusal(read_json(run.run_json))
@@ -543,6 +543,21 @@ def languages_report(root: Path) -> tuple[str, int]:
         lines.append(f"state: {refused_step(m.root, refusal)}")
     else:
         how = "interrupted" if phase is RunPhase.INTERRUPTED else "failed"
-        lines.append(f"state: {how}, unfinished ({', '.join(unfinished)}): {resume_command(m.root)}  "
-                     f"(details: ./hplt-shard --status {m.root}/<LANG>)")
+        steps = {l: step for l in failed if (step := language_new_run_step(RunDir(m.lang_dir(l))))}
+        resumable = [l for l in unfinished if l not in steps]
+        if resumable:
+            lines.append(f"state: {how}, unfinished ({', '.join(unfinished)}): {resume_command(m.root)}  "
+                         f"(details: ./hplt-shard --status {m.root}/<LANG>)")
+        else:
+            lines.append(f"state: {how}, unfinished ({', '.join(unfinished)}): a resume cannot finish "
+                         f"{'it' if len(unfinished) == 1 else 'them'}; the next step of each:")
+        lines += [f"{l}: {step}" for l, step in steps.items()]
     return "\n".join(lines), int(phase.exit_code)
+
+
+def language_new_run_step(run: RunDir) -> str | None:
+    """The new run a failed language needs when a resume cannot help (run/next_step.py), from its
+    failed tasks' errors as --status shows them; None when --resume is its next step."""
+    from shard_pipeline.run.next_step import new_run_step
+
+    return new_run_step(run, [err for st in stage_statuses(run) for _, _, err in st.failed])

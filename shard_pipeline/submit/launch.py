@@ -407,6 +407,7 @@ def multi_parent(root: Path) -> list[Path]:
 def resume_run(args: Request, argv: Sequence[str]) -> int:
     """Redo, per language, only what is unfinished; same bytes as an uninterrupted run. Finished
     languages are left alone."""
+    from shard_pipeline.run.next_step import new_run_command
     from shard_pipeline.run.resume import (
         ResumeRefused,
         changed_inputs,
@@ -448,11 +449,14 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
                 raise ResumeRefused(f"jobs of this run are still queued or running: {', '.join(queued)}; "
                                     "wait for them or scancel them first")
         cfgs = {l: with_resources(RunConfig.from_json(read_json(d.config_json)), resources) for l, d in dirs.items()}
-        changed = [(f"{l}: " if table.several else "") + c for l, d in dirs.items() for c in changed_inputs(d, cfgs[l])]
+        changes = {l: changed_inputs(d, cfgs[l]) for l, d in dirs.items()}
+        changed = [(f"{l}: " if table.several else "") + c for l, cs in changes.items() for c in cs]
         if changed:
+            fresh = [cmd for l, cs in changes.items() if cs and (cmd := new_run_command(dirs[l], "new"))]
             raise ResumeRefused("input shards changed since the run was submitted (shard_inventory.tsv): "
                                 + "; ".join(changed) + "; a run reads its inputs exactly as listed: restore them "
-                                "(same size and mtime) and resume again, or start a new run to read them as they are now")
+                                "(same size and mtime) and resume again, or start a new run to read them as they are now"
+                                + (":\n" + "\n".join(f"    {cmd}" for cmd in fresh) if fresh else ""))
         if not table.several:  # a resume may regroup the units of one language (--cpus-per-task): no byte depends on C
             table = dataclasses.replace(table, cpus={s: cfgs[table.langs[0]].execution.units_per_task(s)
                                                      for s in table.cpus or {}})

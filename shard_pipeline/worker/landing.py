@@ -18,22 +18,24 @@ from shard_pipeline.errors import ExitCode
 from shard_pipeline.run import live
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.worker.taskcmd import task_argv
-from shard_pipeline.run.unit_table import load, resolve, selected
+from shard_pipeline.run.unit_table import UnitTable, load, resolve, selected
 
 LANG_ENV = "HPLT_SHARD_LANG"  # set while a unit runs: fault injection can aim at one language
 
 
 def upstream_problem(run: RunDir, stage: str) -> str | None:
-    """Why a unit cannot start because an earlier stage of its language is unfinished (plan checks its own)."""
+    """Why a unit cannot start because an earlier stage of its language is unfinished: its receipts are missing."""
     if stage in ("write", "finalize") and not run.plan_json.exists():
         return "no plan.json: an earlier stage of this language failed"
-    if stage == "finalize":
+    if stage in ("plan", "finalize"):
         from shard_pipeline.run.runconfig import RunConfig
 
-        cfg = RunConfig.from_json(read_json(run.config_json))
-        missing = [t for t in range(cfg.execution.write_tasks) if not run.write_receipt(t).exists()]
+        ex = RunConfig.from_json(read_json(run.config_json)).execution
+        before, count, receipt = (("partition", ex.partition_tasks, run.partition_receipt) if stage == "plan"
+                                  else ("write", ex.write_tasks, run.write_receipt))
+        missing = [t for t in range(count) if not receipt(t).exists()]
         if missing:
-            return f"write task(s) {', '.join(map(str, missing[:10]))} left no receipt"
+            return f"{before} task(s) {', '.join(map(str, missing[:10]))} left no receipt"
     return None
 
 
@@ -45,6 +47,7 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
     m = load(rundir)
     failed: list[str] = []
     causes: dict[str, str] = {}
+    waiting: set[str] = set()  # skipped: an earlier stage of the language failed, and names the next step
     for g in units:
         lang_dir, task = resolve(rundir, stage, g)
         run, lang = RunDir(lang_dir), lang_dir.name
@@ -56,6 +59,7 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
         why = upstream_problem(run, stage)
         if why:
             causes[lang] = f"{stage} task {task} skipped: {why}"
+            waiting.add(lang)
             print(f"ERROR: {lang}: {causes[lang]}", file=sys.stderr, flush=True)
             failed.append(lang)
             continue
@@ -77,9 +81,24 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
     if failed:
         print(f"ERROR: {stage} failed for {', '.join(sorted(set(failed)))} ("
               + "; ".join(f"{l}: {causes[l][:300]}" for l in sorted(causes)) + "); the other languages went on; "
-              f"fix the cause, then ./hplt-shard --resume {m.root}", file=sys.stderr, flush=True)
+              + next_steps(m, causes, waiting), file=sys.stderr, flush=True)
         return ExitCode.FAILED
     return ExitCode.OK
+
+
+def next_steps(m: UnitTable, causes: dict[str, str], waiting: set[str]) -> str:
+    """What comes next for the failed languages: the exact --resume for those a resume finishes; for
+    those it cannot (run/next_step.py) and those that waited on an earlier stage, where it is named."""
+    from shard_pipeline.run.next_step import new_run_step
+
+    fresh = sorted(l for l, cause in causes.items() if l not in waiting and new_run_step(RunDir(m.lang_dir(l)), [cause]))
+    resumable = sorted(set(causes) - set(fresh) - waiting)
+    status = f"./hplt-shard --status {m.root}"
+    return "; ".join(
+        ([f"fix the cause, then ./hplt-shard --resume {m.root}"] if resumable else [])
+        + ([f"a resume cannot finish {', '.join(fresh)}: {status} gives the new run"] if fresh else [])
+        + ([f"an earlier stage of {', '.join(sorted(waiting))} failed: {status} names its cause and the next step"]
+           if waiting else []))
 
 
 def written(run: RunDir) -> bool:

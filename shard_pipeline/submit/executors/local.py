@@ -17,7 +17,7 @@ from shard_pipeline.errors import ExitCode, signal_exit
 from shard_pipeline.run import live
 from shard_pipeline.worker import group
 from shard_pipeline.run.claim import release
-from shard_pipeline.run.next_step import bad_record_step
+from shard_pipeline.run.next_step import new_run_step
 from shard_pipeline.run.registry import STAGES, done_warnings
 from shard_pipeline.run.registry import stage as registered
 from shard_pipeline.run.unit_table import UnitTable, record_submission
@@ -389,7 +389,7 @@ def failed_run(table: UnitTable, cfgs: dict[str, RunConfig], failure: str) -> in
     release(out, run.root)
     print(f"hplt-shard: {failure}", file=sys.stderr)
     print(f"hplt-shard: run directory {run.root}; {out_now(run, cfg, out)}", file=sys.stderr)
-    step = bad_record_step(run, failure.splitlines())
+    step = new_run_step(run, failure.splitlines())
     print(f"hplt-shard: {step or after_failure(table.root)}", file=sys.stderr)
     return ExitCode.FAILED
 
@@ -410,8 +410,15 @@ def report_languages(table: UnitTable, cfgs: dict[str, RunConfig], failures: Seq
     if failed:
         for r in failures[:20]:
             say(f"hplt-shard: {r.stage} {r.name} failed: {last_error_line(r.log)}  (log: {r.log})")
+        from shard_pipeline.run.status import language_new_run_step  # only after a failure
+
+        steps = {lang: step for lang in failed if (step := language_new_run_step(RunDir(table.lang_dir(lang))))}
+        resumable = [lang for lang in failed if lang not in steps]
         say(f"hplt-shard: {plural(len(failed), 'language')} failed: {', '.join(failed)}; their previous outputs are "
-            f"untouched; the others landed. {after_failure(table.root)}")
+            f"untouched; the others landed."
+            + (f" {after_failure(table.root)}" + (f" (for {', '.join(resumable)})" if steps else "") if resumable else ""))
+        for lang, step in steps.items():
+            say(f"hplt-shard: {lang}: {step}")
         return ExitCode.FAILED
     print(f"run dir: {table.root}")
     return ExitCode.OK
