@@ -57,3 +57,14 @@ def test_help_examples_run_as_written(tmp_path):
         r = subprocess.run([sys.executable, *argv], cwd=work, env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, (ex, r.stderr[-2000:])
     assert (work / "out/help-example/_MANIFEST.json").is_file()
+
+
+def test_several_languages_as_separate_arguments_get_the_command_that_works(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["fin_Latn", "swe_Latn", "dan_Latn", "--corpus", "v4", "--dry-run"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: swe_Latn dan_Latn" in err and "(fin_Latn,swe_Latn,dan_Latn)" in err
+    with pytest.raises(SystemExit):
+        cli.main(["fin_Latn", "--bogus", "--dry-run"])
+    assert "comma-separated" not in capsys.readouterr().err  # an unknown option is only named

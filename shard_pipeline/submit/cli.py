@@ -14,7 +14,7 @@ from shard_pipeline.submit.request import Request
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = Request.from_args(build_parser().parse_args(argv))  # argparse ends here: below, one typed request
+        args = Request.from_args(parse(argv))  # argparse ends here: below, one typed request
     except KeyboardInterrupt:
         print("hplt-shard: interrupted; nothing was written", file=sys.stderr)
         return ExitCode.INTERRUPTED
@@ -29,6 +29,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a path the submitter could not read or write: one line, never a traceback
         print(f"hplt-shard: {os_error_line(exc, args)}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def parse(argv: Sequence[str]):  # noqa: ANN201
+    """argparse's namespace; for several languages given as separate arguments, the one command that works."""
+    parser = build_parser()
+    ns, extra = parser.parse_known_args(list(argv))
+    if extra and ns.lang and not any(a.startswith("-") for a in extra):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}; LANG is one argument: give several languages "
+                     f"comma-separated ({','.join([ns.lang, *extra])}) or one per line in --langs-file FILE")
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return ns
 
 
 def os_error_line(exc: OSError, args: Request) -> str:
