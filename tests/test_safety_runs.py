@@ -67,7 +67,7 @@ def test_oserror_anywhere_at_the_submitter_is_one_line(tmp_path, capsys, monkeyp
     def broken(*a, **k):
         raise OSError(5, "Input/output error", str(tmp_path / "somewhere"))
 
-    monkeypatch.setattr(launch, "git_state", broken)  # any unmapped OSError while the run is prepared
+    monkeypatch.setattr(launch.provenance, "code_state", broken)  # any unmapped OSError while the run is prepared
     rc = run_cli(root, tmp_path / "out", tmp_path / "run")
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err

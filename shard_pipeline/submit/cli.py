@@ -79,9 +79,9 @@ def run_command(args: Request, argv: Sequence[str]) -> int:
 
 def version_line() -> str:
     """`hplt-shard 0.1.0 (commit abc123, uncommitted changes)`: what run.json records as `code`."""
-    from shard_pipeline.submit.launch import git_state
+    from shard_pipeline.submit.provenance import code_state
 
-    code = git_state()
+    code = code_state()
     commit = code.get("commit") or "unknown: not a git checkout"
     dirty = ", uncommitted changes" if code.get("dirty") else ""
     return f"hplt-shard {code.get('version') or 'unknown version'} (commit {commit}{dirty})"

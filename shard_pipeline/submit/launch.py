@@ -8,7 +8,6 @@ import contextlib
 import dataclasses
 import platform
 import shutil
-import subprocess
 import os
 import sys
 from dataclasses import asdict, dataclass
@@ -26,7 +25,7 @@ from shard_pipeline.run.runstate import resume_command
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, check_new, check_whole, read_json
-from shard_pipeline.submit import guards, languages, option_checks, scope
+from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.report import describe
 from shard_pipeline.submit.request import Request
@@ -51,6 +50,8 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
         raise UsageError("LANG is required (e.g. eng_Latn)")
     else:
         langs = [args.lang]
+    if not args.dry_run:
+        provenance.start()  # git answers on the idle core while the inputs are sampled
     ms = prepare_all(args, settings, executor, langs, several)
     subset = ms.scopes[langs[0]].subset
     root = (args.run_dir or (languages.default_run_dir(args, subset, langs) if several
@@ -253,7 +254,7 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
         write_json_atomic(RunDir(root).languages_json, {**table.to_json(), "out": str(root_out)})
         write_json_atomic(RunDir(root).run_json, {
             "run_format": RUN_FORMAT, "multi_format": unit_table.MULTI_FORMAT, "argv": ["hplt-shard", *argv],
-            "languages": ms.langs, "executor": executor, "code": git_state(), "out": str(root_out),
+            "languages": ms.langs, "executor": executor, "code": provenance.code_state(), "out": str(root_out),
             "budget": ms.budget, "time_limit": settings.time_limit, "submissions": [],
         })
     except BaseException:
@@ -336,28 +337,6 @@ def clean_policy(settings) -> dict:
         return CleanPolicy.from_conf(dict(settings.clean_values)).to_json()
 
 
-def git_state() -> dict[str, Any]:
-    """The commit of the checkout the code runs from (None for an installed package)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from shard_pipeline.paths import checkout_root
-
-    try:
-        __version__ = version("hplt-shard")
-    except PackageNotFoundError:
-        __version__ = None
-    root = checkout_root()
-    if root is None:
-        return {"commit": None, "dirty": None, "version": __version__}
-    try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True, timeout=10).stdout.strip())
-    except (OSError, subprocess.TimeoutExpired):
-        return {"commit": None, "dirty": None, "version": __version__}
-    return {"commit": commit or None, "dirty": dirty, "version": __version__}
-
-
-
 def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, boundaries: dict, argv: Sequence[str],
                   settings, executor: str, extra: dict[str, Any] | None = None) -> None:
     write_json_atomic(run.config_json, cfg.to_json())
@@ -370,7 +349,7 @@ def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, b
         "run_format": RUN_FORMAT,
         "argv": list(argv),
         "config_sha256": cfg.content.sha256(),
-        "code": git_state(),
+        "code": provenance.code_state(),
         "python": platform.python_version(),
         "executable": sys.executable,
         "cluster": slurm.cluster_name() or platform.node(),
