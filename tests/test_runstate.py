@@ -93,6 +93,7 @@ def test_exit_codes_are_one_enum():
     ("InvalidAccount", True), ("QOSMaxWallDurationPerJobLimit", True),
     ("ReqNodeNotAvail, UnavailableNodes:vm", False), ("Dependency", False), ("Priority", False),
     ("Resources", False), ("AssocMaxJobsLimit", False), ("PartitionDown", False), ("JobHeldUser", False), ("", False),
+    ("AssocGrpBillingMinutes", True), ("QOSGrpCPUMinutesLimit", True), ("AssocGrpCPURunMinutesLimit", False),
 ])
 def test_which_reasons_do_not_clear_by_themselves(reason, stuck):
     assert is_stuck(reason) is stuck
@@ -111,6 +112,12 @@ def test_next_step_after_a_stuck_job_names_scancel_and_resume():
     assert "PartitionConfig: it asks more cores or memory than any node of the partition has" in text
     assert "\n    scancel 301 302\n    ./hplt-shard --resume /runs/r1 ..." in text
     assert "--cpus-per-task and --mem that fit a node" in text and "Dependency" not in text.split("(")[1]
+
+
+def test_an_allocation_used_up_names_the_account_as_the_way_on():
+    text = stuck_step(Path("/runs/r1"), ["AssocGrpBillingMinutes"], ["301"])
+    assert "AssocGrpBillingMinutes: the project's allocation (billing units) is used up" in text
+    assert "--account of a project with allocation left" in text and "scancel 301" in text
 
 
 def test_next_step_after_ctrl_c_is_the_exact_resume_command():

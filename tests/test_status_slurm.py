@@ -99,3 +99,41 @@ def test_a_stuck_job_and_its_next_step(slurm_cluster, tmp_path, capsys):
     finally:
         subprocess.run(["scancel", *ids, *[j["job_id"] for j in jobs_of(run_dir)]], capture_output=True, timeout=30)
     assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == 40
+
+
+def set_cpu_minutes(account: str, limit: str) -> None:
+    subprocess.run(["sacctmgr", "-i", "modify", "account", account, "set", f"GrpTRESMins=cpu={limit}"],
+                   capture_output=True, timeout=60, check=True)
+
+
+def test_an_allocation_used_up_is_stuck_and_another_account_finishes_the_run(slurm_cluster, tmp_path, capsys):
+    """LUMI: a project whose allocation is used up queues jobs that wait until someone raises it."""
+    root = make_corpus(tmp_path, n_docs=40)
+    run_dir, out = tmp_path / "run", tmp_path / "out"
+    conf = slurm_conf(tmp_path)
+    few = ("--partition-tasks", "1", "--write-tasks", "1")  # 4 jobs: within the `capped` account's MaxSubmitJobs
+    set_cpu_minutes("capped", "0")
+    ids: list[str] = []
+    try:
+        assert cli.main(slurm_argv(root, out, run_dir, conf, "--account", "capped", *few)) == 0
+        ids = [j["job_id"] for j in jobs_of(run_dir)]
+        deadline = time.monotonic() + TIMEOUT
+        while "AssocGrpCPUMinutesLimit" not in squeue_reasons(ids).values():
+            assert time.monotonic() < deadline, squeue_reasons(ids)
+            time.sleep(1)
+        capsys.readouterr()
+        assert cli.main(["--status", str(run_dir)]) == ExitCode.STUCK
+        text = capsys.readouterr().out
+        assert "(AssocGrpCPUMinutesLimit: the project's allocation (CPU minutes) is used up)" in text, text
+        assert "--account of a project with allocation left" in text
+        subprocess.run(["scancel", *ids], check=True, timeout=30)
+        wait_for_jobs(ids, timeout=TIMEOUT)
+        assert cli.main(["--resume", str(run_dir), "--conf", str(conf), "--account", "tests"]) == 0
+        ids += [j["job_id"] for j in jobs_of(run_dir)]
+        wait_for_jobs(ids, timeout=TIMEOUT)
+        assert cli.main(["--status", str(run_dir)]) == ExitCode.OK
+    finally:
+        set_cpu_minutes("capped", "-1")
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True, timeout=30)
+    assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == 40

@@ -45,7 +45,8 @@ PHASE_EXIT = {RunPhase.DONE: ExitCode.OK, RunPhase.FAILED: ExitCode.FAILED, RunP
 # squeue reasons (%r) that do not clear by themselves: the job asks what the partition, the account
 # or the QOS never gives, or waits on a job that failed. ReqNodeNotAvail, PartitionDown, Resources,
 # Priority, QOSMax*/AssocMax* limits on running jobs and JobHeld* clear (a node returns, jobs end,
-# someone releases it), so they are pending, not stuck.
+# someone releases it), so they are pending, not stuck. An allocation used up (Grp*Minutes) clears
+# only when someone raises it: stuck. (Grp*RunMinutes limits running work: it clears as jobs end.)
 STUCK_REASONS: dict[str, str] = {
     "PartitionConfig": "it asks more cores or memory than any node of the partition has",
     "PartitionNodeLimit": "it asks more nodes than the partition allows",
@@ -58,6 +59,11 @@ STUCK_REASONS: dict[str, str] = {
     "InvalidAccount": "the account is not valid on this partition",
     "InvalidQOS": "the QOS is not valid for the account",
     "BadConstraints": "no node has what it asks (cores, memory or features)",
+    # A project's allocation used up (LUMI: billing units): nothing ends that frees it; someone must raise it.
+    "AssocGrpBillingMinutes": "the project's allocation (billing units) is used up",
+    "AssocGrpCPUMinutesLimit": "the project's allocation (CPU minutes) is used up",
+    "QOSGrpBillingMinutes": "the QOS's allocation (billing units) is used up",
+    "QOSGrpCPUMinutesLimit": "the QOS's allocation (CPU minutes) is used up",
 }
 # What helps, per stuck reason: the resume options (or what else to change).
 STUCK_FIX: dict[str, str] = {
@@ -74,6 +80,9 @@ STUCK_FIX: dict[str, str] = {
     "InvalidQOS": "--account or --partition whose QOS you may use",
     "BadConstraints": "--cpus-per-task and --mem that fit a node (the resume checks them against the partition), "
                       "or --partition with bigger nodes",
+    **dict.fromkeys(("AssocGrpBillingMinutes", "AssocGrpCPUMinutesLimit", "QOSGrpBillingMinutes", "QOSGrpCPUMinutesLimit"),
+                    "--account of a project with allocation left, or the same once the project's allocation is "
+                    "raised (LUMI: lumi-allocations shows what is left)"),
 }
 
 
