@@ -57,6 +57,7 @@ class _FrameWalker:
         self.checksum = False
         self.single_segment = False
         self.error: StreamBroken | None = None
+        self.whole = 0  # offset just past the last whole block (or frame): all its content can be decompressed
 
     def at_boundary(self) -> bool:
         return self.state == "magic" and not self.hdr and not self.skip
@@ -69,6 +70,8 @@ class _FrameWalker:
                 take = min(self.skip, n - pos)
                 self.skip -= take
                 pos += take
+                if not self.skip:
+                    self.whole = self.offset + pos
                 continue
             if not self.hdr:
                 self.hdr_start = self.offset + pos
@@ -120,6 +123,8 @@ class _FrameWalker:
                 self.skip += 4 if self.checksum else 0
                 self.state, self.need = "magic", 4
                 self.frames += 1
+            if not self.skip:  # an empty raw block: whole at its header's end
+                self.whole = self.hdr_start + 3
         elif state == "skippable":
             self.skip = int.from_bytes(h, "little")
             self.state, self.need = "magic", 4
@@ -200,6 +205,51 @@ def inflate(chunks: Iterator[bytes]) -> Generator[bytes, None, None]:
     problem = source.walker.error or source.walker.end_problem()
     if problem is not None:
         raise problem
+
+
+WARM_BYTES = 256 << 10  # compressed bytes after which a stream compresses at its steady rate (bench/RESULTS.md 7)
+DEEP_BYTES = 1 << 20  # what `steady_density` reads of a shard
+
+
+def head_density(prefix: bytes) -> tuple[int, float] | None:
+    """(compressed bytes, lines) of the whole zstd blocks at the start of a shard, measured exactly, or
+    None when `prefix` does not hold one whole block. The prefix is cut at its last whole block
+    (`_FrameWalker.whole`), whose content decompresses exactly; the last line, cut there, counts as
+    the fraction of an average line that it is."""
+    walker = _FrameWalker()
+    walker.feed(prefix)
+    end = walker.whole
+    if end <= 0:
+        return None
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(prefix[:end]), read_across_frames=True)
+    lines = size = tail = 0
+    try:
+        while out := reader.read(OUT_SIZE):  # bounded: a prefix may expand a thousandfold
+            size += len(out)
+            newlines = out.count(b"\n")
+            lines += newlines
+            tail = len(out) - 1 - out.rfind(b"\n") if newlines else tail + len(out)
+    except zstandard.ZstdError:
+        return None
+    if lines == 0:
+        return (end, 1.0) if size else None  # a prefix inside one long line: at most one document
+    return end, lines + tail / ((size - tail) / lines)
+
+
+def steady_density(prefix: bytes) -> tuple[int, float] | None:
+    """(compressed bytes, lines) of a shard past its first WARM_BYTES: what its documents take at zstd's
+    steady rate. None when `prefix` (DEEP_BYTES of the shard) reaches no further.
+
+    A shard's head is no measure of it: its first blocks compress with no history to match, so the
+    first 128 KiB of the bench's shards take 1.6x the compressed bytes per document of the whole
+    file, and the head sample's own count (bytes fed for the records read, with the decompressor's
+    read-ahead) put v4 English at 0.41x its documents, and plan and write memory at half their
+    need. Between 256 KiB and 1 MiB the rate is the file's within 1-2%.
+    """
+    warm, whole = head_density(prefix[:WARM_BYTES]), head_density(prefix)
+    if warm is None or whole is None or whole[0] <= warm[0] or whole[1] <= warm[1]:
+        return None
+    return whole[0] - warm[0], whole[1] - warm[1]
 
 
 # --------------------------------------------------------------------------
