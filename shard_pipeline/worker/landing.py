@@ -87,18 +87,20 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
 
 
 def next_steps(m: UnitTable, causes: dict[str, str], waiting: set[str]) -> str:
-    """What comes next for the failed languages: the exact --resume for those a resume finishes; for
-    those it cannot (run/next_step.py) and those that waited on an earlier stage, where it is named."""
+    """What comes next for the failed languages: the exact --resume for those a resume finishes, and for
+    those it cannot (run/next_step.py), where the new run is named. A language that waited on an earlier
+    stage is judged by that stage's failure, as --status judges it."""
     from shard_pipeline.run.next_step import new_run_step
+    from shard_pipeline.run.status import language_new_run_step
 
-    fresh = sorted(l for l, cause in causes.items() if l not in waiting and new_run_step(RunDir(m.lang_dir(l)), [cause]))
-    resumable = sorted(set(causes) - set(fresh) - waiting)
-    status = f"./hplt-shard --status {m.root}"
+    fresh = sorted(l for l, cause in causes.items()
+                   if (language_new_run_step(RunDir(m.lang_dir(l))) if l in waiting
+                       else new_run_step(RunDir(m.lang_dir(l)), [cause])))
+    resumable = sorted(set(causes) - set(fresh))
     return "; ".join(
         ([f"fix the cause, then ./hplt-shard --resume {m.root}"] if resumable else [])
-        + ([f"a resume cannot finish {', '.join(fresh)}: {status} gives the new run"] if fresh else [])
-        + ([f"an earlier stage of {', '.join(sorted(waiting))} failed: {status} names its cause and the next step"]
-           if waiting else []))
+        + ([f"a resume cannot finish {', '.join(fresh)}: ./hplt-shard --status {m.root} gives the new run"]
+           if fresh else []))
 
 
 def written(run: RunDir) -> bool:
