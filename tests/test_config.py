@@ -307,3 +307,16 @@ def test_example_documents_every_key_and_sets_only_preset() -> None:
     text = example.read_text(encoding="utf-8")
     for key in KEYS:
         assert f"#{key}=" in text or f"\n{key}=" in text, key
+
+
+@pytest.mark.parametrize("line, said", [
+    ("CLEAN_MAX_BYTES=abc", "CLEAN_MAX_BYTES: expected a positive integer, got 'abc'"),
+    ("CLEAN_ONE_LINE_SHARE=1.5", "CLEAN_ONE_LINE_SHARE: one_line_share must be a number in [0, 1], got 1.5"),
+])
+def test_a_bad_clean_threshold_names_its_file_and_line(tmp_path: Path, line: str, said: str) -> None:
+    path = write(tmp_path / "my.conf", f"ACCOUNT=p\n{line}\n")
+    with pytest.raises(ConfError) as err:
+        load_settings(cli={}, conf_path=path, repo_root=tmp_path)
+    assert str(err.value) == f"{path}:2: {said}"
+    good = settings(tmp_path, "CLEAN_ONE_LINE_SHARE=0.5\n")
+    assert good.clean_values == (("CLEAN_ONE_LINE_SHARE", "0.5"),)

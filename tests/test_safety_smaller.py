@@ -78,7 +78,8 @@ def test_a_bad_clean_value_of_the_conf_is_refused_at_dry_run(tmp_path, capsys, v
     conf = tmp_path / "c.conf"
     conf.write_text(f"CLEAN_MAX_BYTES={value}\n")
     assert run_cli(root, tmp_path / "out", tmp_path / "run", "--conf", str(conf), "--dry-run") == 2
-    assert f"CLEAN_MAX_BYTES: expected a positive integer, got '{value}'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{conf}:1: CLEAN_MAX_BYTES: expected a positive integer, got '{value}'" in err  # the file and line
 
 
 def test_dp_ranks_beyond_estimated_documents_are_said_not_refused():

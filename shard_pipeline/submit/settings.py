@@ -258,8 +258,21 @@ def check_setting(key: str, value: str, where: str) -> str:
     """`value` of conf key `key` if it follows the key's rules, else a ConfError naming `where`."""
     if "\n" in value or "\r" in value or "\x00" in value:
         raise ConfError(where, f"{key} contains a line break or NUL")
+    if key.startswith("CLEAN_"):
+        return _check_clean(key, value, where)
     check = _CHECKS.get(key)
     return check(key, value, where) if check else value
+
+
+def _check_clean(key: str, value: str, where: str) -> str:
+    """A --clean threshold, checked by the policy's own rule, named where it was set."""
+    from shard_pipeline.stages.clean_policy import CleanPolicy
+
+    try:
+        CleanPolicy.from_conf({key: value})
+    except ValueError as exc:
+        raise ConfError(where, str(exc)) from None
+    return value
 
 
 # --------------------------------------------------------------------------
