@@ -109,3 +109,15 @@ def test_what_a_resume_was_given_is_read_with_public_argparse_only():
     assert given == {"resume": Path("r"), "mem": "4G", "worker_partition": "small"}  # no defaults: only what was typed
     assert flags["worker_partition"] == "--slurm-partition" and flags["shard_rows"] == "--shard-rows"
     assert places(r"\._actions\b", set()) == []
+
+
+def test_a_recorded_command_line_of_another_version_is_read_in_silence(capsys):
+    """run.json's argv may hold options this version does not know: the resume reads nothing from
+    it (no content option is then taken as unchanged) and prints no usage the user did not ask for."""
+    from shard_pipeline.submit.resume_args import check_resume_options, made_with
+
+    assert made_with(["hplt-shard", "eng_Latn", "--old-option", "3"]) == {}
+    assert made_with(["hplt-shard", "eng_Latn", "--shard-rows", "x"]) == {}
+    assert made_with(["hplt-shard", "eng_Latn", "--shard-rows", "3"]) == {"lang": "eng_Latn", "shard_rows": 3}
+    assert check_resume_options(["--resume", "r", "--mem", "4G"], ["hplt-shard", "--old-option"]) == {"mem": "4G"}
+    assert capsys.readouterr() == ("", "")

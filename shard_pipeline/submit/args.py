@@ -14,11 +14,20 @@ def build_parser() -> argparse.ArgumentParser:
     return command_line()[0]
 
 
-def command_line(given_only: bool = False) -> tuple[argparse.ArgumentParser, dict[str, str]]:
+class _QuietParser(argparse.ArgumentParser):
+    """Raises ValueError where argparse would print the usage and exit: for command lines the user
+    did not type now (run.json's, recorded by another version), whose errors are not theirs to read."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise ValueError(message)
+
+
+def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argparse.ArgumentParser, dict[str, str]]:
     """The parser, and each option's flag by its dest (for messages that name an option).
 
     `given_only`: no option has a default (argparse.SUPPRESS), so a parse holds only what the
-    command line gave: what --resume checks against what it may change.
+    command line gave: what --resume checks against what it may change. `quiet`: an error raises
+    ValueError instead of printing the usage.
     """
     flags: dict[str, str] = {}
 
@@ -28,7 +37,7 @@ def command_line(given_only: bool = False) -> tuple[argparse.ArgumentParser, dic
         action = container.add_argument(*names, **kw)
         flags[action.dest] = (action.option_strings or [action.dest.upper()])[0]
 
-    p = argparse.ArgumentParser(
+    p = (_QuietParser if quiet else argparse.ArgumentParser)(
         prog="hplt-shard",
         description="Turn one language (or several, each into OUT/<LANG>/) of a sharded HPLT corpus into deterministic Parquet training shards.",
         epilog="Examples (the first two run as written in a checkout, after the README's first command):\n"

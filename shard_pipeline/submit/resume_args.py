@@ -26,9 +26,11 @@ APPLIED = {"mem": "WORKER_MEM", "time": "TIME_LIMIT", "worker_partition": "WORKE
 NEUTRAL = ("resume", "executor", "jobs", "conf", "preset", "dry_run")
 
 
-def given_options(argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The options present on the command line (dest -> value; defaults left out), and every option's flag."""
-    parser, flags = command_line(given_only=True)
+def given_options(argv: Sequence[str], quiet: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
+    """The options present on the command line (dest -> value; defaults left out), and every option's flag.
+
+    `quiet`: a command line that does not parse raises ValueError, printing nothing."""
+    parser, flags = command_line(given_only=True, quiet=quiet)
     return vars(parser.parse_args(list(argv))), flags
 
 
@@ -37,8 +39,8 @@ def made_with(recorded_argv: Sequence[str] | None) -> dict[str, Any]:
     if not recorded_argv:
         return {}
     try:
-        return given_options(list(recorded_argv)[1:])[0]
-    except (SystemExit, ValueError):  # recorded by a version with other options
+        return given_options(list(recorded_argv)[1:], quiet=True)[0]
+    except ValueError:  # recorded by a version with other options
         return {}
 
 
