@@ -262,8 +262,10 @@ def test_a_small_language_lands_while_a_large_one_is_still_writing(tmp_path, cap
         assert "state: running" in capsys.readouterr().out
     finally:
         proc.send_signal(signal.SIGTERM)  # the local executor stops its units, as on Ctrl-C
-        proc.communicate(timeout=120)
+        said = proc.communicate(timeout=120)[0]
     assert proc.returncode == 128 + signal.SIGTERM
+    assert f"est_Latn: landed: {out / 'est_Latn'} holds this run's output" in said  # the stop names what landed
+    assert f"fin_Latn: {out / 'fin_Latn'} is as it was before this run" in said
     landed = tree_bytes(out / "est_Latn")
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 1

@@ -339,7 +339,8 @@ def stopped(table: UnitTable, cfgs: dict[str, RunConfig], exc: Interrupted) -> i
              f"{exc.stage} stopped after {exc.done} of {plural(exc.total, 'task')}."]
     for lang, cfg in cfgs.items():
         run, out = RunDir(table.lang_dir(lang)), Path(cfg.execution.out)
-        if run.done_marker.exists():
+        if run.done_marker.exists():  # a language of several that landed before the stop
+            words.append(f"hplt-shard: {lang}: landed: {out} holds this run's output")
             continue
         mark_interrupted(run, exc.signum, exc.stage)
         if not exc.survivors:
