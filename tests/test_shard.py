@@ -1023,3 +1023,30 @@ def test_a_second_write_shards_call_on_one_out_is_refused_while_the_first_lives(
     (tmp / replace_mod.TMP_MARKER).write_text(f"{replace_mod.WRITE_SHARDS_OWNER} {socket.gethostname()} {gone}\n")
     write(hand_docs(), out)  # that call is over: its staging folder is cleared
     assert not tmp.exists() and output_is_complete(out)
+
+
+def test_remove_replaced_finishes_a_removal_stopped_after_the_manifest_and_leaves_others(tmp_path):
+    from shard_pipeline.contract.manifest import MANIFEST_NAME
+
+    """A removal stopped after its last file (the manifest) left folders: the same folder, its manifest
+    gone, gets its empty folders removed and any file in it named; another folder there is left alone."""
+    old, out = tmp_path / "out.tmp", tmp_path / "out"
+    (old / "train").mkdir(parents=True)
+    (old / MANIFEST_NAME).write_text('{"shards": []}')
+    previous = replace_mod.folder_identity(old)
+    (old / MANIFEST_NAME).unlink()  # the stopped removal's last step
+    assert replace_mod.remove_replaced(old, out, previous) == () and not old.exists()
+
+    (old / "train").mkdir(parents=True)
+    (old / MANIFEST_NAME).write_text('{"shards": []}')
+    previous = replace_mod.folder_identity(old)
+    (old / MANIFEST_NAME).unlink()
+    (old / "train" / "notes.txt").write_text("mine")  # not listed anywhere now: kept, named
+    said = replace_mod.remove_replaced(old, out, previous)
+    assert len(said) == 1 and "train/notes.txt" in said[0] and (old / "train" / "notes.txt").read_text() == "mine"
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "empty").mkdir()
+    said = replace_mod.remove_replaced(other, out, previous)  # another inode: not the folder the swap moved
+    assert "is not the previous version" in said[0] and (other / "empty").is_dir()

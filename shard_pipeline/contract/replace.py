@@ -331,8 +331,11 @@ def remove_replaced(old: Path, out: Path, previous: dict[str, Any] | None) -> tu
     if not old.exists() or old.is_symlink() or not old.is_dir():
         return ()
     now = folder_identity(old)
-    if previous is None or now != previous:
+    if previous is None or now is None or (now["dev"], now["ino"]) != (previous["dev"], previous["ino"]) \
+            or now["manifest_sha256"] not in (previous["manifest_sha256"], None):
         return (notice(f"{old} is not the previous version this run's swap moved there; it is left as it is"),)
+    # The very folder. With no manifest left, an earlier removal stopped after its last file (the manifest
+    # goes last): only folders it left empty go, and a file in it, not listed anywhere now, is kept, named.
     manifest = load_manifest(old) if now["manifest_sha256"] else None
     kept = remove_previous(old, manifest)
     return (kept_notice(old, out, kept),) if kept else ()
