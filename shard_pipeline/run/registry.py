@@ -97,11 +97,14 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path
 def out_changed_since(run: RunDir, out: Path) -> str | None:
     """Why OUT no longer holds the manifest this run swapped in (a later run replaced it, or someone
     edited or removed it); None while it does, or when the run recorded none (swap.json: older runs)."""
+    receipt = read_receipt(run.swap_receipt)
+    return None if receipt is None else _manifest_changed(receipt, out)
+
+
+def _manifest_changed(receipt: dict[str, Any], out: Path) -> str | None:
+    """Why OUT's manifest is not the one swap.json `receipt` recorded; None when it is."""
     from shard_pipeline.contract.manifest import MANIFEST_NAME
 
-    receipt = read_receipt(run.swap_receipt)
-    if receipt is None:
-        return None
     try:
         same = file_sha256(out / MANIFEST_NAME) == receipt.get("manifest_sha256")
     except OSError as exc:
@@ -119,7 +122,8 @@ def done_warnings(run: RunDir) -> list[str]:
 def manifest_is_this_runs(run: RunDir, out: Path, manifest: dict[str, Any], rehash: bool) -> bool:
     """OUT's manifest is the very one finalize wrote (its sha256 in swap.json), and so are the other files it
     lists: by sha256 when `rehash`, else by size alone (--status reads no file but the small manifest)."""
-    if read_receipt(run.swap_receipt) is None or out_changed_since(run, out) is not None:
+    receipt = read_receipt(run.swap_receipt)  # read once: what it records is what is compared
+    if receipt is None or _manifest_changed(receipt, out) is not None:
         return False
     return not rehash or all(file_sha256(out / f["name"]) == f["sha256"] for f in manifest["files"])
 

@@ -305,13 +305,13 @@ def out_now(run: RunDir, cfg: RunConfig, out: Path) -> str:
     """What OUT holds now, truthfully: this run's output (the manifest swap.json recorded, the last steps
     unfinished), nothing while a fallback swap has the previous version parked, or what it held before."""
     from shard_pipeline.contract.replace import PARKED, parking_dir_for, tmp_owner
-    from shard_pipeline.run.registry import out_changed_since
+    from shard_pipeline.run.registry import RunState
 
     park = parking_dir_for(out)
     if not out.exists() and (park / PARKED).exists() and tmp_owner(park) == str(run.root):
         return (f"{out} is absent for now: the swap was stopped between its two renames; the previous version is "
                 f"complete in {park / PARKED} and a resume puts it back before it swaps again")
-    if run.swap_receipt.exists() and out_changed_since(run, out) is None:
+    if RunState(run).swapped:  # the done-checks' own rule: every shard in OUT the very file a writer made
         return f"{out} now holds this run's complete output (swapped in); only the steps after the swap are unfinished"
     return f"{out} is as it was before this run (nothing of this run reached it)"
 
