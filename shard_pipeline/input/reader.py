@@ -51,6 +51,11 @@ from shard_pipeline.input.records import (
 )
 from shard_pipeline.input.zstd_stream import inflate, open_decompressed
 
+try:  # the compiled read loop (setup.py); without it partition reads with iter_records, to the same bytes
+    from shard_pipeline.input._scan import scan as native_scan
+except ImportError:  # pragma: no cover - an install without a C compiler
+    native_scan = None
+
 if TYPE_CHECKING:  # pragma: no cover
     from shard_pipeline.contract.rules import Doc
     from shard_pipeline.input.corpus import (
@@ -59,7 +64,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "BAD_RECORD_MODES", "CORPORA", "MAX_ID_CHARS", "REASONS", "STREAM_REASONS", "BadRecord", "CorruptShard",
-    "HpltRecord", "QuarantineWriter", "ReadStats", "iter_records", "open_decompressed", "to_doc",
+    "HpltRecord", "QuarantineWriter", "ReadStats", "ShardLines", "iter_records", "native_scan", "open_decompressed",
+    "to_doc",
 ]
 
 BAD_RECORD_MODES = ("fail", "quarantine")
@@ -95,6 +101,10 @@ def iter_records(
     writes it to ``quarantine``. Stream failures raise :class:`CorruptShard`.
     Arguments are checked here, before the first line is read.
     """
+    return _records(ShardLines(shard, corpus=corpus, bad_records=bad_records, quarantine=quarantine, stats=stats))
+
+
+def _check_args(shard: InputShard, corpus: str, bad_records: str, quarantine: QuarantineWriter | None) -> None:
     if corpus not in CORPORA:
         raise ValueError(f"corpus must be one of {CORPORA}, not {corpus!r}")
     if bad_records not in BAD_RECORD_MODES:
@@ -103,7 +113,56 @@ def iter_records(
         raise ValueError("bad_records='quarantine' needs a QuarantineWriter")
     if not is_url(shard.location) and not os.path.exists(shard.location):
         raise FileNotFoundError(f"{shard.location}: no such shard")
-    return _records(shard, corpus == "v4", bad_records == "fail", quarantine, stats)
+
+
+class ShardLines:
+    """A shard's lines one decompressed chunk at a time, for a caller that decodes them natively
+    (partition's `native_scan`), and the strict path's decision for each line it does not take.
+
+    The same contract as :func:`iter_records`: every line is a record or a reported bad line, and
+    the stream's failures are :class:`CorruptShard`. ``stats.read`` counts the lines handed out
+    (a batch is read whole before the next is asked for); the caller adds the records it took
+    itself to ``stats.kept``, and :meth:`decide` counts the rest.
+    """
+
+    def __init__(self, shard: InputShard, *, corpus: str, bad_records: str, quarantine: QuarantineWriter | None,
+                 stats: ReadStats) -> None:
+        _check_args(shard, corpus, bad_records, quarantine)
+        self.shard = shard
+        self.v4 = corpus == "v4"
+        self.fail = bad_records == "fail"
+        self.quarantine = quarantine
+        self.stats = stats
+
+    def __iter__(self) -> Iterator[tuple[int, list]]:
+        """(the shard's line number of the batch's first line, the batch's lines)."""
+        stats = self.stats
+        location = self.shard.location
+
+        def count_compressed(n: int) -> None:
+            stats.compressed_bytes += n
+
+        chunks = inflate(compressed_chunks(location, HTTP_RETRIES, HTTP_BACKOFF, count_compressed))
+        batches = _LineBatches(chunks, stats)
+        line = 0
+        try:
+            for batch in batches:
+                stats.read += len(batch)
+                yield line + 1, batch
+                line += len(batch)
+        except StreamBroken as e:
+            raise CorruptShard(location, line + (1 if batches.pending else 0), e.reason, e.detail) from None
+        finally:
+            chunks.close()
+
+    def decide(self, raw: bytes | bytearray, line: int) -> HpltRecord | None:
+        """The strict path's record of a line, or None once it is reported (raised in fail mode)."""
+        rec = strict_record(raw, line, self.v4)
+        if rec.__class__ is HpltRecord:
+            self.stats.kept += 1
+            return rec  # type: ignore[return-value]
+        _reject(self.shard, line, without_newline(raw), *rec, self.fail, self.quarantine, self.stats)  # type: ignore[misc]
+        return None
 
 
 
@@ -148,31 +207,19 @@ class _LineBatches:
             yield [final]
 
 
-def _records(
-    shard: InputShard,
-    v4: bool,
-    fail: bool,
-    quarantine: QuarantineWriter | None,
-    stats: ReadStats,
-) -> Iterator[HpltRecord]:
-    location = shard.location
-
-    def count_compressed(n: int) -> None:
-        stats.compressed_bytes += n
-
-    chunks = inflate(compressed_chunks(location, HTTP_RETRIES, HTTP_BACKOFF, count_compressed))
-    batches = _LineBatches(chunks, stats)
+def _records(lines: ShardLines) -> Iterator[HpltRecord]:
+    stats, v4 = lines.stats, lines.v4
     decode = fast_decoder(v4)
     new_record = tuple.__new__  # HpltRecord(...) would add a Python-level __new__ call per line
     max_id = MAX_ID_CHARS
-    read0, kept0 = stats.read, stats.kept
+    read0 = stats.read
     line = kept = misses = 0
     fast = True
+    batches = iter(lines)
     try:
-        for batch in batches:
-            # Counted per batch for speed; made exact in ``finally``.
-            stats.read = read0 + line + len(batch)
-            stats.kept = kept0 + kept
+        for _, batch in batches:
+            stats.kept += kept  # counted per batch for speed; made exact in ``finally``
+            kept = 0
             if fast and misses > _GIVE_UP_MISSES and misses * 4 > line:
                 fast = False  # records of a shape the Struct does not declare: the strict path alone is cheaper
             for raw in batch:
@@ -199,19 +246,13 @@ def _records(
                             continue
                 # Whatever the fast path did not accept, the strict path decides (and names).
                 misses += 1
-                rec = strict_record(raw, line, v4)
-                if rec.__class__ is HpltRecord:
-                    kept += 1
-                    yield rec  # type: ignore[misc]
-                else:
-                    _reject(shard, line, without_newline(raw), *rec, fail, quarantine, stats)  # type: ignore[misc]
-    except StreamBroken as e:
-        reached = line + (1 if batches.pending else 0)
-        raise CorruptShard(location, reached, e.reason, e.detail) from None
+                rec = lines.decide(raw, line)
+                if rec is not None:
+                    yield rec
     finally:
         stats.read = read0 + line
-        stats.kept = kept0 + kept
-        chunks.close()
+        stats.kept += kept
+        batches.close()
 
 
 def _reject(

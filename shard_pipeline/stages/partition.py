@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from shard_pipeline.input.corpus import check_unchanged
-from shard_pipeline.input.reader import QuarantineWriter, ReadStats, iter_records
+from shard_pipeline.input.reader import HpltRecord, QuarantineWriter, ReadStats, ShardLines, iter_records, native_scan
 from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.runconfig import InputRef, RunConfig
 from shard_pipeline.files import write_json_atomic
@@ -105,6 +105,21 @@ class _Buffer:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def add(self, rec: HpltRecord, raw: bytes) -> None:
+        """Append one record; `raw` is its text's UTF-8, hashed here and spilled as it is."""
+        fill = self.fill
+        end = fill + len(raw)
+        self.texts[fill:end] = raw
+        self.ends.append(end)
+        self.fill = end
+        self.shas += hashlib.sha256(raw).digest()
+        self.ids.append(rec.id)
+        self.urls.append(rec.url)
+        self.langs.append(rec.lang)
+        self.lines.append(rec.line)
+        self.n_chars.append(len(rec.text))
+        self.piis.append(rec.pii_count)
+
     def sorted_table(self) -> pa.Table:
         """The buffer as a SPILL_SCHEMA table sorted by id: a copy, so the buffer can be cleared. Its
         texts are a view of `ordered`, so the table must be written (`_spill`) before the next sort.
@@ -177,14 +192,15 @@ def _spill(buf: _Buffer, writer: SpillWriter, keys: list[bytes]) -> int:
 def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantine: QuarantineWriter | None,
               spill, budget: int, cleaned: CleanedSink | None = None) -> ReadStats:
     """Stream one input shard into the buffer, spilling whenever its text reaches the budget."""
-    shard = inp  # iter_records reads .location and .source_id; corpus.py (and urllib with it) is not imported
+    shard = inp  # the reader uses .location and .source_id; corpus.py (and urllib with it) is not imported
     stats = ReadStats()
     assert not len(buf) or buf.source == index, "a run never spans two inputs"
     buf.source = index
-    texts, ends, shas, ids, urls, langs = buf.texts, buf.ends, buf.shas, buf.ids, buf.urls, buf.langs
-    fill = buf.fill  # a local in the loop; the buffer's own is set before every spill
-    lines, nch, piis = buf.lines, buf.n_chars, buf.piis
-    sha256 = hashlib.sha256
+    if cfg.content.clean is None and native_scan is not None:
+        lines = ShardLines(shard, corpus=cfg.content.corpus, bad_records=cfg.content.bad_records,
+                           quarantine=quarantine, stats=stats)
+        _scan_into(buf, lines, spill, budget)
+        return stats
     policy = None
     if cfg.content.clean is not None:
         from shard_pipeline.stages.clean_policy import CleanPolicy, quarantine_reasons
@@ -192,30 +208,60 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
         policy = CleanPolicy(**cfg.content.clean)
     for rec in iter_records(shard, corpus=cfg.content.corpus, bad_records=cfg.content.bad_records,
                             quarantine=quarantine, stats=stats):
-        line, id_, text, url, lang, pii = rec
-        raw = text.encode("utf-8")
+        raw = rec.text.encode("utf-8")
         if policy is not None:
-            reasons = quarantine_reasons(text, len(raw), policy, utf8=raw)
+            reasons = quarantine_reasons(rec.text, len(raw), policy, utf8=raw)
             if reasons:
                 cleaned.add(rec, reasons)
                 continue
-        end = fill + len(raw)
-        texts[fill:end] = raw  # the UTF-8 bytes made for the hash: the spill takes them as they are
-        ends.append(end)
-        fill = end
-        shas += sha256(raw).digest()
-        ids.append(id_)
-        urls.append(url)
-        langs.append(lang)
-        lines.append(line)
-        nch.append(len(text))
-        piis.append(pii)
-        if fill >= budget:
-            buf.fill = fill
+        buf.add(rec, raw)
+        if buf.fill >= budget:
             spill()
-            fill = buf.fill
-    buf.fill = fill
     return stats
+
+
+def _scan_into(buf: _Buffer, lines: ShardLines, spill, budget: int) -> None:
+    """`read_into`'s loop with the native scan: it fills the buffer's columns a chunk at a time, and
+    the lines it does not take are decided by the strict path and added as `read_into` adds them.
+    The same columns, so the same spill bytes, as the Python loop (tests/test_native_scan.py)."""
+    texts, ends, shas, ids, urls, langs = buf.texts, buf.ends, buf.shas, buf.ids, buf.urls, buf.langs
+    sha256 = hashlib.sha256
+    stats, v4 = lines.stats, lines.v4
+    meta = bytearray()  # (text end, line, characters, PII spans) per record the scan took
+    taken = array("q")
+    fill = buf.fill
+    for first, batch in lines:
+        i, n = 0, len(batch)
+        while i < n:
+            start = fill
+            i, fill, refused = native_scan(batch, first, i, v4, texts, fill, budget, ids, urls, langs, meta)
+            if meta:
+                taken.frombytes(meta)
+                del meta[:]
+                got = taken[0::4]
+                view = memoryview(texts)  # released before the next scan, which may grow `texts`
+                for end in got:
+                    shas += sha256(view[start:end]).digest()
+                    start = end
+                view.release()
+                ends.extend(got)
+                buf.lines.extend(taken[1::4])
+                buf.n_chars.extend(taken[2::4])
+                buf.piis.extend(taken[3::4])
+                stats.kept += len(got)
+                del taken[:]
+            if refused:
+                rec = lines.decide(batch[i], first + i)
+                i += 1
+                if rec is not None:
+                    buf.fill = fill
+                    buf.add(rec, rec.text.encode("utf-8"))
+                    fill = buf.fill
+            if fill >= budget:
+                buf.fill = fill
+                spill()
+                fill = buf.fill
+    buf.fill = fill
 
 
 def run_partition(run: RunDir, task: int) -> PartitionReceipt:
@@ -235,6 +281,9 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
         nonlocal pii_spans
         pii_spans += _spill(buf, writer, keys)
 
+    if native_scan is None and cfg.content.clean is None:
+        log.info(f"partition task {task}: reading with the Python loop, slower: the compiled read loop "
+                 "(shard_pipeline/input/_scan.c) is not built; `pip install -e .` with a C compiler builds it")
     qpath = run.quarantine_file(task)
     quarantine = QuarantineWriter(qpath) if cfg.content.bad_records == "quarantine" else None
     try:
