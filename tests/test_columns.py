@@ -12,6 +12,7 @@ import pytest
 from shard_pipeline.contract.rules import split_of
 from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.partition import _Buffer, val_flags
+from tests.pipeline_util import compiled
 from shard_pipeline.stages.spill import SPILL_SCHEMA, section_blob
 
 INT32_OFFSETS = C.MAX_STRING_BYTES
@@ -167,8 +168,14 @@ def test_stage_processes_run_without_pandas():
 
 
 
-def test_gather_strings_equals_concat_then_take_on_random_chunks():
-    """Empty strings, astral characters, sliced chunks, empty chunks, repeated and adjacent positions."""
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_gather_strings_equals_concat_then_take_on_random_chunks(native, monkeypatch):
+    """Empty strings, astral characters, sliced chunks, empty chunks, repeated and adjacent positions;
+    with the compiled gather and with the Python loop."""
+    if native:
+        _native_gather()
+    else:
+        monkeypatch.setattr(C, "native_gather", None)
     rng = random.Random(7)
     alphabet = ["a", "é", "€", "😀", "\U0010FFFF", " "]
     reused = C.ReusedBytes(keep=1 << 20)
@@ -193,19 +200,49 @@ def test_gather_strings_equals_concat_then_take_on_random_chunks():
             assert got.equals(want)
 
 
-def test_reused_bytes_keeps_its_buffer_and_never_changes_a_view_it_outgrew():
+def _native_gather():
+    return compiled(C.native_gather, "shard_pipeline.stages._gather")
+
+
+def _join(buf, *pieces: bytes):
+    """ReusedBytes.join of whole byte strings, end to end."""
+    n = len(pieces)
+    return buf.join(list(pieces), np.arange(n), np.zeros(n, np.int64), np.array([len(p) for p in pieces], np.int64))
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_reused_bytes_keeps_its_buffer_and_never_changes_a_view_it_outgrew(native, monkeypatch):
     """A join no larger than the last reuses its memory; a larger one takes a new buffer, so what
     an earlier table still views is not resized under it (the write stage holds the last row group's
     table while it gathers the next)."""
+    if native:
+        _native_gather()
+    else:
+        monkeypatch.setattr(C, "native_gather", None)
     buf = C.ReusedBytes(keep=10)
-    first = buf.join([memoryview(b"abc"), memoryview(b"defg")], 7)
+    first = _join(buf, b"abc", b"defg")
     assert bytes(first) == b"abcdefg"
-    bigger = buf.join([memoryview(b"0123456789")], 10)
+    bigger = _join(buf, b"0123456789")
     assert bytes(bigger) == b"0123456789" and bytes(first) == b"abcdefg"  # outgrown: left as it was
-    smaller = buf.join([memoryview(b"xy"), memoryview(b""), memoryview(b"z")], 3)
+    smaller = _join(buf, b"xy", b"", b"z")
     assert bytes(smaller) == b"xyz" and bytes(bigger[:3]) == b"xyz"  # the same memory, overwritten in place
-    with pytest.raises(AssertionError):
-        buf.join([memoryview(b"ab")], 3)  # a total that is not the pieces' sum is a bug, not a short buffer
+    middle = buf.join([b"0123456789", bytearray(b"abc")], np.array([1, 0, 1]), np.array([1, 7, 0]), np.array([3, 9, 1]))
+    assert bytes(middle) == b"bc78a"  # runs of several sources, in any order
     kept = bytes(bigger)
-    large = buf.join([memoryview(b"A" * 11)], 11)  # over `keep`: a buffer of its own, the kept one untouched
+    large = _join(buf, b"A" * 11)  # over `keep`: a buffer of its own, the kept one untouched
     assert bytes(large) == b"A" * 11 and bytes(bigger) == kept
+
+
+def test_native_gather_checks_every_run_before_copying():
+    _native_gather()
+    out = bytearray(b"-" * 8)
+    src = [b"abcdef"]
+    for owner, start, end in (([1], [0], [1]), ([0], [4], [7]), ([0], [3], [2]), ([-1], [0], [1]),
+                              ([0, 0], [0, 0], [6, 6])):  # no such source, past its end, backwards, too much
+        with pytest.raises(ValueError):
+            C.native_gather(src, *(np.array(x, np.int64) for x in (owner, start, end)), out)
+        assert out == b"-" * 8
+    with pytest.raises(ValueError):
+        C.native_gather(src, np.zeros(2, np.int64), np.zeros(1, np.int64), np.ones(2, np.int64), out)
+    assert C.native_gather(src, np.zeros(2, np.int64), np.array([0, 2]), np.array([2, 4]), out) == 4
+    assert out == b"abcd----"

@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import random
-import shutil
 import struct
 
 import pytest
 
 from shard_pipeline.input import reader
 from shard_pipeline.input.records import HpltRecord, strict_record
+from tests.pipeline_util import compiled
 from tests.test_decoder_diff import corpus, good_fields, render
 
 
 def _scan():
-    if reader.native_scan is None:
-        if shutil.which("cc") or shutil.which("gcc"):
-            pytest.fail("a C compiler is here but shard_pipeline.input._scan is not built: run `pip install -e .`")
-        pytest.skip("no C compiler: partition reads with its Python path")
-    return reader.native_scan
+    return compiled(reader.native_scan, "shard_pipeline.input._scan")
 
 
 def scan_one(raw, v4: bool, line: int = 1):

@@ -6,10 +6,13 @@ are pandas ones. These builders wrap numpy arrays and joined bytes with `from_bu
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pyarrow as pa
+
+try:  # compiled by pip install (setup.py); without it the same bytes come from a Python loop
+    from shard_pipeline.stages._gather import gather as native_gather
+except ImportError:  # pragma: no cover - an install without a C compiler
+    native_gather = None
 
 MAX_STRING_BYTES = (1 << 31) - 1  # pa.string() offsets are int32
 
@@ -79,8 +82,10 @@ class ReusedBytes:
         self.keep = keep
         self._data = memoryview(bytearray())
 
-    def join(self, pieces: Iterable[memoryview], total: int) -> memoryview:
-        """The `pieces` (unsigned-byte memoryviews, `total` bytes in all) end to end."""
+    def join(self, sources: list, owner: np.ndarray, start: np.ndarray, end: np.ndarray) -> memoryview:
+        """The byte runs `sources[owner[k]][start[k]:end[k]]` end to end (`sources` are byte buffers)."""
+        owner, start, end = (np.ascontiguousarray(a, np.int64) for a in (owner, start, end))
+        total = int((end - start).sum())
         if total > self.keep:
             out = memoryview(np.empty(total, np.uint8))  # its own; not zeroed: every byte is written below
         else:
@@ -88,12 +93,16 @@ class ReusedBytes:
                 self._data = memoryview(bytearray())
                 self._data = memoryview(np.empty(total, np.uint8))
             out = self._data
-        at = 0
-        for piece in pieces:
-            end = at + len(piece)
-            out[at:end] = piece
-            at = end
-        assert at == total, (at, total)
+        if native_gather is not None:
+            native_gather(sources, owner, start, end, out)
+        else:
+            views = [memoryview(s).cast("B") for s in sources]
+            at = 0
+            for o, a, b in zip(owner.tolist(), start.tolist(), end.tolist()):
+                out[at:at + b - a] = views[o][a:b]
+                at += b - a
+            for v in views:
+                v.release()
         return out[:total]
 
 
@@ -126,7 +135,6 @@ def gather_strings(arrays: list[pa.Array], positions: np.ndarray, into: ReusedBy
     new[1:] = (owner[1:] != owner[:-1]) | (start[1:] != end[:-1])
     first = np.flatnonzero(new)
     last = np.append(first[1:], len(positions)) - 1
-    pieces = [views[o][s:e] for o, s, e in zip(owner[first].tolist(), start[first].tolist(), end[last].tolist())]
     offsets = offsets_of(end - start)
-    data = b"".join(pieces) if into is None else into.join(pieces, int(offsets[-1]))
+    data = (into or ReusedBytes(0)).join(views, owner[first], start[first], end[last])
     return string_array(data, offsets)

@@ -138,10 +138,7 @@ class _Buffer:
         starts[1:] = ends[:-1]
         sizes = (ends - starts)[idx]
         offsets = C.offsets_of(sizes)
-        view = memoryview(self.texts)
-        texts = self.ordered.join([view[a:b] for a, b in zip(starts[idx].tolist(), ends[idx].tolist())],
-                                  int(offsets[-1]))
-        view.release()
+        texts = self.ordered.join([self.texts], np.zeros(len(idx), np.int64), starts[idx], ends[idx])
         sha = np.frombuffer(self.shas, np.uint8).reshape(-1, 32)[idx].tobytes()
         columns = {
             "id": C.utf8_array([ids[i] for i in order]),
