@@ -79,13 +79,17 @@ def test_scan_language_choice() -> None:
         render(base + [(b"openlid_v3", b'{"lang":["fin_Latn"],"lang":null}')]),
         render(base + [(b"openlid_v3", b'{"lang":["", "fin_Latn"]}')]),
         render(base + [(b"openlid_v3", b'{"lang":[["fin_Latn"]]}')]),
+        render(base + [(b"openlid_v3", b'{"lang":["fin_Latn",]}')]),  # trailing commas: not JSON
+        render(base + [(b"openlid_v3", b'{"lang":["fin_Latn" , ]}')]),
+        render(base + [(b"openlid_v3", b'{"lang":[,"fin_Latn"]}')]),
+        render(base + [(b"openlid_v3", b'{"lang":["fin_Latn","x",]}')]),
     ]
     langs = set()
     for n, raw in enumerate(lines, 1):
         check_line(raw, n, True)
         rec = strict_record(raw, n, True)
-        langs.add(rec.lang)
-    assert langs == {"fin_Latn", "est_Latn", "und"}  # the cases mean something: each answer occurs
+        langs.add(rec.lang if isinstance(rec, HpltRecord) else rec[0])
+    assert langs == {"fin_Latn", "est_Latn", "und", "not_json"}  # the cases mean something: each answer occurs
 
 
 PIECES = ["a", "Z", " ", "é", "中", "😀", "\u2028", "\x7f", "\\", '"', "/", "\n", "\t", "\x00", "\x1f"]
@@ -136,6 +140,29 @@ def test_scan_random_strings(v4: bool) -> None:
             raw = raw[:pos] + bytes([rng.choice(b'\xff\xc3\xed\xf4\x80"\\\x00 ')]) + raw[pos + 1:]
         took += check_line(raw, n, v4)
     assert took > 500, took
+
+
+@pytest.mark.parametrize("v4", [True, False], ids=["v4", "v3"])
+def test_scan_structural_mutations(v4: bool) -> None:
+    """At every structural byte of good lines (brackets, braces, commas, colons, quotes): deleted,
+    doubled, or followed by a comma or a closing bracket; each variant judged like the strict path."""
+    fields = dict(good_fields(5, v4))
+    fields[b"n"] = b'[1, [2, {"a": [null, true]}], {}]'
+    if v4:
+        fields[b"openlid_v3"] = b'{"lang": ["swe_Latn", "x"], "prob": [0.5]}'
+    else:
+        fields[b"lang"] = b'["deu_Latn" , "x"]'
+    lines = [render(list(fields.items())), render(list(fields.items()), b" , ")]
+    took = 0
+    for raw in lines:
+        for i, b in enumerate(raw):
+            if b not in b'[]{},:"':
+                continue
+            for variant in (raw[:i] + raw[i + 1:], raw[:i + 1] + raw[i:], raw[:i + 1] + b"," + raw[i + 1:],
+                            raw[:i + 1] + b"]" + raw[i + 1:], raw[:i + 1] + b" ," + raw[i + 1:],
+                            raw[:i + 1] + b" \t" + raw[i + 1:]):  # the last one stays valid JSON
+                took += check_line(variant, i, v4)
+    assert took > 100  # whitespace after any structural byte: valid, and taken
 
 
 def test_scan_stops_at_the_budget_and_at_a_refused_line() -> None:

@@ -195,16 +195,10 @@ static int literal(Cur *c, const char *word, Py_ssize_t n) {
     return 1;
 }
 
-/* An array or object of any content, its opening bracket already consumed. *count gets the
- * number of elements (arrays). */
-static int array(Cur *c, int depth, Py_ssize_t *count) {
+/* The elements of an array from its first one on, and its `]` (a trailing comma is refused):
+ * *count gets their number. */
+static int elements(Cur *c, int depth, Py_ssize_t *count) {
     Py_ssize_t k = 0;
-    ws(c);
-    if (c->p < c->end && *c->p == ']') {
-        c->p++;
-        if (count) *count = 0;
-        return 1;
-    }
     for (;;) {
         if (!value(c, depth)) return 0;
         k++;
@@ -217,6 +211,17 @@ static int array(Cur *c, int depth, Py_ssize_t *count) {
     }
     if (count) *count = k;
     return 1;
+}
+
+/* An array of any content, its `[` already consumed; *count gets its length. */
+static int array(Cur *c, int depth, Py_ssize_t *count) {
+    ws(c);
+    if (c->p < c->end && *c->p == ']') {
+        c->p++;
+        if (count) *count = 0;
+        return 1;
+    }
+    return elements(c, depth, count);
 }
 
 /* A member's `"key" :` (keys are checked like any string): *key and *len give its JSON bytes. */
@@ -320,7 +325,7 @@ static int lang_list(Cur *c, int depth, Slot *slot, unsigned char *scratch) {
         if (b == ']') return 1;
         if (b != ',') return 0;
         ws(c);
-        return array(c, depth + 1, NULL);
+        return elements(c, depth + 1, NULL);  /* the rest, at least one more element */
     }
     return array(c, depth + 1, NULL);
 }
