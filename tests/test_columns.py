@@ -13,7 +13,7 @@ from shard_pipeline.contract.rules import split_of
 from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.partition import _Buffer, val_flags
 from tests.pipeline_util import compiled
-from shard_pipeline.stages.spill import SPILL_SCHEMA, section_blob
+from shard_pipeline.stages.spill import SPILL_SCHEMA, blob_bound, section_blob
 
 INT32_OFFSETS = C.MAX_STRING_BYTES
 STRINGS = [["a", "bc", "", "0123456789abcdef"], ["ascii", "ünï", "😀x", ""], []]
@@ -97,6 +97,28 @@ def test_sorted_table_is_arrows_stable_sort(tmp_path):
     table = buf.sorted_table()
     assert table.equals(reference)
     assert section_blob(table, "lz4").equals(section_blob(reference, "lz4"))
+
+
+@pytest.mark.parametrize("kind", ["text", "incompressible", "empty", "one", "large_string"])
+def test_section_blob_into_a_kept_buffer_is_the_same_bytes_within_its_bound(tmp_path, monkeypatch, kind):
+    rng = random.Random(5)
+    if kind == "incompressible":  # random code points from every plane: lz4 cannot shrink them
+        docs = [(f"{i:08x}", "".join(chr(rng.choice([rng.randrange(0x20, 0xD800), rng.randrange(0x10000, 0x10FFFF)]))
+                                    for _ in range(rng.randrange(0, 400))), "https://e.org/", "eng_Latn", 0)
+                for i in range(300)]
+    else:
+        docs = {"empty": [], "one": _docs(2, 1)}.get(kind, _docs(3, 300))
+    if kind == "large_string":
+        monkeypatch.setattr(C, "MAX_STRING_BYTES", 1000)
+    buf, _ = _read(tmp_path, docs, val_permille=300) if docs else (_Buffer(300), None)
+    table = buf.sorted_table()
+    want = section_blob(table, "lz4")
+    bound = blob_bound(table)
+    assert want.size <= bound
+    into = np.full(bound + 7, 0xAB, np.uint8)  # stale bytes from an earlier section
+    got = section_blob(table, "lz4", into)
+    assert got.equals(want)
+    assert pa.ipc.open_file(got).read_all().num_rows == len(docs)
 
 
 def _docs(seed: int, n: int) -> list[tuple]:

@@ -267,7 +267,8 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
     boundaries = read_json(run.buckets_json)["boundaries"]
     keys = boundary_keys(boundaries)
     budget = cfg.execution.spill_bytes
-    writer = SpillWriter(task, run.spill_file(task), run.spill_index(task), cfg.execution.intermediate_compression)
+    writer = SpillWriter(task, run.spill_file(task), run.spill_index(task), cfg.execution.intermediate_compression,
+                         keep=budget + budget // 4)
     checkpoint = PartitionCheckpoint(run, task)
     restored, pii_spans = checkpoint.restore(writer)
     receipts = [InputReceipt(**r) for r in restored]

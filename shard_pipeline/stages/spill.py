@@ -67,20 +67,33 @@ class Section:
     val_text_bytes: int
 
 
-def section_blob(table: pa.Table, compression: str) -> bytes:
+def section_blob(table: pa.Table, compression: str, into: np.ndarray | None = None) -> pa.Buffer:
     """One section as an Arrow IPC file in BATCH_ROWS-row batches.
 
     Compressed on the calling thread: Arrow's thread pool costs more CPU than it saves on
     buffers of 32 rows (-25% CPU measured, same bytes), and the cores already run other tasks.
     A run of 2 GiB of text or more arrives with large_string columns: each batch is cast back.
+
+    With `into` (at least `blob_bound(table)` bytes) the blob is written there, a buffer its
+    caller keeps, and is valid until the next call with it: a growing stream took fresh memory
+    for every section, copied it as it grew and had the kernel zero it page by page, ~8% of a
+    partition unit's CPU (bench/RESULTS.md table 4). The bytes are the same either way.
     """
-    sink = pa.BufferOutputStream()
+    sink = pa.BufferOutputStream() if into is None else pa.FixedSizeBufferWriter(pa.py_buffer(into))
     opts = pa.ipc.IpcWriteOptions(compression=compression, use_threads=False)
     large = table.schema != SPILL_SCHEMA
     with pa.ipc.new_file(sink, SPILL_SCHEMA, options=opts) as w:
         for batch in table.to_batches(max_chunksize=BATCH_ROWS):
             w.write_batch(_from_large(batch) if large else batch)
-    return sink.getvalue()
+    return sink.getvalue() if into is None else pa.py_buffer(into)[:sink.tell()]
+
+
+def blob_bound(table: pa.Table) -> int:
+    """More bytes than `section_blob(table)` can take: every buffer stored as it is (Arrow keeps a
+    buffer uncompressed when compressing does not shrink it; LZ4 frames add at most 1/255 and a
+    header), padded, with its batch's metadata, the schema and the footer."""
+    batches = len(table) // BATCH_ROWS + 1
+    return table.nbytes + table.nbytes // 128 + batches * (64 * 3 * len(SPILL_SCHEMA) + 1024) + (64 << 10)
 
 
 def _from_large(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -95,8 +108,10 @@ def _from_large(batch: pa.RecordBatch) -> pa.RecordBatch:
 class SpillWriter:
     """Appends bucket sections of sorted runs to one file; `close()` writes the index."""
 
-    def __init__(self, task: int, data_path: Path, index_path: Path, compression: str = "lz4"):
+    def __init__(self, task: int, data_path: Path, index_path: Path, compression: str = "lz4", keep: int = 1 << 62):
         self.task = task
+        self.keep = keep  # the largest blob buffer kept from one section to the next (`section_blob`)
+        self._blob: np.ndarray | None = None
         self.data_path = data_path
         self.index_path = index_path
         self.compression = compression
@@ -140,7 +155,7 @@ class SpillWriter:
             if hi == lo:
                 continue
             part = table.slice(lo, hi - lo)
-            blob = section_blob(part, self.compression)
+            blob = section_blob(part, self.compression, self._blob_buffer(blob_bound(part)))
             with naming(self.data_path):  # a full disk names the spill file
                 self._file().write(blob)
             self.sha256.update(blob)
@@ -149,6 +164,16 @@ class SpillWriter:
                                          int(val_tb[hi] - val_tb[lo])))
             self._offset += blob.size
         self.runs += 1
+
+    def _blob_buffer(self, bound: int) -> np.ndarray | None:
+        """A kept buffer of at least `bound` bytes, or None above `keep` (a large document's
+        section gets a stream of its own, freed after it, as the memory model assumes)."""
+        if bound > self.keep:
+            return None
+        if self._blob is None or len(self._blob) < bound:
+            self._blob = None  # the smaller one goes first, never both at once
+            self._blob = np.empty(min(self.keep, 2 * bound), np.uint8)  # not zeroed: only what is written is touched
+        return self._blob
 
     def close(self) -> None:
         with naming(self.data_path):
