@@ -45,106 +45,126 @@ static int hex4(const unsigned char *p) {
     return (a << 12) | (b << 8) | (c << 4) | d;
 }
 
+/* The length of the UTF-8 sequence at p (p < end, *p >= 0x80), checked as strictly as Python's
+ * decoder (no overlongs, surrogates or code points past U+10FFFF); 0 if it is not one. */
+static inline int utf8_seq(const unsigned char *p, const unsigned char *end) {
+    unsigned char b = p[0];
+    if (b >= 0xC2 && b <= 0xDF) return end - p >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (b >= 0xE0 && b <= 0xEF) {
+        if (b == 0xE0) lo = 0xA0;
+        else if (b == 0xED) hi = 0x9F;
+        return end - p >= 3 && p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 ? 3 : 0;
+    }
+    if (b >= 0xF0 && b <= 0xF4) {
+        if (b == 0xF0) lo = 0x90;
+        else if (b == 0xF4) hi = 0x8F;
+        return end - p >= 4 && p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 && (p[3] & 0xC0) == 0x80 ? 4 : 0;
+    }
+    return 0;
+}
+
+static inline unsigned char *put_utf8(unsigned char *o, uint32_t cp) {
+    if (cp < 0x80) {
+        *o++ = (unsigned char)cp;
+    } else if (cp < 0x800) {
+        *o++ = 0xC0 | (cp >> 6);
+        *o++ = 0x80 | (cp & 0x3F);
+    } else if (cp < 0x10000) {
+        *o++ = 0xE0 | (cp >> 12);
+        *o++ = 0x80 | ((cp >> 6) & 0x3F);
+        *o++ = 0x80 | (cp & 0x3F);
+    } else {
+        *o++ = 0xF0 | (cp >> 18);
+        *o++ = 0x80 | ((cp >> 12) & 0x3F);
+        *o++ = 0x80 | ((cp >> 6) & 0x3F);
+        *o++ = 0x80 | (cp & 0x3F);
+    }
+    return o;
+}
+
 /* One JSON string, its opening quote already consumed. With `out`, its value is written there
  * as UTF-8 (never longer than the JSON); *n gets the value's byte length. Refuses (returns 0)
- * what orjson refuses and lone surrogates; *escaped says whether it held a backslash. */
+ * what orjson refuses and lone surrogates; *escaped says whether it held a backslash.
+ * Bytes that stand for themselves are copied in runs, at an escape and at the end. */
 static int string(Cur *c, unsigned char *out, Py_ssize_t *n, int *escaped) {
-    const unsigned char *p = c->p, *end = c->end;
+    const unsigned char *p = c->p, *end = c->end, *run = p;
     unsigned char *o = out;
     *escaped = 0;
     for (;;) {
-        while (end - p >= 8) {
+        while (end - p >= 8) {  /* plain ASCII, 8 bytes at a time; else to the first byte that is not */
             uint64_t w;
             memcpy(&w, p, 8);
-            if ((w & HIGHS) || HAS_LESS(w, 0x20) || HAS_BYTE(w, '"') || HAS_BYTE(w, '\\')) break;
-            if (o) { memcpy(o, p, 8); o += 8; }
+            uint64_t special = (w & HIGHS) | HAS_LESS(w, 0x20) | HAS_BYTE(w, '"') | HAS_BYTE(w, '\\');
+            if (special) {
+                p += __builtin_ctzll(special) >> 3;  /* the lowest flag is exact: borrows only run upward */
+                break;
+            }
             p += 8;
         }
         if (p >= end) return 0;
         unsigned char b = *p;
+        if (b >= 0x80) {
+            do {
+                int len = utf8_seq(p, end);
+                if (!len) return 0;
+                p += len;
+            } while (p < end && *p >= 0x80);
+            continue;
+        }
         if (b == '"') {
+            if (o) {
+                memcpy(o, run, p - run);
+                o += p - run;
+                *n = o - out;
+            }
             c->p = p + 1;
-            if (o) *n = o - out;
             return 1;
         }
         if (b < 0x20) return 0;
-        if (b < 0x80) {
-            if (b == '\\') {
-                *escaped = 1;
-                if (end - p < 2) return 0;
-                unsigned char e = p[1];
-                unsigned char ch;
-                switch (e) {
-                    case '"': ch = '"'; break;
-                    case '\\': ch = '\\'; break;
-                    case '/': ch = '/'; break;
-                    case 'b': ch = '\b'; break;
-                    case 'f': ch = '\f'; break;
-                    case 'n': ch = '\n'; break;
-                    case 'r': ch = '\r'; break;
-                    case 't': ch = '\t'; break;
-                    case 'u': {
-                        if (end - p < 6) return 0;
-                        int u = hex4(p + 2);
-                        if (u < 0) return 0;
-                        p += 6;
-                        uint32_t cp = (uint32_t)u;
-                        if (cp >= 0xDC00 && cp <= 0xDFFF) return 0;        /* lone low surrogate */
-                        if (cp >= 0xD800 && cp <= 0xDBFF) {                 /* needs its low half */
-                            if (end - p < 6 || p[0] != '\\' || p[1] != 'u') return 0;
-                            int lo = hex4(p + 2);
-                            if (lo < 0xDC00 || lo > 0xDFFF) return 0;
-                            p += 6;
-                            cp = 0x10000 + ((cp - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
-                        }
-                        if (o) {
-                            if (cp < 0x80) {
-                                *o++ = (unsigned char)cp;
-                            } else if (cp < 0x800) {
-                                *o++ = 0xC0 | (cp >> 6);
-                                *o++ = 0x80 | (cp & 0x3F);
-                            } else if (cp < 0x10000) {
-                                *o++ = 0xE0 | (cp >> 12);
-                                *o++ = 0x80 | ((cp >> 6) & 0x3F);
-                                *o++ = 0x80 | (cp & 0x3F);
-                            } else {
-                                *o++ = 0xF0 | (cp >> 18);
-                                *o++ = 0x80 | ((cp >> 12) & 0x3F);
-                                *o++ = 0x80 | ((cp >> 6) & 0x3F);
-                                *o++ = 0x80 | (cp & 0x3F);
-                            }
-                        }
-                        continue;
-                    }
-                    default: return 0;
-                }
-                if (o) *o++ = ch;
-                p += 2;
-                continue;
-            }
-            if (o) *o++ = b;
+        if (b != '\\') {
             p++;
             continue;
         }
-        /* UTF-8, checked as strictly as Python's decoder: no overlongs, surrogates or > U+10FFFF */
-        int len;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (b >= 0xC2 && b <= 0xDF) len = 2;
-        else if (b >= 0xE0 && b <= 0xEF) {
-            len = 3;
-            if (b == 0xE0) lo = 0xA0;
-            else if (b == 0xED) hi = 0x9F;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            len = 4;
-            if (b == 0xF0) lo = 0x90;
-            else if (b == 0xF4) hi = 0x8F;
-        } else return 0;
-        if (end - p < len) return 0;
-        if (p[1] < lo || p[1] > hi) return 0;
-        for (int k = 2; k < len; k++)
-            if ((p[k] & 0xC0) != 0x80) return 0;
-        if (o) { memcpy(o, p, len); o += len; }
-        p += len;
+        *escaped = 1;
+        if (o) {
+            memcpy(o, run, p - run);
+            o += p - run;
+        }
+        if (end - p < 2) return 0;
+        unsigned char ch;
+        switch (p[1]) {
+            case '"': ch = '"'; break;
+            case '\\': ch = '\\'; break;
+            case '/': ch = '/'; break;
+            case 'b': ch = '\b'; break;
+            case 'f': ch = '\f'; break;
+            case 'n': ch = '\n'; break;
+            case 'r': ch = '\r'; break;
+            case 't': ch = '\t'; break;
+            case 'u': {
+                if (end - p < 6) return 0;
+                int u = hex4(p + 2);
+                if (u < 0) return 0;
+                p += 6;
+                uint32_t cp = (uint32_t)u;
+                if (cp >= 0xDC00 && cp <= 0xDFFF) return 0;        /* lone low surrogate */
+                if (cp >= 0xD800 && cp <= 0xDBFF) {                 /* needs its low half */
+                    if (end - p < 6 || p[0] != '\\' || p[1] != 'u') return 0;
+                    int lo = hex4(p + 2);
+                    if (lo < 0xDC00 || lo > 0xDFFF) return 0;
+                    p += 6;
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
+                }
+                if (o) o = put_utf8(o, cp);
+                run = p;
+                continue;
+            }
+            default: return 0;
+        }
+        if (o) *o++ = ch;
+        p += 2;
+        run = p;
     }
 }
 
