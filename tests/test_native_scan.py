@@ -187,6 +187,10 @@ def test_scan_keeps_texts_memory_and_refuses_a_viewed_buffer() -> None:
     texts = bytearray(b"x" * 100_000)
     nxt, fill, _ = scan([line], 1, 0, True, texts, 0, 1 << 40, [], [], [], bytearray())
     assert len(texts) == 100_000 and 0 < fill < 1000  # a reused buffer keeps its length, as slice assignment does
+    with pytest.raises(ValueError):  # found by a review: a negative start read before the list
+        scan([line], 1, -1, True, texts, 0, 1 << 40, [], [], [], bytearray())
+    with pytest.raises(ValueError):
+        scan([line], 1, 0, True, texts, len(texts) + 1, 1 << 40, [], [], [], bytearray())
     view = memoryview(texts)
     with pytest.raises(BufferError):  # it never writes through a buffer someone else is viewing
         scan([line] * 100, 1, 0, True, texts, 99_999, 1 << 40, [], [], [], bytearray())

@@ -518,7 +518,9 @@ PyDoc_STRVAR(scan_doc,
 "Take lines[start:] while they are records the strict path would accept: each one's text goes to\n"
 "texts[fill:], its id, url and language to the three lists, and (text end, line number, characters,\n"
 "PII spans) as four int64 to meta (lines[0] is line `number` of its shard). Stops after the record that brings fill to budget, at the end,\n"
-"or at a line it does not take (refused=True: lines[next] is for the strict path).");
+"or at a line it does not take (refused=True: lines[next] is for the strict path). On an error (no\n"
+"memory, a view of texts that stops it growing) the lists may hold records taken before it: the\n"
+"caller's task fails with it.");
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     PyObject *lines, *texts, *ids, *urls, *langs, *meta;
@@ -529,8 +531,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                           &PyByteArray_Type, &meta))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(lines), orig_len = PyByteArray_GET_SIZE(texts);
-    if (fill < 0 || fill > orig_len) {
-        PyErr_SetString(PyExc_ValueError, "fill is outside texts");
+    if (fill < 0 || fill > orig_len || start < 0) {
+        PyErr_SetString(PyExc_ValueError, fill < 0 || fill > orig_len ? "fill is outside texts" : "start is negative");
         return NULL;
     }
     static PyObject *und = NULL;
