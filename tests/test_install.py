@@ -69,3 +69,34 @@ def test_the_checkout_paths_are_the_packaged_files():
     assert (REPO / "presets").resolve() == PRESET_DIR
     assert (REPO / "docs" / "formats" / "corpus-manifest.schema.json").resolve() == MANIFEST_SCHEMA
     assert (REPO / "stages" / "slurm_job.sh").resolve() == JOB_SCRIPT
+
+
+@pytest.mark.slow  # starts processes
+def test_the_checkout_command_starts_its_venv_python_directly(tmp_path):
+    """./hplt-shard is sh until it execs: the checkout's .venv Python when it exists (also through a
+    symlink), without asking python3 on PATH first (a version manager's shim costs ~0.1 s a run);
+    python3 from PATH otherwise. Python reads the sh lines as a string."""
+    import os
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    marker = tmp_path / "python3-ran"
+    (fake / "python3").write_text(f'#!/bin/sh\necho "$@" > {marker}\nexit 7\n')
+    (fake / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:/usr/bin:/bin"}
+
+    link = tmp_path / "hs"
+    link.symlink_to(REPO / "hplt-shard")
+    if (REPO / ".venv" / "bin" / "python").is_file():
+        p = subprocess.run([str(link), "--version"], env=env, capture_output=True, text=True)
+        assert p.returncode == 0 and p.stdout.startswith("hplt-shard "), p.stderr
+        assert not marker.exists()
+
+    bare = tmp_path / "no venv here" / "hplt-shard"  # a folder without .venv, with a space in its name
+    bare.parent.mkdir()
+    shutil.copy(REPO / "hplt-shard", bare)
+    p = subprocess.run([str(bare), "--version", "a b"], env=env, capture_output=True, text=True)
+    assert p.returncode == 7 and marker.read_text() == f"{bare} --version a b\n"
+
+    compiled = compile((REPO / "hplt-shard").read_text(), "hplt-shard", "exec")  # and it is still Python
+    assert "command" in compiled.co_names

@@ -239,3 +239,35 @@ def test_partition_spill_is_the_python_loops(planned, monkeypatch) -> None:
         b.rows, b.text_bytes, b.runs, b.sections, b.pii_spans)
     assert a.runs > 3 and a.rows > 300
     assert sum(sum(r.quarantined.values()) for r in a.inputs) > 100  # the comparison covers bad lines too
+
+
+@pytest.mark.parametrize("per", [10, 37, 200, 10_000])
+def test_head_sample_is_the_python_loops(tmp_path, monkeypatch, per: int) -> None:
+    """The submitter's head sample reads with the scan: the same ids, sizes, longest text and line,
+    exact counts and estimates as with iter_records, bad lines (skipped) among the first records."""
+    from dataclasses import asdict
+
+    from shard_pipeline.input.corpus import find_shards
+    from shard_pipeline.input.zstd_stream import open_decompressed
+    from shard_pipeline.stages.buckets import sample_heads
+    from tests.pipeline_util import LANG, make_corpus, write_records
+
+    _scan()
+    root = make_corpus(tmp_path, n_docs=300, names=("10_1.cc", "9_1.ia", "9_2.cc"))
+    total = 0
+    for k, shard in enumerate(sorted((root / LANG).glob("*.jsonl.zst"))):
+        with open_decompressed(str(shard)) as f:
+            lines = f.read().splitlines()
+        bad = corpus(True)[k::11]
+        written = [x for pair in zip(bad, lines) for x in pair] + lines[len(bad):]
+        write_records(shard, written)
+        total += len(written)
+    shards = find_shards(LANG, corpus="v4", local_root=root)
+    native = asdict(sample_heads(shards, corpus="v4", per_shard=per))
+    monkeypatch.setattr(reader, "native_scan", None)
+    python = asdict(sample_heads(shards, corpus="v4", per_shard=per))
+    assert native == python
+    if per == 10:
+        assert len(native["ids"]) == 30 and not native["complete"] and native["compressed_per_doc"] > 0
+    if per == 10_000:  # read to the end: every line counted, bad ones too
+        assert len(native["complete"]) == 3 and sum(native["complete"].values()) == total > len(native["ids"])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import os
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -64,7 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "BAD_RECORD_MODES", "CORPORA", "MAX_ID_CHARS", "REASONS", "STREAM_REASONS", "BadRecord", "CorruptShard",
-    "HpltRecord", "QuarantineWriter", "ReadStats", "ShardLines", "iter_records", "native_scan", "open_decompressed",
+    "HpltRecord", "QuarantineWriter", "ReadStats", "ShardLines", "head_records", "iter_records", "native_scan", "open_decompressed",
     "to_doc",
 ]
 
@@ -102,6 +103,45 @@ def iter_records(
     Arguments are checked here, before the first line is read.
     """
     return _records(ShardLines(shard, corpus=corpus, bad_records=bad_records, quarantine=quarantine, stats=stats))
+
+
+def head_records(shard: InputShard, *, corpus: str, quarantine: QuarantineWriter, stats: ReadStats
+                 ) -> Iterator[tuple[int, str, int]]:
+    """(line, id, UTF-8 bytes of the text) of every good record, in order, for the head sample.
+
+    The records and counts of :func:`iter_records` in quarantine mode, from the native scan when
+    it is built: the sample needs no text, so no `str` of one is made. ``stats.read`` counts the
+    lines up to the last one yielded, as :func:`iter_records` does when its caller stops early.
+    """
+    if native_scan is None:
+        for rec in iter_records(shard, corpus=corpus, bad_records="quarantine", quarantine=quarantine, stats=stats):
+            yield rec.line, rec.id, len(rec.text.encode("utf-8"))
+        return
+    lines = ShardLines(shard, corpus=corpus, bad_records="quarantine", quarantine=quarantine, stats=stats)
+    v4, read0, last = lines.v4, stats.read, 0
+    texts, meta, ids, urls, langs, taken = bytearray(), bytearray(), [], [], [], array("q")
+    try:
+        for first, batch in lines:
+            i, n = 0, len(batch)
+            while i < n:
+                i, _, refused = native_scan(batch, first, i, v4, texts, 0, 1 << 62, ids, urls, langs, meta)
+                taken.frombytes(meta)
+                start = 0
+                for k, id_ in enumerate(ids):
+                    end, last = taken[4 * k], taken[4 * k + 1]
+                    stats.kept += 1
+                    yield last, id_, end - start
+                    start = end
+                del meta[:], taken[:], ids[:], urls[:], langs[:]
+                if refused:
+                    last = first + i
+                    rec = lines.decide(batch[i], last)
+                    i += 1
+                    if rec is not None:
+                        yield last, rec.id, len(rec.text.encode("utf-8"))
+            last = first + n - 1
+    finally:
+        stats.read = read0 + last
 
 
 def _check_args(shard: InputShard, corpus: str, bad_records: str, quarantine: QuarantineWriter | None) -> None:

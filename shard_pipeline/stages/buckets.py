@@ -93,12 +93,7 @@ def sample_heads(shards, *, corpus: str, per_shard: int = HEAD_RECORDS, total: i
     purpose: the partition stage reads every byte and reports them; a sample only steers
     balance and the job layout, never the output.
     """
-    from shard_pipeline.input.reader import (
-        BadRecord,
-        CorruptShard,
-        ReadStats,
-        iter_records,
-    )
+    from shard_pipeline.input.reader import BadRecord, CorruptShard, ReadStats, head_records
 
     per = max(10, min(per_shard, total // max(1, len(shards))))
     sample = HeadSample()
@@ -106,17 +101,16 @@ def sample_heads(shards, *, corpus: str, per_shard: int = HEAD_RECORDS, total: i
     texts = text_bytes = 0
     for index, shard in enumerate(shards):
         stats = ReadStats()
-        it = iter_records(shard, corpus=corpus, bad_records="quarantine", quarantine=_NullQuarantine(), stats=stats)
+        it = head_records(shard, corpus=corpus, quarantine=_NullQuarantine(), stats=stats)  # type: ignore[arg-type]
         seen, ended = 0, False
         try:
-            for rec in it:
+            for line, id_, size in it:
                 if seen >= per:
                     break
-                sample.ids.append(rec.id)
-                size = len(rec.text.encode("utf-8"))
+                sample.ids.append(id_)
                 texts, text_bytes = texts + 1, text_bytes + size
                 if size > sample.largest_text:
-                    sample.largest_text, sample.largest_at = size, f"{shard.location} line {rec.line}"
+                    sample.largest_text, sample.largest_at = size, f"{shard.location} line {line}"
                 seen += 1
             else:
                 ended = True
