@@ -7,6 +7,7 @@ a reader sees the old file or the new one, never half, even after a node crash.
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -37,6 +38,46 @@ def fsync_file(f: BinaryIO) -> None:
     """Make what was written to the open file `f` durable (flushed, then fsynced)."""
     f.flush()
     os.fsync(f.fileno())
+
+
+class EarlyWriteback:
+    """Starts the disk writing a large file while it is still being written, so that its fsync
+    at the end (or at a checkpoint) finds the bytes on their way and waits less.
+
+    Every `every` bytes, Linux's sync_file_range(SYNC_FILE_RANGE_WRITE) queues the dirty pages
+    and returns; the task goes on computing the next section or row group while the disk works.
+    It promises nothing about durability (the fsync does that) and is skipped where the call is
+    missing or fails.
+    """
+
+    EVERY = 8 << 20
+
+    def __init__(self, f: BinaryIO, every: int = EVERY) -> None:
+        self.f = f
+        self.every = every
+        self.pending = 0
+
+    def wrote(self, n: int) -> None:
+        self.pending += n
+        if self.pending >= self.every:
+            self.pending = 0
+            self.f.flush()
+            call = _sync_file_range()
+            if call is not None:
+                call(self.f.fileno(), 0, 0, 2)  # SYNC_FILE_RANGE_WRITE; an error is not ours to report
+
+
+@functools.cache
+def _sync_file_range():  # noqa: ANN202
+    try:
+        import ctypes
+
+        call = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):  # not Linux
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    return call
 
 
 def shared_mode() -> int:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shard_pipeline.contract.rules import COLUMNS, DICTIONARY_COLUMNS, SCHEMA, ShardFile
-from shard_pipeline.files import naming
+from shard_pipeline.files import EarlyWriteback, naming
 
 
 class _HashingSink:
@@ -18,6 +18,7 @@ class _HashingSink:
 
     def __init__(self, f: BinaryIO):
         self._f = f
+        self._writeback = EarlyWriteback(f)
         self.sha256 = hashlib.sha256()
         self.size = 0
 
@@ -25,7 +26,9 @@ class _HashingSink:
         mv = memoryview(data)
         self.sha256.update(mv)
         self.size += mv.nbytes
-        return self._f.write(mv)
+        n = self._f.write(mv)
+        self._writeback.wrote(mv.nbytes)
+        return n
 
     def flush(self) -> None:
         self._f.flush()

@@ -18,7 +18,7 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
-from shard_pipeline.files import atomic_file, hash_into, naming
+from shard_pipeline.files import EarlyWriteback, atomic_file, hash_into, naming
 
 SPILL_SCHEMA = pa.schema(
     [
@@ -118,12 +118,14 @@ class SpillWriter:
         self.sections: list[Section] = []
         self.runs = 0
         self._f: BinaryIO | None = None  # opened on first use: restore() must not truncate first
+        self._writeback: EarlyWriteback | None = None
         self._offset = 0
         self.sha256 = hashlib.sha256()
 
     def _file(self) -> BinaryIO:
         if self._f is None:
             self._f = open(self.data_path, "wb")
+            self._writeback = EarlyWriteback(self._f)
         return self._f
 
     def restore(self, offset: int, sections: list[Section], runs: int) -> None:
@@ -133,6 +135,7 @@ class SpillWriter:
         with open(self.data_path, "rb") as f:
             hash_into(self.sha256, f)
         self._f = open(self.data_path, "ab")
+        self._writeback = EarlyWriteback(self._f)
         self._offset, self.sections, self.runs = offset, list(sections), runs
 
     def flush(self) -> int:
@@ -158,6 +161,7 @@ class SpillWriter:
             blob = section_blob(part, self.compression, self._blob_buffer(blob_bound(part)))
             with naming(self.data_path):  # a full disk names the spill file
                 self._file().write(blob)
+                self._writeback.wrote(blob.size)
             self.sha256.update(blob)
             self.sections.append(Section(self.task, self.runs, b, self._offset, blob.size, hi - lo,
                                          int(tb_sum[hi] - tb_sum[lo]), int(val_rows[hi] - val_rows[lo]),
