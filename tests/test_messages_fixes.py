@@ -207,3 +207,36 @@ def test_a_stop_after_every_language_landed_says_done_not_interrupted(tmp_path, 
     assert stopped(table, cfgs, Interrupted("finalize", 0, 1)) == 0
     err = capsys.readouterr().err
     assert "nothing is left to do" in err and "--resume" not in err, err
+
+
+@pytest.mark.slow  # starts Python processes
+def test_an_ignored_ctrl_c_is_not_left_blocked_by_the_re_exec_into_the_venv(tmp_path):
+    """`python3 hplt-shard` with a python3 that lacks pyarrow re-execs into .venv; a SIGINT the
+    caller ignores (a background job of a script) stays ignored and is not left blocked."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    python3 = shutil.which("python3")
+    if not (repo / ".venv" / "bin" / "python").is_file() or python3 is None or subprocess.run(
+            [python3, "-c", "import pyarrow"], capture_output=True).returncode == 0:
+        pytest.skip("needs the checkout's .venv and a python3 on PATH without pyarrow")
+    site = tmp_path / "site"
+    site.mkdir()
+    mask = tmp_path / "mask"
+    (site / "sitecustomize.py").write_text(
+        "import atexit, signal, sys\n"
+        f"atexit.register(lambda: open({str(mask)!r}, 'w').write(sys.prefix + ' ' + str(sorted(int(s) for s in "
+        "signal.pthread_sigmask(signal.SIG_BLOCK, []))) + ' ' + str(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)))\n")
+
+    def ignore_int():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    p = subprocess.run([python3, str(repo / "hplt-shard"), "--version"], capture_output=True, text=True,
+                       preexec_fn=ignore_int, env={**os.environ, "PYTHONPATH": str(site)})
+    assert p.returncode == 0 and p.stdout.startswith("hplt-shard "), p.stderr
+    prefix, blocked, ignored = mask.read_text().split(" ")
+    assert Path(prefix).resolve() == (repo / ".venv").resolve()  # the venv's Python ran the command
+    assert blocked == "[]" and ignored == "True"
