@@ -255,6 +255,24 @@ def test_reused_bytes_keeps_its_buffer_and_never_changes_a_view_it_outgrew(nativ
     assert bytes(large) == b"A" * 11 and bytes(bigger) == kept
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_reused_bytes_has_room_for_a_join_a_little_larger_than_the_last(native, monkeypatch):
+    """Runs and row groups differ by part of a document: a join up to a quarter larger than the
+    first (and within `keep`) is written into the same memory, not a fresh buffer faulted in again."""
+    if native:
+        _native_gather()
+    else:
+        monkeypatch.setattr(C, "native_gather", None)
+    buf = C.ReusedBytes(keep=1000)
+    first = _join(buf, b"a" * 400)
+    second = _join(buf, b"b" * 450, b"c" * 50)  # 500 bytes: the first join's 400 and a quarter
+    assert bytes(second) == b"b" * 450 + b"c" * 50
+    assert bytes(first) == b"b" * 400  # the same memory, overwritten in place
+    third = _join(buf, b"d" * 501)  # past the room: a new buffer, the one viewed before left as it was
+    assert bytes(third) == b"d" * 501 and bytes(second) == b"b" * 450 + b"c" * 50
+    assert C.ReusedBytes(keep=1000).room(900) == 1000 and C.ReusedBytes(keep=1000).room(2000) == 2000
+
+
 def test_native_gather_checks_every_run_before_copying():
     _native_gather()
     out = bytearray(b"-" * 8)

@@ -82,6 +82,14 @@ class ReusedBytes:
         self.keep = keep
         self._data = memoryview(bytearray())
 
+    def room(self, total: int) -> int:
+        """The size to allocate for a join of `total` bytes: a quarter more, up to `keep`. Joins are
+        rarely the same size (a run ends past its budget by part of a document, a row group short of
+        its bound by part of one), and a buffer of exactly the largest so far was replaced at each new
+        largest: fresh memory again, faulted in and zeroed (bench/RESULTS.md 4). Pages never written
+        are never faulted in, so the headroom costs address space only."""
+        return max(total, min(self.keep, total + total // 4))
+
     def join(self, sources: list, owner: np.ndarray, start: np.ndarray, end: np.ndarray) -> memoryview:
         """The byte runs `sources[owner[k]][start[k]:end[k]]` end to end (`sources` are byte buffers)."""
         owner, start, end = (np.ascontiguousarray(a, np.int64) for a in (owner, start, end))
@@ -91,7 +99,7 @@ class ReusedBytes:
         else:
             if len(self._data) < total:  # a larger buffer: the smaller one goes first, never both at once
                 self._data = memoryview(bytearray())
-                self._data = memoryview(np.empty(total, np.uint8))
+                self._data = memoryview(np.empty(self.room(total), np.uint8))
             out = self._data
         if native_gather is not None:
             native_gather(sources, owner, start, end, out)
