@@ -5,6 +5,9 @@
 #   BASE_COPY: a checkout with its own ./hplt-shard and built modules (e.g. `rsync -a` of the tree at
 #     the base commit, its .venv included); give this checkout itself to compare environments only
 #   HEAD_ENV: VAR=VALUE set for head's runs only (e.g. NUMPY_MADVISE_HUGEPAGE=0)
+#   PAIRS_SLEEP=S in the environment: sleep S seconds before each run, so that on a VM that reports
+#     free pages to its host each run starts with memory handed back, as a run after another program's
+#     does in bench/run.py (RESULTS.md section 5; bench/cold_pages.py)
 # Prints each run's wall seconds and, per side, the sorted list and the median (RESULTS.md table 4's
 # "pairs"). Each run is the whole `./hplt-shard ... --executor local --jobs 2`; its output is checked
 # with `--verify` (a failed run or check is printed, and its figure not counted).
@@ -15,6 +18,7 @@ work=$(mktemp -d /tmp/pairs.XXXXXX)
 declare -A times
 one() {  # side checkout env
   rm -rf "$work/out" "$work/run" "$work/out.hplt-shard-claim"
+  sleep "${PAIRS_SLEEP:-0}"
   local s e
   s=$(date +%s.%N)
   if env "$3" "$2/hplt-shard" eng_Latn --corpus v4 --local-root "$corpus" --out "$work/out" --run-dir "$work/run" \
