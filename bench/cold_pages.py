@@ -62,16 +62,31 @@ def cmd_no_thp(a: argparse.Namespace) -> int:
     if libc.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
         print(f"cold_pages.py: prctl(PR_SET_THP_DISABLE): {os.strerror(ctypes.get_errno())}", file=sys.stderr)
         return 1
-    os.execvp(argv[0], argv)
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        print(f"cold_pages.py: {argv[0]}: {e.strerror}", file=sys.stderr)
+        return 126 if isinstance(e, PermissionError) else 127
+
+
+def at_least(kind: type, low: float) -> object:
+    """An argparse type: a number of `kind`, `low` or more."""
+    def parse(text: str) -> int | float:
+        value = kind(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be {low:g} or more, not {text}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names it in "invalid int value"
+    return parse
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="what", required=True)
     t = sub.add_parser("touch", help="time writing to fresh memory, right after freeing it and after a pause")
-    t.add_argument("--mib", type=int, default=1024)
-    t.add_argument("--sleep", type=float, default=6.0)
-    t.add_argument("--repeat", type=int, default=3)
+    t.add_argument("--mib", type=at_least(int, 1), default=1024)
+    t.add_argument("--sleep", type=at_least(float, 0), default=6.0)
+    t.add_argument("--repeat", type=at_least(int, 1), default=3)
     n = sub.add_parser("no-thp", help="run a command without transparent huge pages")
     n.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()

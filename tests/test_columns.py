@@ -234,8 +234,8 @@ def _join(buf, *pieces: bytes):
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
 def test_reused_bytes_keeps_its_buffer_and_never_changes_a_view_it_outgrew(native, monkeypatch):
-    """A join no larger than the last reuses its memory; a larger one takes a new buffer, so what
-    an earlier table still views is not resized under it (the write stage holds the last row group's
+    """A join no larger than the buffer's room reuses its memory; one past it takes a new buffer, so
+    what an earlier table still views is not resized under it (the write stage holds the last row group's
     table while it gathers the next)."""
     if native:
         _native_gather()

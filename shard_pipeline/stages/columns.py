@@ -87,7 +87,8 @@ class ReusedBytes:
         rarely the same size (a run ends past its budget by part of a document, a row group short of
         its bound by part of one), and a buffer of exactly the largest so far was replaced at each new
         largest: fresh memory again, faulted in and zeroed (bench/RESULTS.md 4). Pages never written
-        are never faulted in, so the headroom costs address space only."""
+        are never faulted in, so the headroom costs address space (and at most the rest of the
+        huge page the last written byte is in)."""
         return max(total, min(self.keep, total + total // 4))
 
     def join(self, sources: list, owner: np.ndarray, start: np.ndarray, end: np.ndarray) -> memoryview:
