@@ -24,9 +24,11 @@ one() {  # side checkout env
   if env "$3" "$2/hplt-shard" eng_Latn --corpus v4 --local-root "$corpus" --out "$work/out" --run-dir "$work/run" \
       --executor local --license CC0-1.0 --shard-rows "$rows" --jobs 2 --counts-index "$work/counts" >/dev/null 2>&1; then
     e=$(date +%s.%N)
+    local took
+    took=$(python3 -c "print(round($e - $s, 3))")
     if "$head/hplt-shard" --verify "$work/out" >/dev/null 2>&1; then
-      times[$1]="${times[$1]:-} $(python3 -c "print(round($e - $s, 3))")"
-      echo "$1 $(python3 -c "print(round($e - $s, 3))")"
+      times[$1]="${times[$1]:-} $took"
+      echo "$1 $took"
     else
       echo "$1 output failed --verify"
     fi
