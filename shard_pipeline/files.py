@@ -179,6 +179,18 @@ def atomic_file(path: Path, mode: int | None = None, sync_dir: bool = True) -> I
         fsync_dir(path.parent)
 
 
+def atomic_leftovers(path: Path) -> list[Path]:
+    """The temporary files `atomic_file(path)` leaves when its process is killed mid-write (SIGKILL,
+    or SIGTERM, which runs no cleanup): mkstemp's names, `.<name>.` + 8 of [a-z0-9_] + `.tmp`.
+    Only the one who writes `path` may remove them."""
+    path = Path(path)
+    named = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
+    try:
+        return sorted(p for p in path.parent.iterdir() if named.fullmatch(p.name) and p.is_file())
+    except FileNotFoundError:
+        return []
+
+
 def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
     with atomic_file(path, mode) as f:
         f.write(data)

@@ -88,7 +88,12 @@ def test_record_replaces_same_shard_and_keeps_others(tmp_path: Path) -> None:
     path = index_path(idx, "v4", "clean", "eng_Latn")
     with open(path, "a") as fh:
         fh.write("foreign row we do not understand\n")
-    record(idx, "v4", "clean", "eng_Latn", [row_for(shards[1], 20), row_for(shards[2], 3)])
+    replaced = record(idx, "v4", "clean", "eng_Latn", [row_for(shards[1], 20), row_for(shards[2], 3)])
+    # the same file (size, mtime) with another count: the old row was wrong, and the replacement is said
+    old = row_for(shards[1], 2)
+    assert replaced == [f"{old.shard}: {old.bytes} bytes, mtime {old.mtime}, 2 documents -> "
+                        f"{old.bytes} bytes, mtime {old.mtime}, 20 documents"]
+    assert record(idx, "v4", "clean", "eng_Latn", [row_for(shards[1], 20)]) == []  # the same row again: nothing to say
     lines = path.read_text().splitlines()
     assert lines[1:] == [
         row_for(shards[0], 1).to_line(),

@@ -333,7 +333,8 @@ def _expect_corrupt(shard: InputShard, reason: str) -> tuple[CorruptShard, ReadS
             n += 1
     e = err.value
     assert e.reason == reason and e.location == shard.location
-    where = "before the first line" if e.line == 0 else f"line {e.line}"  # never "line 0" (#11)
+    where = ("before the first line" if e.line == 0 else f"after line {e.line}" if e.between
+             else f"line {e.line}")  # never "line 0" (#11)
     assert str(e).startswith(f"{shard.location}: {where}: {reason}: ")
     return e, stats, n
 
@@ -384,7 +385,8 @@ def test_corrupt_frame(tmp_path: Path) -> None:
 def test_trailing_garbage_after_frames(tmp_path: Path) -> None:
     data = compress(v4_line(0) + b"\n") + b"GARBAGE!" * 4
     e, _, n = _expect_corrupt(make_shard(tmp_path, data, raw=True), "corrupt_frame")
-    assert n == 1 and e.line == 1
+    assert n == 1 and e.line == 1 and e.between  # every line was read: the message says "after line 1"
+    assert f": after line 1: corrupt_frame: " in str(e)
 
 
 def test_open_decompressed_crosses_frames_and_detects_truncation(tmp_path: Path) -> None:

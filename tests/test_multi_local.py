@@ -316,8 +316,10 @@ def test_a_failed_language_does_not_stop_the_others_and_resume_finishes_it(tmp_p
     assert cli.main(["--status", str(run_dir / "swe_Latn")]) == 1
     assert "FAILED write task 0" in capsys.readouterr().out
     before = {l: tree_bytes(out / l) for l in ("fin_Latn", "est_Latn")}
-    assert cli.main(["--resume", str(run_dir)]) == 0
-    resumed = capsys.readouterr().out
+    # the language's own run dir, as its --status names it: the resume is the whole run's (one chain, never two)
+    assert cli.main(["--resume", str(run_dir / "swe_Latn")]) == 0
+    resumed, note = capsys.readouterr()
+    assert f"{run_dir / 'swe_Latn'} is swe_Latn of the run {run_dir}: resuming that run" in note
     assert "fin_Latn: done" in resumed and "1 of 3 languages unfinished (swe_Latn)" in resumed
     assert {l: tree_bytes(out / l) for l in before} == before
     assert multi_cli(root, "swe_Latn", tmp_path / "single", tmp_path / "run-single", "--shard-rows", "25") == 0

@@ -80,6 +80,30 @@ def test_sighup_or_sigterm_of_the_submitter_stops_its_tasks(tmp_path, sig, extra
     assert json.loads((tmp_path / "out" / "_MANIFEST.json").read_text())["rows"] == 40
 
 
+@pytest.mark.parametrize("stage,fault,extra", [
+    ("partition", "partition-after-input:1:hang", ("--partition-tasks", "4")),  # two tasks still queued
+    ("write", "write-start:0:hang", ("--cpus-per-task", "2", "--shard-rows", "10")),  # a group of 2 units
+])
+def test_a_burst_of_ctrl_c_stops_once_with_one_true_message(tmp_path, stage, fault, extra):
+    """Ctrl-C pressed again and again (a few ms apart): the first one stops the run, the others are ignored,
+    so no later one breaks off the stop, its message or the interpreter's exit with a traceback."""
+    root = make_corpus(tmp_path, n_docs=40)
+    p, run_dir = submitter(tmp_path, root, fault, extra=extra)
+    task = hanging_task(run_dir, stage)
+    for _ in range(6):
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.003)
+    _, err = p.communicate(timeout=WAIT)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "Exception ignored" not in err and "did not start" not in err, err
+    finished = "none" if stage == "partition" else "partition, plan"
+    assert f"Stages finished: {finished}; {stage} stopped after" in err, err
+    assert err.count("to continue: ") == 1 and f"./hplt-shard --resume {run_dir} --executor local" in err, err
+    assert gone(task)
+    assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
+    assert json.loads((tmp_path / "out" / "_MANIFEST.json").read_text())["rows"] == 40
+
+
 def test_sigkill_of_the_submitter_kills_its_tasks(tmp_path, capsys):
     root = make_corpus(tmp_path, n_docs=40)
     p, run_dir = submitter(tmp_path, root, "write-start:0:hang")

@@ -102,6 +102,24 @@ def test_stray_file_in_out_tmp_stops_finalize(before_swap):
     assert run_finalize(before_swap)["rows"] == 40  # the same run dir finalizes once the stray is gone
 
 
+def test_a_killed_finalizes_temporary_manifest_is_removed_and_only_it(before_swap):
+    """A finalize killed (SIGKILL, SIGTERM) while it wrote _MANIFEST.json leaves atomic_file's temporary
+    file in OUT.tmp: the next finalize removes it and finishes; a name that is not one of those stays a stray."""
+    tmp = Path(read_json(before_swap.plan_json)["tmp_dir"])
+    left = tmp / "._MANIFEST.json.k1ll_3d0.tmp"
+    left.write_bytes(b'{"half": ')
+    look_alike = tmp / "._MANIFEST.json.notes.tmp"  # not a name atomic_file makes: someone else's
+    look_alike.write_bytes(b"mine")
+    with pytest.raises(FinalizeError, match=r"unexpected files \._MANIFEST\.json\.notes\.tmp \(not this run.s: move them out of it\)$"):
+        run_finalize(before_swap)
+    assert not left.exists() and look_alike.exists()
+    look_alike.unlink()
+    left.write_bytes(b'{"half": ')
+    assert run_finalize(before_swap)["rows"] == 40
+    out = Path(read_json(before_swap.config_json)["execution"]["out"])
+    assert not left.exists() and sorted(p.name for p in out.iterdir() if p.name.startswith("."))== []
+
+
 def test_already_swapped_finishes_and_only_for_this_runs_output(tmp_path, monkeypatch):
     run = stopped_at(tmp_path, monkeypatch, "finalize-after-swap:0:enospc")
     cfg = RunConfig.from_json(read_json(run.config_json))

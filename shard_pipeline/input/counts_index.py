@@ -176,7 +176,8 @@ def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[Count
     Callers pass rows only from full reads. The merge runs under
     ``<file>.lock``; the new file is written next to the old one, fsynced and
     renamed over it, so a reader sees the old or the new file, never half.
-    Returns the replaced rows that described another size or mtime (said, never silent).
+    Returns the replaced rows that described another size, mtime or document count (said, never silent:
+    a count that was wrong for the same file is worth a warning too).
     The lock wait is bounded: a lock that cannot be had ends in an OSError naming it.
     """
     from filelock import Timeout
@@ -210,7 +211,7 @@ def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[Count
             else:
                 merged[row.shard] = line
                 new = by_shard.get(row.shard)
-                if new is not None and (new.bytes, new.mtime) != (row.bytes, row.mtime):
+                if new is not None and (new.bytes, new.mtime, new.docs) != (row.bytes, row.mtime, row.docs):
                     replaced.append(f"{row.shard}: {row.bytes} bytes, mtime {row.mtime}, {row.docs} documents -> "
                                     f"{new.bytes} bytes, mtime {new.mtime}, {new.docs} documents")
         merged.update(new_lines)

@@ -53,10 +53,15 @@ class CorruptShard(_LineError):
     whatever they produced from this shard.
     """
 
+    def __init__(self, location: str, line: int, reason: str, detail: str, between: bool = False) -> None:
+        super().__init__(location, line, reason, detail)
+        self.between = between  # the stream broke after line `line` ended, not inside it
+
     def __str__(self) -> str:
         if self.line == 0:  # nothing was decompressed: there is no line to name, the detail has the byte offset
             return f"{self.location}: before the first line: {self.reason}: {self.detail}"
-        return f"{self.location}: line {self.line}: {self.reason}: {self.detail}"
+        where = f"after line {self.line}" if self.between else f"line {self.line}"
+        return f"{self.location}: {where}: {self.reason}: {self.detail}"
 
 
 class BadRecord(_LineError):

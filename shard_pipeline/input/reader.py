@@ -191,7 +191,8 @@ class ShardLines:
                 yield line + 1, batch
                 line += len(batch)
         except StreamBroken as e:
-            raise CorruptShard(location, line + (1 if batches.pending else 0), e.reason, e.detail) from None
+            cut = bool(batches.pending)  # inside a line, or after the last whole one
+            raise CorruptShard(location, line + cut, e.reason, e.detail, between=not cut) from None
         finally:
             chunks.close()
 

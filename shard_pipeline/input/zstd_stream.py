@@ -281,7 +281,7 @@ class _DecompressedRaw(io.RawIOBase):
                 return 0
             except StreamBroken as e:
                 line = self._newlines + (1 if self._partial else 0)
-                self._error = CorruptShard(self._location, line, e.reason, e.detail)
+                self._error = CorruptShard(self._location, line, e.reason, e.detail, between=not self._partial)
                 raise self._error from None
             self._newlines += chunk.count(b"\n")
             self._partial = not chunk.endswith(b"\n")

@@ -32,7 +32,7 @@ from shard_pipeline.contract.replace import (
     unpark,
 )
 from shard_pipeline.contract.rules import SPLIT_DIRS, ShardFile
-from shard_pipeline.files import file_sha256
+from shard_pipeline.files import atomic_leftovers, file_sha256
 from shard_pipeline.files import write_bytes_atomic
 from shard_pipeline.input.counts_index import CountRow, record
 from shard_pipeline.input.identity import CorpusNames
@@ -43,6 +43,7 @@ from shard_pipeline.run.resume import changed_inputs
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.tasklog import log
 
 # OUT's files besides the shards (contract/extras.py: named so that readers of OUT skip them).
 EXTRA_NAMES = (CARD_NAME, LEDGER_NAME, CLEANED_NAME, CLEAN_POLICY_NAME, BALANCE_NAME)
@@ -81,6 +82,17 @@ def unexpected_files(tmp: Path, expected: set[str]) -> list[str]:
     return sorted(rel for rel in (p.relative_to(tmp).as_posix() for p in tmp.rglob("*")) if rel not in allowed)
 
 
+def remove_own_leftovers(run: RunDir, tmp: Path) -> None:
+    """Remove the temporary files of an earlier finalize of this run killed while it wrote the manifest or an
+    extra file (`files.atomic_leftovers`): this one writes them again, and `collect_shards` would call them strays."""
+    if tmp_owner(tmp) != str(run.root):
+        return  # not this run's OUT.tmp: `collect_shards` names what is there, nothing is removed
+    for name in (MANIFEST_NAME, *EXTRA_NAMES):
+        for left in atomic_leftovers(tmp / name):
+            left.unlink(missing_ok=True)
+            log.info(f"finalize: removed {left}, left by an earlier finalize of this run stopped mid-write")
+
+
 def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[ShardFile]:
     """Shard entries in manifest order, each checked against the plan and re-hashed from disk."""
     by_index: dict[int, dict[str, Any]] = {}
@@ -114,7 +126,7 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[Sh
         shards.append(ShardFile(s["name"], s["rows"], s["bytes"], s["sha256"], s["text_bytes"], s["train"], s["val"]))
     stray = unexpected_files(tmp, {p["name"] for p in planned} | {MANIFEST_NAME, TMP_MARKER, *EXTRA_NAMES})
     if stray:
-        problems.append(f"{tmp}: unexpected files {', '.join(stray)}")
+        problems.append(f"{tmp}: unexpected files {', '.join(stray)} (not this run's: move them out of it)")
     if problems:
         for task in sorted(damaged):  # so that --resume redoes exactly these writers
             run.write_receipt(task).unlink(missing_ok=True)
@@ -269,6 +281,7 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
                             f"{'it' if len(changed) == 1 else 'them'}: {shown(changed)}; {out} is as it was; "
                             f"restore the input and --resume {run.root} (it redoes only finalize), or start a new "
                             "run to read the inputs as they are now")
+    remove_own_leftovers(run, tmp)
     shards = collect_shards(run, cfg, plan)
     if sum(s.rows for s in shards) != plan["rows"]:
         raise FinalizeError(f"shards hold {sum(s.rows for s in shards)} rows, the plan {plan['rows']}")

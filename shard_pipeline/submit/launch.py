@@ -379,7 +379,8 @@ def start(table: unit_table.UnitTable, cfgs: dict[str, RunConfig], tasks: dict[s
 
 
 def multi_parent(root: Path) -> list[Path]:
-    """The multi-language run dir this language's run dir belongs to, if any: its units run there too."""
+    """The multi-language run dir this language's run dir belongs to, if any: its units run there too, and a
+    resume of the language is a resume of that run (two chains for one language would race)."""
     return [root.parent] if unit_table.is_multi(root.parent) else []
 
 
@@ -406,6 +407,10 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
 
     option_checks.check_numbers(args)  # --jobs -3 on a resume too
     root = args.resume.resolve()
+    for whole in multi_parent(root):  # a language of a run of several: that run numbers, queues and resumes its units
+        print(f"hplt-shard: {root} is {root.name} of the run {whole}: resuming that run (only what is unfinished, "
+              "in every language)", file=sys.stderr)
+        root = whole
     check_whole(root)
     if not unit_table.is_multi(root) and not RunDir(root).config_json.exists():
         raise UsageError(f"{root} is not a hplt-shard run directory (no config.json)")
@@ -421,7 +426,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     executor = scope.choose_executor(args, record["executor"])
     dirs = {l: RunDir(table.lang_dir(l)) for l in table.langs}
     with run_lock(root):
-        refuse_live_tasks(root, *([d.root for d in dirs.values()] if table.several else multi_parent(root)))
+        refuse_live_tasks(root, *([d.root for d in dirs.values()] if table.several else []))
         if shutil.which("squeue"):
             queued = queued_jobs_of(run_job_ids(RunDir(root)))
             if queued:

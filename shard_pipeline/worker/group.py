@@ -44,6 +44,10 @@ class UnitRun:
     log: Path
 
 
+class _Stopping(Exception):
+    """The owner is stopping the run (Ctrl-C, SIGHUP, SIGTERM): a unit not started yet never starts."""
+
+
 class Owner(Protocol):
     """Who stops these units (the local executor): each unit runs in its own session, known to it."""
 
@@ -79,10 +83,11 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
     def one(u: int) -> None:
         try:
             run_one(u)
-        except OSError as exc:  # the log or the process could not be made: the unit failed
+        except (OSError, _Stopping) as exc:  # the log or the process could not be made: the unit failed
             now = time.time()
             results[u] = UnitRun(u, 127, now, now, 0.0, 0.0, log_of(u))
-            print(f"ERROR: {label} unit {u} did not start: {exc}", file=sys.stderr, flush=True)
+            if not isinstance(exc, _Stopping):  # a stop is the owner's to report, once, not each unit's
+                print(f"ERROR: {label} unit {u} did not start: {exc}", file=sys.stderr, flush=True)
 
     def run_one(u: int) -> None:
         log = log_of(u)
@@ -92,7 +97,7 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
             start = time.time()
             with lock:
                 if owner is not None and owner.stopping:
-                    raise OSError(f"{label} is being stopped")
+                    raise _Stopping
                 if forkable(argv, env):
                     p: subprocess.Popen | Forked = fork_unit(argv, f.fileno(), env, new_session=owner is not None)
                 else:

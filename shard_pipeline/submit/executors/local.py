@@ -232,7 +232,7 @@ class Interrupted(Exception):
 
 
 class Stop(KeyboardInterrupt):
-    """SIGHUP or SIGTERM reached the executor: it stops its tasks as Ctrl-C does."""
+    """Ctrl-C, SIGHUP or SIGTERM reached the executor: it stops its tasks."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -247,27 +247,30 @@ def signal_words(signum: int) -> str:
 
 @contextlib.contextmanager
 def stopped_by_signals():
-    """SIGHUP (a closed terminal or SSH session) and SIGTERM stop the run as Ctrl-C does: the tasks
-    die with the executor instead of running on unseen. A SIGHUP that nohup set to ignore stays ignored."""
+    """Ctrl-C, SIGHUP (a closed terminal or SSH session) and SIGTERM stop the run: the tasks die with the
+    executor instead of running on unseen. Only the first one raises (`Stop`); the ones after it are
+    ignored until the process ends, so that a second Ctrl-C cannot break off the stopping of the first,
+    nor its message, with a traceback. A signal that nohup (or a shell) set to ignore stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     fired = []
 
     def handler(signum, _frame) -> None:
-        if not fired:  # the second signal must not break off the stopping of the first
+        if not fired:
             fired.append(signum)
             raise Stop(signum)
 
     old = {}
-    for sig in (signal.SIGHUP, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         if signal.getsignal(sig) is not signal.SIG_IGN:
             old[sig] = signal.signal(sig, handler)
     try:
         yield
     finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
+        if not fired:  # once stopped, the handler stays: it ignores every later signal while the stop is reported
+            for sig, h in old.items():
+                signal.signal(sig, h)
 
 
 def say(*lines: str) -> None:
@@ -284,20 +287,23 @@ def run_all(python: str, table: UnitTable, tasks: dict[str, Sequence[int]], jobs
     Several: the others go on (afterany); a failed language's later units fail at once, naming why."""
     finished: list[str] = []
     failures: list[TaskResult] = []
+    todo = [(stage.name, tasks[stage.name]) for stage in STAGES if tasks.get(stage.name)]  # a resume: the unfinished
     WORKERS.reset()
-    for stage in STAGES:
-        units = tasks.get(stage.name)
-        if not units:  # a resume runs only what is unfinished
-            continue
-        try:
-            failed = run_stage(python, stage.name, table, units, jobs)
-        except Interrupted as exc:
-            exc.finished = finished
-            raise
-        if failed and not table.several:
-            raise StageFailed(failure_text(stage.name, failed, len(units)))
-        failures += failed
-        finished.append(stage.name)
+    try:
+        for name, units in todo:
+            failed = run_stage(python, name, table, units, jobs)
+            if failed and not table.several:
+                raise StageFailed(failure_text(name, failed, len(units)))
+            failures += failed
+            finished.append(name)
+    except Interrupted as exc:
+        exc.finished = finished
+        raise
+    except KeyboardInterrupt as exc:  # between two stages: the next one had not started a task
+        name, units = todo[min(len(finished), len(todo) - 1)]
+        stopped_at = Interrupted(name, 0, len(units), getattr(exc, "signum", signal.SIGINT), WORKERS.stop())
+        stopped_at.finished = finished
+        raise stopped_at from None
     return failures
 
 
