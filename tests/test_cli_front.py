@@ -34,6 +34,13 @@ def test_slurm_without_sbatch_is_one_message(tmp_path, monkeypatch, capsys):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("bad", ["0", "-1"])
+def test_max_tasks_that_is_not_positive_is_refused_not_ignored(bad, capsys):
+    rc = cli.main(["eng_Latn", "--corpus", "v4", "--local-root", str(REPO / "examples/hplt-v4/clean"),
+                   "--license", "CC0-1.0", "--dry-run", "--executor", "local", f"--max-tasks={bad}"])
+    assert rc == 2 and f"MAX_TASKS '{bad}' is not a positive integer" in capsys.readouterr().err
+
+
 def help_examples() -> list[str]:
     """The --help examples marked to run as written here (the block before the LUMI ones)."""
     epilog = build_parser().epilog

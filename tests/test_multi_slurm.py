@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 from pathlib import Path
 
 import orjson
 
+from shard_pipeline.errors import ExitCode
 from shard_pipeline.submit import cli
 from tests.pipeline_util import LICENSE, index_file, records, tree_bytes, write_records
-from tests.slurm_util import job_records, wait_for_jobs
+from tests.slurm_util import job_records, squeue_reasons, wait_for_jobs
 from tests.test_multi_local import make_langs, multi_cli
 from tests.test_pipeline_slurm import slurm_conf
 
@@ -222,4 +224,29 @@ def test_requeued_task_holds_the_afterany_chain(slurm_cluster, tmp_path, monkeyp
     assert "restart 1" in log.read_text()
     plan_log = (run_dir / "logs" / "plan" / f"{jobs[1]}_0.log").read_text()
     assert "ERROR" not in plan_log and plan_log.count("done:") == 3, plan_log  # the plan ran after the rerun, not when the task was requeued
+    assert all((run_dir / lang / "DONE").exists() for lang in SIZES)
+
+
+def test_held_jobs_show_as_waiting_with_slurms_reason_never_running(slurm_cluster, tmp_path, capsys):
+    """A chain job an admin holds (scontrol hold): every unfinished language waits, with Slurm's reason, and
+    the run is queued (exit 3), not running; released, the chain finishes."""
+    root = make_langs(tmp_path, SIZES)
+    out, run_dir = tmp_path / "out", tmp_path / "run"
+    jobs = submit_multi(root, out, run_dir, tmp_path, "--shard-rows", "40")
+    subprocess.run(["scontrol", "hold", *jobs], capture_output=True, text=True)  # a task already running finishes
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while any(r.strip() == "None" or not r.strip() for r in squeue_reasons(jobs).values()):  # until none runs
+            assert time.monotonic() < deadline, squeue_reasons(jobs)
+            time.sleep(0.5)
+        capsys.readouterr()
+        assert cli.main(["--status", str(run_dir)]) == ExitCode.BUSY
+        status = capsys.readouterr().out
+        rows = [l for l in status.splitlines() if l.split() and l.split()[0] in SIZES]
+        assert len(rows) == 3 and not any(l.endswith(" running") for l in rows), status
+        assert all(re.search(r"waiting \((partition|plan|write|finalize): JobHeldAdmin\)$", l) for l in rows), status
+        assert "state: queued" in status, status
+    finally:
+        subprocess.run(["scontrol", "release", *jobs], capture_output=True, text=True)
+    wait_for_jobs(jobs, timeout=TIMEOUT)
     assert all((run_dir / lang / "DONE").exists() for lang in SIZES)

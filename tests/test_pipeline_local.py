@@ -9,8 +9,10 @@ import pytest
 
 from shard_pipeline.contract.shard import read_shards
 from tests.manifest_schema import assert_valid_manifest
+from shard_pipeline.submit import cli
 from tests.pipeline_util import (
     LANG,
+    LICENSE,
     config_sha,
     expected_output,
     make_corpus,
@@ -144,10 +146,22 @@ def test_new_run_refuses_existing_run_dir_and_held_out(tmp_path, capsys):
     root = make_corpus(tmp_path, n_docs=20)
     out = tmp_path / "out"
     assert run_cli(root, out, tmp_path / "run1") == 0
-    assert run_cli(root, out, tmp_path / "run1") == 2
-    assert "exists" in capsys.readouterr().err
+    for dry in ((), ("--dry-run",)):  # --dry-run refuses what the run would, with the same message
+        assert run_cli(root, out, tmp_path / "run1", *dry) == 2
+        assert f"run directory {tmp_path / 'run1'} exists; use --resume" in capsys.readouterr().err
     claim = out.with_name("out.hplt-shard-claim")
     claim.write_text(str(tmp_path / "other-run") + "\n")
-    assert run_cli(root, out, tmp_path / "run2") == 2
-    assert "held by run" in capsys.readouterr().err
+    for dry in ((), ("--dry-run",)):
+        assert run_cli(root, out, tmp_path / "run2", *dry) == 2
+        assert f"{out} is held by run {tmp_path / 'other-run'}" in capsys.readouterr().err
+    # a run of several languages into a root that a queued run of one language holds: refused, not failed at its end
+    shutil.copytree(root / LANG, root / "fin_Latn")
+    queued = tmp_path / "queued"  # not made yet: the run of one language that holds it has not finished
+    queued.with_name("queued.hplt-shard-claim").write_text(str(tmp_path / "other-run") + "\n")
+    several = [f"{LANG},fin_Latn", "--corpus", "v4", "--local-root", str(root), "--out", str(queued),
+               "--run-dir", str(tmp_path / "run3"), "--executor", "local", "--license", LICENSE]
+    for dry in ((), ("--dry-run",)):
+        assert cli.main([*several, *dry]) == 2
+        assert f"{queued} is held by run {tmp_path / 'other-run'}" in capsys.readouterr().err
+    assert not (tmp_path / "run2").exists() and not (tmp_path / "run3").exists()
     shutil.rmtree(tmp_path / "run1")

@@ -20,7 +20,15 @@ from shard_pipeline.run.runstate import (
     stuck_step,
     task_state,
 )
-from shard_pipeline.run.status import parse_squeue, reason_step, requeued_line, slurm_reason, split_queued
+from shard_pipeline.run.status import (
+    SlurmUnreachable,
+    parse_squeue,
+    reason_step,
+    requeued_line,
+    slurm_reason,
+    split_queued,
+    squeue_states,
+)
 from shard_pipeline.submit import slurm_limits
 from shard_pipeline.submit.executors.slurm import refusal_step
 
@@ -249,3 +257,28 @@ def test_requeued_tasks_are_named_with_nothing_to_do():
     many = requeued_line("partition", list(range(12)))
     assert "12 tasks (0, 1, 2, 3, 4, 5, 6, 7, 8, 9 ...)" in many and many.endswith("starts again by itself from its "
                                                                                   "last checkpoint")
+
+
+def _squeue_answers(returncode, stdout="", stderr="", raises=None):
+    def run(argv, **kw):
+        if raises is not None:
+            raise raises
+        return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
+    return run
+
+
+def test_a_controller_that_does_not_answer_is_said_not_read_as_no_jobs():
+    """--status (strict) never turns an unanswered squeue into a state (the jobs may be queued); ids Slurm
+    has forgotten, and a machine without squeue, are no queued jobs; a job's own look (not strict) goes on."""
+    down = _squeue_answers(1, stderr="slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
+    slow = _squeue_answers(None, raises=subprocess.TimeoutExpired(["squeue"], 60))
+    for answer in (down, slow):
+        with pytest.raises(SlurmUnreachable, match=r"Slurm did not answer \(.*\): whether this run's jobs"):
+            squeue_states(["41"], answer, strict=True)
+        assert squeue_states(["41"], answer) == {}
+    forgotten = _squeue_answers(1, stderr="slurm_load_jobs error: Invalid job id specified")
+    assert squeue_states(["41"], forgotten, strict=True) == {}
+    assert squeue_states(["41"], _squeue_answers(None, raises=FileNotFoundError()), strict=True) == {}
+    queued = _squeue_answers(0, stdout="41_0|PENDING|JobHeldAdmin\n")
+    assert squeue_states(["41"], queued, strict=True) == {"41_0": "PENDING|JobHeldAdmin"}
+    assert SlurmUnreachable.exit_code == ExitCode.FAILED

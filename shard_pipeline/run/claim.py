@@ -139,6 +139,13 @@ def _drop_publish_lock(out: Path, fd: int) -> None:
         os.close(fd)
 
 
+def check_not_held(out: Path, rundir: Path) -> None:
+    """Refuse an OUT that another unfinished run holds (reads only: --dry-run says what the run would)."""
+    current = holder(out)
+    if current and current != str(rundir) and not RunDir(Path(current)).done_marker.exists():
+        raise OutHeld(f"{out} is held by run {current}; finish it with --resume {current}, or remove {claim_path(out)}")
+
+
 def check_claimable(out: Path, rundir: Path) -> None:
     """Refuse (without writing anything) an OUT that another unfinished run holds, or whose folder cannot take a claim."""
     p = claim_path(out)
@@ -147,9 +154,7 @@ def check_claimable(out: Path, rundir: Path) -> None:
             raise UsageError(f"cannot create the folder of --out: {p.parent} (not a writable folder)")
         return
     probe_writable(Path(str(p) + ".lock"))
-    current = holder(out)
-    if current and current != str(rundir) and not RunDir(Path(current)).done_marker.exists():
-        raise OutHeld(f"{out} is held by run {current}; finish it with --resume {current}, or remove {p}")
+    check_not_held(out, rundir)
     _refuse_if_published(out)
 
 
@@ -176,9 +181,7 @@ def claim(out: Path, rundir: Path) -> None:
     p = claim_path(out)
     p.parent.mkdir(parents=True, exist_ok=True)
     with _locked(p):
-        current = holder(out)
-        if current and current != str(rundir) and not RunDir(Path(current)).done_marker.exists():
-            raise OutHeld(f"{out} is held by run {current}; finish it with --resume {current}, or remove {p}")
+        check_not_held(out, rundir)
         _refuse_if_published(out)
         p.write_text(str(rundir) + "\n")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from shard_pipeline import slurm
-from shard_pipeline.errors import ExitCode, UsageError
+from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.run import live, unit_table
 from shard_pipeline.run.registry import STAGES, RunState, done_warnings, out_changed_since
 from shard_pipeline.run.runconfig import RunConfig, StageResources
@@ -79,12 +79,32 @@ def latest_jobs(record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def squeue_states(job_ids: list[str], run=subprocess.run) -> dict[str, str]:
-    """'<array id>_<task>' -> 'STATE|REASON' for the still-queued tasks of these arrays (-r: one line per task)."""
+class SlurmUnreachable(UserError):
+    """squeue could not reach the controller: which jobs are queued is unknown, so no state is claimed."""
+
+    exit_code = ExitCode.FAILED
+
+
+# squeue's words when the controller does not answer (as opposed to ids it has forgotten, which it refuses)
+_UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Connection refused", "Connection timed out")
+
+
+def squeue_states(job_ids: list[str], run=subprocess.run, *, strict: bool = False) -> dict[str, str]:
+    """'<array id>_<task>' -> 'STATE|REASON' for the still-queued tasks of these arrays (-r: one line per task).
+
+    Jobs Slurm has forgotten (long finished) are simply absent, and so is everything where no squeue is
+    installed (a local run): the run dir says the rest. A controller that does not answer is an error with
+    `strict` (--status): its jobs may be queued, so calling them finished, failed or interrupted would be a
+    guess; a job's own look at its run (landing.py) goes on with what the run dir says."""
     if not job_ids:
         return {}
-    # --status shows what it knows: an unanswered squeue leaves the states to the run dir
-    return parse_squeue(slurm.call(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i|%T|%r"], 60, run).stdout)
+    answer = slurm.call(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i|%T|%r"], 60, run)
+    not_installed = answer.returncode is None and "not found" in answer.stderr
+    if strict and not answer.ok and not not_installed and (answer.returncode is None
+                                                or any(w in answer.stderr for w in _UNREACHABLE)):
+        raise SlurmUnreachable(f"Slurm did not answer ({answer.why()}): whether this run's jobs are still queued is "
+                               "unknown, so --status says no state; ask again once squeue answers (squeue --me)")
+    return parse_squeue(answer.stdout)
 
 
 def parse_squeue(text: str) -> dict[str, str]:
@@ -186,13 +206,14 @@ def reason_step(root: Path, reason: str, res: StageResources, units: int) -> str
     return f"./hplt-shard --resume {root}"
 
 
-def stage_statuses(run: RunDir, queue: dict[str, str] | None = None) -> list[StageStatus]:
+def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: bool = False) -> list[StageStatus]:
     """Each stage's tasks by state (runstate.task_state), with the reasons and lines --status shows."""
     rs = RunState(run, rehash=False)  # a stat per file: --status is run often, on terabytes
     record = read_json(run.run_json)
     jobs = latest_jobs(record)
     if queue is None:
-        queue = unit_table.queue_of_language(run, jobs, squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks]))
+        queue = unit_table.queue_of_language(run, jobs, squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks],
+                                                                      strict=strict))
     alive = live.running(run.root)  # local tasks alive now, whoever started them (run/live.py)
     stopped = run.interrupted_marker.exists()  # Ctrl-C / SIGTERM / SIGHUP stopped the local executor
     # A local task killed without a word (its submitter SIGKILLed) left its record; under Slurm a killed
@@ -446,7 +467,7 @@ def held_by_a_process(run: RunDir) -> bool:
 
 def status_report(run: RunDir) -> tuple[str, int]:
     """The --status text and its exit code (errors.ExitCode: 0 done, 1 failed or interrupted, 3 busy, 4 stuck)."""
-    statuses = stage_statuses(run)
+    statuses = stage_statuses(run, strict=True)
     code = run_state(run, statuses)[1]
     return render(run, statuses, progress(run, moving=code == ExitCode.BUSY)), code
 
@@ -478,7 +499,7 @@ LANGUAGE_WORD = {RunPhase.RUNNING: "running", RunPhase.QUEUED: "waiting", RunPha
 
 
 def language_state(run: RunDir, sts: list[StageStatus], chain_alive: bool) -> tuple[RunPhase, str]:
-    """The language's phase (runstate.run_phase; `chain_alive` counts as a holder) and its row's word.
+    """The language's phase (runstate.run_phase; `chain_alive`: a local executor runs the chain) and its row's word.
 
     A language with a failed task and none running is failed even while other languages' jobs
     still run: its finalize can only name it (afterany), and --resume is what redoes it."""
@@ -506,8 +527,10 @@ def languages_report(root: Path) -> tuple[str, int]:
     m = unit_table.load(root)
     record = read_json(RunDir(root).run_json)
     jobs = latest_jobs(record)
-    queue = squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks])
-    alive = bool(queue) or held_by_a_process(RunDir(root))  # a chain job queued, or the local executor running it
+    queue = squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks], strict=True)
+    # A local executor running the chain holds the run; queued Slurm jobs are in each language's counts
+    # (pending or running, with Slurm's reason), so a held or waiting job is never shown as running.
+    alive = held_by_a_process(RunDir(root))
     lines = [f"run {m.root}  {plural(len(m.langs), 'language')}",
              f"{'language':<14}{'partition':>11}{'plan':>7}{'write':>11}{'finalize':>10}{'rows':>14}  state"]
     phases, every, failures, reasons, requeued = {}, [], [], [], []

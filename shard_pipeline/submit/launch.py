@@ -19,7 +19,7 @@ from shard_pipeline.contract.replace import check_replaceable
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.run import unit_table
-from shard_pipeline.run.claim import check_claimable, claim, release, run_lock
+from shard_pipeline.run.claim import check_claimable, check_not_held, claim, release, run_lock
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.runstate import resume_command
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
@@ -66,7 +66,10 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
     guards.check_counts_index_path(settings.counts_index, list(dict.fromkeys(
         [*([Path(os.path.realpath(args.out))] if args.out is not None else []), *(o for o, _ in outs.values())])),
                                    scope.input_root(args, settings))
-    if args.dry_run:
+    if args.dry_run:  # what the run itself would refuse, refused here too (reading only)
+        check_new(root)
+        for out, _ in outs.values():
+            check_not_held(out, root / out.name if several else root)
         print(describe(args, ms, executor, settings, root, several))
         if not several:
             print(scope.index_line(args, settings))
@@ -124,6 +127,7 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
                              "languages writes OUT/<LANG>/ into it, which that output does not list: choose another --out")
         guards.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given})
         guards.check_out_not_enclosed(given)
+        check_not_held(given, root)  # a queued run of one language into the root itself would fail on our folders
     outs = {}
     for lang in ms.langs:
         out = given / lang if several else given

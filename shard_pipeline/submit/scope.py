@@ -35,7 +35,7 @@ def resolve_settings(args: Request):
         "ACCOUNT": args.account,
         "WORKER_PARTITION": args.worker_partition,
         "COUNTS_INDEX": args.counts_index,
-        "MAX_TASKS": str(args.max_tasks) if args.max_tasks else None,
+        "MAX_TASKS": str(args.max_tasks) if args.max_tasks is not None else None,
         "LICENSE": args.license,
         "PRESET": args.preset,
         "WORKER_MEM": args.mem,
