@@ -9,6 +9,7 @@ answers; they go through `call` too.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -49,6 +50,16 @@ def call(argv: Sequence[str], timeout: float = 60, run: Runner = subprocess.run)
     except OSError as exc:
         return Answer(tuple(argv), None, "", f"{argv[0]} could not be run: {exc.strerror or exc}")
     return Answer(tuple(argv), p.returncode, p.stdout or "", p.stderr or "")
+
+
+# sbatch's words when a per-user or per-account limit on submitted jobs refuses an array.
+JOB_CAP = re.compile(r"QOSMaxSubmitJob\w*|AssocMaxSubmitJob\w*|MaxSubmitJobs\w*|submit limit|job limit", re.I)
+
+
+def is_job_cap(refusal: str) -> bool:
+    """Whether sbatch refused a submission for the cap on submitted jobs (room comes back by itself),
+    not for something in the request (an account, a partition, a limit) that must change first."""
+    return bool(JOB_CAP.search(refusal or ""))
 
 
 # --- the job this process runs in (set by Slurm in a batch job) ------------------------------------

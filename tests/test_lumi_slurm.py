@@ -93,6 +93,15 @@ def test_sbatch_refusing_midway_cancels_records_and_resumes(slurm_cluster, tmp_p
     assert cli.main(["--status", str(run_dir)]) == 1
     out = capsys.readouterr().out
     assert "state: not queued: sbatch refused the last submission" in out and f"--resume {run_dir}" in out, out
+    assert "When your queue has room" in out, out
+    # an account the cluster does not know: refused with what to change, and the next resume does not inherit it
+    assert cli.main(["--resume", str(run_dir), "--cpus-per-task", "2", "--account", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "Change what sbatch refused" in err and "cap on submitted jobs" not in err, err
+    assert "nosuch" not in json.dumps(json.loads((run_dir / "run.json").read_text()).get("resources", {}))
+    assert cli.main(["--status", str(run_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "Change what sbatch refused, then continue with" in out and "queue has room" not in out, out
     # two units per array task: 2 partition + plan + 1 write + finalize = 5 jobs, under the cap
     assert cli.main(["--resume", str(run_dir), "--cpus-per-task", "2"]) == 0
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)

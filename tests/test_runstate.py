@@ -16,6 +16,7 @@ from shard_pipeline.run.runstate import (
     TaskState,
     interrupted_step,
     is_stuck,
+    refused_step,
     run_phase,
     stuck_step,
     task_state,
@@ -163,7 +164,17 @@ def test_next_step_after_the_job_cap_refused_a_submission():
                         Path("/runs/r"), 2)
     assert "cap on submitted jobs is reached" in step and "the 2 arrays already queued for this run were cancelled" in step
     assert "./hplt-shard --resume /runs/r --cpus-per-task C" in step
-    assert refusal_step("sbatch: error: invalid partition specified: big", Path("/r"), 0) == ""
+    other = refusal_step("sbatch: error: Invalid account or account/partition combination specified", Path("/r"), 1)
+    assert "cap on submitted jobs" not in other and "the 1 array already queued for this run were cancelled" in other
+    assert "Change what sbatch refused" in other and "./hplt-shard --resume /r with the corrected option" in other
+
+
+def test_status_after_a_refusal_waits_for_room_only_after_the_job_cap():
+    cap = refused_step("/r", {"message": "sbatch for write failed (1): sbatch: error: QOSMaxSubmitJobPerUserLimit"})
+    assert "When your queue has room" in cap and "./hplt-shard --resume /r (add --cpus-per-task C" in cap
+    account = refused_step("/r", {"message": "sbatch for partition failed (1): sbatch: error: Invalid account", "cancelled": ["7"]})
+    assert "queue has room" not in account and "the 1 job(s) it had queued were cancelled" in account
+    assert "Change what sbatch refused, then continue with: ./hplt-shard --resume /r and the corrected option" in account
 
 
 # -- partition limits: parsing captured text, and the refusal ----------------------------------------------------

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from shard_pipeline.errors import ExitCode
+from shard_pipeline.slurm import is_job_cap
 
 
 class TaskState(str, enum.Enum):
@@ -157,12 +158,16 @@ def stuck_step(root, reasons: Iterable[str], job_ids: Sequence[str]) -> str:
 
 
 def refused_step(root, refusal: dict) -> str:
-    """What a run says whose last submission sbatch refused (run.json `refused_submissions`)."""
+    """What a run says whose last submission sbatch refused (run.json `refused_submissions`): after the job
+    cap, wait for room; after anything else (an account, a partition), change it first."""
     n = len(refusal.get("cancelled", []))
     cancelled = f"the {n} job(s) it had queued were cancelled, " if n else ""
-    return (f"not queued: sbatch refused the last submission ({refusal.get('message', '')}); {cancelled}nothing of it "
-            f"runs. When your queue has room (squeue --me), continue with: {resume_command(root)} (add --cpus-per-task C "
-            "to need fewer jobs)")
+    head = f"not queued: sbatch refused the last submission ({refusal.get('message', '')}); {cancelled}nothing of it runs."
+    if not is_job_cap(refusal.get("message", "")):
+        return (f"{head} Change what sbatch refused, then continue with: {resume_command(root)} and the corrected "
+                "option (--account, --partition, --mem, --time)")
+    return (f"{head} When your queue has room (squeue --me), continue with: {resume_command(root)} (add "
+            "--cpus-per-task C to need fewer jobs)")
 
 
 def interrupted_step(root, executor: str) -> str:

@@ -400,10 +400,11 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         run_job_ids,
     )
     from shard_pipeline.run.resume import describe as describe_resume
-    from shard_pipeline.submit.executors.slurm import queued_jobs_of
+    from shard_pipeline.submit.executors.slurm import SubmitError, queued_jobs_of
     from shard_pipeline.submit.resume_args import (
         keep_cpus,
         keep_resources,
+        restore_resources,
         resume_resources,
         with_resources,
         with_settings,
@@ -487,5 +488,10 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
                 claim(Path(cfgs[l].execution.out), dirs[l].root)
             if not table.several:
                 keep_cpus(RunDir(root).config_json, resources)
+            kept = record.get("resources")
             keep_resources(RunDir(root).run_json, resources)
-            return start(table, cfgs, tasks, executor, args.jobs, settings, "resume")
+            try:
+                return start(table, cfgs, tasks, executor, args.jobs, settings, "resume")
+            except SubmitError:  # sbatch refused them (a bad --account): the next resume does not inherit them
+                restore_resources(RunDir(root).run_json, kept)
+                raise

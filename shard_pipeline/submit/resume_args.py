@@ -96,6 +96,16 @@ def with_settings(settings, resources: dict[str, Any]):
     return dataclasses.replace(settings, **kept) if settings is not None and kept else settings
 
 
+def restore_resources(run_json: Path, kept: dict[str, Any] | None) -> None:
+    """Put back the resources run.json had before a resume whose submission sbatch refused."""
+    record = read_json(run_json)
+    if kept:
+        record["resources"] = kept
+    else:
+        record.pop("resources", None)
+    write_json_atomic(run_json, record)
+
+
 def keep_resources(run_json: Path, resources: dict[str, Any]) -> None:
     """Record a resume's resources in run.json, for later resumes and --status, and say them."""
     if not resources:

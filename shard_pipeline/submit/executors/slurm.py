@@ -208,15 +208,13 @@ def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *,
     return sub
 
 
-# sbatch's words when a per-user or per-account limit on submitted jobs refuses an array.
-JOB_CAP = re.compile(r"QOSMaxSubmitJob\w*|AssocMaxSubmitJob\w*|MaxSubmitJobs\w*|submit limit|job limit", re.I)
-
-
 def refusal_step(stderr: str, rundir: Path, queued: int) -> str:
-    """The next step after sbatch refused a stage: after the job cap, what makes room; else nothing to add."""
-    if not JOB_CAP.search(stderr or ""):
-        return ""
+    """The next step after sbatch refused a stage: after the job cap, what makes room; else what to change."""
     cancelled = f"the {plural(queued, 'array')} already queued for this run were cancelled; " if queued else ""
+    if not slurm.is_job_cap(stderr):
+        return (f"\n{cancelled}nothing of this run runs. Change what sbatch refused (an account, partition, memory or "
+                f"time the cluster does not take; the conf or the option), then: ./hplt-shard --resume {rundir} "
+                "with the corrected option (--account, --partition, --mem, --time)")
     return (f"\nthe cluster's cap on submitted jobs is reached (every array task counts); {cancelled}"
             f"nothing of this run runs. Wait for some of your jobs to end (squeue --me), or run C units per array "
             f"task so the run needs fewer: ./hplt-shard --resume {rundir} --cpus-per-task C (e.g. twice what it has)")
