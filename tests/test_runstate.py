@@ -279,17 +279,17 @@ def _squeue_answers(returncode, stdout="", stderr="", raises=None):
 
 
 def test_a_controller_that_does_not_answer_is_said_not_read_as_no_jobs():
-    """--status (strict) never turns an unanswered squeue into a state (the jobs may be queued); ids Slurm
-    has forgotten, and a machine without squeue, are no queued jobs; a job's own look (not strict) goes on."""
+    """--status (strict) never turns an unanswered squeue into a state (the jobs may be queued), nor a missing
+    squeue; ids Slurm has forgotten are no queued jobs; a job's own look (not strict) goes on without."""
     down = _squeue_answers(1, stderr="slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
     slow = _squeue_answers(None, raises=subprocess.TimeoutExpired(["squeue"], 60))
-    for answer in (down, slow):
+    missing = _squeue_answers(None, raises=FileNotFoundError())
+    for answer in (down, slow, missing):
         with pytest.raises(SlurmUnreachable, match=r"Slurm did not answer \(.*\): whether this run's jobs"):
             squeue_states(["41"], answer, strict=True)
         assert squeue_states(["41"], answer) == {}
     forgotten = _squeue_answers(1, stderr="slurm_load_jobs error: Invalid job id specified")
     assert squeue_states(["41"], forgotten, strict=True) == {}
-    assert squeue_states(["41"], _squeue_answers(None, raises=FileNotFoundError()), strict=True) == {}
     queued = _squeue_answers(0, stdout="41_0|PENDING|JobHeldAdmin\n")
     assert squeue_states(["41"], queued, strict=True) == {"41_0": "PENDING|JobHeldAdmin"}
     assert SlurmUnreachable.exit_code == ExitCode.FAILED

@@ -137,3 +137,44 @@ def test_an_allocation_used_up_is_stuck_and_another_account_finishes_the_run(slu
         if ids:
             subprocess.run(["scancel", *ids], capture_output=True, timeout=30)
     assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == 40
+
+
+def test_tasks_whose_jobs_were_cancelled_before_they_started_are_interrupted_not_waiting(slurm_cluster, tmp_path,
+                                                                                        capsys):
+    """scancel of the plan job while partition is held: write and finalize go with it (--kill-on-invalid-dep).
+    Their tasks never run, so --status counts them interrupted, says the run cannot finish as queued, and the
+    step it gives (scancel what is left, --resume) finishes the run."""
+    root = make_corpus(tmp_path, n_docs=40)
+    run_dir, out = tmp_path / "run", tmp_path / "out"
+    conf = slurm_conf(tmp_path)
+    assert cli.main(slurm_argv(root, out, run_dir, conf, "--time", "00:10:00")) == 0
+    jobs = jobs_of(run_dir)
+    ids = [j["job_id"] for j in jobs]
+    part, plan = (next(j["job_id"] for j in jobs if j["stage"] == s) for s in ("partition", "plan"))
+    try:
+        held = subprocess.run(["scontrol", "hold", part], capture_output=True, timeout=30).returncode == 0
+        subprocess.run(["scancel", plan], check=True, timeout=30)
+        deadline = time.monotonic() + TIMEOUT
+        while set(squeue_reasons(ids)) - {k for k in squeue_reasons(ids) if k.startswith(f"{part}_")}:
+            assert time.monotonic() < deadline, squeue_reasons(ids)  # write and finalize leave with plan
+            time.sleep(0.5)
+        pending = bool(squeue_reasons(part))
+        capsys.readouterr()
+        code = cli.main(["--status", str(run_dir)])
+        text = capsys.readouterr().out
+        for stage in ("plan", "write", "finalize"):
+            assert f"INTERRUPTED {stage} 1 task" in text, text
+        if held and pending:  # partition still waits: queued, but the chain cannot end
+            assert code == ExitCode.BUSY, text
+            assert ("but 3 tasks will not run (their jobs left the queue, e.g. scancel): the run cannot finish as queued; "
+                    f"scancel {part}, then ./hplt-shard --resume {run_dir}") in text, text
+            subprocess.run(["scancel", part], check=True, timeout=30)
+            wait_for_jobs(ids, timeout=TIMEOUT)
+        assert cli.main(["--status", str(run_dir)]) == ExitCode.FAILED
+        assert "state: interrupted before the end" in capsys.readouterr().out
+        assert cli.main(["--resume", str(run_dir), "--conf", str(conf)]) == 0
+        wait_for_jobs([j["job_id"] for j in jobs_of(run_dir)], timeout=TIMEOUT)
+        assert cli.main(["--status", str(run_dir)]) == ExitCode.OK
+    finally:
+        subprocess.run(["scancel", *ids, *[j["job_id"] for j in jobs_of(run_dir)]], capture_output=True, timeout=30)
+    assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == 40

@@ -92,16 +92,14 @@ _UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Conne
 def squeue_states(job_ids: list[str], run=subprocess.run, *, strict: bool = False) -> dict[str, str]:
     """'<array id>_<task>' -> 'STATE|REASON' for the still-queued tasks of these arrays (-r: one line per task).
 
-    Jobs Slurm has forgotten (long finished) are simply absent, and so is everything where no squeue is
-    installed (a local run): the run dir says the rest. A controller that does not answer is an error with
-    `strict` (--status): its jobs may be queued, so calling them finished, failed or interrupted would be a
-    guess; a job's own look at its run (landing.py) goes on with what the run dir says."""
+    Jobs Slurm has forgotten (long finished) are simply absent. With `strict` (--status) squeue must
+    answer (installed, the controller reachable): the jobs may be queued, so calling them finished, failed
+    or interrupted would be a guess. Without it (a job's own look at its run, landing.py) an unanswered
+    squeue leaves the states to the run dir."""
     if not job_ids:
         return {}
     answer = slurm.call(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i|%T|%r"], 60, run)
-    not_installed = answer.returncode is None and "not found" in answer.stderr
-    if strict and not answer.ok and not not_installed and (answer.returncode is None
-                                                or any(w in answer.stderr for w in _UNREACHABLE)):
+    if strict and not answer.ok and (answer.returncode is None or any(w in answer.stderr for w in _UNREACHABLE)):
         raise SlurmUnreachable(f"Slurm did not answer ({answer.why()}): whether this run's jobs are still queued is "
                                "unknown, so --status says no state; ask again once squeue answers (squeue --me)")
     return parse_squeue(answer.stdout)
@@ -206,8 +204,16 @@ def reason_step(root: Path, reason: str, res: StageResources, units: int) -> str
     return f"./hplt-shard --resume {root}"
 
 
+def _jobs_left_queue(chunks: list[dict[str, Any]], still_queued: set[str]) -> bool:
+    """Whether a stage's jobs of the last submission were queued and Slurm holds none of them any more."""
+    return bool(chunks) and not any(j["job_id"] in still_queued for j in chunks)
+
+
 def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: bool = False) -> list[StageStatus]:
-    """Each stage's tasks by state (runstate.task_state), with the reasons and lines --status shows."""
+    """Each stage's tasks by state (runstate.task_state), with the reasons and lines --status shows.
+
+    `strict` (--status, whose squeue answered): a task that never started and whose job has left the queue
+    (scancel, or cancelled for a dependency that can never be met) will not run: interrupted, not waiting."""
     rs = RunState(run, rehash=False)  # a stat per file: --status is run often, on terabytes
     record = read_json(run.run_json)
     jobs = latest_jobs(record)
@@ -221,12 +227,14 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
     local = not any(s.get("jobs") for s in record.get("submissions", [])[-1:])
     killed = live.killed(run.root) if local else set()
     held = run_is_held(run)  # a live local submitter: a task whose log has no trailer yet is starting
+    still_queued = {k.partition("_")[0] for k in queue}  # the array jobs Slurm still holds
     out = []
     for reg in STAGES:
         stage = reg.name
         st = StageStatus(stage, reg.tasks(rs.cfg))
         chunks = jobs.get(stage, [])
         cpus = rs.cfg.execution.units_per_task(stage)
+        gone = _jobs_left_queue(chunks, still_queued)  # a task of it that never started never will
         for task in range(st.total):
             if reg.is_done(rs, task):
                 st.done += 1
@@ -241,9 +249,10 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
             err = last_error_line(log, run.root.name if _multi_root(run) else None) if log is not None else ""
             reason = slurm_reason(log) if log is not None and queued is None else None
             cut = reason == "CANCELLED" or ((stopped or (stage, task) in killed) and not err.startswith("ERROR"))
+            never = strict and log is None and queued is None and gone
             starting = held and log is not None and not unit_ended(log)
             state = task_state(done=False, queued=queued, alive=(stage, task) in alive or starting, has_log=log is not None,
-                               interrupted=log is not None and cut)
+                               interrupted=(log is not None and cut) or never)
             if state is TaskState.RUNNING:
                 st.running += 1
                 line = last_progress_line(log) if log is not None else None
@@ -428,6 +437,11 @@ def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
             " (an hplt-shard process is running or resuming it here)"
         text = f"{phase.value}{held}" + (f"; {len(failed)} failed so far: after the jobs end, ./hplt-shard --resume {root}"
                                          if failed else "")
+        cut = sum(len(st.interrupted) for st in statuses)
+        if cut and not failed:  # e.g. a later stage's job cancelled while an earlier one waits: the chain cannot end
+            text += (f"; but {plural(cut, 'task')} will not run (their jobs left the queue, e.g. scancel): the run cannot "
+                     f"finish as queued; {shlex.join(['scancel', *queued_job_ids(run, statuses)])}, then "
+                     f"./hplt-shard --resume {root}")
     elif phase is RunPhase.FAILED:
         from shard_pipeline.run.next_step import new_run_step
 
