@@ -59,7 +59,9 @@ def test_help_examples_run_as_written(tmp_path):
     subprocess.run(["git", "clone", "-q", str(REPO), str(work)], check=True)
     for rel in ("shard_pipeline", "hplt-shard", "stages", "examples"):  # the working tree, not only HEAD
         subprocess.run(["cp", "-a", str(REPO / rel), str(work / Path(rel).parent)], check=True)
-    for ex in examples:
+    from tests.test_readme_snippets import first_command
+
+    for ex in [shlex.join(["./hplt-shard", *first_command()]), *examples]:  # "after the README's first command"
         argv = shlex.split(ex)
         r = subprocess.run([sys.executable, *argv], cwd=work, env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, (ex, r.stderr[-2000:])

@@ -154,7 +154,10 @@ def test_a_multi_language_root_is_not_replaced_by_a_single_run(tmp_path, made, c
     multi.mkdir()
     shutil.copytree(out, multi / "eng_Latn")
     shutil.copytree(out, multi / "deu_Latn")
-    (multi / "eng_Latn.hplt-shard-claim").write_text("/runs/x/eng_Latn\n")
+    finished = tmp_path / "runs" / "x" / "eng_Latn"  # a claim left by a run that finished: it holds nothing
+    finished.mkdir(parents=True)
+    (finished / "DONE").write_text("")
+    (multi / "eng_Latn.hplt-shard-claim").write_text(f"{finished}\n")
     before = tree_bytes(multi)
     rc, said = rerun(capsys, root, multi, tmp_path / "run-m")
     assert rc == 2 and "holds no" in said  # a root without its own manifest

@@ -41,7 +41,7 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
         prog="hplt-shard",
         description="Turn one language (or several, each into OUT/<LANG>/) of a sharded HPLT corpus into deterministic Parquet training shards.",
         epilog="Examples (the first two run as written in a checkout, after the README's first command):\n"
-        "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --license CC0-1.0 --dry-run\n"
+        "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --license CC0-1.0 --wds 9-10 --dry-run\n"
         "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --out out/help-example \\\n"
         "      --run-dir runs/help-example --executor local --license CC0-1.0 --shard-rows 100\n"
         "On LUMI, with hplt-shard.conf holding PRESET=lumi and ACCOUNT=project_... (README, 'On LUMI'):\n"

@@ -66,10 +66,7 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
     guards.check_counts_index_path(settings.counts_index, list(dict.fromkeys(
         [*([Path(os.path.realpath(args.out))] if args.out is not None else []), *(o for o, _ in outs.values())])),
                                    scope.input_root(args, settings))
-    if args.dry_run:  # what the run itself would refuse, refused here too (reading only)
-        check_new(root)
-        for out, _ in outs.values():
-            check_not_held(out, root / out.name if several else root)
+    if args.dry_run:
         print(describe(args, ms, executor, settings, root, several))
         if not several:
             print(scope.index_line(args, settings))
@@ -77,6 +74,9 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
             print(guards.out_holds(out, held))
         for line in dict.fromkeys(f for f in fits if f):
             print(line)
+        check_new(root)  # after the scope: what the run itself would refuse, said here too (reading only)
+        for out, _ in outs.values():
+            check_not_held(out, root / out.name if several else root)
         print("dry run: nothing written, nothing submitted")
         return ExitCode.OK
     if args.out is None:
