@@ -54,12 +54,21 @@ def call(argv: Sequence[str], timeout: float = 60, run: Runner = subprocess.run)
 
 # sbatch's words when a per-user or per-account limit on submitted jobs refuses an array.
 JOB_CAP = re.compile(r"QOSMaxSubmitJob\w*|AssocMaxSubmitJob\w*|MaxSubmitJobs\w*|submit limit|job limit", re.I)
+# Words of a controller that did not answer (the request itself may be fine): try again.
+UNANSWERED = re.compile(r"did not answer|could not be run|not found \(is Slurm|Unable to contact|Socket timed out|"
+                        r"Connection (refused|timed out)|Zero Bytes were transmitted|Communication connection failure|"
+                        r"Protocol authentication error|Slurm backup controller in standby", re.I)
 
 
-def is_job_cap(refusal: str) -> bool:
-    """Whether sbatch refused a submission for the cap on submitted jobs (room comes back by itself),
-    not for something in the request (an account, a partition, a limit) that must change first."""
-    return bool(JOB_CAP.search(refusal or ""))
+def refusal_kind(refusal: str) -> str:
+    """Why sbatch did not queue a submission, from its words: "cap" (the cap on submitted jobs: room comes
+    back by itself), "unanswered" (the controller did not answer: try again) or "request" (an account, a
+    partition, a limit in the request: it must change first)."""
+    if JOB_CAP.search(refusal or ""):
+        return "cap"
+    if UNANSWERED.search(refusal or ""):
+        return "unanswered"
+    return "request"
 
 
 # --- the job this process runs in (set by Slurm in a batch job) ------------------------------------

@@ -95,7 +95,9 @@ def test_sbatch_refusing_midway_cancels_records_and_resumes(slurm_cluster, tmp_p
     assert "state: not queued: sbatch refused the last submission" in out and f"--resume {run_dir}" in out, out
     assert "When your queue has room" in out, out
     # an account the cluster does not know: refused with what to change, and the next resume does not inherit it
+    config_before = (run_dir / "config.json").read_bytes()
     assert cli.main(["--resume", str(run_dir), "--cpus-per-task", "2", "--account", "nosuch"]) == 2
+    assert (run_dir / "config.json").read_bytes() == config_before  # nor its grouping of units (C)
     err = capsys.readouterr().err
     assert "Change what sbatch refused" in err and "cap on submitted jobs" not in err, err
     assert "nosuch" not in json.dumps(json.loads((run_dir / "run.json").read_text()).get("resources", {}))

@@ -169,6 +169,16 @@ def test_next_step_after_the_job_cap_refused_a_submission():
     assert "Change what sbatch refused" in other and "./hplt-shard --resume /r with the corrected option" in other
 
 
+def test_a_controller_that_did_not_answer_sbatch_asks_for_the_same_resume_again():
+    for words in ("sbatch did not answer within 120 s", "sbatch: error: Batch job submission failed: Unable to contact "
+                  "slurm controller (connect failure)"):
+        step = refusal_step(words, Path("/r"), 0)
+        assert "Slurm did not answer: once `squeue --me` answers, ./hplt-shard --resume /r" in step, step
+        assert "Change what" not in step and "cap on submitted jobs" not in step
+        said = refused_step("/r", {"message": f"sbatch for plan failed (None): {words}"})
+        assert "Slurm did not answer: once `squeue --me` answers, continue with: ./hplt-shard --resume /r" in said
+
+
 def test_status_after_a_refusal_waits_for_room_only_after_the_job_cap():
     cap = refused_step("/r", {"message": "sbatch for write failed (1): sbatch: error: QOSMaxSubmitJobPerUserLimit"})
     assert "When your queue has room" in cap and "./hplt-shard --resume /r (add --cpus-per-task C" in cap
@@ -284,7 +294,8 @@ def test_a_controller_that_does_not_answer_is_said_not_read_as_no_jobs():
     down = _squeue_answers(1, stderr="slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
     slow = _squeue_answers(None, raises=subprocess.TimeoutExpired(["squeue"], 60))
     missing = _squeue_answers(None, raises=FileNotFoundError())
-    for answer in (down, slow, missing):
+    munge = _squeue_answers(1, stderr="slurm_load_jobs error: Protocol authentication error")
+    for answer in (down, slow, missing, munge):
         with pytest.raises(SlurmUnreachable, match=r"Slurm did not answer \(.*\): whether this run's jobs"):
             squeue_states(["41"], answer, strict=True)
         assert squeue_states(["41"], answer) == {}

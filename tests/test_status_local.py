@@ -68,3 +68,41 @@ def test_status_of_a_local_run_running_then_interrupted_then_done(tmp_path, caps
     assert cli.main(["--status", str(run_dir)]) == ExitCode.OK
     text = capsys.readouterr().out
     assert f"state: done: output at {tmp_path / 'out'}" in text and rows(text)["write"][1] == rows(text)["write"][0]
+
+
+def test_status_of_a_slurm_run_without_an_answering_squeue(tmp_path, monkeypatch, capsys):
+    """A run whose jobs went to Slurm, then was resumed here (--executor local): its unstarted tasks wait for the
+    local executor, never 'interrupted' for jobs that left the queue; a controller that does not answer is said
+    (exit 1, no state) until the run is done, and a done run needs no squeue at all."""
+    from shard_pipeline import slurm
+    from shard_pipeline.files import write_json_atomic
+    from shard_pipeline.run.rundir import RunDir
+    from shard_pipeline.run.status import stage_statuses
+    from tests.pipeline_util import run_cli
+
+    root = make_corpus(tmp_path, n_docs=40)
+    run_dir = tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:enospc")
+    assert run_cli(root, tmp_path / "out", run_dir) == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    record = json.loads((run_dir / "run.json").read_text())
+    slurm_sub = {"kind": "submit", "submitted_at": 1.0, "jobs": [
+        {"stage": s, "job_id": str(900 + k), "offset": 0, "array": "0", "tasks": 1, "argv": []}
+        for k, s in enumerate(("partition", "plan", "write", "finalize"))]}
+    record["submissions"] = [slurm_sub, *record["submissions"]]  # Slurm first, then this local run
+    write_json_atomic(run_dir / "run.json", record)
+    finalize = stage_statuses(RunDir(run_dir), {}, strict=True)[-1]
+    assert finalize.interrupted == [] and finalize.not_started == 1  # the local executor starts it, not a queued job
+
+    record["submissions"] = [slurm_sub]  # now its last submission went to Slurm, whose controller does not answer
+    write_json_atomic(run_dir / "run.json", record)
+    monkeypatch.setattr(slurm, "call", lambda argv, *a, **k: slurm.Answer(tuple(argv), None, "", "squeue did not "
+                                                                         "answer within 60 s"))
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == ExitCode.FAILED
+    err = capsys.readouterr().err
+    assert "Slurm did not answer (squeue did not answer within 60 s): whether this run's jobs are still queued" in err
+    monkeypatch.undo()
+    assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
+    monkeypatch.setattr(slurm, "call", lambda argv, *a, **k: slurm.Answer(tuple(argv), None, "", "no answer"))
+    assert cli.main(["--status", str(run_dir)]) == ExitCode.OK  # done: no squeue is asked

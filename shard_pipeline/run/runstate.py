@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from shard_pipeline.errors import ExitCode
-from shard_pipeline.slurm import is_job_cap
+from shard_pipeline.slurm import refusal_kind
 
 
 class TaskState(str, enum.Enum):
@@ -159,11 +159,15 @@ def stuck_step(root, reasons: Iterable[str], job_ids: Sequence[str]) -> str:
 
 def refused_step(root, refusal: dict) -> str:
     """What a run says whose last submission sbatch refused (run.json `refused_submissions`): after the job
-    cap, wait for room; after anything else (an account, a partition), change it first."""
+    cap, wait for room; after a controller that did not answer, try again; after anything else (an
+    account, a partition), change it first."""
     n = len(refusal.get("cancelled", []))
     cancelled = f"the {n} job(s) it had queued were cancelled, " if n else ""
     head = f"not queued: sbatch refused the last submission ({refusal.get('message', '')}); {cancelled}nothing of it runs."
-    if not is_job_cap(refusal.get("message", "")):
+    kind = refusal_kind(refusal.get("message", ""))
+    if kind == "unanswered":
+        return f"{head} Slurm did not answer: once `squeue --me` answers, continue with: {resume_command(root)}"
+    if kind == "request":
         return (f"{head} Change what sbatch refused, then continue with: {resume_command(root)} and the corrected "
                 "option (--account, --partition, --mem, --time)")
     return (f"{head} When your queue has room (squeue --me), continue with: {resume_command(root)} (add "

@@ -85,8 +85,8 @@ class SlurmUnreachable(UserError):
     exit_code = ExitCode.FAILED
 
 
-# squeue's words when the controller does not answer (as opposed to ids it has forgotten, which it refuses)
-_UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Connection refused", "Connection timed out")
+# squeue's words for ids the controller has forgotten (long finished): an answer, not a failure to answer
+_FORGOTTEN = "Invalid job id specified"
 
 
 def squeue_states(job_ids: list[str], run=subprocess.run, *, strict: bool = False) -> dict[str, str]:
@@ -99,7 +99,7 @@ def squeue_states(job_ids: list[str], run=subprocess.run, *, strict: bool = Fals
     if not job_ids:
         return {}
     answer = slurm.call(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i|%T|%r"], 60, run)
-    if strict and not answer.ok and (answer.returncode is None or any(w in answer.stderr for w in _UNREACHABLE)):
+    if strict and not answer.ok and _FORGOTTEN not in answer.stderr:
         raise SlurmUnreachable(f"Slurm did not answer ({answer.why()}): whether this run's jobs are still queued is "
                                "unknown, so --status says no state; ask again once squeue answers (squeue --me)")
     return parse_squeue(answer.stdout)
@@ -212,7 +212,7 @@ def _jobs_left_queue(chunks: list[dict[str, Any]], still_queued: set[str]) -> bo
 def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: bool = False) -> list[StageStatus]:
     """Each stage's tasks by state (runstate.task_state), with the reasons and lines --status shows.
 
-    `strict` (--status, whose squeue answered): a task that never started and whose job has left the queue
+    `strict` (--status, whose squeue answered; a run of several passes its queue): a task that never started and whose job has left the queue
     (scancel, or cancelled for a dependency that can never be met) will not run: interrupted, not waiting."""
     rs = RunState(run, rehash=False)  # a stat per file: --status is run often, on terabytes
     record = read_json(run.run_json)
@@ -249,7 +249,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
             err = last_error_line(log, run.root.name if _multi_root(run) else None) if log is not None else ""
             reason = slurm_reason(log) if log is not None and queued is None else None
             cut = reason == "CANCELLED" or ((stopped or (stage, task) in killed) and not err.startswith("ERROR"))
-            never = strict and log is None and queued is None and gone
+            never = strict and not local and log is None and queued is None and gone
             starting = held and log is not None and not unit_ended(log)
             state = task_state(done=False, queued=queued, alive=(stage, task) in alive or starting, has_log=log is not None,
                                interrupted=(log is not None and cut) or never)
@@ -438,9 +438,10 @@ def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
         text = f"{phase.value}{held}" + (f"; {len(failed)} failed so far: after the jobs end, ./hplt-shard --resume {root}"
                                          if failed else "")
         cut = sum(len(st.interrupted) for st in statuses)
-        if cut and not failed:  # e.g. a later stage's job cancelled while an earlier one waits: the chain cannot end
+        queued_ids = queued_job_ids(run, statuses)
+        if cut and queued_ids and not failed:  # a later stage's job cancelled while an earlier one waits: no end
             text += (f"; but {plural(cut, 'task')} will not run (their jobs left the queue, e.g. scancel): the run cannot "
-                     f"finish as queued; {shlex.join(['scancel', *queued_job_ids(run, statuses)])}, then "
+                     f"finish as queued; {shlex.join(['scancel', *queued_ids])}, then "
                      f"./hplt-shard --resume {root}")
     elif phase is RunPhase.FAILED:
         from shard_pipeline.run.next_step import new_run_step
@@ -481,7 +482,7 @@ def held_by_a_process(run: RunDir) -> bool:
 
 def status_report(run: RunDir) -> tuple[str, int]:
     """The --status text and its exit code (errors.ExitCode: 0 done, 1 failed or interrupted, 3 busy, 4 stuck)."""
-    statuses = stage_statuses(run, strict=True)
+    statuses = stage_statuses(run, strict=not run.done_marker.exists())  # a finished run needs no squeue
     code = run_state(run, statuses)[1]
     return render(run, statuses, progress(run, moving=code == ExitCode.BUSY)), code
 
@@ -541,7 +542,8 @@ def languages_report(root: Path) -> tuple[str, int]:
     m = unit_table.load(root)
     record = read_json(RunDir(root).run_json)
     jobs = latest_jobs(record)
-    queue = squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks], strict=True)
+    landed = all(RunDir(m.lang_dir(lang)).done_marker.exists() for lang in m.langs)  # then no squeue is needed
+    queue = squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks], strict=not landed)
     # A local executor running the chain holds the run; queued Slurm jobs are in each language's counts
     # (pending or running, with Slurm's reason), so a held or waiting job is never shown as running.
     alive = held_by_a_process(RunDir(root))
@@ -550,7 +552,8 @@ def languages_report(root: Path) -> tuple[str, int]:
     phases, every, failures, reasons, requeued = {}, [], [], [], []
     for lang in m.langs:
         run = RunDir(m.lang_dir(lang))
-        sts = stage_statuses(run, unit_table.language_queue(m, lang, latest_jobs(read_json(run.run_json)), queue))
+        lang_queue = unit_table.language_queue(m, lang, latest_jobs(read_json(run.run_json)), queue)
+        sts = stage_statuses(run, lang_queue, strict=not landed)
         phases[lang], word = language_state(run, sts, alive)
         every += sts
         reasons += [r for st in sts for _, r in st.reasons]

@@ -23,7 +23,7 @@ from shard_pipeline.run.claim import check_claimable, check_not_held, claim, rel
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.runstate import resume_command
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
-from shard_pipeline.files import write_json_atomic
+from shard_pipeline.files import write_bytes_atomic, write_json_atomic
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, check_new, check_whole, read_json
 from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
 from shard_pipeline.submit import layout as layout_mod
@@ -486,12 +486,16 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         with until_started(root, {Path(cfgs[l].execution.out): dirs[l].root for l in todo}, executor):
             for l in todo:
                 claim(Path(cfgs[l].execution.out), dirs[l].root)
+            config_before = None if table.several else RunDir(root).config_json.read_bytes()
             if not table.several:
                 keep_cpus(RunDir(root).config_json, resources)
             kept = record.get("resources")
             keep_resources(RunDir(root).run_json, resources)
             try:
                 return start(table, cfgs, tasks, executor, args.jobs, settings, "resume")
-            except SubmitError:  # sbatch refused them (a bad --account): the next resume does not inherit them
-                restore_resources(RunDir(root).run_json, kept)
+            except SubmitError as exc:  # nothing of this submission stays queued
+                if config_before is not None:  # units stay grouped as the jobs that ran them (--status maps by it)
+                    write_bytes_atomic(RunDir(root).config_json, config_before)
+                if slurm.refusal_kind(str(exc).split("\n")[0]) == "request":  # a bad --account: not for the next resume
+                    restore_resources(RunDir(root).run_json, kept)
                 raise

@@ -139,19 +139,20 @@ def run_stage(python: str, stage: str, table: UnitTable, units: Sequence[int], j
     ticker = Ticker(RunDir(table.root), stage) if not table.several else Ticker(None, stage)
     say = progress or ticker.say
     try:
-        for rs in pool.map(lambda gu: run_group(python, stage, table, *gu), groups):
-            for r in rs:
-                done += 1
-                if r.returncode != 0:
-                    failed.append(r)
-                say(f"{stage:<9} {done}/{plural(total, noun)}" + (f", {len(failed)} failed" if failed else ""))
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGHUP / SIGTERM (Stop)
+        try:
+            for rs in pool.map(lambda gu: run_group(python, stage, table, *gu), groups):
+                for r in rs:
+                    done += 1
+                    if r.returncode != 0:
+                        failed.append(r)
+                    say(f"{stage:<9} {done}/{plural(total, noun)}" + (f", {len(failed)} failed" if failed else ""))
+        finally:
+            ticker.stop()
+        pool.shutdown(wait=True)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGHUP / SIGTERM (Stop); after the last task too: `done` says so
         survivors = WORKERS.stop()  # before the pool waits for its threads: they wait on these processes
         pool.shutdown(wait=True, cancel_futures=True)
         raise Interrupted(stage, done, total, getattr(exc, "signum", signal.SIGINT), survivors) from None
-    finally:
-        ticker.stop()
-    pool.shutdown(wait=True)
     return failed
 
 

@@ -190,7 +190,7 @@ def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *,
                 a = slurm.call(argv, 120, run)
                 if not a.ok:
                     raise SubmitError(f"sbatch for {stage.stage} failed ({a.returncode}): {a.why()}"
-                                      + refusal_step(a.stderr, rundir, len(sub.jobs)))
+                                      + refusal_step(a.why(), rundir, len(sub.jobs)))
                 job_id = a.stdout.strip().split(";")[0]
                 if not job_id.isdigit():
                     raise SubmitError(f"sbatch for {stage.stage} answered {a.stdout!r}, not a job id")
@@ -209,9 +209,14 @@ def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *,
 
 
 def refusal_step(stderr: str, rundir: Path, queued: int) -> str:
-    """The next step after sbatch refused a stage: after the job cap, what makes room; else what to change."""
+    """The next step after sbatch refused a stage: after the job cap, what makes room; after a controller
+    that did not answer, the same resume again; else what to change."""
     cancelled = f"the {plural(queued, 'array')} already queued for this run were cancelled; " if queued else ""
-    if not slurm.is_job_cap(stderr):
+    kind = slurm.refusal_kind(stderr)
+    if kind == "unanswered":
+        return (f"\n{cancelled}nothing of this run runs. Slurm did not answer: once `squeue --me` answers, "
+                f"./hplt-shard --resume {rundir}")
+    if kind == "request":
         return (f"\n{cancelled}nothing of this run runs. Change what sbatch refused (an account, partition, memory or "
                 f"time the cluster does not take; the conf or the option), then: ./hplt-shard --resume {rundir} "
                 "with the corrected option (--account, --partition, --mem, --time)")
