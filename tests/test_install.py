@@ -53,7 +53,8 @@ def test_pip_install_gives_a_command_that_runs_from_any_folder(tmp_path):
 
     # the packaged presets are found, and the bytes are those of the checkout's ./hplt-shard
     dry = subprocess.run([hplt_shard, "eng_Latn", "--local-root", str(example), "--preset", "lumi", "--executor", "local",
-                          "--license", "CC0-1.0", "--dry-run"], cwd=elsewhere, env=env, capture_output=True, text=True)
+                          "--license", "CC0-1.0", "--run-dir", "runs/preview", "--dry-run"],  # the default one exists now
+                         cwd=elsewhere, env=env, capture_output=True, text=True)
     assert dry.returncode == 0 and "dry run" in dry.stdout, dry.stderr
     ref = subprocess.run([str(REPO / "hplt-shard"), "eng_Latn", "--corpus", "v4", "--local-root", str(example),
                           "--out", str(tmp_path / "ref"), "--run-dir", str(tmp_path / "ref-run"), "--executor", "local",
