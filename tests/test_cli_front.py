@@ -61,6 +61,7 @@ def test_help_examples_run_as_written(tmp_path):
         subprocess.run(["cp", "-a", str(REPO / rel), str(work / Path(rel).parent)], check=True)
     from tests.test_readme_snippets import first_command
 
+    env["HPLT_SHARD_HOME"] = str(work)  # its default run dir in the copy, not in the session's home other tests use
     for ex in [shlex.join(["./hplt-shard", *first_command()]), *examples]:  # "after the README's first command"
         argv = shlex.split(ex)
         r = subprocess.run([sys.executable, *argv], cwd=work, env=env, capture_output=True, text=True, timeout=300)
