@@ -10,7 +10,7 @@ from pathlib import Path
 from shard_pipeline.run.registry import STAGE_NAMES, STAGES, RunState
 from shard_pipeline.run.resume import plan_resume
 from shard_pipeline.run.rundir import RunDir
-from shard_pipeline.run.status import stage_statuses
+from shard_pipeline.run.status import stage_statuses, status_report
 from tests.pipeline_util import make_corpus, run_cli
 
 ARGS = ("--shard-rows", "25", "--partition-tasks", "2", "--write-tasks", "3", "--buckets", "4")
@@ -31,7 +31,7 @@ def test_the_stage_sequence():
 
 
 @pytest.mark.slow
-def test_a_changed_file_under_a_receipt_is_not_done_for_status_and_resume(tmp_path, monkeypatch):
+def test_a_changed_file_under_a_receipt_is_not_done_for_resume_and_touched_for_status(tmp_path, monkeypatch):
     run = stopped_before_the_swap(tmp_path, monkeypatch)
     write = STAGES[STAGE_NAMES.index("write")]
     assert all(write.is_done(run, t) for t in range(3))
@@ -51,8 +51,10 @@ def test_a_changed_file_under_a_receipt_is_not_done_for_status_and_resume(tmp_pa
     rp = plan_resume(run)
     assert rp.tasks["write"] == [1] and rp.tasks["finalize"] == [0]
     assert "partition" not in rp.tasks and "plan" not in rp.tasks
+    # --status reads no file: same size and mtime count as done, and it says the file was touched since
     by_stage = {s.stage: s for s in stage_statuses(run, queue={})}
-    assert by_stage["write"].done == 2 and by_stage["partition"].done == 2 and by_stage["plan"].done == 1
+    assert by_stage["write"].done == 3 and by_stage["write"].touched == [1]
+    assert by_stage["partition"].done == 2 and by_stage["plan"].done == 1
 
     # a partition spill rewritten after its receipt: both call partition task 0 (and all after it) not done
     spill = run.spill_file(0)
@@ -77,8 +79,26 @@ def test_status_reads_no_file_and_resume_rehashes_only_what_was_touched(tmp_path
     assert (by_stage["partition"].done, by_stage["write"].done) == (2, 3)
     assert plan_resume(run).tasks == {"finalize": [0]} and hashed == []  # nothing touched: nothing read
 
-    # a chmod after the receipt changes the ctime, not the bytes
+    # a chmod after the receipt changes the ctime, not the bytes: --status counts the task done by size
+    # and mtime and says so (a `chmod -R g+w` of a shared run dir must not turn finished tasks into failed ones)
     spill = run.spill_file(1)
     os.chmod(spill, spill.stat().st_mode)
-    assert {s.stage: s.done for s in stage_statuses(run, queue={})}["partition"] == 1 and hashed == []
+    by_stage = {s.stage: s for s in stage_statuses(run, queue={})}
+    assert (by_stage["partition"].done, by_stage["partition"].touched, by_stage["partition"].failed) == (2, [1], [])
+    assert hashed == []
+    text, _ = status_report(run)
+    assert "TOUCHED partition 1 task (1): " in text and "--resume re-checks their sha256" in text, text
+    assert "FAILED partition" not in text and hashed == []
     assert plan_resume(run).tasks == {"finalize": [0]} and hashed == [spill]  # re-hashed, same bytes: kept
+
+
+@pytest.mark.slow
+def test_status_of_a_finished_task_whose_files_are_gone_says_so_not_its_exit_0_line(tmp_path, monkeypatch):
+    """A task that ended well but whose receipt or file is gone since is not a failure of its own: --status
+    names what is missing and that --resume does it again, not the unit's 'exit 0' trailer."""
+    run = stopped_before_the_swap(tmp_path, monkeypatch)
+    run.spill_file(0).unlink()
+    failed = {s.stage: s.failed for s in stage_statuses(run, queue={})}["partition"]
+    assert [(t, err) for t, _, err in failed] == [
+        (0, f"it finished, but {run.spill_file(0).name} missing: --resume does it again")]
+    assert plan_resume(run).tasks["partition"] == [0]

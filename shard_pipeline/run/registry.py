@@ -6,9 +6,9 @@ whether a task is done, by one rule. A task is done only when its receipt parses
 with the files it names: size and mtime as recorded, and bytes vouched for, either by a ctime
 still equal to the one recorded when the file was finished (every write, rename, chmod or utime
 sets it to now, and nobody can set it back), or, when something touched the file, by its
-sha256. `--status` never reads a file: a touched one shows as not done, with the reason, and
-`--resume` (or a requeued group) re-hashes exactly those, keeping them when their bytes are the
-Finalize re-hashes every shard before anything reaches OUT either way. Once DONE exists, every
+sha256. `--status` never reads a file: it counts a touched one as done by size and mtime and says
+so, and `--resume` (or a requeued group) re-hashes exactly those, keeping them when their bytes are the
+same. Finalize re-hashes every shard before anything reaches OUT either way. Once DONE exists, every
 task of the run is done.
 """
 from __future__ import annotations
@@ -22,8 +22,12 @@ from shard_pipeline.files import file_sha256
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir, read_json
 
-def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None, rehash: bool = True) -> str | None:
-    """None when `path` is what its receipt recorded, else why not (`rehash`: a touched file may be re-hashed)."""
+def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None, rehash: bool = True,
+                 touched: list[Path] | None = None) -> str | None:
+    """None when `path` is what its receipt recorded, else why not (`rehash`: a touched file may be re-hashed).
+
+    `touched` (--status, which reads no file): a file whose ctime alone changed (a chmod, a chgrp, a copy
+    that kept its times) is listed there and counted as matching by size and mtime; --resume re-hashes it."""
     if not path.is_file():
         return f"{path.name} missing"
     st = path.stat()
@@ -33,6 +37,9 @@ def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None, rehash: 
         return f"{path.name} was modified after its receipt was written"
     if st.st_ctime_ns == stamp.get("ctime_ns"):
         return None  # untouched since it was finished
+    if touched is not None and not rehash:
+        touched.append(path)
+        return None
     if not rehash:
         return f"{path.name} was touched after its receipt (its ctime changed); --resume re-hashes it"
     if sha256 and file_sha256(path) != sha256:
@@ -49,7 +56,7 @@ def read_receipt(path: Path) -> dict[str, Any] | None:
 
 
 def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path,
-                    rehash: bool = True) -> dict[str, Any] | None:
+                    rehash: bool = True, touched: list[Path] | None = None) -> dict[str, Any] | None:
     """OUT's manifest, if OUT is provably this run's output: an earlier attempt of finalize swapped it in.
 
     Finalize can be killed between the swap and its last steps; rerun, it must finish those
@@ -80,7 +87,7 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path
     if {s["name"]: s["sha256"] for s in manifest["shards"]} != {n: s["sha256"] for n, s in recorded.items()}:
         return None
     for name, s in recorded.items():
-        if file_matches(out / name, s.get("stamp", {"bytes": s["bytes"]}), s["sha256"], rehash) is not None:
+        if file_matches(out / name, s.get("stamp", {"bytes": s["bytes"]}), s["sha256"], rehash, touched) is not None:
             return None
     try:
         held = holdings(out, manifest)
@@ -131,12 +138,15 @@ def manifest_is_this_runs(run: RunDir, out: Path, manifest: dict[str, Any], reha
 class RunState:
     """The run dir as the done-checks read it; config, plan and the swap are read once.
 
-    `rehash=False` (--status) never reads a file: one whose ctime changed is not done.
+    `rehash=False` never reads a file: one whose ctime changed is not done, unless `trust_touched`
+    (--status): then it counts as done by its size and mtime and is listed in `touched`, which --status
+    reports (a `chmod -R g+w` or `chgrp -R` of a shared run dir changes every ctime, not one byte).
     """
 
-    def __init__(self, run: RunDir, rehash: bool = True) -> None:
+    def __init__(self, run: RunDir, rehash: bool = True, trust_touched: bool = False) -> None:
         self.run = run
         self.rehash = rehash
+        self.touched: list[Path] | None = [] if trust_touched and not rehash else None
 
     @cached_property
     def cfg(self) -> RunConfig:
@@ -154,7 +164,7 @@ class RunState:
     def swapped(self) -> bool:
         """Finalize exchanged OUT already: the shards left OUT.tmp, their receipts still hold."""
         return self.plan is not None and already_swapped(self.run, self.cfg, self.plan, Path(self.cfg.execution.out),
-                                                        self.rehash) is not None
+                                                        self.rehash, self.touched) is not None
 
 
 def _missing(path: Path) -> str:
@@ -168,7 +178,7 @@ def partition_problem(state: RunState, task: int) -> str | None:
         return _missing(run.partition_receipt(task))
     if not run.spill_index(task).is_file():
         return "index missing"
-    return file_matches(run.spill_file(task), rc.get("spill_stamp", {}), rc.get("spill_sha256"), state.rehash)
+    return file_matches(run.spill_file(task), rc.get("spill_stamp", {}), rc.get("spill_sha256"), state.rehash, state.touched)
 
 
 def plan_problem(state: RunState, task: int) -> str | None:
@@ -190,7 +200,7 @@ def write_problem(state: RunState, task: int) -> str | None:
         return None  # finalize was stopped after the exchange: the shards are in OUT
     tmp = Path(state.plan["tmp_dir"])
     for s in rc["shards"]:
-        why = file_matches(tmp / s["name"], s.get("stamp", {"bytes": s["bytes"]}), s["sha256"], state.rehash)
+        why = file_matches(tmp / s["name"], s.get("stamp", {"bytes": s["bytes"]}), s["sha256"], state.rehash, state.touched)
         if why:
             return why
     return None

@@ -38,7 +38,7 @@ from shard_pipeline.run.runstate import (
     stuck_step,
     task_state,
 )
-from shard_pipeline.run.tasklog import TaskFigures, last_error_line, last_figures, last_progress_line, unit_ended
+from shard_pipeline.run.tasklog import UNIT_TRAILER, TaskFigures, last_error_line, last_figures, last_progress_line, unit_ended
 from shard_pipeline.units import Memory, WallTime, plural
 
 
@@ -55,6 +55,7 @@ class StageStatus:
     reasons: list[tuple[int, str]] = field(default_factory=list)  # (pending task, squeue's reason)
     requeued: list[int] = field(default_factory=list)  # pending tasks that had started: Slurm requeued them
     figures: list[TaskFigures] = field(default_factory=list)  # of finished tasks whose log has them
+    touched: list[int] = field(default_factory=list)  # done tasks with a file touched since (chmod, chgrp): done by size and mtime
 
     @property
     def not_started(self) -> int:
@@ -204,6 +205,12 @@ def reason_step(root: Path, reason: str, res: StageResources, units: int) -> str
     return f"./hplt-shard --resume {root}"
 
 
+def _ended_well(line: str) -> bool:
+    """The log's last line is a unit trailer with exit status 0."""
+    m = UNIT_TRAILER.match(line.lstrip())
+    return m is not None and m.group(1) == "0"
+
+
 def _jobs_left_queue(chunks: list[dict[str, Any]], still_queued: set[str]) -> bool:
     """Whether a stage's jobs of the last submission were queued and Slurm holds none of them any more."""
     return bool(chunks) and not any(j["job_id"] in still_queued for j in chunks)
@@ -214,7 +221,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
 
     `strict` (--status, whose squeue answered; a run of several passes its queue): a task that never started and whose job has left the queue
     (scancel, or cancelled for a dependency that can never be met) will not run: interrupted, not waiting."""
-    rs = RunState(run, rehash=False)  # a stat per file: --status is run often, on terabytes
+    rs = RunState(run, rehash=False, trust_touched=True)  # a stat per file: --status is run often, on terabytes
     record = read_json(run.run_json)
     jobs = latest_jobs(record)
     if queue is None:
@@ -236,8 +243,12 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
         cpus = rs.cfg.execution.units_per_task(stage)
         gone = _jobs_left_queue(chunks, still_queued)  # a task of it that never started never will
         for task in range(st.total):
-            if reg.is_done(rs, task):
+            seen = len(rs.touched)
+            problem = reg.problem(rs, task)
+            if problem is None:
                 st.done += 1
+                if len(rs.touched) > seen:
+                    st.touched.append(task)
                 done_log = _task_log(run, stage, task, chunks, cpus)
                 fig = last_figures(done_log) if done_log is not None else None
                 if fig is not None:
@@ -247,6 +258,8 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
                                              for k in [f"{j['job_id']}_{task // cpus - j['offset']}"] if k in queue), None))
             log = _task_log(run, stage, task, chunks, cpus) if queued is None or queued == "RUNNING" else None
             err = last_error_line(log, run.root.name if _multi_root(run) else None) if log is not None else ""
+            if _ended_well(err):  # it finished, and what it made is gone or changed since
+                err = f"it finished, but {problem}: --resume does it again"
             reason = slurm_reason(log) if log is not None and queued is None else None
             cut = reason == "CANCELLED" or ((stopped or (stage, task) in killed) and not err.startswith("ERROR"))
             never = strict and not local and log is None and queued is None and gone
@@ -369,6 +382,8 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> st
             lines.append(f"PENDING {st.stage} {plural(len(ts), 'task')}: {why}" + (" (will not clear by itself)" if is_stuck(why) else ""))
         if st.requeued:
             lines.append(requeued_line(st.stage, st.requeued))
+        if st.touched:
+            lines.append(touched_line(st.stage, st.touched))
         if st.interrupted:
             lines.append(f"INTERRUPTED {st.stage} {plural(len(st.interrupted), 'task')}: "
                          f"{', '.join(map(str, st.interrupted[:10]))}{' ...' if len(st.interrupted) > 10 else ''}")
@@ -379,6 +394,14 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> st
         lines.append(f"... and {len(failed) - 20} more failed tasks")
     lines.append(f"state: {state}")
     return "\n".join(lines)
+
+
+def touched_line(stage: str, tasks: list[int]) -> str:
+    """Done tasks whose files something touched after their receipts (a ctime changed: chmod, chgrp, a copy
+    that kept the times): --status reads no file, so it says how it counted them, and what re-checks them."""
+    shown = ", ".join(map(str, tasks[:10])) + (" ..." if len(tasks) > 10 else "")
+    return (f"TOUCHED {stage} {plural(len(tasks), 'task')} ({shown}): their files were touched after they finished "
+            "(chmod, chgrp, a copy): counted done by size and mtime; --resume re-checks their sha256 and redoes any that changed")
 
 
 def requeued_line(stage: str, tasks: list[int]) -> str:
