@@ -134,3 +134,28 @@ def test_status_is_busy_while_a_process_holds_the_run(failed_local_run, capsys):
         assert cli.main(["--status", str(failed_local_run)]) == EXIT_BUSY
     assert "state: running" in capsys.readouterr().out
     assert cli.main(["--status", str(failed_local_run)]) == EXIT_STOPPED
+
+
+@pytest.mark.slow
+def test_resume_refuses_a_staging_folder_it_did_not_make_before_anything_runs(tmp_path, monkeypatch, capsys):
+    """An OUT.tmp that appeared after the submission (someone's folder, no marker) would fail the plan after
+    the whole partition stage; the resume refuses it up front, with a step a resume can take (not --out)."""
+    root = make_corpus(tmp_path, n_docs=40)
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input:0:enospc")
+    assert run_cli(root, tmp_path / "out", tmp_path / "run", "--shard-rows", "10") == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    staging = tmp_path / "out.tmp"
+    staging.mkdir()
+    (staging / "notes.txt").write_text("mine")
+    before = (tmp_path / "run" / "run.json").read_text()
+    capsys.readouterr()
+    assert cli.main(["--resume", str(tmp_path / "run")]) != 0
+    err = capsys.readouterr().err
+    assert f"{staging} exists and was not made by hplt-shard" in err, err
+    assert f"move it away, then ./hplt-shard --resume {tmp_path / 'run'}; nothing was started" in err, err
+    assert "another --out" not in err
+    assert (tmp_path / "run" / "run.json").read_text() == before  # no submission recorded
+    assert (staging / "notes.txt").read_text() == "mine"
+    staging.rename(tmp_path / "kept")
+    assert cli.main(["--resume", str(tmp_path / "run")]) == 0
+    assert (tmp_path / "kept" / "notes.txt").read_text() == "mine" and (tmp_path / "out" / "_MANIFEST.json").is_file()

@@ -76,8 +76,9 @@ def owned(path: Path, owner: str) -> tuple[bool, str | None]:
     return made_by == owner, made_by
 
 
-def check_tmp_free(out: Path, owner: str) -> None:
-    """Refuse an existing `out.tmp` or `out.replaced` that `owner` did not make; nothing is removed here."""
+def check_tmp_free(out: Path, owner: str, step: str = "move it away or choose another --out") -> None:
+    """Refuse an existing `out.tmp` or `out.replaced` that `owner` did not make; nothing is removed here.
+    `step`: what to do about a folder not made by hplt-shard (a resume cannot choose another --out)."""
     check_parking_free(out, owner)
     tmp = tmp_dir_for(out)
     mine, made_by = owned(tmp, owner)
@@ -85,7 +86,7 @@ def check_tmp_free(out: Path, owner: str) -> None:
         return
     if made_by is None:
         raise NotReplaceable(f"{tmp} exists and was not made by hplt-shard (no {TMP_MARKER} marker); "
-                             f"it is the staging folder of --out {out}: move it away or choose another --out")
+                             f"it is the staging folder of --out {out}: {step}")
     if made_by.startswith(WRITE_SHARDS_OWNER):
         raise NotReplaceable(f"{tmp} is being written by another write_shards call ({made_by}); wait for it, or "
                              f"remove {tmp} if that call is over")
@@ -93,15 +94,15 @@ def check_tmp_free(out: Path, owner: str) -> None:
                          f"or remove {tmp} if that run is abandoned")
 
 
-def fresh_tmp_dir(out: Path, owner: str) -> Path:
+def fresh_tmp_dir(out: Path, owner: str, step: str = "move it away or choose another --out") -> Path:
     """`out.tmp`, empty but for its marker naming `owner`: one left by the same owner is removed first.
 
     An `out.tmp` without the marker, or marked by another owner, is refused and never removed.
     """
-    check_tmp_free(out, owner)
+    check_tmp_free(out, owner, step)
     tmp = tmp_dir_for(out)
     if tmp.exists():
-        check_tmp_free(out, owner)  # again, right before: another writer may have made it since
+        check_tmp_free(out, owner, step)  # again, right before: another writer may have made it since
         shutil.rmtree(tmp)
     try:
         tmp.mkdir(parents=True)  # exclusive: of two writers racing here, the second is refused

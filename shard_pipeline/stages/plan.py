@@ -227,7 +227,7 @@ def run_plan(run: RunDir) -> dict[str, Any]:
     writes = assign_write_tasks([b - a for a, b in (s.rows for s in shards)], ex.write_tasks)
     pii = sum(rc["pii_spans"] for rc in receipts)
     write_arrow(run.sections, sections)
-    tmp = fresh_tmp_dir(Path(ex.out), owner=str(run.root))
+    tmp = fresh_tmp_dir(Path(ex.out), owner=str(run.root), step="move it away, then --resume this run")
     plan = {
         "config_sha256": cfg.content.sha256(),
         "rows": total,

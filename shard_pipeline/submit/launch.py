@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shard_pipeline import slurm
-from shard_pipeline.contract.replace import check_replaceable
+from shard_pipeline.contract.replace import check_replaceable, check_tmp_free
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.run import unit_table
@@ -450,13 +450,15 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
             table = dataclasses.replace(table, cpus={s: cfgs[table.langs[0]].execution.units_per_task(s)
                                                      for s in table.cpus or {}})
         tasks: dict[str, list[int]] = {s: [] for s in STAGE_NAMES}
-        todo, report = [], []
+        todo, report, planning = [], [], []
         for l, d in dirs.items():
             rp = plan_resume(d)
             if rp.done:
                 report.append(f"  {l}: done")
                 continue
             todo.append(l)
+            if rp.tasks.get("plan"):  # the plan makes OUT.tmp: a staging folder not this run's would stop it there
+                planning.append(l)
             report.append(f"  {l}:\n" + "\n".join("  " + line for line in describe_resume(rp).splitlines())
                           if table.several else describe_resume(rp))
             for stage, ts in rp.tasks.items():
@@ -478,8 +480,11 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         if args.dry_run:
             print("dry run: nothing submitted")
             return ExitCode.OK
-        for l in todo:  # refused (another run, a publish) before anything below changes
+        for l in todo:  # refused (another run, a publish, a staging folder not ours) before anything below changes
             check_claimable(Path(cfgs[l].execution.out), dirs[l].root)
+            if l in planning:  # else the plan refuses it, after the whole partition stage
+                check_tmp_free(Path(cfgs[l].execution.out), str(dirs[l].root),
+                               f"move it away, then {resume_command(root)}; nothing was started")
         if table.several:
             for g in tasks["plan"]:  # a stale plan must not feed the writes of a chain that waits with afterany
                 dirs[table.locate("plan", g)[0]].plan_json.unlink(missing_ok=True)
