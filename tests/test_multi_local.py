@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 from pathlib import Path
 
@@ -313,6 +314,12 @@ def test_a_failed_language_does_not_stop_the_others_and_resume_finishes_it(tmp_p
     assert cli.main(["--status", str(run_dir)]) == 1
     status = capsys.readouterr().out
     assert "failed (write)" in status and "FAILED swe_Latn write task 0" in status and "languages landed 2/3, 1 failed" in status
+    assert "TOUCHED" not in status
+    spill = RunDir(run_dir / "swe_Latn").spill_file(0)
+    os.chmod(spill, spill.stat().st_mode)  # a chmod -R g+w of the shared run dir: the ctime changes, not a byte
+    assert cli.main(["--status", str(run_dir)]) == 1
+    status = capsys.readouterr().out
+    assert "TOUCHED swe_Latn partition 1 task (0): " in status and "FAILED swe_Latn partition" not in status, status
     assert cli.main(["--status", str(run_dir / "swe_Latn")]) == 1
     assert "FAILED write task 0" in capsys.readouterr().out
     before = {l: tree_bytes(out / l) for l in ("fin_Latn", "est_Latn")}

@@ -99,6 +99,28 @@ def test_status_of_a_finished_task_whose_files_are_gone_says_so_not_its_exit_0_l
     run = stopped_before_the_swap(tmp_path, monkeypatch)
     run.spill_file(0).unlink()
     failed = {s.stage: s.failed for s in stage_statuses(run, queue={})}["partition"]
-    assert [(t, err) for t, _, err in failed] == [
-        (0, f"it finished, but {run.spill_file(0).name} missing: --resume does it again")]
+    said = f"it finished, but {run.spill_file(0).name} missing: --resume does it again"
+    assert [(t, err) for t, _, err in failed] == [(0, said)]
+    # a Slurm job of one unit has no group trailer: its log ends with the task's figures line
+    log = run.root / "logs" / "partition" / "local_0.log"
+    lines = log.read_text().splitlines()
+    assert lines[-1].startswith("# hplt-shard partition") and " figures: wall " in lines[-2]
+    log.write_text("\n".join(lines[:-1]) + "\n")
+    assert [err for _, _, err in {s.stage: s.failed for s in stage_statuses(run, queue={})}["partition"]] == [said]
     assert plan_resume(run).tasks["partition"] == [0]
+
+
+@pytest.mark.slow
+def test_touched_shards_in_out_after_the_swap_are_told_for_the_write_task_that_made_them(tmp_path, monkeypatch):
+    """Finalize stopped after the exchange, then a chmod of one shard in OUT: --status names the write task
+    whose shard it is (not the first task that asked whether OUT is swapped), and every task stays done."""
+    root = make_corpus(tmp_path, n_docs=90)
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-after-swap")
+    assert run_cli(root, tmp_path / "out", tmp_path / "run", *ARGS) == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    run = RunDir(tmp_path / "run")
+    name = json.loads(run.write_receipt(2).read_text())["shards"][0]["name"]
+    shard = tmp_path / "out" / name
+    os.chmod(shard, shard.stat().st_mode)
+    write = {s.stage: s for s in stage_statuses(run, queue={})}["write"]
+    assert (write.done, write.touched) == (3, [2])

@@ -149,7 +149,9 @@ def test_resume_refuses_a_staging_folder_it_did_not_make_before_anything_runs(tm
     (staging / "notes.txt").write_text("mine")
     before = (tmp_path / "run" / "run.json").read_text()
     capsys.readouterr()
-    assert cli.main(["--resume", str(tmp_path / "run")]) != 0
+    assert cli.main(["--resume", str(tmp_path / "run"), "--dry-run"]) == 2  # the dry run ends with the same refusal
+    assert "dry run: nothing submitted" not in capsys.readouterr().out
+    assert cli.main(["--resume", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert f"{staging} exists and was not made by hplt-shard" in err, err
     assert f"move it away, then ./hplt-shard --resume {tmp_path / 'run'}; nothing was started" in err, err

@@ -86,8 +86,9 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path
         recorded.update({s["name"]: s for s in receipt["shards"]})
     if {s["name"]: s["sha256"] for s in manifest["shards"]} != {n: s["sha256"] for n, s in recorded.items()}:
         return None
+    seen: list[Path] | None = None if touched is None else []  # told to the caller only if OUT is this run's
     for name, s in recorded.items():
-        if file_matches(out / name, s.get("stamp", {"bytes": s["bytes"]}), s["sha256"], rehash, touched) is not None:
+        if file_matches(out / name, s.get("stamp", {"bytes": s["bytes"]}), s["sha256"], rehash, seen) is not None:
             return None
     try:
         held = holdings(out, manifest)
@@ -98,6 +99,8 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path
         return None
     if not manifest_is_this_runs(run, out, manifest, rehash):
         return None
+    if touched is not None:
+        touched += seen
     return manifest
 
 
@@ -164,7 +167,12 @@ class RunState:
     def swapped(self) -> bool:
         """Finalize exchanged OUT already: the shards left OUT.tmp, their receipts still hold."""
         return self.plan is not None and already_swapped(self.run, self.cfg, self.plan, Path(self.cfg.execution.out),
-                                                        self.rehash, self.touched) is not None
+                                                        self.rehash, self.touched_in_out) is not None
+
+    @cached_property
+    def touched_in_out(self) -> list[Path] | None:
+        """The shards in OUT that `swapped` counted by size and mtime (trust_touched): each write task claims its own."""
+        return None if self.touched is None else []
 
 
 def _missing(path: Path) -> str:
@@ -196,8 +204,11 @@ def write_problem(state: RunState, task: int) -> str | None:
         return _missing(run.write_receipt(task))
     if state.plan is None:
         return "no plan"
-    if state.swapped:
-        return None  # finalize was stopped after the exchange: the shards are in OUT
+    if state.swapped:  # finalize was stopped after the exchange: the shards are in OUT
+        if state.touched is not None:
+            out = Path(state.cfg.execution.out)
+            state.touched += [out / s["name"] for s in rc["shards"] if out / s["name"] in state.touched_in_out]
+        return None
     tmp = Path(state.plan["tmp_dir"])
     for s in rc["shards"]:
         why = file_matches(tmp / s["name"], s.get("stamp", {"bytes": s["bytes"]}), s["sha256"], state.rehash, state.touched)
@@ -207,7 +218,7 @@ def write_problem(state: RunState, task: int) -> str | None:
 
 
 def finalize_problem(state: RunState, task: int) -> str | None:
-    return None if state.run.done_marker.exists() else "not done"
+    return None if state.run.done_marker.exists() else f"no {state.run.done_marker.name} marker"
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from shard_pipeline.run.runstate import (
     stuck_step,
     task_state,
 )
-from shard_pipeline.run.tasklog import UNIT_TRAILER, TaskFigures, last_error_line, last_figures, last_progress_line, unit_ended
+from shard_pipeline.run.tasklog import TaskFigures, ended_well, last_error_line, last_figures, last_progress_line, unit_ended
 from shard_pipeline.units import Memory, WallTime, plural
 
 
@@ -205,12 +205,6 @@ def reason_step(root: Path, reason: str, res: StageResources, units: int) -> str
     return f"./hplt-shard --resume {root}"
 
 
-def _ended_well(line: str) -> bool:
-    """The log's last line is a unit trailer with exit status 0."""
-    m = UNIT_TRAILER.match(line.lstrip())
-    return m is not None and m.group(1) == "0"
-
-
 def _jobs_left_queue(chunks: list[dict[str, Any]], still_queued: set[str]) -> bool:
     """Whether a stage's jobs of the last submission were queued and Slurm holds none of them any more."""
     return bool(chunks) and not any(j["job_id"] in still_queued for j in chunks)
@@ -258,8 +252,8 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
                                              for k in [f"{j['job_id']}_{task // cpus - j['offset']}"] if k in queue), None))
             log = _task_log(run, stage, task, chunks, cpus) if queued is None or queued == "RUNNING" else None
             err = last_error_line(log, run.root.name if _multi_root(run) else None) if log is not None else ""
-            if _ended_well(err):  # it finished, and what it made is gone or changed since
-                err = f"it finished, but {problem}: --resume does it again"
+            if log is not None and ended_well(log) and not re.search("ERROR|Error", err):  # it finished, and what
+                err = f"it finished, but {problem}: --resume does it again"  # it made is gone or changed since
             reason = slurm_reason(log) if log is not None and queued is None else None
             cut = reason == "CANCELLED" or ((stopped or (stage, task) in killed) and not err.startswith("ERROR"))
             never = strict and not local and log is None and queued is None and gone
@@ -572,7 +566,7 @@ def languages_report(root: Path) -> tuple[str, int]:
     alive = held_by_a_process(RunDir(root))
     lines = [f"run {m.root}  {plural(len(m.langs), 'language')}",
              f"{'language':<14}{'partition':>11}{'plan':>7}{'write':>11}{'finalize':>10}{'rows':>14}  state"]
-    phases, every, failures, reasons, requeued = {}, [], [], [], []
+    phases, every, failures, reasons, requeued, touched = {}, [], [], [], [], []
     for lang in m.langs:
         run = RunDir(m.lang_dir(lang))
         lang_queue = unit_table.language_queue(m, lang, latest_jobs(read_json(run.run_json)), queue)
@@ -585,7 +579,8 @@ def languages_report(root: Path) -> tuple[str, int]:
                      + f"{(f'{rows:,}' if rows is not None else '-'):>14}  {word}")
         failures += [(lang, st.stage, t, log, err) for st in sts for t, log, err in st.failed[:1]]
         requeued += [requeued_line(f"{lang} {st.stage}", st.requeued) for st in sts if st.requeued]
-    lines += requeued[:20]
+        touched += [touched_line(f"{lang} {st.stage}", st.touched) for st in sts if st.touched]
+    lines += requeued[:20] + touched[:20]
     for lang, stage, t, log, err in failures[:20]:
         lines.append(f"FAILED {lang} {stage} task {t}: {err}\n       log: {log}")
     count = {p: sum(1 for v in phases.values() if v is p) for p in RunPhase}

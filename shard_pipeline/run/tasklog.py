@@ -144,6 +144,16 @@ def figures_line(stage: str, task: int, f: TaskFigures) -> str:
     return f"{stage} task {task} figures: wall {f.wall_s:.1f} s, cpu {f.cpu_s:.1f} s, max rss {f.max_rss_mb:.1f} MB"
 
 
+def ended_well(log: Path) -> bool:
+    """The log's last line says its task ended well: the figures line a task logs at exit 0 (a job of one
+    unit) or the trailer `exit 0` a group writes after it (worker/group.py)."""
+    lines = [l for l in tail_lines(log) or [] if l.strip()]
+    if not lines:
+        return False
+    trailer = UNIT_TRAILER.match(lines[-1])
+    return trailer.group(1) == "0" if trailer else FIGURES_RE.search(lines[-1]) is not None
+
+
 def last_figures(log: Path) -> TaskFigures | None:
     """The figures line of a task's log (None: the task did not end well, or ran before figures were logged)."""
     found = [m for l in tail_lines(log) or [] for m in [FIGURES_RE.search(l)] if m]

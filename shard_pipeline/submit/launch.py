@@ -477,14 +477,16 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
             print(f"resuming {root}: {len(todo)} of {plural(len(table.langs), 'language')} unfinished ({', '.join(todo)})")
         else:
             print(f"resuming {root}:\n{report[0]}")
-        if args.dry_run:
-            print("dry run: nothing submitted")
-            return ExitCode.OK
-        for l in todo:  # refused (another run, a publish, a staging folder not ours) before anything below changes
-            check_claimable(Path(cfgs[l].execution.out), dirs[l].root)
+        for l in todo:  # what reading alone can refuse (another run, a staging folder not ours): a dry run says it too
+            check_not_held(Path(cfgs[l].execution.out), dirs[l].root)
             if l in planning:  # else the plan refuses it, after the whole partition stage
                 check_tmp_free(Path(cfgs[l].execution.out), str(dirs[l].root),
                                f"move it away, then {resume_command(root)}; nothing was started")
+        if args.dry_run:
+            print("dry run: nothing submitted")
+            return ExitCode.OK
+        for l in todo:  # refused (a folder that cannot take a claim, a publish) before anything below changes
+            check_claimable(Path(cfgs[l].execution.out), dirs[l].root)
         if table.several:
             for g in tasks["plan"]:  # a stale plan must not feed the writes of a chain that waits with afterany
                 dirs[table.locate("plan", g)[0]].plan_json.unlink(missing_ok=True)
