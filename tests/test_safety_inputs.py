@@ -154,3 +154,28 @@ def test_a_filter_never_drops_a_file_it_cannot_classify(tmp_path, capsys, odd, f
     err = capsys.readouterr().err
     assert rc == 2 and f"{odd}.jsonl.zst" in err and "cannot classify" in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["a folder", "a foreign header"])
+def test_a_counts_index_file_that_cannot_be_read_is_a_warning_and_the_run_counts_itself(tmp_path, capsys, damage):
+    """A project-shared index one member made unreadable (umask 077; here a folder where the file should be,
+    or a file that is not an index, since tests run as root) must not stop everyone else's runs: a warning
+    naming the file, the inputs counted by the run itself, the same output as without an index."""
+    root = make_corpus(tmp_path, n_docs=40)
+    idx = tmp_path / "index"
+    path = index_file(idx, root)
+    path.parent.mkdir(parents=True)
+    if damage == "a folder":
+        path.mkdir()
+    else:
+        path.write_text("shard\tsomething else\n")
+    args = ["--counts-index", str(idx), "--shard-rows", "10"]
+    assert run_cli(root, tmp_path / "out", tmp_path / "run", "--dry-run", *args) == 0
+    err = capsys.readouterr().err
+    assert f"warning: the counts index file {path} cannot be read (" in err and "counts its inputs itself" in err, err
+    assert run_cli(root, tmp_path / "out", tmp_path / "run", *args) == 0
+    assert f"the counts index file {path} cannot be read" in capsys.readouterr().err
+    assert run_cli(root, tmp_path / "plain", tmp_path / "run-plain", "--shard-rows", "10") == 0
+    shards = lambda out: {f["name"]: f["sha256"] for f in json.loads((out / "_MANIFEST.json").read_text())["shards"]}
+    assert shards(tmp_path / "out") == shards(tmp_path / "plain")

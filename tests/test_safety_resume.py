@@ -161,3 +161,37 @@ def test_resume_refuses_a_staging_folder_it_did_not_make_before_anything_runs(tm
     staging.rename(tmp_path / "kept")
     assert cli.main(["--resume", str(tmp_path / "run")]) == 0
     assert (tmp_path / "kept" / "notes.txt").read_text() == "mine" and (tmp_path / "out" / "_MANIFEST.json").is_file()
+
+
+@pytest.mark.slow
+def test_a_task_record_this_user_cannot_read_counts_as_running_and_stops_a_resume(failed_local_run, capsys):
+    """In a group-shared run dir, a task another user started (a resume, or a task rerun by hand, under
+    umask 077) leaves a live record this user cannot read: --status must not call that task failed and a
+    resume must not start a second writer of its files. (As root, a folder where the record's file
+    should be stands for an unreadable file.)"""
+    run_dir = failed_local_run
+    record = run_dir / "live" / "write-00000.424242.json"
+    record.mkdir(parents=True)
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == EXIT_BUSY
+    out = capsys.readouterr().out
+    assert "FAILED write task 0" not in out and "state: running" in out, out
+    assert cli.main(["--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert f"1 task record(s) of this run cannot be read ({record}: " in err and "then resume again" in err, err
+    record.rmdir()
+    assert cli.main(["--resume", str(run_dir)]) == 0
+
+
+@pytest.mark.slow
+def test_the_next_steps_of_a_failed_run_can_be_pasted_with_a_space_in_its_run_dir(tmp_path, monkeypatch, capsys):
+    """Every printed command names the run dir shell-quoted: the --status step as well as the --resume."""
+    import shlex
+
+    root = make_corpus(tmp_path, n_docs=40)
+    run_dir = tmp_path / "run 3"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:enospc")
+    assert run_cli(root, tmp_path / "out", run_dir, "--shard-rows", "10") == 1
+    err = capsys.readouterr().err
+    assert f"See ./hplt-shard --status {shlex.quote(str(run_dir))}, then ./hplt-shard --resume {shlex.quote(str(run_dir))}" \
+        in err, err

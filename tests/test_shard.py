@@ -758,6 +758,13 @@ def test_atomic_replace(tmp_path, monkeypatch):
         write(v1, out, shard_rows=10)
     assert tmp.read_text() == "not a directory"
     tmp.unlink()
+    # An out.tmp holding an earlier output (a replaced version a run could not delete, or a copy): said so,
+    # never called "not made by hplt-shard", and kept.
+    shutil.copytree(out, tmp)
+    with pytest.raises(FileExistsError, match=r"holds an earlier output \(its _MANIFEST.json\): one a run replaced"):
+        write(v1, out, shard_rows=10)
+    assert snapshot(tmp) == snapshot(out)
+    shutil.rmtree(tmp)
     write(v1, out, shard_rows=10)
     assert not tmp.exists() and snapshot(out) == before
 

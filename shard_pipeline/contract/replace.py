@@ -11,6 +11,7 @@ import ctypes.util
 import errno
 import os
 import re
+import shlex
 import shutil
 import socket
 from dataclasses import dataclass
@@ -85,12 +86,16 @@ def check_tmp_free(out: Path, owner: str, step: str = "move it away or choose an
     if mine or (owner.startswith(WRITE_SHARDS_OWNER) and abandoned_write_shards(made_by)):
         return
     if made_by is None:
+        if (tmp / MANIFEST_NAME).is_file() and not tmp.is_symlink():
+            raise NotReplaceable(f"{tmp} holds an earlier output (its {MANIFEST_NAME}): one a run replaced and could "
+                                 f"not delete (that run's warning said so), or a copy; it is the staging folder of "
+                                 f"--out {out}: {step}")
         raise NotReplaceable(f"{tmp} exists and was not made by hplt-shard (no {TMP_MARKER} marker); "
                              f"it is the staging folder of --out {out}: {step}")
     if made_by.startswith(WRITE_SHARDS_OWNER):
         raise NotReplaceable(f"{tmp} is being written by another write_shards call ({made_by}); wait for it, or "
                              f"remove {tmp} if that call is over")
-    raise NotReplaceable(f"{tmp} belongs to another run ({made_by}); finish that run with --resume {made_by}, "
+    raise NotReplaceable(f"{tmp} belongs to another run ({made_by}); finish that run with --resume {shlex.quote(made_by)}, "
                          f"or remove {tmp} if that run is abandoned")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shlex
 from pathlib import Path
 
 from filelock import FileLock
@@ -111,7 +112,7 @@ def _take_publish_lock(out: Path) -> int:
         current = holder(out)
         if current and not RunDir(Path(current)).done_marker.exists():
             raise OutHeld(f"{out} is held by run {current}, which will replace it: publish once that run is "
-                          f"done (./hplt-shard --status {current}); if it was abandoned, remove {p}. "
+                          f"done (./hplt-shard --status {shlex.quote(current)}); if it was abandoned, remove {p}. "
                           "Nothing was uploaded")
         fd = os.open(publish_lock_path(out), os.O_CREAT | os.O_RDWR, 0o644)
         try:
@@ -143,7 +144,7 @@ def check_not_held(out: Path, rundir: Path) -> None:
     """Refuse an OUT that another unfinished run holds (reads only: --dry-run says what the run would)."""
     current = holder(out)
     if current and current != str(rundir) and not RunDir(Path(current)).done_marker.exists():
-        raise OutHeld(f"{out} is held by run {current}; finish it with --resume {current}, or remove {claim_path(out)}")
+        raise OutHeld(f"{out} is held by run {current}; finish it with --resume {shlex.quote(current)}, or remove {claim_path(out)}")
 
 
 def check_claimable(out: Path, rundir: Path) -> None:

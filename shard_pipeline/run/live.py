@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import socket
 import sys
@@ -80,21 +81,56 @@ def is_alive(t: LiveTask) -> bool:
     return t.pgid == t.pid and _group_alive(t.pgid, t.start)  # its own group: what it started counts too
 
 
+class Unreadable(Exception):
+    """A record this user cannot read: another user's task (umask 077 in a shared run dir) may run."""
+
+
 def _read(path: Path) -> LiveTask | None:
     import json
 
     try:
-        return LiveTask(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        return None  # half-written or foreign: a record is written atomically, so not ours
+        text = path.read_text()
+    except FileNotFoundError:
+        return None  # it ended meanwhile
+    except OSError as exc:
+        raise Unreadable(exc.strerror or str(exc)) from None
+    try:
+        return LiveTask(**json.loads(text))
+    except (ValueError, TypeError):
+        return None  # foreign: a record is written atomically, so never half-written
+
+
+def _paths(root: Path) -> list[Path]:
+    try:
+        return sorted(live_dir(root).glob("*.json"))
+    except OSError:
+        return []
 
 
 def records(root: Path) -> list[tuple[Path, LiveTask]]:
-    try:
-        paths = sorted(live_dir(root).glob("*.json"))
-    except OSError:
-        return []
-    return [(p, t) for p in paths for t in [_read(p)] if t is not None]
+    out = []
+    for p in _paths(root):
+        try:
+            t = _read(p)
+        except Unreadable:
+            continue  # unreadable(): whether it runs is unknown
+        if t is not None:
+            out.append((p, t))
+    return out
+
+
+def unreadable(root: Path) -> list[tuple[Path, str, str, int]]:
+    """(record, why, stage, task) of each record this user cannot read: its task may run (another user
+    started it, by hand or by a resume), so --status counts it running and a resume refuses to start."""
+    out = []
+    for p in _paths(root):
+        m = re.fullmatch(r"([a-z]+)-(\d+)\.\d+\.json", p.name)
+        try:
+            _read(p)
+        except Unreadable as exc:
+            if m:
+                out.append((p, str(exc), m[1], int(m[2])))
+    return out
 
 
 def alive(root: Path) -> list[LiveTask]:
@@ -110,8 +146,9 @@ def killed(root: Path) -> set[tuple[str, int]]:
 
 
 def running(root: Path) -> set[tuple[str, int]]:
-    """(stage, task) of every live task of the run: --status counts them as running."""
-    return {(t.stage, t.task) for t in alive(root)}
+    """(stage, task) of every live task of the run, and of every record this user cannot read (it may
+    run): --status counts them as running."""
+    return {(t.stage, t.task) for t in alive(root)} | {(stage, task) for _, _, stage, task in unreadable(root)}
 
 
 def prune(root: Path) -> None:

@@ -86,6 +86,13 @@ def refuse_live_tasks(*roots) -> None:
     """A resume never starts while a task of the run still runs (a submitter that died can leave one):
     two writers of the same spill and partial files would corrupt them. Stale records are dropped."""
     busy = [t for r in roots for t in live.alive(r)]
+    hidden = [x for r in roots for x in live.unreadable(r)]
+    if hidden and not busy:
+        raise ResumeRefused(f"{len(hidden)} task record(s) of this run cannot be read ("
+                            + "; ".join(f"{p}: {why}" for p, why, _, _ in hidden[:5]) + ("; ..." if len(hidden) > 5 else "")
+                            + "): a task another user started may still run, and a second writer would corrupt its "
+                            "files. Ask that user (ls -l names them); once no such task runs, remove those records, "
+                            "then resume again")
     if busy:
         raise ResumeRefused(f"{len(busy)} task(s) of this run are still running: "
                             + "; ".join(t.describe() for t in busy[:10])

@@ -6,6 +6,7 @@ One layout for all executors, so a task can be rerun by hand from the command in
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,7 @@ def check_new(root: Path) -> None:
     """Refuse a run directory a new run would reuse: run directories are never reused."""
     check_whole(root)
     if root.exists():
-        raise RunDirExists(f"run directory {root} exists; use --resume {root} or move it away")
+        raise RunDirExists(f"run directory {root} exists; use --resume {shlex.quote(str(root))} or move it away")
 
 
 class IncompleteRunDir(UserError):

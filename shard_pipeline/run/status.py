@@ -199,10 +199,10 @@ def reason_step(root: Path, reason: str, res: StageResources, units: int) -> str
     twice one unit's memory after OUT_OF_MEMORY, twice the time after TIMEOUT, the same again otherwise
     (NODE_FAIL, PREEMPTED: the node, not the task, was at fault)."""
     if reason == "OUT_OF_MEMORY":
-        return f"./hplt-shard --resume {root} --mem {Memory.parse(res.mem).share(units).times(2)}"
+        return f"./hplt-shard --resume {shlex.quote(str(root))} --mem {Memory.parse(res.mem).share(units).times(2)}"
     if reason == "TIMEOUT":
-        return f"./hplt-shard --resume {root} --time {WallTime.parse(res.time).times(2)}"
-    return f"./hplt-shard --resume {root}"
+        return f"./hplt-shard --resume {shlex.quote(str(root))} --time {WallTime.parse(res.time).times(2)}"
+    return f"./hplt-shard --resume {shlex.quote(str(root))}"
 
 
 def _jobs_left_queue(chunks: list[dict[str, Any]], still_queued: set[str]) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import getpass
 import shutil
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,12 +119,20 @@ def index_warning(settings) -> str | None:
 
 
 def known_counts(settings, key: tuple[str, str], lang: str, shards: Sequence) -> dict[int, int]:
-    from shard_pipeline.input.counts_index import lookup
+    """Documents per input that the counts index knows. An index file this user cannot read (a colleague's
+    umask on a project-shared index) or that is not an index is a warning: the run counts its inputs itself."""
+    from shard_pipeline.input.counts_index import index_path, lookup
 
     if not settings.counts_index:
         return {}
-    with usage_errors():  # a counts index the user pointed at is unreadable (the message names it)
+    try:
         by_name = lookup(Path(settings.counts_index), *key, lang, shards)
+    except (OSError, ValueError) as exc:
+        path = index_path(Path(settings.counts_index), *key, lang)
+        why = f"{exc.strerror or exc}" if isinstance(exc, OSError) else str(exc).removeprefix(f"{path}: ")
+        print(f"hplt-shard: warning: the counts index file {path} cannot be read ({why}): this run counts its "
+              "inputs itself, and finalize's rows go there only if it can write it", file=sys.stderr)
+        return {}
     return {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
 
 
@@ -135,7 +144,10 @@ def index_disagreements(settings, key: tuple[str, str], lang: str, shards: Seque
     if not settings.counts_index:
         return []
     docs_now = {shards[i].name: n for i, n in complete.items()}
-    return disagreements(Path(settings.counts_index), *key, lang, shards, docs_now)
+    try:
+        return disagreements(Path(settings.counts_index), *key, lang, shards, docs_now)
+    except (OSError, ValueError):  # unreadable: known_counts said so already
+        return []
 
 
 def choose_executor(args: Request, recorded: str | None = None) -> str:

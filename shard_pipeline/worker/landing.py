@@ -98,8 +98,8 @@ def next_steps(m: UnitTable, causes: dict[str, str], waiting: set[str]) -> str:
                        else new_run_step(RunDir(m.lang_dir(l)), [cause])))
     resumable = sorted(set(causes) - set(fresh))
     return "; ".join(
-        ([f"fix the cause, then ./hplt-shard --resume {m.root}"] if resumable else [])
-        + ([f"a resume cannot finish {', '.join(fresh)}: ./hplt-shard --status {m.root} gives the new run"]
+        ([f"fix the cause, then ./hplt-shard --resume {shlex.quote(str(m.root))}"] if resumable else [])
+        + ([f"a resume cannot finish {', '.join(fresh)}: ./hplt-shard --status {shlex.quote(str(m.root))} gives the new run"]
            if fresh else []))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -386,7 +387,7 @@ def run_local(table: UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, lis
 
 def after_failure(root: Path) -> str:
     """The next step once a task failed, for one language or several: look, then the exact --resume."""
-    return f"See ./hplt-shard --status {root}, then {resume_command(root)}"
+    return f"See ./hplt-shard --status {shlex.quote(str(root))}, then {resume_command(root)}"
 
 
 def failed_run(table: UnitTable, cfgs: dict[str, RunConfig], failure: str) -> int:
