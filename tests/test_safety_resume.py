@@ -195,3 +195,21 @@ def test_the_next_steps_of_a_failed_run_can_be_pasted_with_a_space_in_its_run_di
     err = capsys.readouterr().err
     assert f"See ./hplt-shard --status {shlex.quote(str(run_dir))}, then ./hplt-shard --resume {shlex.quote(str(run_dir))}" \
         in err, err
+
+
+@pytest.mark.slow
+def test_a_unit_whose_log_cannot_be_opened_is_reported_with_that_cause_not_an_older_attempts(failed_local_run, capsys):
+    """A unit whose log this user cannot write (a colleague's log in a shared run dir; as root, a folder in its
+    place) does not start: the run's report says so, not the last line of an older attempt's log."""
+    run_dir = failed_local_run
+    log = run_dir / "logs" / "write" / "local_0.log"
+    assert "enospc" in log.read_text().lower() or "No space left" in log.read_text()
+    log.unlink()
+    log.mkdir()
+    capsys.readouterr()
+    assert cli.main(["--resume", str(run_dir)]) == 1
+    err = capsys.readouterr().err
+    assert f"task 0: ERROR: did not start: [Errno 21] Is a directory: '{log}'" in err, err
+    assert "No space left" not in err
+    log.rmdir()
+    assert cli.main(["--resume", str(run_dir)]) == 0

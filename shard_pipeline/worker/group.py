@@ -42,6 +42,7 @@ class UnitRun:
     cpu_s: float  # user + system, from wait4
     max_rss_mib: float
     log: Path
+    error: str | None = None  # why it did not start (its log could not be opened): the log holds an older attempt
 
 
 class _Stopping(Exception):
@@ -85,8 +86,9 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
             run_one(u)
         except (OSError, _Stopping) as exc:  # the log or the process could not be made: the unit failed
             now = time.time()
-            results[u] = UnitRun(u, 127, now, now, 0.0, 0.0, log_of(u))
-            if not isinstance(exc, _Stopping):  # a stop is the owner's to report, once, not each unit's
+            why = None if isinstance(exc, _Stopping) else f"ERROR: did not start: {exc}"
+            results[u] = UnitRun(u, 127, now, now, 0.0, 0.0, log_of(u), why)
+            if why is not None:  # a stop is the owner's to report, once, not each unit's
                 print(f"ERROR: {label} unit {u} did not start: {exc}", file=sys.stderr, flush=True)
 
     def run_one(u: int) -> None:

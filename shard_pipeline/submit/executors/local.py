@@ -43,6 +43,7 @@ class TaskResult:
     returncode: int
     log: Path
     name: str  # `task 3`, or `fin_Latn task 3` in a run of several languages
+    error: str | None = None  # it did not start (worker/group.py): its log, if any, is an older attempt's
 
 
 class _Workers:
@@ -119,7 +120,7 @@ def run_group(python: str, stage: str, table: UnitTable, index: int, units: Sequ
     runs = group.run_units(lambda g: task_argv(stage, table.root, g, python=python), units,
                            lambda g: unit_log(table, stage, g), label, append=False,
                            env=local_task_env(), owner=WORKERS)
-    return [TaskResult(stage, r.unit, r.returncode, r.log, unit_name(table, stage, r.unit)) for r in runs]
+    return [TaskResult(stage, r.unit, r.returncode, r.log, unit_name(table, stage, r.unit), r.error) for r in runs]
 
 
 def run_stage(python: str, stage: str, table: UnitTable, units: Sequence[int], jobs: int,
@@ -158,7 +159,7 @@ def run_stage(python: str, stage: str, table: UnitTable, units: Sequence[int], j
 
 
 def failure_text(stage: str, failed: Sequence[TaskResult], total: int) -> str:
-    lines = [f"  {r.name}: {last_error_line(r.log)}  (log: {r.log})" for r in failed]
+    lines = [f"  {r.name}: {r.error or last_error_line(r.log)}  (log: {r.log})" for r in failed]
     return f"{stage}: {len(failed)} of {plural(total, 'task')} failed\n" + "\n".join(lines)
 
 
@@ -418,7 +419,7 @@ def report_languages(table: UnitTable, cfgs: dict[str, RunConfig], failures: Seq
             failed.append(lang)
     if failed:
         for r in failures[:20]:
-            say(f"hplt-shard: {r.stage} {r.name} failed: {last_error_line(r.log)}  (log: {r.log})")
+            say(f"hplt-shard: {r.stage} {r.name} failed: {r.error or last_error_line(r.log)}  (log: {r.log})")
         from shard_pipeline.run.status import language_new_run_step  # only after a failure
 
         steps = {lang: step for lang in failed if (step := language_new_run_step(RunDir(table.lang_dir(lang))))}
