@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,34 @@ def test_a_unit_whose_log_cannot_be_opened_is_reported_with_that_cause_not_an_ol
     assert "No space left" not in err
     log.rmdir()
     assert cli.main(["--resume", str(run_dir)]) == 0
+
+
+@pytest.mark.slow
+def test_a_writer_writes_only_into_its_own_runs_staging_folder(tmp_path, monkeypatch, capsys):
+    """A write task never writes into a folder it cannot prove is its run's: OUT.tmp deleted after the plan is
+    made again, marked, by the resume's writers (two at once); someone else's OUT.tmp there is refused and kept;
+    a write task rerun by hand after the run is done writes nothing (no unmarked OUT.tmp left beside OUT)."""
+    from shard_pipeline.worker import task as task_main
+
+    root = make_corpus(tmp_path, n_docs=40)
+    run_dir, out, staging = tmp_path / "run", tmp_path / "out", tmp_path / "out.tmp"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:enospc")
+    assert run_cli(root, out, run_dir, "--shard-rows", "10", "--write-tasks", "2") == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    staging.rename(tmp_path / "theirs")  # ours goes; someone's folder takes its name
+    staging.mkdir()
+    (staging / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    assert cli.main(["--resume", str(run_dir)]) == 1
+    err = capsys.readouterr().err
+    assert f"{staging} exists and was not made by hplt-shard" in err and "move it away, then --resume this run" in err, err
+    assert sorted(os.listdir(staging)) == ["notes.txt"]
+    staging.rename(tmp_path / "kept")
+    assert cli.main(["--resume", str(run_dir)]) == 0  # both writers redo their shards into a marked OUT.tmp
+    assert sorted(os.listdir(tmp_path / "kept")) == ["notes.txt"] and not staging.exists()
+    assert cli.main(["--verify", str(out)]) == 0
+    before = sorted(os.listdir(tmp_path))
+    capsys.readouterr()
+    assert task_main.main(["write", str(run_dir), "--task", "0"]) != 0
+    assert "this run is done: its shards are in" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == before

@@ -16,8 +16,10 @@ def test_one_write_unit_orders_each_bucket_once_and_writes_the_same_shards(tmp_p
     root = make_corpus(tmp_path / "corpus", n_docs=240)
     out, run_dir = tmp_path / "out", tmp_path / "run"
     # shards of 50 rows over 3 buckets of ~80 rows: shards straddle buckets; row groups of ~10 rows
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap")  # the write task reruns only in an unfinished run
     assert run_cli(root, out, run_dir, "--shard-rows", "50", "--buckets", "3", "--write-tasks", "1",
-                   "--row-group-bytes", "6000") == 0
+                   "--row-group-bytes", "6000") == 1
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
     orders = []
     real = write.BucketOrder
 
@@ -28,6 +30,9 @@ def test_one_write_unit_orders_each_bucket_once_and_writes_the_same_shards(tmp_p
     monkeypatch.setattr(write, "BucketOrder", counted)
     receipt = write.run_write(RunDir(run_dir), 0)  # again, in process: the plan still holds
     plan = json.loads((run_dir / "plan.json").read_text())
+    from shard_pipeline.submit import cli
+
+    assert cli.main(["--resume", str(run_dir)]) == 0
     assert sorted(orders) == [b for b, bk in enumerate(plan["sets"][0]["buckets"]) if bk["rows"]]
     assert [s["sha256"] for s in receipt["shards"]] == [s["sha256"] for s in manifest(out)["shards"]]
 

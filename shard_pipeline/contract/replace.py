@@ -109,6 +109,27 @@ def fresh_tmp_dir(out: Path, owner: str, step: str = "move it away or choose ano
     if tmp.exists():
         check_tmp_free(out, owner, step)  # again, right before: another writer may have made it since
         shutil.rmtree(tmp)
+    _make_marked(tmp, owner, out)
+    return tmp
+
+
+def staging_dir(out: Path, owner: str, step: str) -> Path:
+    """`out.tmp` as `owner`'s writers find it: kept when it is theirs, made again (marked) when it is gone,
+    refused when anyone else made it. A writer never writes into a folder it cannot prove is its run's."""
+    check_tmp_free(out, owner, step)
+    tmp = tmp_dir_for(out)
+    if not tmp.exists():  # gone since the plan made it: made again whole (marker in), by one writer of the run
+        making = tmp.with_name(f".{tmp.name}.{os.getpid()}.making")
+        _make_marked(making, owner, out)
+        try:
+            os.rename(making, tmp)  # another writer of this run may win: then its folder is the one
+        except OSError:
+            shutil.rmtree(making, ignore_errors=True)
+        check_tmp_free(out, owner, step)
+    return tmp
+
+
+def _make_marked(tmp: Path, owner: str, out: Path) -> None:
     try:
         tmp.mkdir(parents=True)  # exclusive: of two writers racing here, the second is refused
     except FileExistsError:
@@ -118,7 +139,6 @@ def fresh_tmp_dir(out: Path, owner: str, step: str = "move it away or choose ano
         f.write(owner + "\n")
         f.flush()
         os.fsync(f.fileno())
-    return tmp
 
 
 def check_replaceable(out: Path) -> Holdings | None:

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shard_pipeline.contract.replace import NotReplaceable, staging_dir
 from shard_pipeline.contract.rules import SCHEMA, ShardFile, row_group_bounds
 from shard_pipeline.contract.writer import write_shard_file
 from shard_pipeline.run.faults import fault_point
@@ -209,8 +210,10 @@ def run_write(run: RunDir, task: int) -> dict[str, Any]:
     plan = read_json(run.plan_json)
     wt = plan["write_tasks"][task]
     a, b = wt["shards"]
-    out_tmp = Path(plan["tmp_dir"])
-    out_tmp.mkdir(parents=True, exist_ok=True)
+    if run.done_marker.exists():  # a write task rerun by hand after the swap: its shards are in OUT
+        raise NotReplaceable(f"this run is done: its shards are in {cfg.execution.out}; a write task reruns only "
+                             "in an unfinished run (a new run writes a new output)")
+    out_tmp = staging_dir(Path(cfg.execution.out), str(run.root), "move it away, then --resume this run")
     earlier = _finished_before(run, task, out_tmp)
     sections = read_arrow(run.sections)
     readers = Readers(run)
