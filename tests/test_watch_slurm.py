@@ -101,5 +101,7 @@ def test_a_task_logs_first_line_reruns_it_and_a_resume_may_change_cpus_per_task(
     unit_log = rd / "logs" / "write" / f"{write['job_id']}_1.log"
     line = unit_log.read_text().splitlines()[0]
     assert line == shlex.join(rerun_argv("write", rd, 1))
-    p = subprocess.run(shlex.split(line), capture_output=True, text=True, timeout=120)  # runs as written
-    assert p.returncode == 0, p.stderr[-2000:]
+    # runs as written; the run is done, so the writer writes nothing (no unmarked OUT.tmp beside OUT)
+    p = subprocess.run(shlex.split(line), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "this run is done: its shards are in" in p.stderr, p.stderr[-2000:]
+    assert not (tmp_path / "out.tmp").exists() and tree_bytes(out) == tree_bytes(expected)
