@@ -17,6 +17,7 @@ from shard_pipeline.input.counts_index import (
     CountRow,
     index_path,
     lookup,
+    read_rows,
     record,
 )
 
@@ -59,13 +60,13 @@ def test_lookup_trusts_only_matching_stat(tmp_path: Path) -> None:
     shards = corpus(tmp_path, ["9_1.cc", "9_2.cc", "9_3.cc", "9_4.cc"])
     idx = tmp_path / "idx"
     record(idx, "v4", "clean", "eng_Latn", [row_for(s, 100 + k) for k, s in enumerate(shards[:3])])
-    assert lookup(idx, "v4", "clean", "eng_Latn", shards) == {"9_1.cc": 100, "9_2.cc": 101, "9_3.cc": 102}
+    assert lookup(read_rows(idx, "v4", "clean", "eng_Latn"), shards) == {"9_1.cc": 100, "9_2.cc": 101, "9_3.cc": 102}
 
     # 9_1 grows (size differs), 9_2 is touched (mtime differs), 9_3 unchanged, 9_4 never counted.
     Path(shards[0].location).write_bytes(b"z" * 999)
     os.utime(shards[1].location, (shards[1].mtime + 50, shards[1].mtime + 50))
     fresh = find_shards("eng_Latn", corpus="v4", local_root=tmp_path / "clean")
-    assert lookup(idx, "v4", "clean", "eng_Latn", fresh) == {"9_3.cc": 102}
+    assert lookup(read_rows(idx, "v4", "clean", "eng_Latn"), fresh) == {"9_3.cc": 102}
 
 
 def test_url_shards_are_trusted_by_name(tmp_path: Path) -> None:
@@ -73,12 +74,12 @@ def test_url_shards_are_trusted_by_name(tmp_path: Path) -> None:
     record(idx, "v3", "sorted", "fin_Latn", [CountRow("10_1.jsonl.zst", 5000, 0, 42, "hplt-sample-count", WHEN)])
     url = InputShard("10_1", "https://data.example/three/sorted/fin_Latn/10_1.jsonl.zst", None, None, "x")
     other = InputShard("9_1", "https://data.example/three/sorted/fin_Latn/9_1.jsonl.zst", None, None, "y")
-    assert lookup(idx, "v3", "sorted", "fin_Latn", [url, other]) == {"10_1": 42}
+    assert lookup(read_rows(idx, "v3", "sorted", "fin_Latn"), [url, other]) == {"10_1": 42}
 
 
 def test_missing_index_is_empty(tmp_path: Path) -> None:
     shards = corpus(tmp_path, ["9_1.cc"])
-    assert lookup(tmp_path / "idx", "v4", "clean", "eng_Latn", shards) == {}
+    assert lookup(read_rows(tmp_path / "idx", "v4", "clean", "eng_Latn"), shards) == {}
 
 
 def test_record_replaces_same_shard_and_keeps_others(tmp_path: Path) -> None:
@@ -101,7 +102,7 @@ def test_record_replaces_same_shard_and_keeps_others(tmp_path: Path) -> None:
         row_for(shards[2], 3).to_line(),  # 9_10 after 9_2: natural order
         "foreign row we do not understand",
     ]
-    assert lookup(idx, "v4", "clean", "eng_Latn", shards) == {"9_1.cc": 1, "9_2.cc": 20, "9_10.cc": 3}
+    assert lookup(read_rows(idx, "v4", "clean", "eng_Latn"), shards) == {"9_1.cc": 1, "9_2.cc": 20, "9_10.cc": 3}
 
 
 def test_foreign_header_is_refused(tmp_path: Path) -> None:
@@ -111,7 +112,7 @@ def test_foreign_header_is_refused(tmp_path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_text("name,count\n9_1.cc.jsonl.zst,5\n")
     with pytest.raises(ValueError, match="header"):
-        lookup(idx, "v4", "clean", "eng_Latn", shards)
+        lookup(read_rows(idx, "v4", "clean", "eng_Latn"), shards)
     with pytest.raises(ValueError, match="header"):
         record(idx, "v4", "clean", "eng_Latn", [row_for(shards[0], 1)])
     assert path.read_text() == "name,count\n9_1.cc.jsonl.zst,5\n"

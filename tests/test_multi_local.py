@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -331,6 +332,17 @@ def test_a_failed_language_does_not_stop_the_others_and_resume_finishes_it(tmp_p
     assert {l: tree_bytes(out / l) for l in before} == before
     assert multi_cli(root, "swe_Latn", tmp_path / "single", tmp_path / "run-single", "--shard-rows", "25") == 0
     assert tree_bytes(out / "swe_Latn") == tree_bytes(tmp_path / "single")
+    capsys.readouterr()
+    shutil.rmtree(out / "est_Latn")  # removed after the run: a resume of the done run says so, per language
+    assert cli.main(["--resume", str(run_dir)]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"{run_dir}: already done; outputs under {out}\n"), said
+    assert f"  est_Latn: done; but {out / 'est_Latn'} holds no readable _MANIFEST.json now" in said
+    assert "fin_Latn" not in said, said  # unchanged languages are not listed
+    assert cli.main(["--status", str(run_dir)]) == 0  # --status says the same, per language
+    said = capsys.readouterr().out
+    assert f"\nest_Latn: landed; but {out / 'est_Latn'} holds no readable _MANIFEST.json now" in said, said
+    assert "fin_Latn: landed" not in said and "\nstate: done" in said, said
 
 
 def test_one_chain_for_all_languages_fits_max_tasks_with_afterany(tmp_path, fake_slurm, capsys):

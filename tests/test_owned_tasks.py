@@ -52,7 +52,7 @@ def hanging_task(run_root: Path, stage: str = "partition") -> live.LiveTask:
     found: list[live.LiveTask] = []
 
     def seen() -> bool:
-        found[:] = [t for t in live.alive(run_root) if t.stage == stage]
+        found[:] = [t for t in live.scan(run_root).alive() if t.stage == stage]
         return bool(found)
 
     wait_for(seen, f"a live {stage} task recorded in {run_root}/live")
@@ -111,7 +111,7 @@ def test_sigkill_of_the_submitter_kills_its_tasks(tmp_path, capsys):
     p.kill()  # no handler runs: only the parent-death signal can end the task
     p.communicate(timeout=WAIT)
     wait_for(lambda: gone(task), f"task pid {task.pid} to die with its submitter")
-    wait_for(lambda: not live.alive(run_dir), "every task of the run to die with its submitter")
+    wait_for(lambda: not live.scan(run_dir).alive(), "every task of the run to die with its submitter")
     # status: stopped (not running, not done), the claim kept by the unfinished run; resume finishes it
     assert cli.main(["--status", str(run_dir)]) == 1
     assert "state: interrupted before the end" in capsys.readouterr().out
@@ -164,7 +164,8 @@ def test_a_multi_language_run_stops_its_units_when_the_submitter_dies(tmp_path, 
         assert "SIGHUP" in err and "Traceback" not in err and gone(task)
     wait_for(lambda: gone(task), f"unit pid {task.pid} to die with its submitter")
     # every other unit dies too; the kernel signals each as the submitter's threads end, so not in one instant
-    wait_for(lambda: not [t for d in (run_dir, run_dir / "fin_Latn", run_dir / "est_Latn") for t in live.alive(d)],
+    wait_for(lambda: not [t for d in (run_dir, run_dir / "fin_Latn", run_dir / "est_Latn") for t in live.scan(d).alive()],
              "every unit of both languages to die with its submitter")
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
     assert all((RunDir(run_dir / lang).done_marker).exists() for lang in ("fin_Latn", "est_Latn"))
+

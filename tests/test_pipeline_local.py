@@ -148,7 +148,7 @@ def test_new_run_refuses_existing_run_dir_and_held_out(tmp_path, capsys):
     assert run_cli(root, out, tmp_path / "run1") == 0
     for dry in ((), ("--dry-run",)):  # --dry-run refuses what the run would, with the same message
         assert run_cli(root, out, tmp_path / "run1", *dry) == 2
-        assert f"run directory {tmp_path / 'run1'} exists; use --resume" in capsys.readouterr().err
+        assert f"run directory {tmp_path / 'run1'} exists; use ./hplt-shard --resume {tmp_path / 'run1'} or move it away" in capsys.readouterr().err
     claim = out.with_name("out.hplt-shard-claim")
     claim.write_text(str(tmp_path / "other-run") + "\n")
     for dry in ((), ("--dry-run",)):
@@ -165,3 +165,36 @@ def test_new_run_refuses_existing_run_dir_and_held_out(tmp_path, capsys):
         assert f"{queued} is held by run {tmp_path / 'other-run'}" in capsys.readouterr().err
     assert not (tmp_path / "run2").exists() and not (tmp_path / "run3").exists()
     shutil.rmtree(tmp_path / "run1")
+
+
+def test_resume_of_a_done_run_says_so_and_names_an_output_gone_since(tmp_path, capsys):
+    root = make_corpus(tmp_path, n_docs=20)
+    out, run = tmp_path / "out", tmp_path / "run"
+    assert run_cli(root, out, run) == 0
+    capsys.readouterr()
+    assert cli.main(["--resume", str(run)]) == 0
+    said = capsys.readouterr().out
+    assert f"{run}: already done; output at {out}\n" in said and "; but " not in said, said
+    shutil.rmtree(out)  # deleted after the run: "already done" alone would hide it
+    assert cli.main(["--resume", str(run)]) == 0
+    said = capsys.readouterr().out
+    assert (f"{run}: already done; output at {out}; but {out} holds no readable _MANIFEST.json now "
+            f"(No such file or directory): ./hplt-shard --verify {out} checks what it holds now") in said, said
+
+
+def test_a_done_run_names_a_shard_removed_or_edited_since(tmp_path, capsys):
+    """The manifest alone would still match: a shard gone or of another size is named too (a stat per file)."""
+    root = make_corpus(tmp_path, n_docs=20)
+    out, run = tmp_path / "out", tmp_path / "run"
+    assert run_cli(root, out, run) == 0
+    shard = sorted(out.rglob("*.parquet"))[0]
+    with open(shard, "ab") as f:
+        f.write(b"x")
+    capsys.readouterr()
+    assert cli.main(["--status", str(run)]) == 0
+    said = capsys.readouterr().out
+    assert f"state: done: output at {out}; but {shard} is {shard.stat().st_size} bytes, its manifest lists " in said, said
+    shard.unlink()
+    assert cli.main(["--resume", str(run)]) == 0
+    said = capsys.readouterr().out
+    assert f"already done; output at {out}; but {shard}, which its manifest lists, is gone (No such file" in said, said

@@ -135,6 +135,23 @@ def test_resume_refuses_changed_inputs(tmp_path, monkeypatch, capsys):
     assert "9_1.ia.jsonl.zst" in err and "changed" in err
 
 
+def test_after_changed_inputs_the_printed_new_run_works_as_printed(tmp_path, monkeypatch, capsys):
+    """The run stopped after its plan made OUT.tmp: the new run it prints drops that staging folder (and
+    the claim) first, or the new run would be refused in favour of the very run being abandoned."""
+    local = make_corpus(tmp_path / "c", n_docs=60)
+    out, run_dir = interrupted(tmp_path, monkeypatch, local, "write-start")
+    assert out.with_name("out.tmp").is_dir()
+    shard = local / LANG / "9_1.ia.jsonl.zst"
+    os.utime(shard, (time.time() + 100, time.time() + 100))
+    assert resume(run_dir) == 2
+    err = capsys.readouterr().err
+    (line,) = [l.strip() for l in err.splitlines() if l.strip().startswith("rm ")]
+    assert f"rm -r {out.with_name('out.tmp')} && " in line and "--run-dir" in line, line
+    repo = Path(__file__).resolve().parent.parent
+    p = subprocess.run(["sh", "-c", line], cwd=repo, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (out / "_MANIFEST.json").is_file() and cli.main(["--verify", str(out)]) == 0
+
 def test_run_of_another_format_is_refused_by_resume_status_and_its_tasks(tmp_path, monkeypatch, reference_run, capsys):
     """A run directory made by a version of another RUN_FORMAT (the previous one: 2, before ctimes in
     receipts and per-stage resources) is not read by this one: --resume, --status and a task queued by

@@ -24,6 +24,7 @@ from shard_pipeline.run.runstate import (
 from shard_pipeline.run.status import (
     SlurmUnreachable,
     parse_squeue,
+    reason_hint,
     reason_step,
     requeued_line,
     slurm_reason,
@@ -146,6 +147,16 @@ def test_next_step_after_slurm_ended_a_task(reason, units, step):
     mem = {1: "4G", 4: "8G"}[units]
     assert reason_step(Path("/r"), reason, StageResources(mem, "01:15:00", units), units) == step
 
+
+
+def test_the_reason_hint_is_read_back_whole_with_a_parenthesis_in_the_run_dir():
+    import shlex
+
+    root = Path("/scratch/run (retry)")
+    step = reason_step(root, "OUT_OF_MEMORY", StageResources("4G", "01:00:00", 1), 1)
+    failed = ["exit 1; last line: ERROR: x", f"OUT_OF_MEMORY ({step}); last line: ERROR: MemoryError (a) b"]
+    assert reason_hint(failed) == step and shlex.split(step)[1:4] == ["--resume", str(root), "--mem"]
+    assert reason_hint(["exit 1; last line: ERROR: (not a hint)"]) is None
 
 @pytest.mark.parametrize("line,reason", [
     ("slurmstepd: error: *** JOB 77 ON vm CANCELLED AT 2026-12-04T01:00:00 ***", "CANCELLED"),  # scancel

@@ -436,7 +436,7 @@ def test_an_input_changed_after_partition_read_it_stops_finalize_before_the_swap
     st = shard.stat()
     os.utime(shard, (st.st_atime, st.st_mtime + 100))
     with pytest.raises(FinalizeError, match=rf"1 input shard changed after this run read it: .*{shard.name}"
-                                            rf".*is as it was; restore the input and --resume {run}"):
+                                            rf".*is as it was; restore the input and \./hplt-shard --resume {run}"):
         run_finalize(RunDir(run))
     assert tree_bytes(out) == whole
     os.utime(shard, (st.st_atime, st.st_mtime))  # restored: the resume finishes

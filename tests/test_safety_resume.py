@@ -185,6 +185,40 @@ def test_a_task_record_this_user_cannot_read_counts_as_running_and_stops_a_resum
 
 
 @pytest.mark.slow
+def test_a_task_recorded_on_another_login_node_counts_as_running_and_stops_a_resume(failed_local_run, capsys):
+    """A local run's dir on shared scratch, seen from a second login node (LUMI has several): a task
+    started on the first may still run there, and this host cannot see its process. --status must not
+    call it failed, a resume must not start a second writer, and both name the host to ask."""
+    import json
+    import socket
+
+    run_dir = failed_local_run
+    record = run_dir / "live" / "write-00000.424242.json"
+    record.write_text(json.dumps({"stage": "write", "task": 0, "pid": 424242, "start": 1, "pgid": 424242,
+                                  "host": "uan02-not-" + socket.gethostname()}))
+    capsys.readouterr()
+    assert cli.main(["--status", str(run_dir)]) == EXIT_BUSY
+    out = capsys.readouterr().out
+    assert "FAILED write task 0" not in out and "state: running" in out, out
+    assert "; 1 task of this run was started on another host and may still run there: write task 0 on uan02-not-" in out
+    assert f"Resume from uan02-not-" in out and f"remove their records (rm {record}), then resume again" in out, out
+    assert cli.main(["--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "1 task of this run was started on another host and may still run there: write task 0 on uan02-not-" in err
+    assert "(pid 424242)" in err and f"remove their records (rm {record}), then resume again" in err, err
+    assert record.exists()  # never removed by a host that cannot see its process
+    done_task = run_dir / "live" / "partition-00000.424242.json"  # a task already done, rerun there
+    done_task.write_text(record.read_text().replace('"stage": "write"', '"stage": "partition"'))
+    record.unlink()
+    assert cli.main(["--status", str(run_dir)]) == 1  # failed, and the way on says why a resume here refuses
+    state = capsys.readouterr().out.split("\nstate: ")[1]
+    assert state.startswith("failed: ") and "; 1 task of this run was started on another host and may still run " \
+        "there: partition task 0 on uan02-not-" in state, state
+    done_task.unlink()
+    assert cli.main(["--resume", str(run_dir)]) == 0
+
+
+@pytest.mark.slow
 def test_the_next_steps_of_a_failed_run_can_be_pasted_with_a_space_in_its_run_dir(tmp_path, monkeypatch, capsys):
     """Every printed command names the run dir shell-quoted: the --status step as well as the --resume."""
     import shlex

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from shard_pipeline.input.corpus import find_shards
-from shard_pipeline.input.counts_index import lookup
+from shard_pipeline.input.counts_index import lookup, read_rows
 from shard_pipeline.input.identity import index_key, known_hplt_roots, names_for
 from shard_pipeline.paths import PRESET_DIR
 from shard_pipeline.submit import cli, scope
@@ -119,7 +119,7 @@ def test_a_private_clean_never_touches_hplt_rows(tmp_path: Path, capsys, monkeyp
     assert sorted(p.relative_to(idx).parts[0] for p in idx.glob("*/*/*.tsv")) == ["custom", "v4"]
     # a later run over my corpus finds every count in its own rows
     shards = find_shards(LANG, corpus="v4", local_root=mine)
-    assert lookup(idx, *index_file(idx, mine).relative_to(idx).parts[:2], LANG, shards) == {s.name: 15 for s in shards}
+    assert lookup(read_rows(idx, *index_file(idx, mine).relative_to(idx).parts[:2], LANG), shards) == {s.name: 15 for s in shards}
 
 
 @pytest.mark.slow

@@ -11,13 +11,13 @@ import ctypes.util
 import errno
 import os
 import re
-import shlex
 import shutil
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shard_pipeline.commands import resume_command
 from shard_pipeline.contract.manifest import MANIFEST_FORMAT, MANIFEST_NAME, load_manifest
 from shard_pipeline.contract.previous import Holdings, counted, foreign_message, holdings, listed_sizes, shown
 from shard_pipeline.errors import UserError
@@ -95,7 +95,7 @@ def check_tmp_free(out: Path, owner: str, step: str = "move it away or choose an
     if made_by.startswith(WRITE_SHARDS_OWNER):
         raise NotReplaceable(f"{tmp} is being written by another write_shards call ({made_by}); wait for it, or "
                              f"remove {tmp} if that call is over")
-    raise NotReplaceable(f"{tmp} belongs to another run ({made_by}); finish that run with --resume {shlex.quote(made_by)}, "
+    raise NotReplaceable(f"{tmp} belongs to another run ({made_by}); finish that run with {resume_command(made_by)}, "
                          f"or remove {tmp} if that run is abandoned")
 
 

@@ -13,10 +13,10 @@ manifest and no language output is neither an output nor a root: `--verify` and 
 """
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from shard_pipeline.commands import status_command
 from shard_pipeline.contract.replace import tmp_owner
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 
@@ -83,4 +83,4 @@ NO_OUTPUT_HINT = (f"and no language outputs (LANG/{MANIFEST_NAME}): it is neithe
 
 def staged_line(s: Staged) -> str:
     """One unfinished language, with the command that shows its run."""
-    return f"{s.lang}.tmp is the unfinished output of run {s.owner} (./hplt-shard --status {shlex.quote(str(s.owner))})"
+    return f"{s.lang}.tmp is the unfinished output of run {s.owner} ({status_command(s.owner)})"

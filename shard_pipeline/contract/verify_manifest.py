@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shard_pipeline.commands import command, program
 from shard_pipeline.contract.manifest import MANIFEST_FORMAT, MANIFEST_NAME, build_manifest
 from shard_pipeline.contract.rules import SPLIT_LAYOUTS, SPLITS, ShardFile, shard_name
 from shard_pipeline.files import sha256_of
@@ -241,7 +242,7 @@ def _no_manifest(out: Path) -> str:
     if is_root(out):
         langs = scan(out).languages
         return (f"missing: OUT holds no manifest; it is a multi-language root ({len(langs)} language outputs: "
-                f"{', '.join(langs[:3])}{', ...' if len(langs) > 3 else ''}): ./hplt-shard --verify OUT checks each")
+                f"{', '.join(langs[:3])}{', ...' if len(langs) > 3 else ''}): {command(program(), '--verify')} OUT checks each")
     try:
         unlanded = scan(out).unlanded if out.is_dir() else ()
     except OSError:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from shard_pipeline.commands import command, program
 from shard_pipeline.contract.root import RootEntries, scan, staged_line
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.contract.verify_manifest import Problem
@@ -98,7 +99,7 @@ def summary_line(res: RootResult) -> str:
     parts = [f"{n - len(res.failed)} of {n} languages verified"]
     if res.failed:
         names = ", ".join(r.lang for r in res.failed)
-        parts.append(f"{len(res.failed)} failed: {names} (./hplt-shard --verify {e.root}/LANG lists every problem)")
+        parts.append(f"{len(res.failed)} failed: {names} ({command(program(), '--verify', e.root)}/LANG lists every problem)")
     if e.unlanded:
         parts.append(f"{len(e.unlanded)} not landed: {', '.join(s.lang for s in e.unlanded)} (finish the run: "
                      "--status, then --resume)")

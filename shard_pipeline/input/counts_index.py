@@ -84,19 +84,24 @@ def _read(path: Path) -> list[str]:
     return [line for line in lines[1:] if line.strip()]
 
 
-def lookup(root: Path, corpus: str, subset: str, lang: str, shards: Sequence[InputShard]) -> dict[str, int]:
-    """Known exact counts: ``InputShard.name`` -> docs, for shards the index still describes.
-
-    A local shard's row counts only while its bytes and mtime equal the
-    shard's current stat (a changed file is counted again). URL shards
-    (size and mtime None) are trusted by file name. Malformed rows are
-    ignored, which only means a recount.
-    """
+def read_rows(root: Path, corpus: str, subset: str, lang: str) -> dict[str, CountRow]:
+    """The rows of one index file by shard file name (a later row for the same shard wins); {} when there
+    is none. Malformed rows are ignored, which only means a recount."""
     rows: dict[str, CountRow] = {}
     for line in _read(index_path(root, corpus, subset, lang)):
         row = _parse_row(line)
         if row is not None:
-            rows[row.shard] = row  # a later row for the same shard wins
+            rows[row.shard] = row
+    return rows
+
+
+def lookup(rows: dict[str, CountRow], shards: Sequence[InputShard]) -> dict[str, int]:
+    """Known exact counts: ``InputShard.name`` -> docs, for shards the index still describes.
+
+    A local shard's row counts only while its bytes and mtime equal the
+    shard's current stat (a changed file is counted again). URL shards
+    (size and mtime None) are trusted by file name.
+    """
     known: dict[str, int] = {}
     for shard in shards:
         row = rows.get(shard.name + SUFFIX)
@@ -129,14 +134,9 @@ class Disagreement:
                 "file_docs": self.docs_now}
 
 
-def disagreements(root: Path, corpus: str, subset: str, lang: str, shards: Sequence[InputShard],
+def disagreements(rows: dict[str, CountRow], shards: Sequence[InputShard],
                   docs_now: dict[str, int] | None = None) -> list[Disagreement]:
     """Local shards whose index row records another size or mtime than the file has now."""
-    rows: dict[str, CountRow] = {}
-    for line in _read(index_path(root, corpus, subset, lang)):
-        row = _parse_row(line)
-        if row is not None:
-            rows[row.shard] = row
     out = []
     for shard in shards:
         row = rows.get(shard.name + SUFFIX)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shlex
 from pathlib import Path
 
 from filelock import FileLock
 
+from shard_pipeline.commands import command, program, resume_command, status_command
 from shard_pipeline.errors import UsageError, UserError
 from shard_pipeline.run.rundir import RunDir
 
@@ -84,7 +84,7 @@ def being_published(out: Path) -> bool:
 
 def _refuse_if_published(out: Path) -> None:
     if being_published(out):
-        raise OutBeingPublished(f"{out} is being published now (./hplt-shard --publish holds "
+        raise OutBeingPublished(f"{out} is being published now ({command(program(), '--publish')} holds "
                                 f"{publish_lock_path(out)}): a run would replace it mid-upload. Wait for the "
                                 "publish to end, then run this command again; nothing was started")
 
@@ -112,7 +112,7 @@ def _take_publish_lock(out: Path) -> int:
         current = holder(out)
         if current and not RunDir(Path(current)).done_marker.exists():
             raise OutHeld(f"{out} is held by run {current}, which will replace it: publish once that run is "
-                          f"done (./hplt-shard --status {shlex.quote(current)}); if it was abandoned, remove {p}. "
+                          f"done ({status_command(current)}); if it was abandoned, remove {p}. "
                           "Nothing was uploaded")
         fd = os.open(publish_lock_path(out), os.O_CREAT | os.O_RDWR, 0o644)
         try:
@@ -144,7 +144,7 @@ def check_not_held(out: Path, rundir: Path) -> None:
     """Refuse an OUT that another unfinished run holds (reads only: --dry-run says what the run would)."""
     current = holder(out)
     if current and current != str(rundir) and not RunDir(Path(current)).done_marker.exists():
-        raise OutHeld(f"{out} is held by run {current}; finish it with --resume {shlex.quote(current)}, or remove {claim_path(out)}")
+        raise OutHeld(f"{out} is held by run {current}; finish it with {resume_command(current)}, or remove {claim_path(out)}")
 
 
 def check_claimable(out: Path, rundir: Path) -> None:

@@ -5,7 +5,9 @@ outlive it (a closed SSH session, a SIGKILL), a resume must not start a second w
 spill and partial files, and --status must call them running, not failed. So every task records
 its pid and its start time (field 22 of /proc/PID/stat, which a reused pid does not share) and
 removes the record when it ends; a record whose process is gone (killed) is stale and ignored.
-Records of another host (Slurm compute nodes) are left to squeue.
+Records of another host are Slurm compute nodes, left to squeue; in a local run they are tasks started
+on another login node that shares the run dir, which may run there: --status counts them running and a
+resume refuses, naming the host.
 
 Under the local executor a task also dies with the process that started it: the executor sets
 HPLT_SHARD_DIE_WITH to its pid and the task asks the kernel for SIGKILL when its parent goes
@@ -107,54 +109,91 @@ def _paths(root: Path) -> list[Path]:
         return []
 
 
-def records(root: Path) -> list[tuple[Path, LiveTask]]:
-    out = []
+@dataclass(frozen=True)
+class Hidden:
+    """A record this user cannot read: its task may run (another user started it, by hand or by a
+    resume), so --status counts it running and a resume refuses to start."""
+    path: Path
+    why: str
+    stage: str
+    task: int
+
+
+@dataclass(frozen=True)
+class LiveScan:
+    """One read of RUNDIR/live: the records read, and those this user cannot read."""
+    records: list[tuple[Path, LiveTask]]
+    hidden: list[Hidden]
+
+    def alive(self) -> list[LiveTask]:
+        """The run's tasks whose processes run now, on this host."""
+        return [t for _, t in self.records if is_alive(t)]
+
+    def elsewhere(self) -> list[tuple[Path, LiveTask]]:
+        """The records of another host. Under Slurm those are compute nodes, and squeue answers for them; in
+        a local run, a task started on another login node that shares the run dir: this host cannot see
+        whether it still runs."""
+        return [(p, t) for p, t in self.records if t.host != socket.gethostname()]
+
+    def running(self, local: bool) -> set[tuple[str, int]]:
+        """(stage, task) of every live task, of every hidden record (it may run) and, in a `local` run,
+        of every record of another host (it may run there)."""
+        away = [t for _, t in self.elsewhere()] if local else []
+        return {(t.stage, t.task) for t in [*self.alive(), *away]} | {(h.stage, h.task) for h in self.hidden}
+
+    def killed(self) -> set[tuple[str, int]]:
+        """(stage, task) of every record on this host whose process is gone: a task killed with its
+        submitter (SIGKILL) before it could remove its record; --status calls it interrupted. (A local
+        executor that sees a task fail, killed by the OOM killer too, prunes the records: those tasks
+        failed.)"""
+        return {(t.stage, t.task) for _, t in self.records if is_stale(t)}
+
+
+def elsewhere_step(away: list[tuple[Path, LiveTask]]) -> str:
+    """The one text for tasks a local run recorded on another host: a resume refuses with it, and --status
+    gives it as the way on. A unit of a run of several records itself twice (the run's and its language's
+    live/), so one process is one task here."""
+    from shard_pipeline.commands import command
+    from shard_pipeline.units import plural
+
+    tasks: dict[tuple[str, int, int], tuple[LiveTask, list[Path]]] = {}
+    for p, t in away:
+        tasks.setdefault((t.host, t.pid, t.start), (t, []))[1].append(p)
+    hosts = sorted({t.host for t, _ in tasks.values()})
+    named = [f"{t.stage} task {t.task} on {t.host} (pid {t.pid})" for t, _ in tasks.values()]
+    return (f"{plural(len(tasks), 'task')} of this run {'was' if len(tasks) == 1 else 'were'} started on "
+            f"{'another host' if len(hosts) == 1 else 'other hosts'} and may still run there: "
+            + "; ".join(named[:5]) + ("; ..." if len(named) > 5 else "")
+            + ". This host cannot see those processes, and a second writer would corrupt their files. Resume from "
+            f"{hosts[0] if len(hosts) == 1 else 'those hosts'}, which checks them itself; or, once none runs there, "
+            f"remove their records ({command('rm', *(p for p, _ in away))}), then resume again")
+
+
+def is_stale(t: LiveTask) -> bool:
+    """A record of this host whose process is gone (another host's: `LiveScan.elsewhere`)."""
+    return t.host == socket.gethostname() and not is_alive(t)
+
+
+def scan(root: Path) -> LiveScan:
+    """Read every record of the run once."""
+    records, hidden = [], []
     for p in _paths(root):
         try:
             t = _read(p)
-        except Unreadable:
-            continue  # unreadable(): whether it runs is unknown
-        if t is not None:
-            out.append((p, t))
-    return out
-
-
-def unreadable(root: Path) -> list[tuple[Path, str, str, int]]:
-    """(record, why, stage, task) of each record this user cannot read: its task may run (another user
-    started it, by hand or by a resume), so --status counts it running and a resume refuses to start."""
-    out = []
-    for p in _paths(root):
-        m = re.fullmatch(r"([a-z]+)-(\d+)\.\d+\.json", p.name)
-        try:
-            _read(p)
         except Unreadable as exc:
-            if m:
-                out.append((p, str(exc), m[1], int(m[2])))
-    return out
+            if m := re.fullmatch(r"([a-z]+)-(\d+)\.\d+\.json", p.name):
+                hidden.append(Hidden(p, str(exc), m[1], int(m[2])))
+            continue
+        if t is not None:
+            records.append((p, t))
+    return LiveScan(records, hidden)
 
 
-def alive(root: Path) -> list[LiveTask]:
-    """The run's tasks whose processes run now, on this host."""
-    return [t for _, t in records(root) if is_alive(t)]
-
-
-def killed(root: Path) -> set[tuple[str, int]]:
-    """(stage, task) of every record on this host whose process is gone: a task killed with its submitter
-    (SIGKILL) before it could remove its record; --status calls it interrupted. (A local executor that
-    sees a task fail, killed by the OOM killer too, prunes the records: those tasks failed.)"""
-    return {(t.stage, t.task) for _, t in records(root) if t.host == socket.gethostname() and not is_alive(t)}
-
-
-def running(root: Path) -> set[tuple[str, int]]:
-    """(stage, task) of every live task of the run, and of every record this user cannot read (it may
-    run): --status counts them as running."""
-    return {(t.stage, t.task) for t in alive(root)} | {(stage, task) for _, _, stage, task in unreadable(root)}
-
-
-def prune(root: Path) -> None:
-    """Remove the records of processes that are gone (killed before they could remove their own)."""
-    for p, t in records(root):
-        if t.host == socket.gethostname() and not is_alive(t):
+def prune(root: Path, elsewhere: bool = False) -> None:
+    """Remove the records of processes that are gone (killed before they could remove their own), and with
+    `elsewhere` those of other hosts too (Slurm tasks, once squeue holds none of the run's jobs)."""
+    for p, t in scan(root).records:
+        if is_stale(t) or (elsewhere and t.host != socket.gethostname()):
             p.unlink(missing_ok=True)
 
 

@@ -12,10 +12,11 @@ are not made again.
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from shard_pipeline.commands import command, program
+from shard_pipeline.contract.replace import tmp_dir_for, tmp_owner
 from shard_pipeline.run import unit_table
 from shard_pipeline.run.claim import claim_path, holder
 from shard_pipeline.run.rundir import RunDir, read_json
@@ -60,7 +61,7 @@ def _without(argv: Sequence[str], dropped: dict[str, int], positionals: bool = F
 
 def new_run_argv(argv: Sequence[str], run_dir: Path, extra: Sequence[str] = ()) -> list[str]:
     """The run's own command line (run.json "argv") with another --run-dir (and `extra`), for ./hplt-shard."""
-    return ["./hplt-shard", *_without(argv, _DROPPED), *extra, "--run-dir", str(run_dir)]
+    return [program(), *_without(argv, _DROPPED), *extra, "--run-dir", str(run_dir)]
 
 
 def language_alone_argv(argv: Sequence[str], lang: str, out: Path, run_dir: Path,
@@ -68,12 +69,13 @@ def language_alone_argv(argv: Sequence[str], lang: str, out: Path, run_dir: Path
     """A run of several languages' command line (run.json "argv") made a run of `lang` alone into its own
     OUT (ROOT/<LANG>, which a root allows): same content options, so the same bytes for that language."""
     rest = _without(["hplt-shard", *_without(argv, _DROPPED)], _OF_SEVERAL, positionals=True)
-    return ["./hplt-shard", lang, *rest, "--out", str(out), *extra, "--run-dir", str(run_dir)]
+    return [program(), lang, *rest, "--out", str(out), *extra, "--run-dir", str(run_dir)]
 
 
 def new_run_command(run: RunDir, suffix: str, extra: Sequence[str] = ()) -> str | None:
     """The exact new run that redoes `run` (one language, or one language of a run of several), its
-    claim on OUT dropped first when it holds it (a new run is refused while it does); None if unknown."""
+    claim on OUT and its staging folder OUT.tmp dropped first when it holds them (a new run is refused
+    while it does: the abandoned run would otherwise be the way on); None if unknown."""
     try:
         cfg, record = read_json(run.config_json), read_json(run.run_json)
     except (OSError, ValueError):
@@ -81,14 +83,22 @@ def new_run_command(run: RunDir, suffix: str, extra: Sequence[str] = ()) -> str 
     if not record.get("argv"):
         return None
     out = Path(cfg["execution"]["out"])
-    unclaim = f"rm {shlex.quote(str(claim_path(out)))} && " if holder(out) == str(run.root) else ""
+    unclaim = f"{command('rm', claim_path(out))} && " if holder(out) == str(run.root) else ""
+    unclaim += f"{command('rm', '-r', tmp_dir_for(out))} && " if _staged_by(out, run) else ""
     several = run.root.parent
     if unit_table.is_multi(several):
         argv = language_alone_argv(record["argv"], run.root.name, out,
                                    fresh_run_dir(several, f"{run.root.name}-{suffix}"), extra)
     else:
         argv = new_run_argv(record["argv"], fresh_run_dir(run.root, suffix), extra)
-    return unclaim + shlex.join(argv)
+    return unclaim + command(*argv)
+
+
+def _staged_by(out: Path, run: RunDir) -> bool:
+    try:
+        return tmp_owner(tmp_dir_for(out)) == str(run.root)
+    except OSError:
+        return False
 
 
 def new_run_step(run: RunDir, errors: Iterable[str]) -> str | None:

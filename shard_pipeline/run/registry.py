@@ -105,10 +105,44 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path
 
 
 def out_changed_since(run: RunDir, out: Path) -> str | None:
-    """Why OUT no longer holds the manifest this run swapped in (a later run replaced it, or someone
-    edited or removed it); None while it does, or when the run recorded none (swap.json: older runs)."""
+    """Why OUT no longer holds what this run swapped in: another manifest (a later run replaced it, or
+    someone edited or removed it), or a file it lists gone or of another size; None while it does, or when
+    the run recorded none (swap.json: older runs). Cost: the manifest hashed, one stat per file it lists."""
     receipt = read_receipt(run.swap_receipt)
-    return None if receipt is None else _manifest_changed(receipt, out)
+    if receipt is None:
+        return None
+    return _manifest_changed(receipt, out) or _listed_changed(out)
+
+
+def _listed_changed(out: Path) -> str | None:
+    """The first file OUT's own manifest (the one this run wrote: its hash was checked) lists that is gone or
+    not of the size it lists."""
+    import json
+
+    from shard_pipeline.contract.manifest import MANIFEST_NAME
+
+    try:
+        manifest = json.loads((out / MANIFEST_NAME).read_bytes())
+        files = [*manifest["shards"], *manifest["files"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{out}/{MANIFEST_NAME} cannot be read"
+    for f in files:
+        try:
+            size = (out / f["name"]).stat().st_size
+        except OSError as exc:
+            return f"{out}/{f['name']}, which its manifest lists, is gone ({exc.strerror})"
+        if size != f["bytes"]:
+            return f"{out}/{f['name']} is {size} bytes, its manifest lists {f['bytes']} (it was edited)"
+    return None
+
+
+def since_done(run: RunDir, out: Path) -> str:
+    """What a done run adds to "done: output at OUT" when OUT changed since (--status and --resume say
+    the same): "" while OUT holds what it swapped in."""
+    from shard_pipeline.commands import verify_command
+
+    since = out_changed_since(run, out)
+    return f"; but {since}: {verify_command(out)} checks what it holds now" if since else ""
 
 
 def _manifest_changed(receipt: dict[str, Any], out: Path) -> str | None:
@@ -239,6 +273,12 @@ class Stage:
     def problem(self, state: RunState, task: int) -> str | None:
         """Why `task` is not done (None: done)."""
         return None if state.finished else self.check(state, task)
+
+    def problem_and_touched(self, state: RunState, task: int) -> tuple[str | None, list[Path]]:
+        """`problem`, and the files of `task` it counted done by size and mtime alone (RunState.touched)."""
+        seen = len(state.touched or ())
+        why = self.problem(state, task)
+        return why, (state.touched or [])[seen:]
 
     def is_done(self, run: RunDir | RunState, task: int) -> bool:
         return self.problem(run if isinstance(run, RunState) else RunState(run), task) is None

@@ -82,14 +82,22 @@ def run_job_ids(run: RunDir) -> list[str]:
     return [j["job_id"] for s in record.get("submissions", []) for j in s.get("jobs", [])]
 
 
-def refuse_live_tasks(*roots) -> None:
+def refuse_live_tasks(*roots, local: bool, squeue_answered: bool) -> None:
     """A resume never starts while a task of the run still runs (a submitter that died can leave one):
-    two writers of the same spill and partial files would corrupt them. Stale records are dropped."""
-    busy = [t for r in roots for t in live.alive(r)]
-    hidden = [x for r in roots for x in live.unreadable(r)]
+    two writers of the same spill and partial files would corrupt them. Stale records are dropped.
+
+    `local`: the run's last submission ran on the local executor, so a record of another host is a task
+    started on another login node, which may run there. Otherwise such records are Slurm tasks: stale
+    once squeue answered that it holds none of the run's jobs (`squeue_answered`), else left alone."""
+    scans = [live.scan(r) for r in roots]
+    busy = [t for s in scans for t in s.alive()]
+    hidden = [h for s in scans for h in s.hidden]
+    away = [x for s in scans for x in s.elsewhere()] if local else []
+    if away and not busy:
+        raise ResumeRefused(live.elsewhere_step(away))
     if hidden and not busy:
         raise ResumeRefused(f"{len(hidden)} task record(s) of this run cannot be read ("
-                            + "; ".join(f"{p}: {why}" for p, why, _, _ in hidden[:5]) + ("; ..." if len(hidden) > 5 else "")
+                            + "; ".join(f"{h.path}: {h.why}" for h in hidden[:5]) + ("; ..." if len(hidden) > 5 else "")
                             + "): a task another user started may still run, and a second writer would corrupt its "
                             "files. Ask that user (ls -l names them); once no such task runs, remove those records, "
                             "then resume again")
@@ -99,4 +107,4 @@ def refuse_live_tasks(*roots) -> None:
                             + ("; ..." if len(busy) > 10 else "")
                             + ". Wait for them to end or stop them, then resume again")
     for r in roots:
-        live.prune(r)
+        live.prune(r, elsewhere=not local and squeue_answered)

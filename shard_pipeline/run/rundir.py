@@ -6,12 +6,12 @@ One layout for all executors, so a task can be rerun by hand from the command in
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from shard_pipeline.commands import command, resume_command
 from shard_pipeline.errors import UserError
 
 # The format of a run directory: the files stages hand each other (spill index, plan.json,
@@ -46,14 +46,14 @@ def check_whole(root: Path) -> None:
     made = all((root / sub).is_dir() for sub in ("tasks", "logs"))
     if root.is_dir() and made and not (root / "run.json").exists():
         raise IncompleteRunDir(f"{root} was left by a submission stopped before it was complete (it has no run.json): "
-                               f"nothing of it ran and no output was claimed; remove it (rm -r {root}) and submit again")
+                               f"nothing of it ran and no output was claimed; remove it ({command('rm', '-r', root)}) and submit again")
 
 
 def check_new(root: Path) -> None:
     """Refuse a run directory a new run would reuse: run directories are never reused."""
     check_whole(root)
     if root.exists():
-        raise RunDirExists(f"run directory {root} exists; use --resume {shlex.quote(str(root))} or move it away")
+        raise RunDirExists(f"run directory {root} exists; use {resume_command(root)} or move it away")
 
 
 class IncompleteRunDir(UserError):

@@ -10,10 +10,10 @@ code (errors.ExitCode) and one next step (`next_step`).
 from __future__ import annotations
 
 import enum
-import shlex
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from shard_pipeline.commands import command, resume_command
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.slurm import refusal_kind
 
@@ -143,8 +143,9 @@ def run_phase(c: Counts, *, done_marker: bool, held: bool) -> RunPhase:
     return RunPhase.INTERRUPTED  # nothing runs, nothing is queued, nothing failed: stopped before the end
 
 
-def resume_command(root, *options: str) -> str:
-    return shlex.join(["./hplt-shard", "--resume", str(root), *options])
+def ran_locally(record: dict) -> bool:
+    """The run's last submission (run.json) ran on the local executor: it queued no Slurm job."""
+    return not any(s.get("jobs") for s in record.get("submissions", [])[-1:])
 
 
 def stuck_step(root, reasons: Iterable[str], job_ids: Sequence[str]) -> str:
@@ -152,7 +153,7 @@ def stuck_step(root, reasons: Iterable[str], job_ids: Sequence[str]) -> str:
     known = sorted({r.split(",")[0].strip() for r in reasons if is_stuck(r)})
     why = "; ".join(f"{r}: {STUCK_REASONS[r]}" for r in known)
     fix = "; ".join(f"for {r}: {STUCK_FIX[r]}" for r in known)
-    cancel = shlex.join(["scancel", *job_ids]) if job_ids else "scancel the run's jobs"
+    cancel = command("scancel", *job_ids) if job_ids else "scancel the run's jobs"
     return (f"stuck: jobs pend for a reason that does not clear by itself ({why}). Cancel them and resume "
             f"with what fits:\n    {cancel}\n    {resume_command(root)} ...  ({fix})")
 

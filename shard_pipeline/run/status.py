@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-import shlex
 import shutil
 import subprocess
 import time
@@ -22,8 +21,9 @@ from typing import Any
 
 from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode, UsageError, UserError
+from shard_pipeline.commands import command, resume_command, status_command
 from shard_pipeline.run import live, unit_table
-from shard_pipeline.run.registry import STAGES, RunState, done_warnings, out_changed_since
+from shard_pipeline.run.registry import STAGES, RunState, done_warnings, since_done
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, check_format, check_whole, read_json, unit_log
 from shard_pipeline.run.runstate import (
@@ -31,7 +31,7 @@ from shard_pipeline.run.runstate import (
     RunPhase,
     TaskState,
     interrupted_step,
-    resume_command,
+    ran_locally,
     is_stuck,
     refused_step,
     run_phase,
@@ -199,10 +199,10 @@ def reason_step(root: Path, reason: str, res: StageResources, units: int) -> str
     twice one unit's memory after OUT_OF_MEMORY, twice the time after TIMEOUT, the same again otherwise
     (NODE_FAIL, PREEMPTED: the node, not the task, was at fault)."""
     if reason == "OUT_OF_MEMORY":
-        return f"./hplt-shard --resume {shlex.quote(str(root))} --mem {Memory.parse(res.mem).share(units).times(2)}"
+        return resume_command(root, "--mem", Memory.parse(res.mem).share(units).times(2))
     if reason == "TIMEOUT":
-        return f"./hplt-shard --resume {shlex.quote(str(root))} --time {WallTime.parse(res.time).times(2)}"
-    return f"./hplt-shard --resume {shlex.quote(str(root))}"
+        return resume_command(root, "--time", WallTime.parse(res.time).times(2))
+    return resume_command(root)
 
 
 def _jobs_left_queue(chunks: list[dict[str, Any]], still_queued: set[str]) -> bool:
@@ -221,12 +221,13 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
     if queue is None:
         queue = unit_table.queue_of_language(run, jobs, squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks],
                                                                       strict=strict))
-    alive = live.running(run.root)  # local tasks alive now, whoever started them (run/live.py)
+    local = ran_locally(record)
+    tasks = live.scan(run.root)
+    alive = tasks.running(local)  # local tasks alive now, whoever started them (run/live.py)
     stopped = run.interrupted_marker.exists()  # Ctrl-C / SIGTERM / SIGHUP stopped the local executor
     # A local task killed without a word (its submitter SIGKILLed) left its record; under Slurm a killed
     # task (OOM, a fault) failed, and Slurm's own reason says why.
-    local = not any(s.get("jobs") for s in record.get("submissions", [])[-1:])
-    killed = live.killed(run.root) if local else set()
+    killed = tasks.killed() if local else set()
     held = run_is_held(run)  # a live local submitter: a task whose log has no trailer yet is starting
     still_queued = {k.partition("_")[0] for k in queue}  # the array jobs Slurm still holds
     out = []
@@ -237,11 +238,10 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
         cpus = rs.cfg.execution.units_per_task(stage)
         gone = _jobs_left_queue(chunks, still_queued)  # a task of it that never started never will
         for task in range(st.total):
-            seen = len(rs.touched)
-            problem = reg.problem(rs, task)
+            problem, touched = reg.problem_and_touched(rs, task)
             if problem is None:
                 st.done += 1
-                if len(rs.touched) > seen:
+                if touched:
                     st.touched.append(task)
                 done_log = _task_log(run, stage, task, chunks, cpus)
                 fig = last_figures(done_log) if done_log is not None else None
@@ -439,37 +439,49 @@ def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
     """The one-line state with its next step, and the exit code of --status (docs/operations.md)."""
     cfg = read_json(run.config_json)
     phase = phase_of(run, statuses)
-    root = shlex.quote(str(run.root))
+    resume = resume_command(run.root)
     failed = [err for st in statuses for _, _, err in st.failed]
     if phase is RunPhase.DONE:
         out = cfg["execution"]["out"]
-        since = out_changed_since(run, Path(out))
-        text = f"done: output at {out}" + (f"; but {since}: ./hplt-shard --verify {shlex.quote(out)} checks what it "
-                                           "holds now" if since else "")
+        text = f"done: output at {out}" + since_done(run, Path(out))
         text += "".join(f"; warning: {w}" for w in done_warnings(run))
     elif phase is RunPhase.STUCK:
         text = stuck_step(run.root, [r for st in statuses for _, r in st.reasons], queued_job_ids(run, statuses))
     elif phase in (RunPhase.RUNNING, RunPhase.QUEUED):
         held = "" if any(st.running or st.pending for st in statuses) else \
             " (an hplt-shard process is running or resuming it here)"
-        text = f"{phase.value}{held}" + (f"; {len(failed)} failed so far: after the jobs end, ./hplt-shard --resume {root}"
+        text = f"{phase.value}{held}" + (f"; {len(failed)} failed so far: after the jobs end, {resume}"
                                          if failed else "")
         cut = sum(len(st.interrupted) for st in statuses)
         queued_ids = queued_job_ids(run, statuses)
         if cut and queued_ids and not failed:  # a later stage's job cancelled while an earlier one waits: no end
             text += (f"; but {plural(cut, 'task')} will not run (their jobs left the queue, e.g. scancel): the run cannot "
-                     f"finish as queued; {shlex.join(['scancel', *queued_ids])}, then "
-                     f"./hplt-shard --resume {root}")
+                     f"finish as queued; {command('scancel', *queued_ids)}, then {resume}")
     elif phase is RunPhase.FAILED:
         from shard_pipeline.run.next_step import new_run_step
 
-        hint = next((m[1] for err in failed for m in [re.match(r"[A-Z_]+ \((\./hplt-shard --resume [^)]*)\)", err)] if m), None)
+        hint = reason_hint(failed)
         text = (new_run_step(run, failed)
-                or (f"failed: {hint}" if hint else f"failed: fix the cause named above, then ./hplt-shard --resume {root}"))
+                or (f"failed: {hint}" if hint else f"failed: fix the cause named above, then {resume}"))
     else:
         refusal = last_refusal(read_json(run.run_json))
         text = refused_step(run.root, refusal) if refusal else interrupted_step(run.root, cfg["execution"]["executor"])
+    if phase is not RunPhase.DONE and (away := elsewhere(read_json(run.run_json), run.root)):
+        text += f"; {away}"
     return text, int(phase.exit_code)
+
+
+def reason_hint(failed: list[str]) -> str | None:
+    """The resume command of the first failed task whose Slurm reason has one (`REASON (CMD); last line: ...`,
+    stage_statuses), read back whole: the quoted run dir may hold a parenthesis."""
+    return next((m[1] for err in failed for m in [re.match(r"[A-Z_]+ \((.+ --resume .*?)\); last line: ", err)] if m), None)
+
+
+def elsewhere(record: dict, *roots: Path) -> str:
+    """What --status adds while a local run has tasks recorded on another host (a login node sharing the
+    run dir): the same words a resume refuses with, since this host cannot see their processes."""
+    away = [x for r in roots for x in live.scan(r).elsewhere()] if ran_locally(record) else []
+    return live.elsewhere_step(away) if away else ""
 
 
 def last_refusal(record: dict) -> dict | None:
@@ -566,7 +578,7 @@ def languages_report(root: Path) -> tuple[str, int]:
     alive = held_by_a_process(RunDir(root))
     lines = [f"run {m.root}  {plural(len(m.langs), 'language')}",
              f"{'language':<14}{'partition':>11}{'plan':>7}{'write':>11}{'finalize':>10}{'rows':>14}  state"]
-    phases, every, failures, reasons, requeued, touched = {}, [], [], [], [], []
+    phases, every, failures, reasons, requeued, touched, since = {}, [], [], [], [], [], []
     for lang in m.langs:
         run = RunDir(m.lang_dir(lang))
         lang_queue = unit_table.language_queue(m, lang, latest_jobs(read_json(run.run_json)), queue)
@@ -580,7 +592,9 @@ def languages_report(root: Path) -> tuple[str, int]:
         failures += [(lang, st.stage, t, log, err) for st in sts for t, log, err in st.failed[:1]]
         requeued += [requeued_line(f"{lang} {st.stage}", st.requeued) for st in sts if st.requeued]
         touched += [touched_line(f"{lang} {st.stage}", st.touched) for st in sts if st.touched]
-    lines += requeued[:20] + touched[:20]
+        if phases[lang] is RunPhase.DONE and (note := since_done(run, Path(read_json(run.config_json)["execution"]["out"]))):
+            since.append(f"{lang}: landed{note}")
+    lines += requeued[:20] + touched[:20] + since
     for lang, stage, t, log, err in failures[:20]:
         lines.append(f"FAILED {lang} {stage} task {t}: {err}\n       log: {log}")
     count = {p: sum(1 for v in phases.values() if v is p) for p in RunPhase}
@@ -605,11 +619,13 @@ def languages_report(root: Path) -> tuple[str, int]:
         resumable = [l for l in unfinished if l not in steps]
         if resumable:
             lines.append(f"state: {how}, unfinished ({', '.join(unfinished)}): {resume_command(m.root)}  "
-                         f"(details: ./hplt-shard --status {m.root}/<LANG>)")
+                         f"(details: {status_command(m.root)}/<LANG>)")
         else:
             lines.append(f"state: {how}, unfinished ({', '.join(unfinished)}): a resume cannot finish "
                          f"{'it' if len(unfinished) == 1 else 'them'}; the next step of each:")
         lines += [f"{l}: {step}" for l, step in steps.items()]
+    if phase is not RunPhase.DONE and (away := elsewhere(record, root, *(m.lang_dir(l) for l in m.langs))):
+        lines.append(away)
     return "\n".join(lines), int(phase.exit_code)
 
 

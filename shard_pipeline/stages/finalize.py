@@ -8,11 +8,11 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import shlex
 import shutil
 from pathlib import Path
 from typing import Any
 
+from shard_pipeline.commands import resume_command
 from shard_pipeline.contract.extras import (
     BALANCE_NAME,
     CARD_NAME,
@@ -220,7 +220,7 @@ def check_still_replacing(run: RunDir, cfg: RunConfig, out: Path) -> dict[str, A
     raise FinalizeError(f"{out} holds another output now (dataset {theirs.get('dataset')!r} version "
                         f"{theirs.get('version')!r}, another configuration), put there after this run's earlier "
                         f"finalize attempt: this run does not replace a newer output; to put this run's output "
-                        f"there anyway, move {out} away, then --resume {shlex.quote(str(run.root))}")
+                        f"there anyway, move {out} away, then {resume_command(run.root)}")
 
 
 def run_finalize(run: RunDir) -> dict[str, Any]:
@@ -243,7 +243,7 @@ def run_finalize(run: RunDir) -> dict[str, Any]:
     except Exception as exc:  # OUT is already the new output: say so
         raise AfterSwapError(f"{out} now holds this run's complete output (swapped in); a step after the swap "
                              f"failed: {type(exc).__name__}: {exc}; "
-                             f"fix it, then --resume {shlex.quote(str(run.root))} finishes the last steps") from exc
+                             f"fix it, then {resume_command(run.root)} finishes the last steps") from exc
 
 
 def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str, Any], out: Path,
@@ -280,7 +280,7 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
     if changed:  # the output would describe inputs that are no longer there as listed
         raise FinalizeError(f"{counted(len(changed), 'input shard')} changed after this run read "
                             f"{'it' if len(changed) == 1 else 'them'}: {shown(changed)}; {out} is as it was; "
-                            f"restore the input and --resume {shlex.quote(str(run.root))} (it redoes only finalize), or start a new "
+                            f"restore the input and {resume_command(run.root)} (it redoes only finalize), or start a new "
                             "run to read the inputs as they are now")
     remove_own_leftovers(run, tmp)
     shards = collect_shards(run, cfg, plan)

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
+from shard_pipeline.commands import PROGRAM_ENV
 from shard_pipeline.errors import EXIT_USAGE, ExitCode, UserError
 from shard_pipeline.submit import launch
 from shard_pipeline.submit.args import build_parser
@@ -18,7 +20,9 @@ def command() -> None:
     Every file a run writes is closed and fsynced before `main` returns, so the exit skips the
     interpreter's last collection, a walk over every object pyarrow and numpy made (~30 ms of a
     run's end); atexit handlers, thread joins and the flush of stdout and stderr still run.
+    The program's own path goes to the environment, for the next steps it and its tasks print.
     """
+    os.environ.setdefault(PROGRAM_ENV, os.path.abspath(sys.argv[0]))
     code = main()
     gc.freeze()
     sys.exit(code)

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shard_pipeline import slurm
+from shard_pipeline.commands import resume_command
 from shard_pipeline.contract.replace import check_replaceable, check_tmp_free
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.run import unit_table
 from shard_pipeline.run.claim import check_claimable, check_not_held, claim, release, run_lock
-from shard_pipeline.run.registry import STAGE_NAMES
-from shard_pipeline.run.runstate import resume_command
+from shard_pipeline.run.registry import STAGE_NAMES, since_done
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.files import write_bytes_atomic, write_json_atomic
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, check_new, check_whole, read_json
@@ -160,13 +160,14 @@ def prepare(args: Request, settings, executor: str, budget: int | None = None) -
     note = scope.index_warning(settings)
     if note:
         print(f"hplt-shard: warning: {note}", file=sys.stderr)
-    known = scope.known_counts(settings, key, args.lang, shards)
+    rows = scope.index_rows(settings, key, args.lang)
+    known = scope.known_counts(rows, shards)
     from shard_pipeline.input.shape import check_record_shape
     from shard_pipeline.stages.buckets import sample_heads
 
     sample = sample_heads(shards, corpus=args.corpus)
     check_record_shape(shards, args.corpus)
-    disagree = scope.index_disagreements(settings, key, args.lang, shards, sample.complete)
+    disagree = scope.index_disagreements(rows, shards, sample.complete)
     for d in disagree[:10]:  # HPLT releases are immutable: a file that no longer matches its row is a signal
         print(f"hplt-shard: warning: {d.describe()} (was the file replaced?)", file=sys.stderr)
     if len(disagree) > 10:
@@ -400,6 +401,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         run_job_ids,
     )
     from shard_pipeline.run.resume import describe as describe_resume
+    from shard_pipeline.run.runstate import ran_locally
     from shard_pipeline.submit.executors.slurm import SubmitError, queued_jobs_of
     from shard_pipeline.submit.resume_args import (
         keep_cpus,
@@ -431,12 +433,14 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     executor = scope.choose_executor(args, record["executor"])
     dirs = {l: RunDir(table.lang_dir(l)) for l in table.langs}
     with run_lock(root):
-        refuse_live_tasks(root, *([d.root for d in dirs.values()] if table.several else []))
-        if shutil.which("squeue"):
+        answered = shutil.which("squeue") is not None
+        if answered:  # first: once none is queued, records of Slurm tasks are stale
             queued = queued_jobs_of(run_job_ids(RunDir(root)))
             if queued:
                 raise ResumeRefused(f"jobs of this run are still queued or running: {', '.join(queued)}; "
                                     "wait for them or scancel them first")
+        refuse_live_tasks(root, *([d.root for d in dirs.values()] if table.several else []),
+                          local=ran_locally(record), squeue_answered=answered)
         cfgs = {l: with_resources(RunConfig.from_json(read_json(d.config_json)), resources) for l, d in dirs.items()}
         changes = {l: changed_inputs(d, cfgs[l]) for l, d in dirs.items()}
         changed = [(f"{l}: " if table.several else "") + c for l, cs in changes.items() for c in cs]
@@ -454,7 +458,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         for l, d in dirs.items():
             rp = plan_resume(d)
             if rp.done:
-                report.append(f"  {l}: done")
+                report.append(f"  {l}: done{since_done(d, Path(cfgs[l].execution.out))}")
                 continue
             todo.append(l)
             if rp.tasks.get("plan"):  # the plan makes OUT.tmp: a staging folder not this run's would stop it there
@@ -464,8 +468,12 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
             for stage, ts in rp.tasks.items():
                 tasks[stage] += [table.global_index(stage, l, t) for t in ts]
         if not todo:
-            print(f"{root}: already done; " + (f"outputs under {record.get('out')}" if table.several
-                                               else f"output at {cfgs[table.langs[0]].execution.out}"))
+            if table.several:
+                print("\n".join([f"{root}: already done; outputs under {record.get('out')}"]
+                                + [line for line in report if "; but " in line]))  # an output changed since
+            else:
+                out = Path(cfgs[table.langs[0]].execution.out)
+                print(f"{root}: already done; output at {out}{since_done(dirs[table.langs[0]], out)}")
             return ExitCode.OK
         cfgs = {l: cfgs[l] for l in todo}
         settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from shard_pipeline.commands import verify_command
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.contract.replace import TMP_MARKER, parking_dir_for
 from shard_pipeline.errors import EXIT_FAILED, ExitCode, UserError
@@ -147,7 +148,7 @@ def publish_held(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> 
             raise PublishFailed(
                 f"OUT changed while it was published: {files(len(changed))} no longer as verified ({', '.join(changed[:3])}); "
                 f"{shown} holds a partial upload (no {MANIFEST_NAME}) of OUT as it was. Check OUT "
-                f"(./hplt-shard --verify {out}); to publish it as it is now, remove the partial upload "
+                f"({verify_command(out)}); to publish it as it is now, remove the partial upload "
                 f"(rclone purge DEST) and run the same command again") from None
         raise PublishFailed(f"upload to {shown} broke midway: {exc}. {shown} is incomplete (no {MANIFEST_NAME}); "
                             "check the remote and the network, then run the same command again (before OUT changes): "
@@ -267,7 +268,7 @@ def verified_output(out: Path) -> Output:
         shown = "\n".join(f"  {p}" for p in problems[:SHOWN_PROBLEMS])
         more = f"\n  ... and {len(problems) - SHOWN_PROBLEMS} more" if len(problems) > SHOWN_PROBLEMS else ""
         raise OutputDoesNotVerify(f"refusing to publish {out}: it does not verify ({len(problems)} problems):\n"
-                                  f"{shown}{more}\nfix or rebuild it; ./hplt-shard --verify {out} lists every problem")
+                                  f"{shown}{more}\nfix or rebuild it; {verify_command(out)} lists every problem")
     manifest = read_json(out / MANIFEST_NAME)
     body = tuple(Entry(e["name"], int(e["bytes"]), e["sha256"]) for e in (*manifest["shards"], *manifest["files"]))
     raw = (out / MANIFEST_NAME).read_bytes()

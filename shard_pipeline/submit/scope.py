@@ -118,36 +118,36 @@ def index_warning(settings) -> str | None:
             "of your own project)")
 
 
-def known_counts(settings, key: tuple[str, str], lang: str, shards: Sequence) -> dict[int, int]:
-    """Documents per input that the counts index knows. An index file this user cannot read (a colleague's
+def index_rows(settings, key: tuple[str, str], lang: str) -> dict:
+    """The counts-index rows of this language, read once. An index file this user cannot read (a colleague's
     umask on a project-shared index) or that is not an index is a warning: the run counts its inputs itself."""
-    from shard_pipeline.input.counts_index import index_path, lookup
+    from shard_pipeline.input.counts_index import index_path, read_rows
 
     if not settings.counts_index:
         return {}
     try:
-        by_name = lookup(Path(settings.counts_index), *key, lang, shards)
+        return read_rows(Path(settings.counts_index), *key, lang)
     except (OSError, ValueError) as exc:
         path = index_path(Path(settings.counts_index), *key, lang)
         why = f"{exc.strerror or exc}" if isinstance(exc, OSError) else str(exc).removeprefix(f"{path}: ")
         print(f"hplt-shard: warning: the counts index file {path} cannot be read ({why}): this run counts its "
               "inputs itself, and finalize's rows go there only if it can write it", file=sys.stderr)
         return {}
+
+
+def known_counts(rows: dict, shards: Sequence) -> dict[int, int]:
+    """Documents per input (by its index in `shards`) that the counts index knows."""
+    from shard_pipeline.input.counts_index import lookup
+
+    by_name = lookup(rows, shards)
     return {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
 
 
-def index_disagreements(settings, key: tuple[str, str], lang: str, shards: Sequence,
-                        complete: dict[int, int]) -> list:
+def index_disagreements(rows: dict, shards: Sequence, complete: dict[int, int]) -> list:
     """Counts-index rows that name another size or mtime than the file has (with its count when known)."""
     from shard_pipeline.input.counts_index import disagreements
 
-    if not settings.counts_index:
-        return []
-    docs_now = {shards[i].name: n for i, n in complete.items()}
-    try:
-        return disagreements(Path(settings.counts_index), *key, lang, shards, docs_now)
-    except (OSError, ValueError):  # unreadable: known_counts said so already
-        return []
+    return disagreements(rows, shards, {shards[i].name: n for i, n in complete.items()})
 
 
 def choose_executor(args: Request, recorded: str | None = None) -> str:

@@ -9,11 +9,11 @@ done (`land_if_written`); the finalize job at the end of the chain only takes wh
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from shard_pipeline.commands import command, resume_command, status_command
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.run import live
 from shard_pipeline.run.rundir import RunDir, read_json
@@ -52,7 +52,7 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
         lang_dir, task = resolve(rundir, stage, g)
         run, lang = RunDir(lang_dir), lang_dir.name
         alone = task_argv(stage, run.root, task)
-        print(f"# unit {g} = {lang} {stage} task {task}; this unit alone: {shlex.join(alone)}", flush=True)
+        print(f"# unit {g} = {lang} {stage} task {task}; this unit alone: {command(*alone)}", flush=True)
         if stage == "finalize" and run.done_marker.exists():
             print(f"# {lang} landed before (its last write unit finalized it), skipped", flush=True)
             continue
@@ -98,8 +98,8 @@ def next_steps(m: UnitTable, causes: dict[str, str], waiting: set[str]) -> str:
                        else new_run_step(RunDir(m.lang_dir(l)), [cause])))
     resumable = sorted(set(causes) - set(fresh))
     return "; ".join(
-        ([f"fix the cause, then ./hplt-shard --resume {shlex.quote(str(m.root))}"] if resumable else [])
-        + ([f"a resume cannot finish {', '.join(fresh)}: ./hplt-shard --status {shlex.quote(str(m.root))} gives the new run"]
+        ([f"fix the cause, then {resume_command(m.root)}"] if resumable else [])
+        + ([f"a resume cannot finish {', '.join(fresh)}: {status_command(m.root)} gives the new run"]
            if fresh else []))
 
 

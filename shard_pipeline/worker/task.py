@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shlex
 import socket
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline import slurm
+from shard_pipeline.commands import command
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.worker.entries import stage_main
 from shard_pipeline.worker.taskcmd import TASK_MODULE, task_argv
@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = unit_table.load(a.rundir)  # the run's units: an index names a (language, task) unit, or C of them
     as_group = grouped(a, stage.array, table.units_per_task(stage.name))
     # The log's first line: the command that reruns this task by hand (README, "What a run leaves").
-    print(shlex.join(rerun_argv(stage.name, a.rundir, a.task if stage.array else None, as_group)), file=sys.stderr,
+    print(command(*rerun_argv(stage.name, a.rundir, a.task if stage.array else None, as_group)), file=sys.stderr,
           flush=True)
     live.die_with_parent()  # under the local executor: never outlive it (run/live.py)
     started = time.monotonic()

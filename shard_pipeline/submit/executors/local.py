@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import signal
 import sys
 import threading
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from shard_pipeline.commands import resume_command, status_command
 from shard_pipeline.errors import ExitCode, signal_exit
 from shard_pipeline.run import live
 from shard_pipeline.worker import group
@@ -25,7 +25,6 @@ from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.rundir import RunDir, read_json
-from shard_pipeline.run.runstate import resume_command
 from shard_pipeline.worker.taskcmd import task_argv
 from shard_pipeline.run.tasklog import last_error_line
 from shard_pipeline.submit.executors import local_task_env
@@ -388,7 +387,7 @@ def run_local(table: UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, lis
 
 def after_failure(root: Path) -> str:
     """The next step once a task failed, for one language or several: look, then the exact --resume."""
-    return f"See ./hplt-shard --status {shlex.quote(str(root))}, then {resume_command(root)}"
+    return f"See {status_command(root)}, then {resume_command(root)}"
 
 
 def failed_run(table: UnitTable, cfgs: dict[str, RunConfig], failure: str) -> int:

@@ -11,7 +11,6 @@ import base64
 import getpass
 import hashlib
 import re
-import shlex
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline import slurm
+from shard_pipeline.commands import resume_command, status_command
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.paths import JOB_SCRIPT
 from shard_pipeline.run.registry import STAGE_NAMES, STAGES
@@ -216,14 +216,14 @@ def refusal_step(stderr: str, rundir: Path, queued: int) -> str:
     kind = slurm.refusal_kind(stderr)
     if kind == "unanswered":
         return (f"\n{cancelled}nothing of this run runs. Slurm did not answer: once `squeue --me` answers, "
-                f"./hplt-shard --resume {shlex.quote(str(rundir))}")
+                f"{resume_command(rundir)}")
     if kind == "request":
         return (f"\n{cancelled}nothing of this run runs. Change what sbatch refused (an account, partition, memory or "
-                f"time the cluster does not take; the conf or the option), then: ./hplt-shard --resume {shlex.quote(str(rundir))} "
+                f"time the cluster does not take; the conf or the option), then: {resume_command(rundir)} "
                 "with the corrected option (--account, --partition, --mem, --time)")
     return (f"\nthe cluster's cap on submitted jobs is reached (every array task counts); {cancelled}"
             f"nothing of this run runs. Wait for some of your jobs to end (squeue --me), or run C units per array "
-            f"task so the run needs fewer: ./hplt-shard --resume {shlex.quote(str(rundir))} --cpus-per-task C (e.g. twice what it has)")
+            f"task so the run needs fewer: {resume_command(rundir)} --cpus-per-task C (e.g. twice what it has)")
 
 
 def record_refusal(run: RunDir, kind: str, exc: SubmitError) -> None:
@@ -261,7 +261,7 @@ def submit_run(table: UnitTable, cfgs: dict[str, RunConfig], t: dict[str, list[i
         print(f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}")
     if table.several:
         outs = [c.execution.out for c in cfgs.values()]
-        print(f"run dir: {table.root}  ({plural(len(cfgs), 'language')}; ./hplt-shard --status {shlex.quote(str(table.root))})")
+        print(f"run dir: {table.root}  ({plural(len(cfgs), 'language')}; {status_command(table.root)})")
         print(f"watch:   {watch_command(table.root, tag)}")
         print(f"done when every {table.root}/<LANG>/DONE exists; outputs appear at " + ", ".join(outs[:3])
               + (" ..." if len(outs) > 3 else ""))
