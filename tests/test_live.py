@@ -34,6 +34,8 @@ def test_a_record_of_another_host_blocks_a_local_resume_and_is_stale_after_slurm
     assert rec.exists()
     refuse_live_tasks(tmp_path, local=False, squeue_answered=False)  # no squeue to ask: left alone
     assert rec.exists()
+    refuse_live_tasks(tmp_path, local=True, squeue_answered=True, done=True)  # a done run starts nothing
+    assert rec.exists()
     refuse_live_tasks(tmp_path, local=False, squeue_answered=True)
     assert not rec.exists()
 

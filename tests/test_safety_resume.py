@@ -208,7 +208,8 @@ def test_a_task_recorded_on_another_login_node_counts_as_running_and_stops_a_res
     assert "(pid 424242)" in err and f"remove their records (rm {record}), then resume again" in err, err
     assert record.exists()  # never removed by a host that cannot see its process
     done_task = run_dir / "live" / "partition-00000.424242.json"  # a task already done, rerun there
-    done_task.write_text(record.read_text().replace('"stage": "write"', '"stage": "partition"'))
+    done_task_text = record.read_text().replace('"stage": "write"', '"stage": "partition"')
+    done_task.write_text(done_task_text)
     record.unlink()
     assert cli.main(["--status", str(run_dir)]) == 1  # failed, and the way on says why a resume here refuses
     state = capsys.readouterr().out.split("\nstate: ")[1]
@@ -216,6 +217,10 @@ def test_a_task_recorded_on_another_login_node_counts_as_running_and_stops_a_res
         "there: partition task 0 on uan02-not-" in state, state
     done_task.unlink()
     assert cli.main(["--resume", str(run_dir)]) == 0
+    record.write_text(done_task_text)  # a done run starts nothing: it says so, as --status does
+    capsys.readouterr()
+    assert cli.main(["--resume", str(run_dir)]) == 0 and "already done" in capsys.readouterr().out
+    assert cli.main(["--status", str(run_dir)]) == 0 and "another host" not in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -82,17 +82,18 @@ def run_job_ids(run: RunDir) -> list[str]:
     return [j["job_id"] for s in record.get("submissions", []) for j in s.get("jobs", [])]
 
 
-def refuse_live_tasks(*roots, local: bool, squeue_answered: bool) -> None:
+def refuse_live_tasks(*roots, local: bool, squeue_answered: bool, done: bool = False) -> None:
     """A resume never starts while a task of the run still runs (a submitter that died can leave one):
     two writers of the same spill and partial files would corrupt them. Stale records are dropped.
 
     `local`: the run's last submission ran on the local executor, so a record of another host is a task
     started on another login node, which may run there. Otherwise such records are Slurm tasks: stale
-    once squeue answered that it holds none of the run's jobs (`squeue_answered`), else left alone."""
+    once squeue answered that it holds none of the run's jobs (`squeue_answered`), else left alone. A
+    `done` run starts nothing, so a task elsewhere cannot meet a second writer: it says it is done."""
     scans = [live.scan(r) for r in roots]
     busy = [t for s in scans for t in s.alive()]
     hidden = [h for s in scans for h in s.hidden]
-    away = [x for s in scans for x in s.elsewhere()] if local else []
+    away = [x for s in scans for x in s.elsewhere()] if local and not done else []
     if away and not busy:
         raise ResumeRefused(live.elsewhere_step(away))
     if hidden and not busy:

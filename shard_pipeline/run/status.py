@@ -593,7 +593,7 @@ def languages_report(root: Path) -> tuple[str, int]:
         requeued += [requeued_line(f"{lang} {st.stage}", st.requeued) for st in sts if st.requeued]
         touched += [touched_line(f"{lang} {st.stage}", st.touched) for st in sts if st.touched]
         if phases[lang] is RunPhase.DONE and (note := since_done(run, Path(read_json(run.config_json)["execution"]["out"]))):
-            since.append(f"{lang}: landed{note}")
+            since.append(f"{lang}: done{note}")  # as a resume of the done run says it
     lines += requeued[:20] + touched[:20] + since
     for lang, stage, t, log, err in failures[:20]:
         lines.append(f"FAILED {lang} {stage} task {t}: {err}\n       log: {log}")
@@ -619,7 +619,7 @@ def languages_report(root: Path) -> tuple[str, int]:
         resumable = [l for l in unfinished if l not in steps]
         if resumable:
             lines.append(f"state: {how}, unfinished ({', '.join(unfinished)}): {resume_command(m.root)}  "
-                         f"(details: {status_command(m.root)}/<LANG>)")
+                         f"(details: {status_command(m.root)}/LANG)")
         else:
             lines.append(f"state: {how}, unfinished ({', '.join(unfinished)}): a resume cannot finish "
                          f"{'it' if len(unfinished) == 1 else 'them'}; the next step of each:")

@@ -440,7 +440,8 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
                 raise ResumeRefused(f"jobs of this run are still queued or running: {', '.join(queued)}; "
                                     "wait for them or scancel them first")
         refuse_live_tasks(root, *([d.root for d in dirs.values()] if table.several else []),
-                          local=ran_locally(record), squeue_answered=answered)
+                          local=ran_locally(record), squeue_answered=answered,
+                          done=all(d.done_marker.exists() for d in dirs.values()))
         cfgs = {l: with_resources(RunConfig.from_json(read_json(d.config_json)), resources) for l, d in dirs.items()}
         changes = {l: changed_inputs(d, cfgs[l]) for l, d in dirs.items()}
         changed = [(f"{l}: " if table.several else "") + c for l, cs in changes.items() for c in cs]
