@@ -74,8 +74,13 @@ def _group_alive(pgid: int, since: int) -> bool:
     return False
 
 
+def is_elsewhere(t: LiveTask) -> bool:
+    """Recorded by another host: this one cannot see its process (`LiveScan.elsewhere` says whose it is)."""
+    return t.host != socket.gethostname()
+
+
 def is_alive(t: LiveTask) -> bool:
-    if t.host != socket.gethostname():
+    if is_elsewhere(t):
         return False
     st = proc_stat(t.pid)
     if st is not None and st[1] == t.start:
@@ -133,7 +138,7 @@ class LiveScan:
         """The records of another host. Under Slurm those are compute nodes, and squeue answers for them; in
         a local run, a task started on another login node that shares the run dir: this host cannot see
         whether it still runs."""
-        return [(p, t) for p, t in self.records if t.host != socket.gethostname()]
+        return [(p, t) for p, t in self.records if is_elsewhere(t)]
 
     def running(self, local: bool) -> set[tuple[str, int]]:
         """(stage, task) of every live task, of every hidden record (it may run) and, in a `local` run,
@@ -171,7 +176,7 @@ def elsewhere_step(away: list[tuple[Path, LiveTask]]) -> str:
 
 def is_stale(t: LiveTask) -> bool:
     """A record of this host whose process is gone (another host's: `LiveScan.elsewhere`)."""
-    return t.host == socket.gethostname() and not is_alive(t)
+    return not is_elsewhere(t) and not is_alive(t)
 
 
 def scan(root: Path) -> LiveScan:
@@ -193,7 +198,7 @@ def prune(root: Path, elsewhere: bool = False) -> None:
     """Remove the records of processes that are gone (killed before they could remove their own), and with
     `elsewhere` those of other hosts too (Slurm tasks, once squeue holds none of the run's jobs)."""
     for p, t in scan(root).records:
-        if is_stale(t) or (elsewhere and t.host != socket.gethostname()):
+        if is_stale(t) or (elsewhere and is_elsewhere(t)):
             p.unlink(missing_ok=True)
 
 

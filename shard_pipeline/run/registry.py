@@ -111,22 +111,25 @@ def out_changed_since(run: RunDir, out: Path) -> str | None:
     receipt = read_receipt(run.swap_receipt)
     if receipt is None:
         return None
-    return _manifest_changed(receipt, out) or _listed_changed(out)
+    data = _manifest_bytes(out)
+    if isinstance(data, str):
+        return data
+    return _manifest_changed(receipt, out, data) or _listed_changed(out, data)
 
 
-def _listed_changed(out: Path) -> str | None:
-    """The first file OUT's own manifest (the one this run wrote: its hash was checked) lists that is gone,
-    by one listing of each folder it names. A file edited in place is --verify's to find: a stat per file
-    would cost a done run's --status seconds on Lustre at HPLT English's ~8,000 shards."""
+def _listed_changed(out: Path, data: bytes) -> str | None:
+    """The first file OUT's own manifest (`data`, the one this run wrote: its hash was checked) lists that is
+    gone, by one listing of each folder it names. A file edited in place is --verify's to find: a stat per
+    file would cost a done run's --status seconds on Lustre at HPLT English's ~8,000 shards."""
     import json
     import os
 
     from shard_pipeline.contract.manifest import MANIFEST_NAME
 
     try:
-        manifest = json.loads((out / MANIFEST_NAME).read_bytes())
+        manifest = json.loads(data)
         files = [*manifest["shards"], *manifest["files"]]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return f"{out}/{MANIFEST_NAME} cannot be read"
     listed: dict[Path, set[str]] = {}
     for f in files:
@@ -150,16 +153,25 @@ def since_done(run: RunDir, out: Path) -> str:
     return f"; but {since}: {verify_command(out)} checks what it holds now" if since else ""
 
 
-def _manifest_changed(receipt: dict[str, Any], out: Path) -> str | None:
-    """Why OUT's manifest is not the one swap.json `receipt` recorded; None when it is."""
+def _manifest_bytes(out: Path) -> bytes | str:
+    """OUT's manifest as it is on disk, read once for its hash and its list; or why it cannot be read."""
     from shard_pipeline.contract.manifest import MANIFEST_NAME
 
     try:
-        same = file_sha256(out / MANIFEST_NAME) == receipt.get("manifest_sha256")
+        return (out / MANIFEST_NAME).read_bytes()
     except OSError as exc:
         return f"{out} holds no readable {MANIFEST_NAME} now ({exc.strerror})"
-    return None if same else (f"{out}/{MANIFEST_NAME} is no longer the one this run wrote (a later run replaced "
-                              "the output, or it was edited)")
+
+
+def _manifest_changed(receipt: dict[str, Any], out: Path, data: bytes) -> str | None:
+    """Why OUT's manifest (`data`) is not the one swap.json `receipt` recorded; None when it is."""
+    import hashlib
+
+    from shard_pipeline.contract.manifest import MANIFEST_NAME
+
+    if hashlib.sha256(data).hexdigest() == receipt.get("manifest_sha256"):
+        return None
+    return f"{out}/{MANIFEST_NAME} is no longer the one this run wrote (a later run replaced the output, or it was edited)"
 
 
 def done_warnings(run: RunDir) -> list[str]:
@@ -172,7 +184,8 @@ def manifest_is_this_runs(run: RunDir, out: Path, manifest: dict[str, Any], reha
     """OUT's manifest is the very one finalize wrote (its sha256 in swap.json), and so are the other files it
     lists: by sha256 when `rehash`, else by size alone (--status reads no file but the small manifest)."""
     receipt = read_receipt(run.swap_receipt)  # read once: what it records is what is compared
-    if receipt is None or _manifest_changed(receipt, out) is not None:
+    data = _manifest_bytes(out)
+    if receipt is None or isinstance(data, str) or _manifest_changed(receipt, out, data) is not None:
         return False
     return not rehash or all(file_sha256(out / f["name"]) == f["sha256"] for f in manifest["files"])
 

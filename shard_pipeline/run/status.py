@@ -210,13 +210,15 @@ def _jobs_left_queue(chunks: list[dict[str, Any]], still_queued: set[str]) -> bo
     return bool(chunks) and not any(j["job_id"] in still_queued for j in chunks)
 
 
-def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: bool = False) -> list[StageStatus]:
+def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: bool = False,
+                   record: dict[str, Any] | None = None) -> list[StageStatus]:
     """Each stage's tasks by state (runstate.task_state), with the reasons and lines --status shows.
 
     `strict` (--status, whose squeue answered; a run of several passes its queue): a task that never started and whose job has left the queue
     (scancel, or cancelled for a dependency that can never be met) will not run: interrupted, not waiting."""
     rs = RunState(run, rehash=False, trust_touched=True)  # a stat per file: --status is run often, on terabytes
-    record = read_json(run.run_json)
+    if record is None:  # run.json, unless the caller read it already
+        record = read_json(run.run_json)
     jobs = latest_jobs(record)
     if queue is None:
         queue = unit_table.queue_of_language(run, jobs, squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks],
@@ -349,11 +351,11 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
 
 
-def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any]) -> str:
+def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state: str, code: int) -> str:
+    """The --status table; `state` and `code` are run_state's (computed once: a done run's hashes its manifest)."""
     from shard_pipeline.units import human_bytes, plural
 
     cfg = read_json(run.config_json)
-    state, code = run_state(run, statuses)
     lines = [f"run {run.root}  config {cfg['config_sha256'][:12]}  executor {cfg['execution']['executor']}",
              f"{'stage':<10}{'tasks':>7}{'done':>7}{'running':>9}{'pending':>9}{'failed':>8}{'interrupted':>13}{'waiting':>9}"]
     for st in statuses:
@@ -438,6 +440,7 @@ def queued_job_ids(run: RunDir, statuses: list[StageStatus]) -> list[str]:
 def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
     """The one-line state with its next step, and the exit code of --status (docs/operations.md)."""
     cfg = read_json(run.config_json)
+    record = read_json(run.run_json) if run.run_json.exists() else {}
     phase = phase_of(run, statuses)
     resume = resume_command(run.root)
     failed = [err for st in statuses for _, _, err in st.failed]
@@ -464,9 +467,9 @@ def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
         text = (new_run_step(run, failed)
                 or (f"failed: {hint}" if hint else f"failed: fix the cause named above, then {resume}"))
     else:
-        refusal = last_refusal(read_json(run.run_json))
+        refusal = last_refusal(record)
         text = refused_step(run.root, refusal) if refusal else interrupted_step(run.root, cfg["execution"]["executor"])
-    if phase is not RunPhase.DONE and (away := elsewhere(read_json(run.run_json), run.root)):
+    if phase is not RunPhase.DONE and (away := elsewhere(record, run.root)):
         text += f"; {away}"
     return text, int(phase.exit_code)
 
@@ -512,8 +515,8 @@ def held_by_a_process(run: RunDir) -> bool:
 def status_report(run: RunDir) -> tuple[str, int]:
     """The --status text and its exit code (errors.ExitCode: 0 done, 1 failed or interrupted, 3 busy, 4 stuck)."""
     statuses = stage_statuses(run, strict=not run.done_marker.exists())  # a finished run needs no squeue
-    code = run_state(run, statuses)[1]
-    return render(run, statuses, progress(run, moving=code == ExitCode.BUSY)), code
+    state, code = run_state(run, statuses)
+    return render(run, statuses, progress(run, moving=code == ExitCode.BUSY), state, code), code
 
 
 def report(root: Path) -> tuple[str, int]:
@@ -579,10 +582,12 @@ def languages_report(root: Path) -> tuple[str, int]:
     lines = [f"run {m.root}  {plural(len(m.langs), 'language')}",
              f"{'language':<14}{'partition':>11}{'plan':>7}{'write':>11}{'finalize':>10}{'rows':>14}  state"]
     phases, every, failures, reasons, requeued, touched, since = {}, [], [], [], [], [], []
+    per_lang: dict[str, list[StageStatus]] = {}
     for lang in m.langs:
         run = RunDir(m.lang_dir(lang))
-        lang_queue = unit_table.language_queue(m, lang, latest_jobs(read_json(run.run_json)), queue)
-        sts = stage_statuses(run, lang_queue, strict=not landed)
+        lang_record = read_json(run.run_json)
+        lang_queue = unit_table.language_queue(m, lang, latest_jobs(lang_record), queue)
+        sts = per_lang[lang] = stage_statuses(run, lang_queue, strict=not landed, record=lang_record)
         phases[lang], word = language_state(run, sts, alive)
         every += sts
         reasons += [r for st in sts for _, r in st.reasons]
@@ -615,7 +620,7 @@ def languages_report(root: Path) -> tuple[str, int]:
         lines.append(f"state: {refused_step(m.root, refusal)}")
     else:
         how = "interrupted" if phase is RunPhase.INTERRUPTED else "failed"
-        steps = {l: step for l in failed if (step := language_new_run_step(RunDir(m.lang_dir(l))))}
+        steps = {l: step for l in failed if (step := language_new_run_step(RunDir(m.lang_dir(l)), per_lang[l]))}
         resumable = [l for l in unfinished if l not in steps]
         if resumable:
             lines.append(f"state: {how}, unfinished ({', '.join(unfinished)}): {resume_command(m.root)}  "
@@ -629,9 +634,10 @@ def languages_report(root: Path) -> tuple[str, int]:
     return "\n".join(lines), int(phase.exit_code)
 
 
-def language_new_run_step(run: RunDir) -> str | None:
+def language_new_run_step(run: RunDir, statuses: list[StageStatus] | None = None) -> str | None:
     """The new run a failed language needs when a resume cannot help (run/next_step.py), from its
-    failed tasks' errors as --status shows them; None when --resume is its next step."""
+    failed tasks' errors as --status shows them (`statuses`, when the caller has them); None when
+    --resume is its next step."""
     from shard_pipeline.run.next_step import new_run_step
 
-    return new_run_step(run, [err for st in stage_statuses(run) for _, _, err in st.failed])
+    return new_run_step(run, [err for st in (statuses if statuses is not None else stage_statuses(run)) for _, _, err in st.failed])
