@@ -174,3 +174,40 @@ def test_a_unit_that_wrote_nothing_but_failed_is_an_empty_log_not_its_trailer(tm
     line = last_error_line(log)
     assert line.startswith(f"(empty log: the log could not be written: the disk holding {log.parent} is full"), line
     assert line.endswith("max rss 501 MiB") and "exit 1" in line
+
+
+def test_a_permission_error_names_the_owner_of_what_stops_this_user_and_the_way_on(tmp_path, monkeypatch):
+    """--status of a colleague's run dir whose logs are private: the line names the folder that stops this
+    user and its owner, and the chmod that opens it (a reading command), or a folder of one's own (a run)."""
+    import errno
+    import os
+    import pwd
+    from types import SimpleNamespace
+
+    from shard_pipeline.submit.cli import os_error_line
+
+    logs = tmp_path / "run" / "logs"
+    logs.mkdir(parents=True)
+    other = pwd.getpwnam("nobody").pw_uid
+    os.chown(logs, other, -1)
+    target = logs / "partition" / "local_0.log"
+    real_stat = type(target).stat
+
+    def stat(self, *a, **k):  # as this user sees it: logs/ is closed, so nothing under it can be looked at
+        if logs in self.parents:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_stat(self, *a, **k)
+
+    monkeypatch.setattr(type(target), "stat", stat)
+    exc = PermissionError(errno.EACCES, "Permission denied", str(target))
+    status = SimpleNamespace(status=tmp_path / "run", resume=None, verify=None, publish=None)
+    assert os_error_line(exc, status) == (
+        f"reading the run directory failed: {target}: Permission denied; it belongs to nobody: ask them to open "
+        f"it to your group (chmod -R g+rX {logs}), or run this as nobody")
+    new_run = SimpleNamespace(status=None, resume=None, verify=None, publish=None)
+    assert os_error_line(exc, new_run).endswith("; it belongs to nobody: use a folder of your own, or ask nobody for access")
+    os.chown(logs, os.geteuid(), -1)
+    assert os_error_line(exc, status).endswith(f"; it is this user's: give yourself access (chmod -R u+rwX {logs}), "
+                                               "then run this again")
+    assert os_error_line(FileNotFoundError(errno.ENOENT, "No such file or directory", str(target)), status) == (
+        f"reading the run directory failed: {target}: No such file or directory")

@@ -240,3 +240,29 @@ def test_an_ignored_ctrl_c_is_not_left_blocked_by_the_re_exec_into_the_venv(tmp_
     prefix, blocked, ignored = mask.read_text().split(" ")
     assert Path(prefix).resolve() == (repo / ".venv").resolve()  # the venv's Python ran the command
     assert blocked == "[]" and ignored == "True"
+
+
+@pytest.mark.slow  # starts a Python process
+def test_a_checkout_whose_venv_python_this_user_cannot_run_says_so_in_one_line(tmp_path):
+    """A colleague's shared checkout whose .venv was made from a Python under its owner's home: the sh
+    lines cannot start it, python3 from PATH lacks pyarrow, and what the user gets is one line naming the
+    interpreter and the way on, not a PermissionError traceback. (Tests run as root, for whom a file
+    with no x bit is what a folder closed to other users is to them.)"""
+    import shutil
+    import subprocess
+
+    python3 = shutil.which("python3", path="/usr/bin:/bin")
+    if python3 is None or subprocess.run([python3, "-c", "import pyarrow"], capture_output=True).returncode == 0:
+        pytest.skip("needs a system python3 without pyarrow")
+    repo = Path(__file__).resolve().parents[1]
+    checkout = tmp_path / "shared checkout"
+    (checkout / ".venv" / "bin").mkdir(parents=True)
+    shutil.copy(repo / "hplt-shard", checkout / "hplt-shard")
+    (checkout / ".venv" / "bin" / "python3.11").write_text("")  # not executable
+    (checkout / ".venv" / "bin" / "python").symlink_to("python3.11")
+    p = subprocess.run([python3, str(checkout / "hplt-shard"), "--version"], capture_output=True, text=True)
+    assert p.returncode == 1
+    assert "Traceback" not in p.stderr
+    assert p.stderr == (f"hplt-shard: this checkout's Python, {checkout}/.venv/bin/python, cannot be run by this user "
+                        "(it, or a folder on its way, is not readable and executable for you): its owner can rebuild "
+                        ".venv from a Python every user can run, or set up a checkout of your own (README.md)\n")
