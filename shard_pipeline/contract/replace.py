@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shard_pipeline.commands import resume_command
+from shard_pipeline.access import access_step, replace_refusal
+from shard_pipeline.commands import resume_command, status_command
 from shard_pipeline.contract.manifest import MANIFEST_FORMAT, MANIFEST_NAME, load_manifest
 from shard_pipeline.contract.previous import Holdings, counted, foreign_message, holdings, listed_sizes, shown
 from shard_pipeline.errors import UserError
@@ -95,7 +96,8 @@ def check_tmp_free(out: Path, owner: str, step: str = "move it away or choose an
     if made_by.startswith(WRITE_SHARDS_OWNER):
         raise NotReplaceable(f"{tmp} is being written by another write_shards call ({made_by}); wait for it, or "
                              f"remove {tmp} if that call is over")
-    raise NotReplaceable(f"{tmp} belongs to another run ({made_by}); finish that run with {resume_command(made_by)}, "
+    raise NotReplaceable(f"{tmp} belongs to another run ({made_by}), which may still be running: see where it stands "
+                         f"({status_command(made_by)}); once it has stopped, finish it with {resume_command(made_by)}, "
                          f"or remove {tmp} if that run is abandoned")
 
 
@@ -155,6 +157,10 @@ def check_replaceable(out: Path) -> Holdings | None:
         return None
     try:
         manifest = load_manifest(out)
+    except PermissionError as exc:
+        raise NotReplaceable(f"{out}/{MANIFEST_NAME} cannot be read by this user ({exc.strerror}), so {out} cannot be "
+                             f"proved a previous output; refusing to replace it ({access_step(out / MANIFEST_NAME, reading=False)})"
+                             ) from None
     except (OSError, ValueError):
         raise NotReplaceable(f"{out} exists, is not empty and holds no {MANIFEST_FORMAT} manifest; "
                              "refusing to replace it") from None
@@ -168,6 +174,10 @@ def check_replaceable(out: Path) -> Holdings | None:
                              "refusing to replace it") from None
     if held.foreign:
         raise NotReplaceable(foreign_message(held))
+    why = replace_refusal(out)
+    if why is not None:  # found now, not after every stage: the swap or the deletion would fail at the end
+        raise NotReplaceable(f"--out {out} holds a previous output this user cannot replace: {why}; ask its owner to "
+                             "run this, or choose another --out")
     return held
 
 

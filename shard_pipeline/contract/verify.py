@@ -107,6 +107,9 @@ def _check_files(out: Path, m: dict[str, Any], rep: _Report) -> None:
             continue
         try:
             size, digest = _stream_sha256(path)
+        except PermissionError as exc:
+            rep.denied(name, path, exc)
+            continue
         except OSError as exc:
             rep.add(name, f"cannot be read: {exc}")
             continue
@@ -274,8 +277,8 @@ def _check_one(out: Path, e: dict[str, Any], first: int, last: bool, n: int, par
     """Open one listed shard and check it; one that cannot be opened counts as its manifest entry, unseen."""
     name = e["name"]
     try:
-        pf = pq.ParquetFile(out / name)
-    except FileNotFoundError:  # reported by the file check
+        pf = None if os.path.lexists(out / name) and not os.access(out / name, os.R_OK) else pq.ParquetFile(out / name)
+    except FileNotFoundError:  # reported by the file check, as is a file this user may not read (None above)
         pf = None
     except Exception as exc:
         rep.add(name, f"not a readable Parquet file: {exc}")
@@ -315,7 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m shard_pipeline.contract.verify",
         description="Verify a hplt-shard output folder against docs/formats/corpus-shard.md. "
-        "Exit 0: verified; 1: problems found (one line each); 2: bad usage or no such folder.",
+        "Exit 0: verified; 1: problems found (one line each); 2: bad usage, no such folder, or files this user may "
+        "not read (nothing else found).",
     )
     parser.add_argument("out", metavar="OUT", help="the output folder (holds _MANIFEST.json), or the root of a "
                         "run of several languages (holds LANG/ outputs: each is verified, with one summary)")
@@ -337,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problems:
         for p in problems:
             print(f"{p.file}: {p.what}")
-        return ExitCode.FAILED
+        return ExitCode.USAGE if all(p.unreadable for p in problems) else ExitCode.FAILED
     manifest = json.loads((out / MANIFEST_NAME).read_text(encoding="utf-8"))
     suffix = " (shallow: rows not checked)" if args.shallow else ""
     print(f"OK: {plural(manifest['rows'], 'row')} in {plural(len(manifest['shards']), 'shard')} verified{suffix}")

@@ -32,6 +32,7 @@ _TIMESTAMP_KEY_WORDS = {"time", "timestamp", "date", "datetime", "created", "mod
 class Problem:
     file: str  # path relative to OUT (or "_MANIFEST.json")
     what: str  # one line: what is wrong
+    unreadable: bool = False  # this user may not read it: unchecked, not shown to break the contract
 
     def __str__(self) -> str:
         return f"{self.file}: {self.what}"
@@ -48,6 +49,13 @@ class _Report:
 
     def add(self, file: str, what: str) -> None:
         self.problems.append(Problem(file, _one_line(what)))
+
+    def denied(self, file: str, path: Path, exc: OSError) -> None:
+        """A file this user may not read (a colleague's output): one line with the way on, not a defect."""
+        from shard_pipeline.access import access_step
+
+        self.problems.append(Problem(file, f"cannot be read by this user ({exc.strerror}), so it was not checked; "
+                                           f"{access_step(path, reading=True)}", unreadable=True))
 
     def capped(self, kind: str, file: str, what: str) -> None:
         self._seen[kind] += 1
@@ -263,6 +271,9 @@ def _check_manifest(out: Path, rep: _Report) -> dict[str, Any] | None:
         return None
     try:
         raw = path.read_bytes()
+    except PermissionError as exc:
+        rep.denied(MANIFEST_NAME, path, exc)
+        return None
     except OSError as exc:
         rep.add(MANIFEST_NAME, f"cannot be read: {exc}")
         return None

@@ -175,9 +175,11 @@ def _manifest_changed(receipt: dict[str, Any], out: Path, data: bytes) -> str | 
 
 
 def done_warnings(run: RunDir) -> list[str]:
-    """The warnings finalize recorded in validation.json (files kept beside OUT after the swap): the done
-    message and --status repeat them, since a finalize log is not where a user looks."""
-    return list((read_receipt(run.validation_json) or {}).get("warnings", []))
+    """The warnings finalize recorded in validation.json (files kept beside OUT after the swap, a counts index it
+    could not update): the done message and --status repeat them, since a finalize log is not where a user looks."""
+    validation = read_receipt(run.validation_json) or {}
+    index = validation.get("counts_index_warning")
+    return [*validation.get("warnings", []), *([index] if index else [])]
 
 
 def manifest_is_this_runs(run: RunDir, out: Path, manifest: dict[str, Any], rehash: bool) -> bool:

@@ -178,7 +178,7 @@ def counts_index_step(cfg: RunConfig, run: RunDir) -> dict[str, Any]:
         where = getattr(exc, "filename", None)
         reason = f"{where}: {exc.strerror}" if getattr(exc, "strerror", None) and where else str(exc)
         warning = (f"the counts index {cfg.execution.counts_index} was not updated ({reason}); "
-                   "the output is complete; a later run counts these inputs again")
+                   "the output is complete; a later run counts these inputs itself unless the index holds them already")
         print(f"finalize: warning: {warning}", flush=True)
         return {"counts_index_rows": 0, "counts_index_replaced": [], "counts_index_warning": warning}
     return {"counts_index_rows": counted, "counts_index_replaced": replaced}

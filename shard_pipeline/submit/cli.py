@@ -68,34 +68,10 @@ def os_error_line(exc: OSError, args: Request) -> str:
     where = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 else "") if exc.filename else "(no path)"
     line = f"{doing} failed: {where}: {exc.strerror or exc}"
     if exc.errno in (errno.EACCES, errno.EPERM) and exc.filename:
+        from shard_pipeline.access import access_step
+
         line += f"; {access_step(Path(os.fsdecode(exc.filename)), reading=bool(args.status or args.verify))}"
     return line
-
-
-def access_step(path: Path, reading: bool) -> str:
-    """The way on from a permission error: who owns what stops this user (the path, or the nearest folder
-    above it this user can look at: a colleague's run dir with private logs), and, for a command that only
-    reads (`reading`), the chmod that opens it; one that writes is pointed to a folder of the user's own."""
-    import pwd
-
-    from shard_pipeline.commands import command as shown
-
-    for at in (path, *path.parents):
-        try:
-            st = at.stat()
-        except OSError:
-            continue
-        if st.st_uid == os.geteuid():
-            return f"it is this user's: give yourself access ({shown('chmod', '-R', 'u+rwX', str(at))}), then run this again"
-        try:
-            owner = pwd.getpwuid(st.st_uid).pw_name
-        except KeyError:
-            owner = f"user {st.st_uid}"
-        if not reading:
-            return f"it belongs to {owner}: use a folder of your own, or ask {owner} for access"
-        return (f"it belongs to {owner}: ask them to open it to your group ({shown('chmod', '-R', 'g+rX', str(at))}), "
-                f"or run this as {owner}")
-    return "this user may not read it"
 
 
 def run_command(args: Request, argv: Sequence[str]) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shard_pipeline import slurm
+from shard_pipeline.access import share_like, write_refusal
 from shard_pipeline.commands import resume_command
 from shard_pipeline.contract.replace import check_replaceable, check_tmp_free
 from shard_pipeline.errors import ExitCode, UsageError, UserError
@@ -128,6 +129,10 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
         guards.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given})
         guards.check_out_not_enclosed(given)
         check_not_held(given, root)  # a queued run of one language into the root itself would fail on our folders
+    for folder, what, other in ((given if several else given.parent, f"--out {given}", "--out"),
+                                (root.parent, f"the run directory {root}", "--run-dir")):
+        if (why := write_refusal(folder)) is not None:  # found now, not when the run makes them
+            raise UsageError(f"{what} cannot be made here: {why}; {other} chooses another place")
     outs = {}
     for lang in ms.langs:
         out = given / lang if several else given
@@ -421,6 +426,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     check_whole(root)
     if not unit_table.is_multi(root) and not RunDir(root).config_json.exists():
         raise UsageError(f"{root} is not a hplt-shard run directory (no config.json)")
+    share_like(root)  # a colleague's resume writes what the run's owner can still read
     record = read_json(RunDir(root).run_json)
     check_format(record, root)  # before anything of it is read
     table = unit_table.load(root)

@@ -1,0 +1,113 @@
+"""Who may do what on a shared filesystem (LUMI's project and scratch folders): the owner of what stops
+this user, the way on, and the checks a run makes before it relies on writing, renaming or deleting.
+
+A run that could not write beside OUT, swap OUT or delete the previous output used to learn it at the
+end, after every stage, and leave a full OUT.tmp its owner could not remove: these checks run at
+--dry-run and at submit, as the other refusals do. Root passes them all (it may do everything here).
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from shard_pipeline.commands import command
+
+
+def owner_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"user {uid}"
+
+
+def nearest_visible(path: Path) -> tuple[Path, os.stat_result] | None:
+    """`path`, or the nearest folder above it, that this user can look at: what stops the user is there."""
+    for at in (path, *path.parents):
+        try:
+            return at, at.stat()
+        except OSError:
+            continue
+    return None
+
+
+def access_step(path: Path, reading: bool) -> str:
+    """The way on from a permission error at `path`: whose it is, and for a command that only reads
+    (`reading`) the chmod that opens it to the user's group (when the group is one of the user's), else a
+    folder of the user's own."""
+    seen = nearest_visible(path)
+    if seen is None:
+        return "this user may not read it"
+    at, st = seen
+    if st.st_uid == os.geteuid():
+        return f"it is this user's: give yourself access ({command('chmod', '-R', 'u+rwX', str(at))}), then run this again"
+    owner = owner_name(st.st_uid)
+    if not reading:
+        return f"it belongs to {owner}: use a folder of your own, or ask {owner} for access"
+    if st.st_gid in (os.getegid(), *os.getgroups()):
+        return (f"it belongs to {owner}: ask them to open it to your group ({command('chmod', '-R', 'g+rX', str(at))}), "
+                f"or run this as {owner}")
+    return f"it belongs to {owner}, in a group you are not in: ask them to share it with a group of yours, or run this as {owner}"
+
+
+def write_refusal(folder: Path) -> str | None:
+    """Why this user cannot make entries in `folder` (or, while it does not exist, in the nearest folder above
+    it that does, where it would be made); None when it can."""
+    at = folder
+    while not os.path.lexists(at) and at != at.parent:
+        at = at.parent
+    if os.access(at, os.W_OK | os.X_OK):
+        return None
+    return f"this user cannot write in {at} ({access_step(at, reading=False)})"
+
+
+def _mine(st: os.stat_result) -> bool:
+    return os.geteuid() in (0, st.st_uid)
+
+
+def replace_refusal(out: Path) -> str | None:
+    """Why this user could not put a new output in place of the previous one in `out` and delete that one
+    after the swap; None when it can. In a sticky folder (mode +t, as /tmp and many scratch folders) only the
+    owner of an entry (or of the folder) may rename or delete it; and a folder of the previous output that
+    this user may not write is one whose files it cannot delete."""
+    if os.geteuid() == 0:
+        return None
+    parent = out.parent
+    try:
+        sp, so = parent.stat(), out.stat()
+    except OSError as exc:
+        return f"{exc.filename} cannot be looked at ({exc.strerror})"
+    if sp.st_mode & stat.S_ISVTX and not (_mine(sp) or _mine(so)):
+        return (f"{parent} is sticky (only an entry's owner may rename or delete it there) and {out} belongs to "
+                f"{owner_name(so.st_uid)}")
+    problems: list[str] = []
+    for folder, _, files in os.walk(out, onerror=lambda exc: problems.append(f"{exc.filename} cannot be listed ({exc.strerror})")):
+        here = Path(folder)
+        if not os.access(here, os.W_OK | os.X_OK):
+            problems.append(f"{here} is {owner_name(here.stat().st_uid)}'s and not writable for this user, so the "
+                            "previous output's files in it could not be deleted")
+        elif here.stat().st_mode & stat.S_ISVTX and not _mine(here.stat()):
+            theirs = [f for f in files if not _mine((here / f).lstat())]
+            if theirs:
+                problems.append(f"{here} is sticky and {here / theirs[0]} belongs to "
+                                f"{owner_name((here / theirs[0]).lstat().st_uid)}, so it could not be deleted")
+        if problems:
+            return problems[0]
+    return None
+
+
+def share_like(folder: Path) -> None:
+    """Give what this process writes from now on the group permissions of `folder`, when it is another user's:
+    a colleague's --resume under `umask 077` wrote receipts, logs, shards and the manifest its owner could no
+    longer read, and the run was then neither resumable nor verifiable by them. Only group bits the folder
+    itself grants are opened; tasks inherit the umask (Slurm's sbatch passes it to the jobs)."""
+    try:
+        st = folder.stat()
+    except OSError:
+        return
+    if st.st_uid == os.geteuid():
+        return
+    current = os.umask(0)
+    os.umask(current & ~(st.st_mode & 0o070))

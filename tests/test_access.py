@@ -1,0 +1,163 @@
+"""Shared folders (LUMI's project and scratch trees): what another user's run could not do is refused at
+--dry-run and at submit, naming the owner, instead of failing after every stage or leaving what its owner
+cannot remove; a colleague's resume writes what the run's owner can read.
+
+Tests run as root, who may do everything: the other user is stood in for by patching the effective uid
+(and `os.access`, which root passes)."""
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+from pathlib import Path
+
+import pytest
+
+from shard_pipeline import access
+from shard_pipeline.contract import replace
+from shard_pipeline.contract.replace import NotReplaceable, check_replaceable, check_tmp_free
+
+NOBODY = pwd.getpwnam("nobody").pw_uid
+COLLEAGUE = 4242  # a uid that owns nothing here
+
+
+@pytest.fixture
+def as_colleague(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: COLLEAGUE)
+
+
+def previous_output(folder: Path) -> Path:
+    """A folder that replace.check_replaceable takes for a previous output (its manifest lists all it holds)."""
+    from shard_pipeline.contract.rules import Doc
+    from shard_pipeline.contract.shard import write_shards
+
+    docs = [Doc(id=f"web:{i}", text=f"text {i}", meta={"url": f"https://example.org/{i}", "license_spdx": "CC0-1.0",
+                                                          "source_id": "10_1", "lang": "eng_Latn"}) for i in range(20)]
+    write_shards(docs, folder, dataset="t", version="1", shard_rows=10)
+    return folder
+
+
+def test_an_output_in_a_sticky_folder_that_is_another_users_is_refused_naming_its_owner(tmp_path, as_colleague):
+    sticky = tmp_path / "scratch"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    out = sticky / "out"
+    out.mkdir()
+    os.chown(out, NOBODY, -1)
+    why = access.replace_refusal(out)
+    assert why == f"{sticky} is sticky (only an entry's owner may rename or delete it there) and {out} belongs to nobody"
+    sticky.chmod(0o777)  # not sticky: a rename needs only the folder's write permission
+    assert access.replace_refusal(out) is None
+
+
+def test_a_previous_output_whose_folder_this_user_cannot_write_is_refused(tmp_path, monkeypatch, as_colleague):
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != out / "sub" and real(p, mode))
+    assert access.replace_refusal(out) == (f"{out / 'sub'} is root's and not writable for this user, so the previous "
+                                           "output's files in it could not be deleted")
+
+
+def test_check_replaceable_refuses_before_the_run_what_the_swap_would_fail_on(tmp_path, monkeypatch):
+    out = previous_output(tmp_path / "shared" / "out")
+    assert check_replaceable(out) is not None  # root: replaceable
+    out.parent.chmod(0o1777)
+    os.chown(out, NOBODY, -1)
+    monkeypatch.setattr(os, "geteuid", lambda: COLLEAGUE)
+    with pytest.raises(NotReplaceable, match=r"holds a previous output this user cannot replace: .* is sticky .* "
+                                             r"belongs to nobody; ask its owner to run this, or choose another --out"):
+        check_replaceable(out)
+
+
+def test_an_unreadable_manifest_is_said_so_not_called_missing(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "_MANIFEST.json").write_text("{}")
+
+    def denied(folder):
+        raise PermissionError(13, "Permission denied", str(folder / "_MANIFEST.json"))
+
+    monkeypatch.setattr(replace, "load_manifest", denied)
+    with pytest.raises(NotReplaceable) as err:
+        check_replaceable(out)
+    assert str(err.value).startswith(f"{out}/_MANIFEST.json cannot be read by this user (Permission denied), so {out} "
+                                     "cannot be proved a previous output; refusing to replace it (")
+
+
+def test_a_folder_this_user_cannot_write_is_named_at_its_nearest_existing_ancestor(tmp_path, monkeypatch, as_colleague):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, NOBODY, -1)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != theirs and real(p, mode))
+    assert access.write_refusal(theirs / "a" / "b") == (
+        f"this user cannot write in {theirs} (it belongs to nobody: use a folder of your own, or ask nobody for access)")
+    assert access.write_refusal(tmp_path / "mine") is None
+
+
+def test_the_way_on_opens_to_the_users_group_only_when_it_is_theirs(tmp_path, monkeypatch, as_colleague):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    os.chown(logs, NOBODY, 0)
+    monkeypatch.setattr(os, "getegid", lambda: 0)
+    monkeypatch.setattr(os, "getgroups", lambda: [0])
+    assert access.access_step(logs / "partition" / "x.log", reading=True) == (
+        f"it belongs to nobody: ask them to open it to your group (chmod -R g+rX {logs}), or run this as nobody")
+    monkeypatch.setattr(os, "getegid", lambda: 777)
+    monkeypatch.setattr(os, "getgroups", lambda: [777])
+    assert access.access_step(logs, reading=True) == ("it belongs to nobody, in a group you are not in: ask them to "
+                                                      "share it with a group of yours, or run this as nobody")
+
+
+def test_a_resume_of_another_users_run_dir_writes_with_the_group_bits_it_grants(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    os.chown(run, NOBODY, -1)
+    run.chmod(0o2775)
+    old = os.umask(0o077)
+    try:
+        access.share_like(run)
+        assert os.umask(0o077) == 0o007  # group rwx opened, others still closed
+        os.chown(run, os.geteuid(), -1)
+        access.share_like(run)  # this user's own run dir: the umask is the user's business
+        assert os.umask(0o077) == 0o077
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(run.stat().st_mode) == 0o2775
+
+
+def test_a_staging_folder_of_another_run_says_it_may_still_be_running(tmp_path):
+    out = tmp_path / "out"
+    tmp = tmp_path / "out.tmp"
+    tmp.mkdir()
+    (tmp / replace.TMP_MARKER).write_text(str(tmp_path / "other run"))
+    with pytest.raises(NotReplaceable) as err:
+        check_tmp_free(out, str(tmp_path / "this run"))
+    said = str(err.value)
+    assert "which may still be running: see where it stands (" in said and "--status" in said
+    assert "once it has stopped, finish it with" in said and "--resume" in said
+
+
+def test_verify_of_a_shard_this_user_may_not_read_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    """Not "damaged" (exit 1) and not two lines for one cause: the file is unchecked, and the line says why."""
+    from shard_pipeline.contract import verify
+
+    out = previous_output(tmp_path / "out")
+    closed = sorted(out.glob("shard-*.parquet"))[1]
+    real_hash, real_access = verify._stream_sha256, os.access
+
+    def stream_sha256(path):
+        if Path(path) == closed:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_hash(path)
+
+    monkeypatch.setattr(verify, "_stream_sha256", stream_sha256)
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != closed and real_access(p, mode))
+    assert verify.main([str(out)]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{closed.name}: cannot be read by this user (Permission denied), "
+                                                   "so it was not checked; it is this user's: give yourself access")
+    monkeypatch.setattr(verify, "_stream_sha256", real_hash)
+    monkeypatch.setattr(os, "access", real_access)
+    assert verify.main([str(out)]) == 0
