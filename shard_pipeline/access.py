@@ -58,8 +58,8 @@ def write_refusal(folder: Path) -> str | None:
     at = folder
     while not os.path.lexists(at) and at != at.parent:
         at = at.parent
-    if os.access(at, os.W_OK | os.X_OK):
-        return None
+    if not at.is_dir() or os.access(at, os.W_OK | os.X_OK):
+        return None  # a file in the way: making the folder names it (a true "Not a directory")
     return f"this user cannot write in {at} ({access_step(at, reading=False)})"
 
 
@@ -83,9 +83,9 @@ def replace_refusal(out: Path) -> str | None:
         return (f"{parent} is sticky (only an entry's owner may rename or delete it there) and {out} belongs to "
                 f"{owner_name(so.st_uid)}")
     problems: list[str] = []
-    for folder, _, files in os.walk(out, onerror=lambda exc: problems.append(f"{exc.filename} cannot be listed ({exc.strerror})")):
+    for folder, dirs, files in os.walk(out, onerror=lambda exc: problems.append(f"{exc.filename} cannot be listed ({exc.strerror})")):
         here = Path(folder)
-        if not os.access(here, os.W_OK | os.X_OK):
+        if (dirs or files) and not os.access(here, os.W_OK | os.X_OK):  # an empty one goes with its parent's right
             problems.append(f"{here} is {owner_name(here.stat().st_uid)}'s and not writable for this user, so the "
                             "previous output's files in it could not be deleted")
         elif here.stat().st_mode & stat.S_ISVTX and not _mine(here.stat()):
@@ -98,16 +98,36 @@ def replace_refusal(out: Path) -> str | None:
     return None
 
 
-def share_like(folder: Path) -> None:
+def share_like(folder: Path) -> str | None:
     """Give what this process writes from now on the group permissions of `folder`, when it is another user's:
     a colleague's --resume under `umask 077` wrote receipts, logs, shards and the manifest its owner could no
     longer read, and the run was then neither resumable nor verifiable by them. Only group bits the folder
-    itself grants are opened; tasks inherit the umask (Slurm's sbatch passes it to the jobs)."""
+    itself grants are opened; tasks inherit the umask (Slurm's sbatch passes it to the jobs).
+
+    The files take the folder's group only when it is setgid (`chmod g+s`, as LUMI's project folders are);
+    else they take this user's primary group, and the returned warning says how to keep them in the
+    folder's. None when nothing needs saying."""
     try:
         st = folder.stat()
     except OSError:
-        return
+        return None
     if st.st_uid == os.geteuid():
-        return
+        return None
     current = os.umask(0)
     os.umask(current & ~(st.st_mode & 0o070))
+    if st.st_mode & stat.S_ISGID or st.st_gid == os.getegid():
+        return None
+    group = group_name(st.st_gid)
+    return (f"{folder} is {owner_name(st.st_uid)}'s and its files' group is {group}, but what this resume writes gets "
+            f"your primary group ({group_name(os.getegid())}), which {owner_name(st.st_uid)} may not be in; to keep "
+            f"them in {group}: {command('newgrp', group)}, then resume from that shell (Ctrl-C stops this resume), or ask "
+            f"{owner_name(st.st_uid)} to {command('chmod', 'g+s', str(folder))}")
+
+
+def group_name(gid: int) -> str:
+    import grp
+
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return f"group {gid}"

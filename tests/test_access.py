@@ -53,6 +53,7 @@ def test_an_output_in_a_sticky_folder_that_is_another_users_is_refused_naming_it
 def test_a_previous_output_whose_folder_this_user_cannot_write_is_refused(tmp_path, monkeypatch, as_colleague):
     out = tmp_path / "out"
     (out / "sub").mkdir(parents=True)
+    (out / "sub" / "shard.parquet").write_bytes(b"x")
     real = os.access
     monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != out / "sub" and real(p, mode))
     assert access.replace_refusal(out) == (f"{out / 'sub'} is root's and not writable for this user, so the previous "
@@ -161,3 +162,56 @@ def test_verify_of_a_shard_this_user_may_not_read_is_one_line_and_exit_2(tmp_pat
     monkeypatch.setattr(verify, "_stream_sha256", real_hash)
     monkeypatch.setattr(os, "access", real_access)
     assert verify.main([str(out)]) == 0
+
+
+def test_an_empty_out_of_another_user_in_a_sticky_folder_is_refused_too(tmp_path, as_colleague):
+    """It is swapped out as a previous output is: the rename fails there for anyone but its owner."""
+    sticky = tmp_path / "scratch"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    out = sticky / "out"
+    out.mkdir()
+    os.chown(out, NOBODY, -1)
+    with pytest.raises(NotReplaceable, match=r"is an empty folder this user cannot replace: .* is sticky"):
+        check_replaceable(out)
+    sticky.chmod(0o777)
+    assert check_replaceable(out) is None
+
+
+def test_a_resume_into_a_folder_that_is_not_setgid_says_how_to_keep_the_group(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    os.chown(run, NOBODY, 4343)
+    run.chmod(0o775)
+    old = os.umask(0o022)
+    try:
+        said = access.share_like(run)
+    finally:
+        os.umask(old)
+    assert said is not None and said.startswith(f"{run} is nobody's and its files' group is group 4343, but what this "
+                                                "resume writes gets your primary group")
+    assert "newgrp" in said and f"chmod g+s {run}" in said
+    run.chmod(0o2775)
+    old = os.umask(0o022)
+    try:
+        assert access.share_like(run) is None  # setgid: what is written takes the folder's group
+    finally:
+        os.umask(old)
+
+
+def test_verify_of_an_output_this_user_cannot_list_is_not_ok(tmp_path, monkeypatch, capsys):
+    """A folder it may not list (mode 711) was taken as empty: --verify said OK over a stray file."""
+    from shard_pipeline.contract import verify
+
+    out = previous_output(tmp_path / "out")
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if Path(path) == out:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert verify.main([str(out)]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and lines[0].startswith(".: cannot be read by this user (Permission denied), so it was not checked")

@@ -153,7 +153,12 @@ def check_replaceable(out: Path) -> Holdings | None:
     check_not_mounted(out)
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise NotReplaceable(f"{out} exists and is not a directory; refusing to replace it")
-    if not out.exists() or not any(out.iterdir()):
+    if not out.exists():
+        return None
+    if not any(out.iterdir()):
+        if (why := replace_refusal(out)) is not None:  # an empty OUT is swapped out too
+            raise NotReplaceable(f"--out {out} is an empty folder this user cannot replace: {why}; ask its owner to "
+                                 "run this, or choose another --out")
         return None
     try:
         manifest = load_manifest(out)

@@ -77,8 +77,16 @@ def _check_files(out: Path, m: dict[str, Any], rep: _Report) -> None:
     for what in ledger_problems(m.get("ledger"), {e["name"] for e in files}):
         rep.add(MANIFEST_NAME, what)
 
-    # Everything on disk must be listed.
-    for root, dirs, names in os.walk(out):
+    # Everything on disk must be listed (a folder this user may not list is said, never taken as empty).
+    def unlisted(exc: OSError) -> None:
+        folder = Path(exc.filename)
+        rel = folder.relative_to(out).as_posix() if folder != out else "."
+        if isinstance(exc, PermissionError):
+            rep.denied(rel, folder, exc)
+        else:
+            rep.add(rel, f"cannot be listed: {exc}")
+
+    for root, dirs, names in os.walk(out, onerror=unlisted):
         rel_root = Path(root).relative_to(out)
         for d in sorted(dirs):
             p = Path(root) / d

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shard_pipeline import slurm
-from shard_pipeline.access import share_like, write_refusal
+from shard_pipeline.access import replace_refusal, share_like, write_refusal
 from shard_pipeline.commands import resume_command
 from shard_pipeline.contract.replace import check_replaceable, check_tmp_free
 from shard_pipeline.errors import ExitCode, UsageError, UserError
@@ -426,7 +426,8 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     check_whole(root)
     if not unit_table.is_multi(root) and not RunDir(root).config_json.exists():
         raise UsageError(f"{root} is not a hplt-shard run directory (no config.json)")
-    share_like(root)  # a colleague's resume writes what the run's owner can still read
+    if (group_note := share_like(root)) is not None:  # a colleague's resume writes what the run's owner can still read
+        print(f"hplt-shard: warning: {group_note}", file=sys.stderr)
     record = read_json(RunDir(root).run_json)
     check_format(record, root)  # before anything of it is read
     table = unit_table.load(root)
@@ -494,6 +495,10 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
             print(f"resuming {root}:\n{report[0]}")
         for l in todo:  # what reading alone can refuse (another run, a staging folder not ours): a dry run says it too
             check_not_held(Path(cfgs[l].execution.out), dirs[l].root)
+            out_l = Path(cfgs[l].execution.out)
+            if out_l.is_dir() and not dirs[l].swap_receipt.exists() and (why := replace_refusal(out_l)):
+                raise ResumeRefused(f"--out {out_l} holds what this user cannot replace: {why}; ask its owner to resume "
+                                    "this run; nothing was started")
             if l in planning:  # else the plan refuses it, after the whole partition stage
                 check_tmp_free(Path(cfgs[l].execution.out), str(dirs[l].root),
                                f"move it away, then {resume_command(root)}; nothing was started")
