@@ -215,3 +215,33 @@ def test_verify_of_an_output_this_user_cannot_list_is_not_ok(tmp_path, monkeypat
     assert verify.main([str(out)]) == 2
     lines = capsys.readouterr().out.splitlines()
     assert lines and lines[0].startswith(".: cannot be read by this user (Permission denied), so it was not checked")
+
+
+@pytest.mark.slow  # runs the pipeline
+def test_a_colleagues_resume_that_could_not_replace_out_is_refused_before_it_starts(tmp_path, monkeypatch, capsys):
+    from shard_pipeline.submit import cli
+    from tests.pipeline_util import make_corpus, run_cli
+
+    root = make_corpus(tmp_path / "in", n_docs=40)
+    shared = tmp_path / "scratch"
+    shared.mkdir()
+    assert run_cli(root, shared / "out", tmp_path / "run1", "--shard-rows", "10") == 0
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:kill")
+    assert run_cli(root, shared / "out", tmp_path / "run2", "--shard-rows", "10") != 0
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    shared.chmod(0o1777)
+    os.chown(shared / "out", NOBODY, -1)
+    capsys.readouterr()
+    old = os.umask(0o022)
+    try:
+        monkeypatch.setattr(os, "geteuid", lambda: COLLEAGUE)
+        assert cli.main(["--resume", str(tmp_path / "run2")]) == 2
+    finally:
+        os.umask(old)
+    err = capsys.readouterr().err
+    assert (f"--out {shared / 'out'} holds what this user cannot replace: {shared} is sticky (only an entry's owner "
+            f"may rename or delete it there) and {shared / 'out'} belongs to nobody; ask its owner to resume this run; "
+            "nothing was started") in err
+    assert not (tmp_path / "run2" / "write" / "task-00000.receipt.json").exists()
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert cli.main(["--resume", str(tmp_path / "run2")]) == 0  # its owner's resume finishes it
