@@ -37,13 +37,19 @@ def previous_output(folder: Path) -> Path:
     return folder
 
 
-def test_an_output_in_a_sticky_folder_that_is_another_users_is_refused_naming_its_owner(tmp_path, as_colleague):
+def sticky_folder_with_their_out(tmp_path: Path) -> tuple[Path, Path]:
+    """A sticky folder (mode 1777, as /tmp) holding an empty OUT of user nobody."""
     sticky = tmp_path / "scratch"
     sticky.mkdir()
     sticky.chmod(0o1777)
     out = sticky / "out"
     out.mkdir()
     os.chown(out, NOBODY, -1)
+    return sticky, out
+
+
+def test_an_output_in_a_sticky_folder_that_is_another_users_is_refused_naming_its_owner(tmp_path, as_colleague):
+    sticky, out = sticky_folder_with_their_out(tmp_path)
     why = access.replace_refusal(out)
     assert why == f"{sticky} is sticky (only an entry's owner may rename or delete it there) and {out} belongs to nobody"
     sticky.chmod(0o777)  # not sticky: a rename needs only the folder's write permission
@@ -166,12 +172,7 @@ def test_verify_of_a_shard_this_user_may_not_read_is_one_line_and_exit_2(tmp_pat
 
 def test_an_empty_out_of_another_user_in_a_sticky_folder_is_refused_too(tmp_path, as_colleague):
     """It is swapped out as a previous output is: the rename fails there for anyone but its owner."""
-    sticky = tmp_path / "scratch"
-    sticky.mkdir()
-    sticky.chmod(0o1777)
-    out = sticky / "out"
-    out.mkdir()
-    os.chown(out, NOBODY, -1)
+    sticky, out = sticky_folder_with_their_out(tmp_path)
     with pytest.raises(NotReplaceable, match=r"is an empty folder this user cannot replace: .* is sticky"):
         check_replaceable(out)
     sticky.chmod(0o777)
