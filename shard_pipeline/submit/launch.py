@@ -129,10 +129,10 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
         guards.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given})
         guards.check_out_not_enclosed(given)
         check_not_held(given, root)  # a queued run of one language into the root itself would fail on our folders
-    for folder, what, other in ((given if several else given.parent, f"--out {given}", "--out"),
-                                (root.parent, f"the run directory {root}", "--run-dir")):
-        if (why := write_refusal(folder)) is not None:  # found now, not when the run makes them
-            raise UsageError(f"{what} cannot be made here: {why}; {other} chooses another place")
+    for folder, what, other in ((given if several else given.parent, f"--out {given} cannot be written here", "--out"),
+                                (root.parent, f"the run directory {root} cannot be made here", "--run-dir")):
+        if (why := write_refusal(folder)) is not None:  # found now, not when the run makes or swaps them
+            raise UsageError(f"{what}: {why}; {other} chooses another place")
     outs = {}
     for lang in ms.langs:
         out = given / lang if several else given
