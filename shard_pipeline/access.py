@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Iterable
 
 from shard_pipeline.commands import command
 
@@ -63,15 +64,24 @@ def write_refusal(folder: Path) -> str | None:
     return f"this user cannot write in {at} ({access_step(at, reading=False)})"
 
 
+def place_refusal(folder: Path, what: str, option: str) -> str | None:
+    """The one message for a path (`what`: "--out OUT cannot be written here") this user cannot make in `folder`,
+    with the option that chooses another place; None when it can. Said at --dry-run and submit, and again by the
+    claim beside OUT, since permissions can change in between."""
+    why = write_refusal(folder)
+    return None if why is None else f"{what}: {why}; {option} chooses another place"
+
+
 def _mine(st: os.stat_result) -> bool:
     return os.geteuid() in (0, st.st_uid)
 
 
-def replace_refusal(out: Path) -> str | None:
+def replace_refusal(out: Path, tree: Iterable[tuple[str, list[str], list[str]]] | None = None) -> str | None:
     """Why this user could not put a new output in place of the previous one in `out` and delete that one
     after the swap; None when it can. In a sticky folder (mode +t, as /tmp and many scratch folders) only the
     owner of an entry (or of the folder) may rename or delete it; and a folder of the previous output that
-    this user may not write is one whose files it cannot delete."""
+    this user may not write is one whose files it cannot delete. `tree` is OUT as `os.walk` gives it, when
+    the caller knows it already (`Holdings.tree`): OUT is then not listed a second time."""
     if os.geteuid() == 0:
         return None
     parent = out.parent
@@ -83,19 +93,68 @@ def replace_refusal(out: Path) -> str | None:
         return (f"{parent} is sticky (only an entry's owner may rename or delete it there) and {out} belongs to "
                 f"{owner_name(so.st_uid)}")
     problems: list[str] = []
-    for folder, dirs, files in os.walk(out, onerror=lambda exc: problems.append(f"{exc.filename} cannot be listed ({exc.strerror})")):
-        here = Path(folder)
-        if (dirs or files) and not os.access(here, os.W_OK | os.X_OK):  # an empty one goes with its parent's right
-            problems.append(f"{here} is {owner_name(here.stat().st_uid)}'s and not writable for this user, so the "
-                            "previous output's files in it could not be deleted")
-        elif here.stat().st_mode & stat.S_ISVTX and not _mine(here.stat()):
-            theirs = [f for f in files if not _mine((here / f).lstat())]
-            if theirs:
-                problems.append(f"{here} is sticky and {here / theirs[0]} belongs to "
-                                f"{owner_name((here / theirs[0]).lstat().st_uid)}, so it could not be deleted")
+    for folder, dirs, files in tree if tree is not None else os.walk(
+            out, onerror=lambda exc: problems.append(f"{exc.filename} cannot be listed ({exc.strerror})")):
         if problems:
-            return problems[0]
+            break
+        if dirs or files:  # an empty folder goes with its parent's right
+            problems += _folder_refusal(Path(folder), files)[:1]
+    return problems[0] if problems else None
+
+
+def _folder_refusal(here: Path, files: list[str]) -> list[str]:
+    """Why the previous output's files in `here` could not be deleted by this user (one stat of the folder, one
+    lstat per file only in a sticky folder of someone else's)."""
+    try:
+        st = here.stat()
+    except FileNotFoundError:
+        return []  # a listed folder already gone: nothing in it to delete
+    except OSError as exc:
+        return [f"{here} cannot be looked at ({exc.strerror})"]
+    if not os.access(here, os.W_OK | os.X_OK):
+        return [f"{here} is {owner_name(st.st_uid)}'s and not writable for this user, so the previous output's "
+                "files in it could not be deleted"]
+    if not (st.st_mode & stat.S_ISVTX) or _mine(st):
+        return []
+    for name in files:
+        try:
+            fst = (here / name).lstat()
+        except FileNotFoundError:
+            continue  # a listed file already gone: nothing to delete
+        except OSError as exc:
+            return [f"{here / name} cannot be looked at ({exc.strerror})"]
+        if not _mine(fst):
+            return [f"{here} is sticky and {here / name} belongs to {owner_name(fst.st_uid)}, so it could not be deleted"]
+    return []
+
+
+def resume_refusal(root: Path) -> str | None:
+    """Why this user cannot resume the run in `root`: a folder of it this user may not write (a colleague's run
+    made under `umask 022`: its folders are 755), found before anything is locked or written; None when it can.
+    Cost: a listing of each of the run dir's folders, once per resume."""
+    if os.geteuid() == 0:
+        return None
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return _not_resumable(root, folder)
+        try:
+            with os.scandir(folder) as entries:
+                stack += sorted((Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)), reverse=True)
+        except OSError:
+            return _not_resumable(root, folder)
     return None
+
+
+def _not_resumable(root: Path, folder: Path) -> str:
+    from shard_pipeline.commands import resume_command
+
+    seen = nearest_visible(folder)
+    owner = owner_name(seen[1].st_uid) if seen else "its owner"
+    return (f"this user cannot resume {root}: it cannot write in {folder}, which is {owner}'s; ask {owner} to resume it "
+            f"({resume_command(root)}), or to open the run to your group ({command('chmod', '-R', 'g+rwX', str(root))}); "
+            "nothing was started")
 
 
 def share_like(folder: Path) -> str | None:

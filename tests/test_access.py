@@ -37,6 +37,21 @@ def previous_output(folder: Path) -> Path:
     return folder
 
 
+def deny_reading(monkeypatch, closed: Path) -> None:
+    """--verify as a user who may not read the shard `closed` (root may read everything)."""
+    from shard_pipeline.contract import verify
+
+    real_hash, real_access = verify._stream_sha256, os.access
+
+    def stream_sha256(path):
+        if Path(path) == closed:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_hash(path)
+
+    monkeypatch.setattr(verify, "_stream_sha256", stream_sha256)
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != closed and real_access(p, mode))
+
+
 def sticky_folder_with_their_out(tmp_path: Path) -> tuple[Path, Path]:
     """A sticky folder (mode 1777, as /tmp) holding an empty OUT of user nobody."""
     sticky = tmp_path / "scratch"
@@ -153,14 +168,7 @@ def test_verify_of_a_shard_this_user_may_not_read_is_one_line_and_exit_2(tmp_pat
     out = previous_output(tmp_path / "out")
     closed = sorted(out.glob("shard-*.parquet"))[1]
     real_hash, real_access = verify._stream_sha256, os.access
-
-    def stream_sha256(path):
-        if Path(path) == closed:
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_hash(path)
-
-    monkeypatch.setattr(verify, "_stream_sha256", stream_sha256)
-    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != closed and real_access(p, mode))
+    deny_reading(monkeypatch, closed)
     assert verify.main([str(out)]) == 2
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{closed.name}: cannot be read by this user (Permission denied), "
@@ -240,9 +248,147 @@ def test_a_colleagues_resume_that_could_not_replace_out_is_refused_before_it_sta
     finally:
         os.umask(old)
     err = capsys.readouterr().err
-    assert (f"--out {shared / 'out'} holds what this user cannot replace: {shared} is sticky (only an entry's owner "
-            f"may rename or delete it there) and {shared / 'out'} belongs to nobody; ask its owner to resume this run; "
+    assert (f"--out {shared / 'out'} holds a previous output this user cannot replace: {shared} is sticky (only an "
+            f"entry's owner may rename or delete it there) and {shared / 'out'} belongs to nobody; ask its owner to resume "
+            "this run; "
             "nothing was started") in err
     assert not (tmp_path / "run2" / "write" / "task-00000.receipt.json").exists()
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     assert cli.main(["--resume", str(tmp_path / "run2")]) == 0  # its owner's resume finishes it
+
+
+def test_a_previous_output_missing_a_listed_folder_is_still_replaceable_by_its_tree(tmp_path, monkeypatch, as_colleague):
+    """The tree from the manifest names what a damaged output lost: nothing there is to delete, so it is no refusal;
+    a sticky folder of someone else's holding a file of theirs still is."""
+    out = tmp_path / "out"
+    tree = [(str(out), ["gone"], ["_MANIFEST.json"]), (str(out / "gone"), [], ["a.parquet"])]
+    out.mkdir()
+    (out / "_MANIFEST.json").write_text("{}")
+    assert access.replace_refusal(out, tree) is None
+    (out / "gone").mkdir()
+    (out / "gone" / "a.parquet").write_bytes(b"x")
+    os.chown(out / "gone", NOBODY, -1)
+    os.chown(out / "gone" / "a.parquet", NOBODY, -1)
+    (out / "gone").chmod(0o1777)
+    assert access.replace_refusal(out, tree) == (f"{out / 'gone'} is sticky and {out / 'gone' / 'a.parquet'} belongs "
+                                                 "to nobody, so it could not be deleted")
+
+
+def test_the_claim_beside_out_refuses_in_the_words_of_the_dry_run(tmp_path, monkeypatch, as_colleague):
+    """Permissions can change between --dry-run and submit, so the claim checks again: one message for one cause."""
+    from shard_pipeline.errors import UsageError
+    from shard_pipeline.run import claim
+
+    out = tmp_path / "theirs" / "out"
+    out.parent.mkdir()
+    os.chown(out.parent, NOBODY, -1)
+    real_access, real_open = os.access, os.open
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != out.parent and real_access(p, mode))
+
+    def denied(p, *args, **kwargs):
+        if str(p).endswith(".lock"):
+            raise PermissionError(13, "Permission denied", str(p))
+        return real_open(p, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", denied)
+    with pytest.raises(UsageError) as err:
+        claim.check_claimable(out, tmp_path / "run")
+    assert str(err.value) == access.place_refusal(out.parent, f"--out {out} cannot be written here", "--out")
+    assert str(err.value).startswith(f"--out {out} cannot be written here: this user cannot write in {out.parent} "
+                                     "(it belongs to nobody")
+
+
+@pytest.mark.slow  # runs the pipeline
+def test_status_of_a_run_whose_logs_this_user_may_not_read_shows_the_table_and_says_what_it_cannot(
+        tmp_path, monkeypatch, capsys):
+    """A colleague's run written under `umask 077`: --status used to stop at the first log with exit 2 and no table.
+    The receipts say what is done; the logs' figures and errors are said to be unread, with the way on."""
+    from shard_pipeline.submit import cli
+    from tests.pipeline_util import make_corpus, run_cli
+
+    root = make_corpus(tmp_path / "in", n_docs=40)
+    done, failed = tmp_path / "done", tmp_path / "failed"
+    assert run_cli(root, tmp_path / "out1", done, "--shard-rows", "10") == 0
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:kill")
+    assert run_cli(root, tmp_path / "out2", failed, "--shard-rows", "10") != 0
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    capsys.readouterr()
+    real_stat, real_access = os.stat, os.access
+
+    def private(path) -> bool:  # a log folder of mode 700: its entries cannot even be looked at
+        p = Path(os.fsdecode(path)) if not isinstance(path, int) else None
+        return p is not None and p.parent.parent.name == "logs" and p.parent.parent.parent in (done, failed)
+
+    def stat(path, *args, **kwargs):
+        if private(path):
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(os, "access", lambda p, mode: not private(p) and real_access(p, mode))
+    assert cli.main(["--status", str(done)]) == 0
+    out = capsys.readouterr().out
+    assert "partition       2      2" in out and "FINISHED" not in out and "state: done" in out
+    unread = next(l for l in out.splitlines() if l.startswith("UNREAD "))
+    assert unread.startswith(f"UNREAD 6 task logs (the first: partition task 0, {done}/logs/partition/")
+    assert "not readable by this user, so their figures and errors are not shown; it is this user's" in unread
+    code = cli.main(["--status", str(failed)])
+    out = capsys.readouterr().out
+    assert code != 2 and out.startswith(f"run {failed}")
+    assert "a task among them without a receipt is counted as not started even if it failed" in out
+
+
+def test_a_colleagues_resume_of_a_run_it_cannot_write_is_refused_first_naming_the_owner(tmp_path, monkeypatch, capsys,
+                                                                                     as_colleague):
+    """A run made under `umask 022` (folders 755): the resume used to warn about groups, then fail on its lock
+    file with "reading the run directory failed"; now one refusal, before any lock or warning."""
+    from shard_pipeline.submit import cli
+
+    run = tmp_path / "run"
+    (run / "logs" / "write").mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    os.chown(run / "logs" / "write", NOBODY, -1)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != run / "logs" / "write" and real(p, mode))
+    assert access.resume_refusal(run) == (
+        f"this user cannot resume {run}: it cannot write in {run / 'logs' / 'write'}, which is nobody's; ask nobody to "
+        f"resume it (./hplt-shard --resume {run}), or to open the run to your group (chmod -R g+rwX {run}); nothing was "
+        "started")
+    assert cli.main(["--resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"hplt-shard: {access.resume_refusal(run)}"
+    assert not (run / ".run.lock").exists()
+    monkeypatch.setattr(os, "access", real)
+    assert access.resume_refusal(run) is None
+
+
+@pytest.mark.slow  # runs the pipeline
+def test_a_resume_refuses_at_once_what_its_finalize_would_refuse_even_after_a_finalize_attempt(tmp_path, monkeypatch,
+                                                                                              capsys):
+    """A file kept in OUT after the run began: the resume used to redo its stages and fail at finalize (its check
+    was skipped once an attempt had recorded swap.json), and the message offered another --out, which a resume
+    cannot choose."""
+    from shard_pipeline.contract.manifest import load_manifest
+    from shard_pipeline.submit import cli
+    from tests.pipeline_util import make_corpus, run_cli
+
+    root = make_corpus(tmp_path / "in", n_docs=40)
+    out, run = tmp_path / "out", tmp_path / "run2"
+    assert run_cli(root, out, tmp_path / "run1", "--shard-rows", "10") == 0
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap::kill")
+    assert run_cli(root, out, run, "--shard-rows", "20") != 0
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    assert (run / "swap.json").exists()
+    (out / "notes.txt").write_text("mine")
+    finalize_log = sorted((run / "logs" / "finalize").iterdir())
+    before = [p.stat().st_mtime_ns for p in finalize_log]
+    capsys.readouterr()
+    assert cli.main(["--resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith(f"{out} holds 1 entry its manifest does not list (notes.txt); a run replaces OUT whole "
+                                f"and would delete them: move them out of {out}, then resume the run; nothing was started")
+    assert "another --out" not in err
+    assert [p.stat().st_mtime_ns for p in sorted((run / "logs" / "finalize").iterdir())] == before
+    (out / "notes.txt").unlink()
+    assert cli.main(["--resume", str(run)]) == 0
+    assert load_manifest(out)["params"]["shard_rows"] == 20

@@ -211,3 +211,5 @@ def test_a_permission_error_names_the_owner_of_what_stops_this_user_and_the_way_
                                                "then run this again")
     assert os_error_line(FileNotFoundError(errno.ENOENT, "No such file or directory", str(target)), status) == (
         f"reading the run directory failed: {target}: No such file or directory")
+    resume = SimpleNamespace(status=None, resume=tmp_path / "run", verify=None, publish=None)
+    assert os_error_line(exc, resume).startswith(f"resuming the run failed: {target}: Permission denied; ")

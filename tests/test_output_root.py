@@ -117,6 +117,23 @@ def test_verify_root_fails_for_a_broken_language_an_unlanded_one_and_a_stray_fol
     assert verify(root, capsys)[0] == 0
 
 
+def test_verify_root_of_languages_this_user_may_not_read_is_exit_2_as_for_one_output(tmp_path, monkeypatch, capsys):
+    """Unreadable is not damaged: a root whose only problem is a colleague's private shards exits 2, names them
+    apart, and exits 1 as soon as anything is really wrong."""
+    from tests.test_access import deny_reading
+
+    root = small_root(tmp_path, LANGS)
+    deny_reading(monkeypatch, root / "fin_Latn" / "shard-00001-of-00005.parquet")
+    code, lines = verify(root, capsys)
+    assert code == 2, lines
+    assert lines[-1] == ("FAILED: 2 of 3 languages verified; 1 not readable by this user, so not checked: fin_Latn "
+                         "(the lines above say whose files and the way on)")
+    with open(root / "swe_Latn" / "shard-00001-of-00005.parquet", "ab") as f:
+        f.write(b"x")
+    code, lines = verify(root, capsys)
+    assert code == 1 and lines[-1].startswith("FAILED: 1 of 3 languages verified; 1 failed: swe_Latn (")
+
+
 def test_a_folder_with_no_manifest_and_no_language_output_gets_a_hint(tmp_path, capsys):
     plain = tmp_path / "plain"
     (plain / "sub").mkdir(parents=True)

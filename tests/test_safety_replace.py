@@ -224,11 +224,15 @@ def test_out_on_a_mount_point_is_refused_and_a_failed_swap_keeps_out_tmp_marked(
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(point)], check=True)
     try:
-        assert cli_resume(run) == 1
-        assert "is a mount point" in (run / "logs" / "finalize" / "local_0.log").read_text()
+        log = (run / "logs" / "finalize" / "local_0.log").read_text()
+        assert cli_resume(run) == 2  # refused before finalize runs again, in words a resume can follow
+        said = capsys.readouterr().err
+        assert f"--out {point} is a mount point" in said and said.rstrip().endswith(
+            f"unmount it, then resume the run (or start a new run with --out {point}/NAME); nothing was started")
+        assert (run / "logs" / "finalize" / "local_0.log").read_text() == log
         assert tmp_owner(tmp_path / "out.tmp") == str(run)
         # a mount the guard does not see: the kernel's own refusal (EBUSY) leaves OUT.tmp marked too
-        monkeypatch.setattr(replace_mod, "check_not_mounted", lambda out: None)
+        monkeypatch.setattr(replace_mod, "check_not_mounted", lambda out, new_run=True: None)
         with pytest.raises(SwapFailed, match="Device or resource busy"):
             run_finalize(RunDir(run))
         monkeypatch.undo()

@@ -262,3 +262,18 @@ def test_resumed_dirs_run_gives_the_same_bytes(tmp_path, monkeypatch):
     assert list(Path(plan["tmp_dir"]).rglob(".*.partial")), "the writer died in the middle of a Parquet file"
     assert cli.main(["--resume", str(run_dir), "--executor", "local", "--jobs", "2"]) == 0
     assert tree_bytes(out) == tree_bytes(ref)
+
+
+def test_a_previous_outputs_tree_from_its_manifest_is_what_a_walk_of_it_finds(tmp_path):
+    """check_replaceable does not list OUT a second time for its permission check: the tree it gives that check,
+    built from the manifest, must be the folders and files OUT holds."""
+    import os
+
+    from shard_pipeline.contract.manifest import load_manifest
+    from shard_pipeline.contract.previous import holdings
+
+    out = _hand_made_dirs_output(tmp_path)
+    held = holdings(out, load_manifest(out))
+    walked = {f: (sorted(d), sorted(n)) for f, d, n in os.walk(out)}
+    assert {f: (sorted(d), sorted(n)) for f, d, n in held.tree()} == walked
+    assert set(walked) == {str(out), str(out / "train"), str(out / "validation")}

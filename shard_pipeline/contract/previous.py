@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from shard_pipeline.contract.extras import CARD_NAME, OLD_BALANCE_NAME
@@ -45,6 +45,18 @@ class Holdings:
                  f"{counted(len(self.resized), 'listed file')} of another size ({shown(self.resized)})"
                  if self.resized else ""]
         return what + "".join(f", damaged: {'; '.join(p for p in parts if p)}" if self.damaged else "")
+
+    def tree(self) -> list[tuple[str, list[str], list[str]]]:
+        """OUT's folders, each with its sub-folders and files, as `os.walk` gives them, from the manifest alone:
+        what OUT holds when nothing in it is `foreign` (a missing file is still named), without listing OUT again."""
+        names = [PurePosixPath(n) for n in (MANIFEST_NAME, *listed_sizes(self.manifest))]
+        folders = sorted({p for n in names for p in n.parents})  # PurePosixPath(".") is OUT itself, first
+        entries: dict[PurePosixPath, tuple[list[str], list[str]]] = {f: ([], []) for f in folders}
+        for f in folders[1:]:
+            entries[f.parent][0].append(f.name)
+        for n in names:
+            entries[n.parent][1].append(n.name)
+        return [(str(self.out / f), dirs, files) for f, (dirs, files) in entries.items()]
 
 
 def counted(n: int, one: str, many: str | None = None) -> str:
@@ -118,12 +130,14 @@ def holdings(out: Path, manifest: dict[str, Any]) -> Holdings:
     return Holdings(out, manifest, tuple(sorted(set(foreign))), tuple(sorted(inside)), tuple(missing), tuple(resized))
 
 
-def foreign_message(h: Holdings) -> str:
-    """Why OUT is not replaced: what it holds that its manifest does not list, and the next step."""
+def foreign_message(h: Holdings, new_run: bool = True) -> str:
+    """Why OUT is not replaced: what it holds that its manifest does not list, and the next step (`new_run`
+    False: a run already under way, which cannot choose another --out; its resume command follows)."""
     out = h.out
     if h.outputs_inside:
         return (f"{out} holds other outputs ({shown(h.outputs_inside)}): it is a multi-language root (or holds "
-                f"outputs), and a run replaces OUT whole; give --out {out}/LANG, or a new folder")
+                "outputs), and a run replaces OUT whole; " + (f"give --out {out}/LANG, or a new folder" if new_run
+                                                               else f"move them out of {out}, then resume the run"))
     return (f"{out} holds {counted(len(h.foreign), 'entry', 'entries')} its manifest does not list "
-            f"({shown(h.foreign)}); a run replaces OUT whole and would delete them: move them out of {out}, "
-            "or choose another --out")
+            f"({shown(h.foreign)}); a run replaces OUT whole and would delete them: move them out of {out}"
+            + (", or choose another --out" if new_run else ", then resume the run"))

@@ -143,14 +143,16 @@ def _make_marked(tmp: Path, owner: str, out: Path) -> None:
         os.fsync(f.fileno())
 
 
-def check_replaceable(out: Path) -> Holdings | None:
+def check_replaceable(out: Path, new_run: bool = True) -> Holdings | None:
     """Refuse to replace anything that is not a previous output (a typo must not delete $HOME).
+
+    `new_run` False: the run is under way (its resume, its finalize), so no message offers another --out.
 
     Returns what OUT holds (None: absent or empty). A previous output is a folder whose manifest
     lists every entry in it (contract/previous.py); one whose listed files are missing or of
     another size is a damaged previous output, replaced as well: re-running is how it is repaired.
     """
-    check_not_mounted(out)
+    check_not_mounted(out, new_run)
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise NotReplaceable(f"{out} exists and is not a directory; refusing to replace it")
     if not out.exists():
@@ -158,7 +160,7 @@ def check_replaceable(out: Path) -> Holdings | None:
     if not any(out.iterdir()):
         if (why := replace_refusal(out)) is not None:  # an empty OUT is swapped out too
             raise NotReplaceable(f"--out {out} is an empty folder this user cannot replace: {why}; ask its owner to "
-                                 "run this, or choose another --out")
+                                 + ("run this, or choose another --out" if new_run else "resume this run"))
         return None
     try:
         manifest = load_manifest(out)
@@ -178,11 +180,11 @@ def check_replaceable(out: Path) -> Holdings | None:
         raise NotReplaceable(f"{out} cannot be read to prove it is a previous output: {exc}; "
                              "refusing to replace it") from None
     if held.foreign:
-        raise NotReplaceable(foreign_message(held))
-    why = replace_refusal(out)
+        raise NotReplaceable(foreign_message(held, new_run))
+    why = replace_refusal(out, held.tree())
     if why is not None:  # found now, not after every stage: the swap or the deletion would fail at the end
         raise NotReplaceable(f"--out {out} holds a previous output this user cannot replace: {why}; ask its owner to "
-                             "run this, or choose another --out")
+                             + ("run this, or choose another --out" if new_run else "resume this run"))
     return held
 
 
@@ -197,10 +199,11 @@ def mount_points() -> frozenset[str]:
     return frozenset(unescape(line.split()[4]) for line in lines if len(line.split()) > 4)
 
 
-def check_not_mounted(out: Path) -> None:
+def check_not_mounted(out: Path, new_run: bool = True) -> None:
     """Refuse an OUT (or OUT.tmp) that is a mount point: the swap renames it, and the kernel refuses
     that (EBUSY) only after every stage has run. OUT.tmp is made beside OUT, so the two share a
-    filesystem unless one of them is a mount point (rename across filesystems fails, EXDEV)."""
+    filesystem unless one of them is a mount point (rename across filesystems fails, EXDEV).
+    `new_run` False: a run under way, whose --out is fixed (check_replaceable)."""
     tmp = tmp_dir_for(out)
     for path, what in ((out, f"--out {out}"), (tmp, f"{tmp}, the staging folder of --out {out},")):
         if path.is_symlink() or not path.is_dir():
@@ -208,7 +211,8 @@ def check_not_mounted(out: Path) -> None:
         if os.path.ismount(path) or os.path.abspath(path) in mount_points():
             raise NotReplaceable(f"{what} is a mount point: a run puts its output in place by renaming "
                                  f"{tmp.name} to {out.name}, which the kernel refuses for a mount point; "
-                                 f"give a folder inside it (e.g. --out {out}/NAME)")
+                                 + (f"give a folder inside it (e.g. --out {out}/NAME)" if new_run else
+                                    f"unmount it, then resume the run (or start a new run with --out {out}/NAME)"))
 
 
 class SwapFailed(UserError):
@@ -328,15 +332,31 @@ def restore_parked(out: Path, owner: str) -> None:
         return
     parked = park / PARKED
     if parked.exists():
-        if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
-            raise NotReplaceable(f"{parked} holds the previous version of --out {out}, parked by an interrupted swap, "
-                                 f"and {out} holds something else now; neither is touched: move what is at {out} "
-                                 f"away, then resume: the previous version goes back first")
+        _check_out_free_for(parked, out)
         if out.exists():
             out.rmdir()
         os.rename(parked, out)
     unpark(park)
     fsync_dir(out.parent)
+
+
+def _check_out_free_for(parked: Path, out: Path) -> None:
+    if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
+        raise NotReplaceable(f"{parked} holds the previous version of --out {out}, parked by an interrupted swap, "
+                             f"and {out} holds something else now; neither is touched: move what is at {out} "
+                             f"away, then resume: the previous version goes back first")
+
+
+def check_out_for_resume(out: Path, owner: str) -> None:
+    """What the run's finalize would refuse at OUT, said by its --resume before any stage runs, by reading
+    alone: a previous version parked by an interrupted swap goes back first (restore_parked), so then OUT
+    must hold nothing else; otherwise OUT must be replaceable (check_replaceable, as at finalize)."""
+    check_parking_free(out, owner)
+    parked = parking_dir_for(out) / PARKED
+    if parked.exists():
+        _check_out_free_for(parked, out)
+    else:
+        check_replaceable(out, new_run=False)
 
 
 def unpark(park: Path) -> None:
@@ -404,7 +424,7 @@ def swap_into_place(tmp: Path, out: Path) -> Swapped:
     """
     owner = tmp_owner(tmp) or WRITE_SHARDS_OWNER
     restore_parked(out, owner)
-    held = check_replaceable(out)
+    held = check_replaceable(out, new_run=False)  # the run's own finalize: its resume command follows the message
     out.parent.mkdir(parents=True, exist_ok=True)
     old = None
     try:

@@ -17,6 +17,7 @@ from shard_pipeline.commands import command, program
 from shard_pipeline.contract.root import RootEntries, scan, staged_line
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.contract.verify_manifest import Problem
+from shard_pipeline.errors import ExitCode
 
 SHOWN_PER_LANGUAGE = 5  # a failed language's first problems in the summary; --verify ROOT/LANG lists all
 
@@ -32,6 +33,11 @@ class LangResult:
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def unread(self) -> bool:
+        """Failed only for files this user may not read: unchecked, not shown damaged."""
+        return bool(self.problems) and all(p.unreadable for p in self.problems)
+
 
 @dataclass(frozen=True)
 class RootResult:
@@ -45,6 +51,14 @@ class RootResult:
     @property
     def ok(self) -> bool:
         return not self.failed and not self.entries.unlanded and not self.entries.other_folders
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """As for one output: 2 when nothing is wrong but files this user may not read, 1 when anything is."""
+        if self.ok:
+            return ExitCode.OK
+        unread_only = all(r.unread for r in self.failed) and not (self.entries.unlanded or self.entries.other_folders)
+        return ExitCode.USAGE if unread_only else ExitCode.FAILED
 
 
 Verifier = Callable[[Path, bool], "list[Problem]"]  # contract.verify.verify_output(out, deep): one output
@@ -97,9 +111,13 @@ def summary_line(res: RootResult) -> str:
         rows, shards = sum(r.rows for r in res.results), sum(r.shards for r in res.results)
         return f"OK: {n} languages verified ({rows} rows in {shards} shards) in {e.root}"
     parts = [f"{n - len(res.failed)} of {n} languages verified"]
-    if res.failed:
-        names = ", ".join(r.lang for r in res.failed)
-        parts.append(f"{len(res.failed)} failed: {names} ({command(program(), '--verify', e.root)}/LANG lists every problem)")
+    failed, unread = [r for r in res.failed if not r.unread], [r for r in res.failed if r.unread]
+    if failed:
+        names = ", ".join(r.lang for r in failed)
+        parts.append(f"{len(failed)} failed: {names} ({command(program(), '--verify', e.root)}/LANG lists every problem)")
+    if unread:
+        parts.append(f"{len(unread)} not readable by this user, so not checked: {', '.join(r.lang for r in unread)} "
+                     "(the lines above say whose files and the way on)")
     if e.unlanded:
         parts.append(f"{len(e.unlanded)} not landed: {', '.join(s.lang for s in e.unlanded)} (finish the run: "
                      "--status, then --resume)")
@@ -111,7 +129,8 @@ def summary_line(res: RootResult) -> str:
 
 
 def root_main(root: Path, deep: bool, verify_one: Verifier) -> int:
-    """Print each language's result as it is known, what else ROOT holds, and one summary line; 0 only when all pass."""
+    """Print each language's result as it is known, what else ROOT holds, and one summary line; 0 only when all pass
+    (exit codes: `RootResult.exit_code`)."""
     root = Path(root)
     entries = scan(root)
     print(f"{root}: a multi-language root; verifying its {len(entries.languages)} language outputs one by one")
@@ -120,4 +139,4 @@ def root_main(root: Path, deep: bool, verify_one: Verifier) -> int:
     for line in entry_lines(res.entries):
         print(line)
     print(summary_line(res))
-    return 0 if res.ok else 1
+    return res.exit_code

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from shard_pipeline.access import place_refusal
 from shard_pipeline.commands import command, program, resume_command, status_command
 from shard_pipeline.errors import UsageError, UserError
 from shard_pipeline.run.rundir import RunDir
@@ -41,12 +42,12 @@ LOCK_TIMEOUT = 60.0  # seconds; the claim is held for milliseconds, so a longer 
 
 
 @contextlib.contextmanager
-def _locked(p: Path):
-    """The claim's file lock, bounded: a lock that cannot be taken ends in a message, never a hang."""
+def _locked(out: Path):
+    """OUT's claim lock, bounded: a lock that cannot be taken ends in a message, never a hang."""
     from filelock import Timeout
 
-    lock_file = Path(str(p) + ".lock")
-    probe_writable(lock_file)
+    lock_file = _lock_path(out)
+    probe_writable(lock_file, out)
     lock = FileLock(str(lock_file), timeout=LOCK_TIMEOUT)
     try:
         lock.acquire()
@@ -108,7 +109,7 @@ def held_for_publish(out: Path):
 
 def _take_publish_lock(out: Path) -> int:
     p = claim_path(out)
-    with _locked(p):
+    with _locked(out):
         current = holder(out)
         if current and not RunDir(Path(current)).done_marker.exists():
             raise OutHeld(f"{out} is held by run {current}, which will replace it: publish once that run is "
@@ -127,7 +128,7 @@ def _take_publish_lock(out: Path) -> int:
 def _drop_publish_lock(out: Path, fd: int) -> None:
     """Release our shared lock; the last publisher removes the file (under the claim lock, so no one races it)."""
     try:
-        with _locked(claim_path(out)):
+        with _locked(out):
             fcntl.flock(fd, fcntl.LOCK_UN)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -151,15 +152,22 @@ def check_claimable(out: Path, rundir: Path) -> None:
     """Refuse (without writing anything) an OUT that another unfinished run holds, or whose folder cannot take a claim."""
     p = claim_path(out)
     if not p.parent.is_dir():
-        if p.parent.exists() or not os.access(_existing_parent(p.parent), os.W_OK | os.X_OK):
-            raise UsageError(f"cannot create the folder of --out: {p.parent} (not a writable folder)")
+        if p.parent.exists():
+            raise UsageError(f"--out {out} cannot be made here: {p.parent} is not a folder; "
+                             "--out chooses another place")
+        if (why := place_refusal(p.parent, f"--out {out} cannot be made here", "--out")) is not None:
+            raise UsageError(why)
         return
-    probe_writable(Path(str(p) + ".lock"))
+    probe_writable(_lock_path(out), out)
     check_not_held(out, rundir)
     _refuse_if_published(out)
 
 
-def probe_writable(lock_file: Path) -> None:
+def _lock_path(out: Path) -> Path:
+    return Path(str(claim_path(out)) + ".lock")
+
+
+def probe_writable(lock_file: Path, out: Path) -> None:
     """Open (creating) the lock file once: filelock retries a file it cannot create until its
     timeout, so a folder such as /proc would look like a held lock instead of an error."""
     existed = lock_file.exists()
@@ -168,20 +176,18 @@ def probe_writable(lock_file: Path) -> None:
         if not existed:
             lock_file.unlink()
     except OSError as exc:
-        raise UsageError(f"cannot write beside OUT: {lock_file}: {exc.strerror} (needed to claim the output folder)") from None
-
-
-def _existing_parent(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
+        what = f"--out {out} cannot be written here"
+        if isinstance(exc, PermissionError) and (why := place_refusal(lock_file.parent, what, "--out")) is not None:
+            raise UsageError(why) from None  # the words of --dry-run's check (access.place_refusal)
+        raise UsageError(f"{what}: {lock_file} cannot be made ({exc.strerror}; it claims the output folder); "
+                         "--out chooses another place") from None
 
 
 def claim(out: Path, rundir: Path) -> None:
     """Mark OUT as held by `rundir`, refusing one that another unfinished run holds."""
     p = claim_path(out)
     p.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(p):
+    with _locked(out):
         check_not_held(out, rundir)
         _refuse_if_published(out)
         p.write_text(str(rundir) + "\n")
@@ -190,10 +196,10 @@ def claim(out: Path, rundir: Path) -> None:
 def release(out: Path, rundir: Path) -> None:
     """Drop the claim if `rundir` holds it (never another run's)."""
     p = claim_path(out)
-    with _locked(p):
+    with _locked(out):
         if holder(out) == str(rundir):
             p.unlink()
-    Path(str(p) + ".lock").unlink(missing_ok=True)
+    _lock_path(out).unlink(missing_ok=True)
 
 
 def run_lock(root: Path):

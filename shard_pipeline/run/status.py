@@ -11,6 +11,7 @@ marker), running, waiting, failed, interrupted or stuck.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import re
 import shutil
 import subprocess
@@ -56,6 +57,7 @@ class StageStatus:
     requeued: list[int] = field(default_factory=list)  # pending tasks that had started: Slurm requeued them
     figures: list[TaskFigures] = field(default_factory=list)  # of finished tasks whose log has them
     touched: list[int] = field(default_factory=list)  # done tasks with a file touched since (chmod, chgrp): done by size and mtime
+    unread: dict[int, Path] = field(default_factory=dict)  # task -> the log (or its folder) this user may not read
 
     @property
     def not_started(self) -> int:
@@ -143,6 +145,16 @@ def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], 
         except OSError:
             return None
     return None
+
+
+def _readable_log(st: StageStatus, run: RunDir, task: int, chunks: list[dict[str, Any]], cpus: int) -> Path | None:
+    """The task's log as `_task_log` finds it; a log folder this user may not look in (a colleague's run, written
+    under `umask 077`) is noted in `st.unread` and taken as no log: the table is shown, with what it cannot know."""
+    try:
+        return _task_log(run, stage=st.stage, task=task, chunks=chunks, cpus=cpus)
+    except PermissionError as exc:
+        st.unread[task] = Path(exc.filename or run.log_dir(st.stage))
+        return None
 
 
 def _multi_root(run: RunDir) -> Path | None:
@@ -245,14 +257,16 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
                 st.done += 1
                 if touched:
                     st.touched.append(task)
-                done_log = _task_log(run, stage, task, chunks, cpus)
+                done_log = _readable_log(st, run, task, chunks, cpus)
                 fig = last_figures(done_log) if done_log is not None else None
                 if fig is not None:
                     st.figures.append(fig)
+                elif done_log is not None and not os.access(done_log, os.R_OK):
+                    st.unread[task] = done_log
                 continue
             queued, why = split_queued(next((queue[k] for j in chunks
                                              for k in [f"{j['job_id']}_{task // cpus - j['offset']}"] if k in queue), None))
-            log = _task_log(run, stage, task, chunks, cpus) if queued is None or queued == "RUNNING" else None
+            log = _readable_log(st, run, task, chunks, cpus) if queued is None or queued == "RUNNING" else None
             err = last_error_line(log, run.root.name if _multi_root(run) else None) if log is not None else ""
             if log is not None and ended_well(log) and not re.search("ERROR|Error", err):  # it finished, and what
                 err = f"it finished, but {problem}: --resume does it again"  # it made is gone or changed since
@@ -270,7 +284,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
             elif state is TaskState.PENDING:
                 st.pending += 1
                 st.reasons.append((task, why))
-                if _task_log(run, stage, task, chunks, cpus) is not None:  # started in this submission
+                if _readable_log(st, run, task, chunks, cpus) is not None:  # started in this submission
                     st.requeued.append(task)
             elif state is TaskState.INTERRUPTED:
                 st.interrupted.append(task)
@@ -367,6 +381,9 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state
                  f"compressed ({pct:.1f}%) in {_hms(prog['elapsed'])} of partition; {human_bytes(prog['rate'])}/s; "
                  f"partition ETA {_hms(eta) if eta else '-'}")
     lines += [figures_summary(st) for st in statuses if st.figures]
+    unread = [(st.stage, t, log) for st in statuses for t, log in sorted(st.unread.items())]
+    if unread:
+        lines.append(unread_line(unread, any(st.unread and st.done < st.total for st in statuses)))
     running = [(st.stage, t, line) for st in statuses for t, line in st.progress]
     for stage, t, line in running[:20]:
         lines.append(f"RUNNING {stage} task {t}: {line}")
@@ -390,6 +407,17 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state
         lines.append(f"... and {len(failed) - 20} more failed tasks")
     lines.append(f"state: {state}")
     return "\n".join(lines)
+
+
+def unread_line(unread: list[tuple[str, int, Path]], unfinished: bool) -> str:
+    """Task logs this user may not read (a colleague's run): what the table cannot show (`unfinished`: tasks
+    without a receipt among them, whose failure only the log would tell), and the way on."""
+    from shard_pipeline.access import access_step
+
+    stage, task, log = unread[0]
+    return (f"UNREAD {plural(len(unread), 'task log')} (the first: {stage} task {task}, {log}): not readable by this "
+            "user, so their figures and errors are not shown" + (", and a task among them without a receipt is counted "
+            "as not started even if it failed" if unfinished else "") + f"; {access_step(log, reading=True)}")
 
 
 def touched_line(stage: str, tasks: list[int]) -> str:

@@ -63,7 +63,7 @@ def parse(argv: Sequence[str]):  # noqa: ANN201
 
 def os_error_line(exc: OSError, args: Request) -> str:
     """What was being done, the path and the reason, from an OSError nobody mapped closer to its source."""
-    doing = ("reading the run directory" if args.status or args.resume else
+    doing = ("reading the run directory" if args.status else "resuming the run" if args.resume else
              "checking the output folder" if args.verify or args.publish else "preparing the run")
     where = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 else "") if exc.filename else "(no path)"
     line = f"{doing} failed: {where}: {exc.strerror or exc}"

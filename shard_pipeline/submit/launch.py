@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shard_pipeline import slurm
-from shard_pipeline.access import replace_refusal, share_like, write_refusal
+from shard_pipeline.access import place_refusal, resume_refusal, share_like
 from shard_pipeline.commands import resume_command
-from shard_pipeline.contract.replace import check_replaceable, check_tmp_free
+from shard_pipeline.contract.replace import NotReplaceable, check_out_for_resume, check_replaceable, check_tmp_free
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.run import unit_table
 from shard_pipeline.run.claim import check_claimable, check_not_held, claim, release, run_lock
-from shard_pipeline.run.registry import STAGE_NAMES, since_done
+from shard_pipeline.run.registry import STAGE_NAMES, since_done, swapped_in
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.files import write_bytes_atomic, write_json_atomic
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, check_new, check_whole, read_json
@@ -129,10 +129,10 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
         guards.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given})
         guards.check_out_not_enclosed(given)
         check_not_held(given, root)  # a queued run of one language into the root itself would fail on our folders
-    for folder, what, other in ((given if several else given.parent, f"--out {given} cannot be written here", "--out"),
-                                (root.parent, f"the run directory {root} cannot be made here", "--run-dir")):
-        if (why := write_refusal(folder)) is not None:  # found now, not when the run makes or swaps them
-            raise UsageError(f"{what}: {why}; {other} chooses another place")
+    for folder, what, option in ((given if several else given.parent, f"--out {given} cannot be written here", "--out"),
+                                 (root.parent, f"the run directory {root} cannot be made here", "--run-dir")):
+        if (why := place_refusal(folder, what, option)) is not None:  # found now, not when the run makes or swaps them
+            raise UsageError(why)
     outs = {}
     for lang in ms.langs:
         out = given / lang if several else given
@@ -277,9 +277,9 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
 
 def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: Scope, out: Path,
                run: RunDir) -> RunConfig:
-    """Check OUT and the run dir, write the run dir of one language, then claim OUT; nothing is started."""
+    """Check the run dir, write the run dir of one language, then claim OUT (checked by `check_outs`, which listed
+    it once: a second listing costs seconds at HPLT English on Lustre); nothing is started."""
     subset, shards, lay, sample, disagree = sc.subset, sc.shards, sc.lay, sc.sample, sc.disagree
-    guards.check_same_dataset(out, check_replaceable(out), dataset_name(args, subset), args.replace_other)
     check_new(run.root)
     content = Content(
         corpus=args.corpus, subset=subset, lang=args.lang,
@@ -426,6 +426,8 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     check_whole(root)
     if not unit_table.is_multi(root) and not RunDir(root).config_json.exists():
         raise UsageError(f"{root} is not a hplt-shard run directory (no config.json)")
+    if (why := resume_refusal(root)) is not None:  # a colleague's run made under umask 022: before any lock or warning
+        raise ResumeRefused(why)
     if (group_note := share_like(root)) is not None:  # a colleague's resume writes what the run's owner can still read
         print(f"hplt-shard: warning: {group_note}", file=sys.stderr)
     record = read_json(RunDir(root).run_json)
@@ -495,10 +497,11 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
             print(f"resuming {root}:\n{report[0]}")
         for l in todo:  # what reading alone can refuse (another run, a staging folder not ours): a dry run says it too
             check_not_held(Path(cfgs[l].execution.out), dirs[l].root)
-            out_l = Path(cfgs[l].execution.out)
-            if out_l.is_dir() and not dirs[l].swap_receipt.exists() and (why := replace_refusal(out_l)):
-                raise ResumeRefused(f"--out {out_l} holds what this user cannot replace: {why}; ask its owner to resume "
-                                    "this run; nothing was started")
+            if not swapped_in(dirs[l], Path(cfgs[l].execution.out)):  # what finalize would refuse, said before the stages
+                try:
+                    check_out_for_resume(Path(cfgs[l].execution.out), str(dirs[l].root))
+                except NotReplaceable as exc:
+                    raise ResumeRefused(f"{exc}; nothing was started") from None
             if l in planning:  # else the plan refuses it, after the whole partition stage
                 check_tmp_free(Path(cfgs[l].execution.out), str(dirs[l].root),
                                f"move it away, then {resume_command(root)}; nothing was started")
