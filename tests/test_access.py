@@ -52,6 +52,22 @@ def deny_reading(monkeypatch, closed: Path) -> None:
     monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != closed and real_access(p, mode))
 
 
+def hide(monkeypatch, private) -> None:
+    """As a user for whom the paths `private(path)` picks cannot even be looked at (in a folder of mode 700)."""
+    real_stat, real_access = os.stat, os.access
+
+    def hidden(path) -> bool:
+        return not isinstance(path, int) and private(Path(os.fsdecode(path)))
+
+    def stat(path, *args, **kwargs):
+        if hidden(path):
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(os, "access", lambda p, mode: not hidden(p) and real_access(p, mode))
+
+
 def sticky_folder_with_their_out(tmp_path: Path) -> tuple[Path, Path]:
     """A sticky folder (mode 1777, as /tmp) holding an empty OUT of user nobody."""
     sticky = tmp_path / "scratch"
@@ -313,19 +329,7 @@ def test_status_of_a_run_whose_logs_this_user_may_not_read_shows_the_table_and_s
     assert run_cli(root, tmp_path / "out2", failed, "--shard-rows", "10") != 0
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     capsys.readouterr()
-    real_stat, real_access = os.stat, os.access
-
-    def private(path) -> bool:  # a log folder of mode 700: its entries cannot even be looked at
-        p = Path(os.fsdecode(path)) if not isinstance(path, int) else None
-        return p is not None and p.parent.parent.name == "logs" and p.parent.parent.parent in (done, failed)
-
-    def stat(path, *args, **kwargs):
-        if private(path):
-            raise PermissionError(13, "Permission denied", os.fsdecode(path))
-        return real_stat(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", stat)
-    monkeypatch.setattr(os, "access", lambda p, mode: not private(p) and real_access(p, mode))
+    hide(monkeypatch, lambda p: p.parent.parent.name == "logs" and p.parent.parent.parent in (done, failed))
     assert cli.main(["--status", str(done)]) == 0
     out = capsys.readouterr().out
     assert "partition       2      2" in out and "FINISHED" not in out and "state: done" in out

@@ -266,3 +266,63 @@ def test_a_checkout_whose_venv_python_this_user_cannot_run_says_so_in_one_line(t
     assert p.stderr == (f"hplt-shard: this checkout's Python, {checkout}/.venv/bin/python, cannot be run by this user "
                         "(it, or a folder on its way, is not readable and executable for you): its owner can rebuild "
                         ".venv from a Python every user can run, or set up a checkout of your own (README.md)\n")
+
+
+# ---- the adversarial pass of 2026-12-06 (option combinations) --------------------------------------
+
+
+def _dry(root: Path, out: str, run: Path, capsys, *extra: str, lang: str = LANG) -> tuple[int, str]:
+    try:
+        code = cli.main([lang, "--corpus", "v4", "--local-root", str(root), "--out", out, "--run-dir", str(run),
+                         "--executor", "local", "--license", "CC0-1.0", "--counts-index", str(run.parent / "ci"),
+                         "--dry-run", *extra])
+    except SystemExit as exc:  # argparse's own refusal: its usage and one error line, exit 2
+        code = exc.code
+    cap = capsys.readouterr()
+    return code, cap.out + cap.err
+
+
+def test_out_at_the_filesystem_root_or_empty_is_one_line_not_a_traceback(tmp_path, capsys):
+    """`--out /` was a ValueError traceback; `--out ""` was taken as the current folder, which a run replaces."""
+    root = make_corpus(tmp_path / "in", n_docs=20)
+    code, said = _dry(root, "/", tmp_path / "run", capsys)
+    assert code == 2 and "--out / is the filesystem's root: a run replaces OUT whole; give a folder of its own" in said
+    assert "Traceback" not in said
+    code, said = _dry(root, "", tmp_path / "run", capsys)
+    assert code == 2 and "argument --out: an empty path: give a folder" in said
+
+
+@pytest.mark.parametrize("beside", [".replaced", ".hplt-shard-claim", ".hplt-shard-claim.lock", ".hplt-shard-publish"])
+def test_a_run_dir_where_a_run_keeps_its_files_beside_out_is_refused_up_front(tmp_path, capsys, beside):
+    """--run-dir OUT.replaced ran partition, then failed at plan for good (moving the folder away moved the run);
+    --run-dir OUT.hplt-shard-claim left a half-made run dir. Refused like --run-dir OUT.tmp."""
+    root = make_corpus(tmp_path / "in", n_docs=20)
+    out = tmp_path / "out"
+    code, said = _dry(root, str(out), tmp_path / f"out{beside}", capsys)
+    assert code == 2 and f"--run-dir {tmp_path / f'out{beside}'} and OUT" in said and "are the same path" in said
+    assert not (tmp_path / f"out{beside}").exists()
+
+
+def test_a_single_language_into_the_root_of_several_is_told_to_use_root_lang(tmp_path, capsys):
+    from tests.test_output_root import small_root
+
+    root_out = small_root(tmp_path, ("est_Latn", "fin_Latn"))
+    corpus = make_corpus(tmp_path / "in", n_docs=20)
+    code, said = _dry(corpus, str(root_out), tmp_path / "run", capsys)
+    assert code == 2 and said.strip().endswith(
+        f"--out {root_out} is the root of a run of several languages (it holds LANG/ outputs), and a run replaces OUT "
+        f"whole: give --out {root_out / LANG}, or a new folder")
+
+
+def test_a_language_output_that_is_a_symbolic_link_is_named_as_one(tmp_path, capsys):
+    from shard_pipeline.contract.replace import NotReplaceable, check_replaceable
+
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / "root" / "fin_Latn"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    with pytest.raises(NotReplaceable) as err:
+        check_replaceable(link)
+    assert str(err.value) == (f"{link} is a symbolic link (to {target}); a run never replaces what a link points to: "
+                              "remove the link (its target stays as it is), or choose another --out")

@@ -446,3 +446,23 @@ def test_languages_land_by_their_own_write_in_the_projection():
     assert lands["small"] < lands["big"]
     part = max(s.seconds for lay in lays.values() for s in project(lay) if s.stage == "partition")
     assert lands["small"] > part  # every language waits for the slowest partition and the plan
+
+
+@pytest.mark.slow  # runs the pipeline
+def test_status_of_several_languages_whose_logs_this_user_may_not_read_shows_every_row(tmp_path, monkeypatch, capsys):
+    """A colleague's run under `umask 077`: a row per language from the receipts, and one UNREAD line."""
+    root = make_langs(tmp_path, {"fin_Latn": (30, ("9_1",)), "swe_Latn": (20, ("9_1",))})
+    run_dir = tmp_path / "run"
+    assert multi_cli(root, "fin_Latn,swe_Latn", tmp_path / "out", run_dir, "--shard-rows", "10") == 0
+    logs = sorted(p for p in run_dir.rglob("*.log") if p.is_file())
+    assert logs
+    capsys.readouterr()
+    from tests.test_access import hide
+
+    hide(monkeypatch, lambda p: p in logs)  # every log folder of mode 700
+    assert cli.main(["--status", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "languages landed 2/2" in out and out.rstrip().endswith("state: done")
+    unread = [l for l in out.splitlines() if l.startswith("UNREAD ")]
+    assert len(unread) == 1 and "not readable by this user, so their figures and errors are not shown;" in unread[0]
+    assert unread[0].startswith("UNREAD ") and "(the first: fin_Latn partition task 0, " in unread[0]

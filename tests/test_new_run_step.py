@@ -23,7 +23,21 @@ def test_a_language_alone_keeps_every_content_option_and_drops_the_languages_and
     assert language_alone_argv(by_file, "fin_Latn", Path("/o/fin_Latn"), Path("/n")) == [
         "./hplt-shard", "fin_Latn", "--corpus", "v3", "--replace-other", "--out", "/o/fin_Latn", "--run-dir", "/n"]
     assert new_run_argv(["hplt-shard", "eng_Latn", "--run-dir=/r", "--bad-records", "fail", "--out", "/o"],
-                        Path("/n")) == ["./hplt-shard", "eng_Latn", "--out", "/o", "--run-dir", "/n"]
+                        Path("/n")) == ["./hplt-shard", "eng_Latn", "--bad-records", "fail", "--out", "/o", "--run-dir", "/n"]
+
+
+def test_the_new_run_keeps_the_runs_bad_records_unless_it_sets_it_anew():
+    """A quarantining run's "start a new run" command used to drop --bad-records quarantine: pasted, it stopped
+    at the first bad record, and on clean input made another config_sha256 than the run asked for."""
+    run = ["hplt-shard", "fin_Latn", "--bad-records", "quarantine", "--out", "/o", "--run-dir", "/r"]
+    assert new_run_argv(run, Path("/n")) == ["./hplt-shard", "fin_Latn", "--bad-records", "quarantine", "--out", "/o",
+                                             "--run-dir", "/n"]
+    several = ["hplt-shard", "fin_Latn,swe_Latn", "--bad-records=quarantine", "--out", "/o"]
+    assert language_alone_argv(several, "swe_Latn", Path("/o/swe_Latn"), Path("/n")) == [
+        "./hplt-shard", "swe_Latn", "--bad-records=quarantine", "--out", "/o/swe_Latn", "--run-dir", "/n"]
+    failing = ["hplt-shard", "fin_Latn", "--bad-records=fail", "--out", "/o"]
+    assert new_run_argv(failing, Path("/n"), ["--bad-records", "quarantine"]) == [
+        "./hplt-shard", "fin_Latn", "--out", "/o", "--bad-records", "quarantine", "--run-dir", "/n"]
 
 
 def test_every_option_without_a_value_is_known_to_the_argv_walk():

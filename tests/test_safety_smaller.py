@@ -87,10 +87,35 @@ def test_dp_ranks_beyond_estimated_documents_are_said_not_refused():
 
     from shard_pipeline.submit.option_checks import dp_ranks_note
 
-    note = dp_ranks_note(SimpleNamespace(dp_ranks="128,448"), est_docs=500, docs_known=False)
-    assert "multiple of 896" in note and "an estimated 500 documents" in note and "balance.json" in note
-    assert dp_ranks_note(SimpleNamespace(dp_ranks="128,448"), est_docs=5000, docs_known=True) is None
-    assert dp_ranks_note(SimpleNamespace(dp_ranks=None), est_docs=1, docs_known=True) is None
+    column = {"split_layout": "column", "val_permille": 5}
+    note = dp_ranks_note(SimpleNamespace(dp_ranks="128,448", **column), est_docs=500, docs_known=False)
+    assert "multiple of 896" in note and "an estimated 500 documents" in note and "says so when it is done" in note
+    assert dp_ranks_note(SimpleNamespace(dp_ranks="128,448", **column), est_docs=5000, docs_known=True) is None
+    assert dp_ranks_note(SimpleNamespace(dp_ranks=None, **column), est_docs=1, docs_known=True) is None
+
+
+def test_dp_ranks_that_a_set_of_the_dirs_layout_cannot_meet_are_said_at_submit_and_when_done():
+    """--split-layout dirs cuts each set on its own: validation (0.5% by default) fell short of the lcm with exit 0
+    and no word but balance.json's `unbalanced_rank_counts`."""
+    from types import SimpleNamespace
+
+    from shard_pipeline.stages.finalize import rank_shortfalls
+    from shard_pipeline.submit.option_checks import dp_ranks_note
+
+    dirs = SimpleNamespace(dp_ranks="16", split_layout="dirs", val_permille=5)
+    note = dp_ranks_note(dirs, est_docs=3000, docs_known=True)
+    assert note.startswith("--dp-ranks 16 with --split-layout dirs: each set's shard count must be a multiple of 16 "
+                           "(their lcm), but validation/ will hold about 15 documents (--val-permille 5)")
+    assert dp_ranks_note(SimpleNamespace(dp_ranks="16", split_layout="dirs", val_permille=5), 100_000, True) is None
+    manifest = {"params": {"split_layout": "dirs"},
+                "shards": [{"name": f"train/shard-{i:05d}-of-00016.parquet", "rows": 187} for i in range(16)]
+                + [{"name": "validation/shard-00000-of-00001.parquet", "rows": 11}]}
+    assert rank_shortfalls((16,), manifest) == [
+        "--dp-ranks 16: validation/ has 1 shard, not a multiple of 16 (their lcm): it holds only 11 documents and a "
+        "shard is never empty, so 16 ranks cannot take equal numbers of its shards (OUT/__balance/balance.json)"]
+    assert rank_shortfalls((), manifest) == [] and rank_shortfalls((1,), manifest) == []
+    column = {"params": {"split_layout": "column"}, "shards": manifest["shards"][:16]}
+    assert rank_shortfalls((4, 8), column) == []
 
 
 def test_negative_jobs_on_resume_is_refused(tmp_path, capsys):

@@ -106,3 +106,30 @@ def test_status_of_a_slurm_run_without_an_answering_squeue(tmp_path, monkeypatch
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
     monkeypatch.setattr(slurm, "call", lambda argv, *a, **k: slurm.Answer(tuple(argv), None, "", "no answer"))
     assert cli.main(["--status", str(run_dir)]) == ExitCode.OK  # done: no squeue is asked
+
+
+def test_a_local_unit_whose_starter_was_killed_is_interrupted_not_failed(tmp_path, monkeypatch, capsys):
+    """A SIGKILL of the submitter while it started units: a unit's log holds its first line and no trailer, no
+    process runs it, and it had no live record yet. --status said FAILED and "fix the cause named above"."""
+    import os
+
+    from shard_pipeline.run.rundir import RunDir
+    from shard_pipeline.submit import cli
+    from tests.pipeline_util import make_corpus, run_cli
+
+    root = make_corpus(tmp_path / "in", n_docs=40)
+    run = tmp_path / "run"
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:kill")
+    assert run_cli(root, tmp_path / "out", run, "--shard-rows", "10") != 0
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
+    log = RunDir(run).local_log("write", 0)
+    capsys.readouterr()
+    assert cli.main(["--status", str(run)]) == 1
+    assert "FAILED write task 0: killed by SIGKILL" in capsys.readouterr().out  # its group's trailer says so
+    log.write_text(log.read_text().splitlines()[0] + "\n")  # as a killed submitter leaves it: no trailer
+    for record in (run / "live").glob("*"):
+        os.unlink(record)
+    assert cli.main(["--status", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED write task 0" not in out and "state: failed" not in out
+    assert "INTERRUPTED write 1 task: 0" in out and "state: interrupted before the end (not a failure)" in out

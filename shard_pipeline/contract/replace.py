@@ -153,7 +153,11 @@ def check_replaceable(out: Path, new_run: bool = True) -> Holdings | None:
     another size is a damaged previous output, replaced as well: re-running is how it is repaired.
     """
     check_not_mounted(out, new_run)
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
+    if out.is_symlink():
+        raise NotReplaceable(f"{out} is a symbolic link (to {os.readlink(out)}); a run never replaces what a link "
+                             "points to: remove the link (its target stays as it is)"
+                             + (", or choose another --out" if new_run else ", then resume the run"))
+    if out.exists() and not out.is_dir():
         raise NotReplaceable(f"{out} exists and is not a directory; refusing to replace it")
     if not out.exists():
         return None

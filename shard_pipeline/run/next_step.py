@@ -27,7 +27,7 @@ CORRUPT = "CorruptShard: "  # input/reader.py: a stream that cannot be read to i
 # A local file with a broken stream stays broken: only a new copy helps, a changed input. An HTTP body cut
 # short (short_read, http_error) may come whole on the next try: --resume fetches it again.
 _BROKEN_FILE = re.compile(r"CorruptShard: (?!https?://).*?: (?:empty_file|not_zstd|corrupt_frame|truncated): ")
-_DROPPED = {"--bad-records": 1, "--run-dir": 1, "--dry-run": 0}  # option -> how many values follow it
+_DROPPED = {"--run-dir": 1, "--dry-run": 0}  # option -> how many values follow it
 FLAGS = ("--dry-run", "--replace-other", "--clean", "--dataset-card", "--version", "-h", "--help")  # take no value
 _OF_SEVERAL = {"--langs-file": 1, "--out": 1}  # what a language alone replaces (its LANG, its own OUT)
 
@@ -59,16 +59,22 @@ def _without(argv: Sequence[str], dropped: dict[str, int], positionals: bool = F
     return kept
 
 
+def _dropped(extra: Sequence[str]) -> dict[str, int]:
+    """What the new command drops of the run's own: its --run-dir, --dry-run, and an option `extra` sets anew
+    (`--bad-records quarantine`); every other option is kept, --bad-records quarantine included."""
+    return {**_DROPPED, **{a.split("=", 1)[0]: 1 for a in extra if a.startswith("--")}}
+
+
 def new_run_argv(argv: Sequence[str], run_dir: Path, extra: Sequence[str] = ()) -> list[str]:
     """The run's own command line (run.json "argv") with another --run-dir (and `extra`), for ./hplt-shard."""
-    return [program(), *_without(argv, _DROPPED), *extra, "--run-dir", str(run_dir)]
+    return [program(), *_without(argv, _dropped(extra)), *extra, "--run-dir", str(run_dir)]
 
 
 def language_alone_argv(argv: Sequence[str], lang: str, out: Path, run_dir: Path,
                         extra: Sequence[str] = ()) -> list[str]:
     """A run of several languages' command line (run.json "argv") made a run of `lang` alone into its own
     OUT (ROOT/<LANG>, which a root allows): same content options, so the same bytes for that language."""
-    rest = _without(["hplt-shard", *_without(argv, _DROPPED)], _OF_SEVERAL, positionals=True)
+    rest = _without(["hplt-shard", *_without(argv, _dropped(extra))], _OF_SEVERAL, positionals=True)
     return [program(), lang, *rest, "--out", str(out), *extra, "--run-dir", str(run_dir)]
 
 

@@ -271,9 +271,13 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
             if log is not None and ended_well(log) and not re.search("ERROR|Error", err):  # it finished, and what
                 err = f"it finished, but {problem}: --resume does it again"  # it made is gone or changed since
             reason = slurm_reason(log) if log is not None and queued is None else None
-            cut = reason == "CANCELLED" or ((stopped or (stage, task) in killed) and not err.startswith("ERROR"))
-            never = strict and not local and log is None and queued is None and gone
             starting = held and log is not None and not unit_ended(log)
+            # A local unit that ended by itself has its trailer (worker/group.py), even a crash; one without it that no
+            # process runs lost its parent: the submitter was killed (SIGKILL) while it started or ran the unit.
+            orphaned = (local and log is not None and not starting and (stage, task) not in alive and not unit_ended(log)
+                        and not ended_well(log))
+            cut = reason == "CANCELLED" or ((stopped or (stage, task) in killed or orphaned) and not err.startswith("ERROR"))
+            never = strict and not local and log is None and queued is None and gone
             state = task_state(done=False, queued=queued, alive=(stage, task) in alive or starting, has_log=log is not None,
                                interrupted=(log is not None and cut) or never)
             if state is TaskState.RUNNING:
@@ -628,6 +632,9 @@ def languages_report(root: Path) -> tuple[str, int]:
         if phases[lang] is RunPhase.DONE and (note := since_done(run, Path(read_json(run.config_json)["execution"]["out"]))):
             since.append(f"{lang}: done{note}")  # as a resume of the done run says it
     lines += requeued[:20] + touched[:20] + since
+    unread = [(f"{lang} {st.stage}", t, log) for lang, sts in per_lang.items() for st in sts for t, log in sorted(st.unread.items())]
+    if unread:
+        lines.append(unread_line(unread, any(st.unread and st.done < st.total for st in every)))
     for lang, stage, t, log, err in failures[:20]:
         lines.append(f"FAILED {lang} {stage} task {t}: {err}\n       log: {log}")
     count = {p: sum(1 for v in phases.values() if v is p) for p in RunPhase}

@@ -26,6 +26,7 @@ from shard_pipeline.contract.replace import (
     PARKED,
     TMP_MARKER,
     folder_identity,
+    notice,
     parking_dir_for,
     remove_replaced,
     swap_into_place,
@@ -265,7 +266,7 @@ def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str
         "splits": manifest["splits"],
         "receipts_match_disk": True,
         **index,
-        "warnings": list(notices),
+        "warnings": [*notices, *(notice(w) for w in rank_shortfalls(c.dp_ranks, manifest))],
     }
     write_json_atomic(run.validation_json, validation)
     run.done_marker.write_text("ok\n")
@@ -331,6 +332,25 @@ def rank_balance(dp_ranks, shard_bytes: list[int]) -> dict[str, Any]:
     ranks = [r for r in dp_ranks if len(shard_bytes) % r == 0]
     return {"ranks": balance_report(shard_bytes, ranks) if ranks else {},
             "unbalanced_rank_counts": [r for r in dp_ranks if r not in ranks]}
+
+
+def rank_shortfalls(dp_ranks, manifest: dict[str, Any]) -> list[str]:
+    """--dp-ranks promises a shard count that is a multiple of their lcm; a set with fewer documents than the lcm
+    cannot have one (a shard is never empty). Said after done and by --status, not only in balance.json."""
+    from shard_pipeline.stages.balance import shard_multiple
+    from shard_pipeline.units import plural
+
+    m = shard_multiple(dp_ranks) if dp_ranks else 1
+    said = []
+    for folder, _, entries in manifest_sets(manifest):
+        if m > 1 and len(entries) % m:
+            rows = sum(e["rows"] for e in entries)
+            uneven = [str(r) for r in dp_ranks if len(entries) % r]
+            said.append(f"--dp-ranks {','.join(map(str, dp_ranks))}: {f'{folder}/' if folder else 'the output'} has "
+                        f"{plural(len(entries), 'shard')}, not a multiple of {m:,} (their lcm): it holds only {rows:,} documents "
+                        f"and a shard is never empty, so {', '.join(uneven)} ranks cannot take equal numbers of its "
+                        f"shards (OUT/{BALANCE_NAME})")
+    return said
 
 
 def balance_of(content, manifest: dict[str, Any]) -> dict[str, Any]:

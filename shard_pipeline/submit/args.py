@@ -10,6 +10,14 @@ from shard_pipeline.contract.rules import DEFAULT_ROW_GROUP_BYTES
 DEFAULT_SHARD_ROWS = 1_000_000
 
 
+def path_arg(value: str) -> Path:
+    """A path option's value; an empty one (`--out ""`, an unset shell variable) is refused, not taken as the
+    current folder, which a run would replace whole."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("an empty path: give a folder (an unset shell variable?)")
+    return Path(value)
+
+
 def build_parser() -> argparse.ArgumentParser:
     return command_line()[0]
 
@@ -54,14 +62,14 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
     )
     add(p, "lang", nargs="?", help="HPLT language code, e.g. eng_Latn; several in one run: fin_Latn,swe_Latn "
            "(OUT/<LANG>/ each), or all (every language folder under the corpus root)")
-    add(p, "--langs-file", type=Path, help="several languages in one run: one code per line (# comments)")
+    add(p, "--langs-file", type=path_arg, help="several languages in one run: one code per line (# comments)")
     add(p, "--corpus", choices=("v3", "v4"), default="v4", help="HPLT release layout (default v4)")
-    add(p, "--local-root", type=Path, help="folder holding LANG/ (v4 clean|noisy root, v3 sorted; any other folder is a corpus of its own, "
+    add(p, "--local-root", type=path_arg, help="folder holding LANG/ (v4 clean|noisy root, v3 sorted; any other folder is a corpus of its own, "
            "named after it); default from the preset")
     add(p, "--wds", help="WDS scores to include: 9-10, 8,9,10, 10 (default: all shards)")
     add(p, "--sources", help="v4 English source tags to include: cc,ia,ab (default: all)")
-    add(p, "--out", type=Path, help="output folder (replaced atomically when the run finishes)")
-    add(p, "--run-dir", type=Path, help="run directory (default runs/<corpus>-<subset>-<LANG>-<wds>)")
+    add(p, "--out", type=path_arg, help="output folder (replaced atomically when the run finishes)")
+    add(p, "--run-dir", type=path_arg, help="run directory (default runs/<corpus>-<subset>-<LANG>-<wds>)")
     add(p, "--executor", choices=("slurm", "local"), help="default: slurm when sbatch is on PATH, else local")
     add(p, "--shard-rows", type=int, default=DEFAULT_SHARD_ROWS, help=f"rows per output shard (default {DEFAULT_SHARD_ROWS:,})")
     add(p, "--val-permille", type=int, default=5, help="validation share in thousandths (default 5)")
@@ -89,7 +97,7 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
                 "they are kept in OUT/__quarantine/clean/documents.parquet with their reasons")
     add(p, "--dataset-card", action="store_true",
            help="also write OUT/README.md (a dataset card for datasets.load_dataset) and OUT/_LEDGER.jsonl")
-    add(p, "--conf", type=Path, help="conf file (default ./hplt-shard.conf if present)")
+    add(p, "--conf", type=path_arg, help="conf file (default ./hplt-shard.conf if present)")
     add(p, "--preset", help="preset name under presets/ (conf PRESET)")
     add(p, "--account", help="Slurm account (conf ACCOUNT)")
     add(p, "--slurm-partition", "--partition", dest="worker_partition",
@@ -110,10 +118,10 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
            "(with --resume: show what would be redone)")
     add(p, "--version", action="store_true", help="print the version and the code commit, then exit")
     g = p.add_mutually_exclusive_group()
-    add(g, "--resume", type=Path, metavar="RUNDIR", help="finish an interrupted run: redo only what is unfinished")
-    add(g, "--status", type=Path, metavar="RUNDIR", help="show where a run stands (per stage, failures, ETA); "
+    add(g, "--resume", type=path_arg, metavar="RUNDIR", help="finish an interrupted run: redo only what is unfinished")
+    add(g, "--status", type=path_arg, metavar="RUNDIR", help="show where a run stands (per stage, failures, ETA); "
            "exit 0 done, 1 failed or stopped (--resume continues it), 3 still queued or running")
-    add(g, "--verify", type=Path, metavar="OUT", help="check an output folder against its manifest and the contract")
+    add(g, "--verify", type=path_arg, metavar="OUT", help="check an output folder against its manifest and the contract")
     add(g, "--publish", nargs=2, metavar=("OUT", "DEST"),
            help="verify OUT, upload it to an rclone destination (remote:bucket/prefix) and check it there; "
                 "never overwrites; run again to finish an interrupted upload (record: --run-dir's _PUBLISHED.json)")

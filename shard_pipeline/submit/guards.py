@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from shard_pipeline.contract.manifest import MANIFEST_NAME
-from shard_pipeline.contract.replace import TMP_MARKER, check_tmp_free, tmp_dir_for, tmp_owner
+from shard_pipeline.contract.replace import TMP_MARKER, check_tmp_free, parking_dir_for, tmp_dir_for, tmp_owner
 from shard_pipeline.errors import UsageError
 
 
@@ -26,7 +26,7 @@ def check_no_overlap(named: dict[str, Path | None]) -> None:
     for i, (na, a) in enumerate(items):
         for nb, b in items[i + 1:]:
             if a == b:
-                raise UsageError(f"{na} {a} and {nb} {b} are the same folder; they must be apart")
+                raise UsageError(f"{na} {a} and {nb} {b} are the same path; they must be apart")
             if inside(a, b) or inside(b, a):
                 inner, outer = ((na, a), (nb, b)) if inside(a, b) else ((nb, b), (na, a))
                 raise UsageError(f"{inner[0]} {inner[1]} lies inside {outer[0]} {outer[1]}; they must be apart "
@@ -36,6 +36,9 @@ def check_no_overlap(named: dict[str, Path | None]) -> None:
 def check_out_path(out_arg: Path) -> Path:
     """The absolute OUT; a symlink there is refused (the contract: never follow a link to replace it)."""
     given = Path(os.path.abspath(out_arg))
+    if given.parent == given:
+        raise UsageError(f"--out {given} is the filesystem's root: a run replaces OUT whole; give a folder of its own "
+                         "(e.g. --out /scratch/NAME)")
     if given.is_symlink():
         raise UsageError(f"--out {given} is a symbolic link (to {os.readlink(given)}); give the real folder")
     return given.resolve()
@@ -106,9 +109,13 @@ def check_counts_index_path(index: Path | None, outs: list[Path], input_root: Pa
 
 
 def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None) -> None:
-    """Before anything is written: the four folders apart, OUT in no other output, and no OUT.tmp this
-    run did not make."""
-    check_no_overlap({"--run-dir": run_root, "input root": input_root, "--out": out, "OUT.tmp": tmp_dir_for(out)})
+    """Before anything is written: the run dir, the inputs, OUT and what a run keeps beside OUT (OUT.tmp,
+    OUT.replaced, the claim and lock files) apart, OUT in no other output, and no OUT.tmp this run did not make."""
+    from shard_pipeline.run.claim import claim_path, publish_lock_path
+
+    beside = {"OUT.tmp": tmp_dir_for(out), "OUT.replaced": parking_dir_for(out), "OUT's claim": claim_path(out),
+              "OUT's claim lock": Path(f"{claim_path(out)}.lock"), "OUT's publish lock": publish_lock_path(out)}
+    check_no_overlap({"--run-dir": run_root, "input root": input_root, "--out": out, **beside})
     check_out_not_enclosed(out)
     try:
         check_tmp_free(out, str(run_root))

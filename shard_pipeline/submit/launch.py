@@ -18,6 +18,7 @@ from shard_pipeline import slurm
 from shard_pipeline.access import place_refusal, resume_refusal, share_like
 from shard_pipeline.commands import resume_command
 from shard_pipeline.contract.replace import NotReplaceable, check_out_for_resume, check_replaceable, check_tmp_free
+from shard_pipeline.contract.root import is_root
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.run import unit_table
@@ -133,6 +134,9 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
                                  (root.parent, f"the run directory {root} cannot be made here", "--run-dir")):
         if (why := place_refusal(folder, what, option)) is not None:  # found now, not when the run makes or swaps them
             raise UsageError(why)
+    if not several and is_root(given):
+        raise UsageError(f"--out {given} is the root of a run of several languages (it holds LANG/ outputs), and a run "
+                         f"replaces OUT whole: give --out {given / ms.langs[0]}, or a new folder")
     outs = {}
     for lang in ms.langs:
         out = given / lang if several else given
