@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import stat
 from pathlib import Path
 
@@ -396,3 +397,43 @@ def test_a_resume_refuses_at_once_what_its_finalize_would_refuse_even_after_a_fi
     (out / "notes.txt").unlink()
     assert cli.main(["--resume", str(run)]) == 0
     assert load_manifest(out)["params"]["shard_rows"] == 20
+
+
+@pytest.mark.slow  # runs the pipeline
+def test_a_resume_refuses_at_once_after_the_swap_too_and_over_an_identical_or_newer_output(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """OUT is "already swapped" only when finalize itself would say so (registry.already_swapped): a file added after
+    the swap, an identical earlier output with a file added, and a newer output of another configuration are each
+    refused at once (exit 2), not after the write stage was redone and finalize failed."""
+    from shard_pipeline.submit import cli
+    from tests.pipeline_util import make_corpus, run_cli
+
+    root = make_corpus(tmp_path / "in", n_docs=40)
+    out = tmp_path / "out"
+
+    def stopped(run: Path, fault: str, *rows: str) -> None:
+        monkeypatch.setenv("HPLT_SHARD_FAULT", fault)
+        assert run_cli(root, out, run, *rows) != 0
+        monkeypatch.delenv("HPLT_SHARD_FAULT")
+
+    def refused(run: Path) -> str:
+        capsys.readouterr()
+        assert cli.main(["--resume", str(run)]) == 2
+        return capsys.readouterr().err
+
+    stopped(tmp_path / "after", "finalize-after-swap::enospc", "--shard-rows", "10")  # swapped in, last steps failed
+    (out / "notes.txt").write_text("mine")
+    assert "(notes.txt)" in refused(tmp_path / "after")
+    assert not any((tmp_path / "after" / "write").glob("*.progress.json"))  # no write task ran again
+    (out / "notes.txt").unlink()
+    assert cli.main(["--resume", str(tmp_path / "after")]) == 0
+    stopped(tmp_path / "same", "finalize-before-swap::kill", "--shard-rows", "10")  # OUT: an identical output
+    (out / "notes.txt").write_text("mine")
+    assert "(notes.txt)" in refused(tmp_path / "same")
+    (out / "notes.txt").unlink()
+    assert cli.main(["--resume", str(tmp_path / "same")]) == 0
+    stopped(tmp_path / "older", "finalize-before-swap::kill", "--shard-rows", "20")
+    assert run_cli(root, tmp_path / "newer-out", tmp_path / "newer", "--shard-rows", "15") == 0
+    shutil.rmtree(out)
+    shutil.copytree(tmp_path / "newer-out", out)  # another configuration's output lands after the older run's attempt
+    assert "holds another output now" in refused(tmp_path / "older")

@@ -326,3 +326,32 @@ def test_a_language_output_that_is_a_symbolic_link_is_named_as_one(tmp_path, cap
         check_replaceable(link)
     assert str(err.value) == (f"{link} is a symbolic link (to {target}); a run never replaces what a link points to: "
                               "remove the link (its target stays as it is), or choose another --out")
+
+
+def test_empty_counts_index_or_publish_paths_and_abbreviated_options_are_refused(tmp_path, capsys):
+    """An empty --counts-index wrote CWD/custom/...; an empty --publish OUT took the current folder; `--ou` for
+    --out was accepted and reached the printed new-run commands, which then failed as printed."""
+    root = make_corpus(tmp_path / "in", n_docs=20)
+    for extra, said in ((("--counts-index", ""), "argument --counts-index: an empty path"),
+                        (("--ou", str(tmp_path / "o")), "unrecognized arguments: --ou")):
+        with pytest.raises(SystemExit) as exc:
+            cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--executor", "local", "--license", "CC0-1.0",
+                      "--run-dir", str(tmp_path / "run"), "--dry-run", *extra])
+        assert exc.value.code == 2 and said in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--publish", "", "remote:bucket"])
+    assert exc.value.code == 2 and "argument --publish: an empty OUT or DEST" in capsys.readouterr().err
+    assert not (Path.cwd() / "custom").exists()
+
+
+def test_a_run_of_several_languages_refuses_a_run_dir_beside_its_root(tmp_path, capsys):
+    """--run-dir ROOT.hplt-shard-claim made every later run into ROOT fail on a folder where its claim goes."""
+    from shard_pipeline.input.synth import generate_corpus
+
+    clean = tmp_path / "in" / "clean"
+    for i, lang in enumerate(("fin_Latn", "swe_Latn")):
+        generate_corpus(clean, lang, corpus="v4", n_docs=10, shard_names=["9_1"], seed=i + 1)
+    out = tmp_path / "root"
+    code = cli.main(["fin_Latn,swe_Latn", "--corpus", "v4", "--local-root", str(clean), "--out", str(out),
+                     "--run-dir", f"{out}.hplt-shard-claim", "--executor", "local", "--license", "CC0-1.0", "--dry-run"])
+    assert code == 2 and "are the same path" in capsys.readouterr().err

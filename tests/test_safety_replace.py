@@ -140,9 +140,10 @@ def test_notes_and_checkpoints_added_to_an_output_are_refused_before_and_at_fina
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     (out / "notes.txt").write_text("mine")
     capsys.readouterr()
-    assert cli_resume(tmp_path / "run2") == 1
-    log = (tmp_path / "run2" / "logs" / "finalize" / "local_0.log").read_text()
-    assert "holds 1 entry its manifest does not list (notes.txt)" in log
+    assert cli_resume(tmp_path / "run2") == 2  # the resume says what finalize would, before any stage
+    assert "holds 1 entry its manifest does not list (notes.txt)" in capsys.readouterr().err
+    with pytest.raises(replace_mod.NotReplaceable, match=r"holds 1 entry its manifest does not list \(notes.txt\)"):
+        run_finalize(RunDir(tmp_path / "run2"))  # and finalize itself, for a file added while the run goes on
     assert (out / "notes.txt").read_text() == "mine" and tmp_owner(tmp_path / "out.tmp") == str(tmp_path / "run2")
     (out / "notes.txt").unlink()
     assert cli_resume(tmp_path / "run2") == 0 and tree_bytes(out) == whole

@@ -102,11 +102,13 @@ def test_dp_ranks_that_a_set_of_the_dirs_layout_cannot_meet_are_said_at_submit_a
     from shard_pipeline.stages.finalize import rank_shortfalls
     from shard_pipeline.submit.option_checks import dp_ranks_note
 
-    dirs = SimpleNamespace(dp_ranks="16", split_layout="dirs", val_permille=5)
+    dirs = SimpleNamespace(lang="fin_Latn", dp_ranks="16", split_layout="dirs", val_permille=5)
     note = dp_ranks_note(dirs, est_docs=3000, docs_known=True)
-    assert note.startswith("--dp-ranks 16 with --split-layout dirs: each set's shard count must be a multiple of 16 "
-                           "(their lcm), but validation/ will hold about 15 documents (--val-permille 5)")
-    assert dp_ranks_note(SimpleNamespace(dp_ranks="16", split_layout="dirs", val_permille=5), 100_000, True) is None
+    assert note.startswith("fin_Latn: --dp-ranks 16 with --split-layout dirs: each set's shard count must be a multiple "
+                           "of 16 (their lcm), but validation/ will hold about 15 documents (--val-permille 5)")
+    assert "validation/ will hold about 0 documents" in dp_ranks_note(dirs, est_docs=100, docs_known=True)
+    assert dp_ranks_note(dirs, 100_000, True) is None
+    assert dp_ranks_note(SimpleNamespace(lang="x", dp_ranks="16", split_layout="dirs", val_permille=0), 3000, True) is None
     manifest = {"params": {"split_layout": "dirs"},
                 "shards": [{"name": f"train/shard-{i:05d}-of-00016.parquet", "rows": 187} for i in range(16)]
                 + [{"name": "validation/shard-00000-of-00001.parquet", "rows": 11}]}

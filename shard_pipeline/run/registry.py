@@ -117,16 +117,6 @@ def out_changed_since(run: RunDir, out: Path) -> str | None:
     return _manifest_changed(receipt, out, data) or _listed_changed(out, data)
 
 
-def swapped_in(run: RunDir, out: Path) -> bool:
-    """OUT holds the manifest this run's finalize swapped in (swap.json, written just before the swap): the
-    replacing is done, and what OUT holds besides is no longer the run's to refuse."""
-    receipt = read_receipt(run.swap_receipt)
-    if receipt is None:
-        return False
-    data = _manifest_bytes(out)
-    return not isinstance(data, str) and _manifest_changed(receipt, out, data) is None
-
-
 def _listed_changed(out: Path, data: bytes) -> str | None:
     """The first file OUT's own manifest (`data`, the one this run wrote: its hash was checked) lists that is
     gone, by one listing of each folder it names. A file edited in place is --verify's to find: a stat per

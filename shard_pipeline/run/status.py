@@ -631,6 +631,8 @@ def languages_report(root: Path) -> tuple[str, int]:
         touched += [touched_line(f"{lang} {st.stage}", st.touched) for st in sts if st.touched]
         if phases[lang] is RunPhase.DONE and (note := since_done(run, Path(read_json(run.config_json)["execution"]["out"]))):
             since.append(f"{lang}: done{note}")  # as a resume of the done run says it
+        if phases[lang] is RunPhase.DONE:
+            since += [f"{lang}: warning: {w}" for w in done_warnings(run)]  # as --status of that language says them
     lines += requeued[:20] + touched[:20] + since
     unread = [(f"{lang} {st.stage}", t, log) for lang, sts in per_lang.items() for st in sts for t, log in sorted(st.unread.items())]
     if unread:

@@ -347,7 +347,7 @@ def rank_shortfalls(dp_ranks, manifest: dict[str, Any]) -> list[str]:
             rows = sum(e["rows"] for e in entries)
             uneven = [str(r) for r in dp_ranks if len(entries) % r]
             said.append(f"--dp-ranks {','.join(map(str, dp_ranks))}: {f'{folder}/' if folder else 'the output'} has "
-                        f"{plural(len(entries), 'shard')}, not a multiple of {m:,} (their lcm): it holds only {rows:,} documents "
+                        f"{plural(len(entries), 'shard')}, not a multiple of {m:,} (their lcm): it holds only {plural(rows, 'document')} "
                         f"and a shard is never empty, so {', '.join(uneven)} ranks cannot take equal numbers of its "
                         f"shards (OUT/{BALANCE_NAME})")
     return said

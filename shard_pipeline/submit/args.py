@@ -13,9 +13,13 @@ DEFAULT_SHARD_ROWS = 1_000_000
 def path_arg(value: str) -> Path:
     """A path option's value; an empty one (`--out ""`, an unset shell variable) is refused, not taken as the
     current folder, which a run would replace whole."""
+    return Path(nonempty(value))
+
+
+def nonempty(value: str) -> str:
     if not value.strip():
         raise argparse.ArgumentTypeError("an empty path: give a folder (an unset shell variable?)")
-    return Path(value)
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +51,7 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
 
     p = (_QuietParser if quiet else argparse.ArgumentParser)(
         prog="hplt-shard",
+        allow_abbrev=quiet,  # typed: full names only (`--ou` would reach printed commands); recorded ones parse as before
         description="Turn one language (or several, each into OUT/<LANG>/) of a sharded HPLT corpus into deterministic Parquet training shards.",
         epilog="Examples (the first two run as written in a checkout, after the README's first command):\n"
         "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --license CC0-1.0 --wds 9-10 --dry-run\n"
@@ -102,7 +107,7 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
     add(p, "--account", help="Slurm account (conf ACCOUNT)")
     add(p, "--slurm-partition", "--partition", dest="worker_partition",
            help="Slurm partition of every job (conf WORKER_PARTITION); --partition is an alias")
-    add(p, "--counts-index", help="shared counts index directory (conf COUNTS_INDEX)")
+    add(p, "--counts-index", type=nonempty, help="shared counts index directory (conf COUNTS_INDEX)")
     add(p, "--max-tasks", type=int, help="array tasks this run may queue (conf MAX_TASKS)")
     add(p, "--mem", help="memory per task of every stage, e.g. 4G; a bare number is megabytes, as for sbatch (default conf WORKER_MEM); a partition task "
            "buffers mem/8 of text; the plan and write jobs get more when the layout estimates they need it")

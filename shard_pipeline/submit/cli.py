@@ -58,6 +58,8 @@ def parse(argv: Sequence[str]):  # noqa: ANN201
                      f"comma-separated ({','.join([ns.lang, *extra])}) or one per line in --langs-file FILE")
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if ns.publish is not None and not all(v.strip() for v in ns.publish):
+        parser.error("argument --publish: an empty OUT or DEST (an unset shell variable?)")
     return ns
 
 

@@ -108,14 +108,18 @@ def check_counts_index_path(index: Path | None, outs: list[Path], input_root: Pa
                              "to a folder outside them")
 
 
+def beside_out(out: Path) -> dict[str, Path]:
+    """What runs and publishes keep beside an OUT (or a root of several languages): no run dir or input there."""
+    from shard_pipeline.run.claim import claim_path, publish_lock_path
+
+    return {"OUT.tmp": tmp_dir_for(out), "OUT.replaced": parking_dir_for(out), "OUT's claim": claim_path(out),
+            "OUT's claim lock": Path(f"{claim_path(out)}.lock"), "OUT's publish lock": publish_lock_path(out)}
+
+
 def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None) -> None:
     """Before anything is written: the run dir, the inputs, OUT and what a run keeps beside OUT (OUT.tmp,
     OUT.replaced, the claim and lock files) apart, OUT in no other output, and no OUT.tmp this run did not make."""
-    from shard_pipeline.run.claim import claim_path, publish_lock_path
-
-    beside = {"OUT.tmp": tmp_dir_for(out), "OUT.replaced": parking_dir_for(out), "OUT's claim": claim_path(out),
-              "OUT's claim lock": Path(f"{claim_path(out)}.lock"), "OUT's publish lock": publish_lock_path(out)}
-    check_no_overlap({"--run-dir": run_root, "input root": input_root, "--out": out, **beside})
+    check_no_overlap({"--run-dir": run_root, "input root": input_root, "--out": out, **beside_out(out)})
     check_out_not_enclosed(out)
     try:
         check_tmp_free(out, str(run_root))

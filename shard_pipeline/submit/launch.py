@@ -23,7 +23,7 @@ from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.run import unit_table
 from shard_pipeline.run.claim import check_claimable, check_not_held, claim, release, run_lock
-from shard_pipeline.run.registry import STAGE_NAMES, since_done, swapped_in
+from shard_pipeline.run.registry import STAGE_NAMES, already_swapped, read_receipt, since_done
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.files import write_bytes_atomic, write_json_atomic
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, check_new, check_whole, read_json
@@ -127,7 +127,7 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
         if (given / MANIFEST_NAME).exists():
             raise UsageError(f"--out {given} is itself an output (it holds {MANIFEST_NAME}); a run of several "
                              "languages writes OUT/<LANG>/ into it, which that output does not list: choose another --out")
-        guards.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given})
+        guards.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given, **guards.beside_out(given)})
         guards.check_out_not_enclosed(given)
         check_not_held(given, root)  # a queued run of one language into the root itself would fail on our folders
     for folder, what, option in ((given if several else given.parent, f"--out {given} cannot be written here", "--out"),
@@ -277,6 +277,22 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
         shutil.rmtree(root, ignore_errors=True)
         raise
     return cfgs
+
+
+def refuse_what_finalize_would(run: RunDir, cfg: RunConfig) -> None:
+    """What the run's finalize would refuse about OUT, said by its --resume before any stage runs (reading only),
+    unless OUT is provably this run's output already (registry.already_swapped: then finalize does not swap)."""
+    from shard_pipeline.run.resume import ResumeRefused
+    from shard_pipeline.stages.finalize import FinalizeError, check_still_replacing
+
+    out, plan = Path(cfg.execution.out), read_receipt(run.plan_json)
+    if plan is not None and already_swapped(run, cfg, plan, out, rehash=False) is not None:
+        return
+    try:
+        check_out_for_resume(out, str(run.root))
+        check_still_replacing(run, cfg, out)
+    except (NotReplaceable, FinalizeError) as exc:
+        raise ResumeRefused(f"{exc}; nothing was started") from None
 
 
 def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: Scope, out: Path,
@@ -501,11 +517,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
             print(f"resuming {root}:\n{report[0]}")
         for l in todo:  # what reading alone can refuse (another run, a staging folder not ours): a dry run says it too
             check_not_held(Path(cfgs[l].execution.out), dirs[l].root)
-            if not swapped_in(dirs[l], Path(cfgs[l].execution.out)):  # what finalize would refuse, said before the stages
-                try:
-                    check_out_for_resume(Path(cfgs[l].execution.out), str(dirs[l].root))
-                except NotReplaceable as exc:
-                    raise ResumeRefused(f"{exc}; nothing was started") from None
+            refuse_what_finalize_would(dirs[l], cfgs[l])
             if l in planning:  # else the plan refuses it, after the whole partition stage
                 check_tmp_free(Path(cfgs[l].execution.out), str(dirs[l].root),
                                f"move it away, then {resume_command(root)}; nothing was started")

@@ -55,11 +55,12 @@ def dp_ranks_note(args: Request, est_docs: int, docs_known: bool) -> str | None:
             raise UsageError(said + ": give rank counts whose lcm is at most the documents, or leave --dp-ranks out")
         return said + "; if so, the shard count will not divide over the ranks (the run says so when it is done)"
     if args.split_layout == "dirs":  # each set is cut on its own: the smaller one (validation, by default) may fall short
-        sets = {"train/": est_docs * (1000 - args.val_permille) // 1000, "validation/": est_docs * args.val_permille // 1000}
-        short = {name: n for name, n in sets.items() if 0 < n < m}
+        sets = {"train/": (est_docs * (1000 - args.val_permille) // 1000, args.val_permille < 1000),
+                "validation/": (est_docs * args.val_permille // 1000, args.val_permille > 0)}
+        short = {name: n for name, (n, made) in sets.items() if made and n < m}
         if short:
             name, n = next(iter(short.items()))
-            return (f"--dp-ranks {args.dp_ranks} with --split-layout dirs: each set's shard count must be a multiple of "
+            return (f"{args.lang}: --dp-ranks {args.dp_ranks} with --split-layout dirs: each set's shard count must be a multiple of "
                     f"{m:,} (their lcm), but {name} will hold about {n:,} documents (--val-permille {args.val_permille}), "
                     "and a shard is never empty: its shard count will not divide over the ranks (the run says so "
                     "when it is done)")
