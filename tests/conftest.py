@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -31,6 +32,32 @@ def isolated_home(tmp_path_factory):
         os.environ.pop("HPLT_SHARD_HOME", None)
     else:
         os.environ["HPLT_SHARD_HOME"] = before
+
+
+# --------------------------------------------------------------------------------------------
+# Signal dispositions and the signal mask are the session's: a test that changes them in this
+# process (the local executor's stop handlers, a fork's mask) leaves them as it found them, or a
+# later test's child would start with what it left (an ignored SIGINT survives exec).
+# --------------------------------------------------------------------------------------------
+
+_WATCHED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
+
+
+def _signal_state() -> tuple:
+    return (tuple(signal.getsignal(s) for s in _WATCHED_SIGNALS),
+            frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+
+
+@pytest.fixture(autouse=True)
+def signals_restored():
+    before = _signal_state()
+    yield
+    after = _signal_state()
+    if after != before:
+        for sig, handler in zip(_WATCHED_SIGNALS, before[0]):
+            signal.signal(sig, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before[1])
+        pytest.fail(f"the test left the signal dispositions or mask changed: {before} -> {after}", pytrace=False)
 
 
 # --------------------------------------------------------------------------------------------

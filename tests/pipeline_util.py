@@ -26,6 +26,17 @@ LANG = "eng_Latn"
 LICENSE = "CC0-1.0"
 
 
+def as_from_a_terminal() -> None:
+    """`preexec_fn` for a child a test sends Ctrl-C (SIGINT) to: the dispositions a terminal's foreground
+    job starts with, whatever the test session inherited (a background job of a script ignores SIGINT,
+    and an ignored signal stays ignored across exec)."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
 def compiled(fn, module: str):
     """`fn` from a compiled module (setup.py); a test of it fails where a C compiler could have built
     it (`pip install -e .` was not run since a change) and is skipped only where none is installed."""

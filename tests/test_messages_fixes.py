@@ -9,7 +9,7 @@ import pytest
 
 from shard_pipeline.run.claim import claim, holder, release
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LANG, make_corpus, records, run_cli, write_records
+from tests.pipeline_util import LANG, as_from_a_terminal, make_corpus, records, run_cli, write_records
 
 
 def test_a_run_dir_ending_in_a_space_releases_its_claim(tmp_path):
@@ -144,7 +144,7 @@ def test_ctrl_c_during_start_up_imports_is_one_line_and_130(tmp_path):
     (fake / "__init__.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n")
     repo = Path(__file__).resolve().parents[1]
     p = subprocess.run([sys.executable, str(repo / "hplt-shard"), "--help"], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(tmp_path / "fake")})
+                       env={**os.environ, "PYTHONPATH": str(tmp_path / "fake")}, preexec_fn=as_from_a_terminal)
     assert p.returncode == 130
     assert p.stderr == "hplt-shard: interrupted while starting; nothing was written\n"
 

@@ -19,7 +19,7 @@ import pytest
 from shard_pipeline.run import live
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LANG, LICENSE, make_corpus
+from tests.pipeline_util import LANG, LICENSE, as_from_a_terminal, make_corpus
 
 pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline
 
@@ -43,7 +43,7 @@ def submitter(tmp_path: Path, root: Path, fault: str, *langs: str, extra: tuple[
             "--local-root", str(root), "--out", str(tmp_path / "out"), "--run-dir", str(run_dir),
             "--executor", "local", "--license", LICENSE, "--jobs", "2", "--partition-tasks", "2", *extra]
     p = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)  # as a login shell's job: its own group, like a terminal gives it
+                         start_new_session=True, preexec_fn=as_from_a_terminal)  # as a login shell's job: its own group, like a terminal gives it
     return p, run_dir
 
 

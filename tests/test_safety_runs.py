@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LANG, LICENSE, make_corpus, manifest, run_cli, tree_bytes
+from tests.pipeline_util import LANG, LICENSE, as_from_a_terminal, make_corpus, manifest, run_cli, tree_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -125,7 +125,8 @@ def test_ctrl_c_stops_the_workers_and_prints_the_resume_command(tmp_path):
     argv = [sys.executable, "-m", "shard_pipeline.submit.cli", LANG, "--corpus", "v4", "--local-root", str(root),
             "--out", str(tmp_path / "out"), "--run-dir", str(run_dir), "--executor", "local", "--license", LICENSE,
             "--jobs", "2", "--partition-tasks", "2"]
-    p = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=as_from_a_terminal)
     log = run_dir / "logs" / "partition" / "local_0.log"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (log.exists() and "fault injected" in log.read_text()):

@@ -62,6 +62,31 @@ MANIFEST_KEYS = [
 # ---------------------------------------------------------------- helpers
 
 
+
+def test_the_contract_interface_is_one_module():
+    """The contract's section 4 names one module; code written against it imports everything from there."""
+    import inspect
+
+    from shard_pipeline.contract import manifest, rules
+
+    seed = ["SCHEMA", "DEFAULT_ROW_GROUP_BYTES", "DEDUP_DEFAULTS", "Doc", "split_of", "shard_name", "write_shards",
+            "read_shards"]
+    assert set(seed) <= set(shard_mod.__all__)
+    assert all(hasattr(shard_mod, name) for name in shard_mod.__all__)
+    # the same objects the rules define, not copies that could drift
+    assert shard_mod.SCHEMA is rules.SCHEMA and shard_mod.split_of is rules.split_of
+    assert shard_mod.DEDUP_DEFAULTS is manifest.DEDUP_DEFAULTS and shard_mod.Doc is rules.Doc
+    assert isinstance(shard_mod.SCHEMA, pa.Schema) and shard_mod.DEFAULT_ROW_GROUP_BYTES == 64 * 1024 * 1024
+    assert list(inspect.signature(shard_mod.split_of).parameters) == ["sha256", "val_permille"]
+    assert list(inspect.signature(shard_mod.shard_name).parameters) == ["i", "n"]
+    assert list(inspect.signature(shard_mod.read_shards).parameters) == ["out", "split"]
+    w = inspect.signature(shard_mod.write_shards).parameters
+    assert list(w) == ["docs", "out", "dataset", "version", "shard_rows", "val_permille", "row_group_bytes", "filters",
+                       "dedup", "ledger_ref", "config_sha256"]
+    assert [w[k].default for k in ("val_permille", "row_group_bytes", "filters", "dedup", "ledger_ref",
+                                   "config_sha256")] == [5, shard_mod.DEFAULT_ROW_GROUP_BYTES, None, None,
+                                                         "corpus/LEDGER.jsonl", "0" * 64]
+
 def doc(id_: str, text: str, **meta) -> Doc:
     meta.setdefault("url", f"https://example.org/{id_}")
     meta.setdefault("license_spdx", "CC0-1.0")

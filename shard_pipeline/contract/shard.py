@@ -1,8 +1,11 @@
-"""The shard contract: the in-memory writer `write_shards` and the verifying reader `read_shards`.
+"""The shard contract's interface, in one module as the contract names it (section 4):
+`SCHEMA`, `DEFAULT_ROW_GROUP_BYTES`, `DEDUP_DEFAULTS`, `Doc`, `split_of`, `shard_name`,
+`write_shards` and `read_shards`.
 
-The rules live in `rules` (schema, split, naming, row groups), one shard file is written by
-`writer`, the manifest by `manifest` and the swap into OUT by `replace`; every name is imported
-from the module that defines it (no re-exports).
+Code written against the contract imports these from here. The rules themselves are defined in
+`rules` (schema, split, naming, row groups) and `manifest` (the manifest and its defaults); one
+shard file is written by `writer`, the swap into OUT is `replace`'s. This module defines the
+in-memory writer and the verifying reader and offers the rest under their contract names.
 The rules are in docs/formats/corpus-shard.md; the manifest's shape in
 docs/formats/corpus-manifest.schema.json.
 """
@@ -14,6 +17,7 @@ from typing import Any, BinaryIO, Iterable, Iterator
 import pyarrow.parquet as pq
 
 from shard_pipeline.contract.manifest import (
+    DEDUP_DEFAULTS,
     build_manifest,
     check_manifest_args,
     load_manifest,
@@ -29,6 +33,7 @@ from shard_pipeline.contract.replace import (
 )
 from shard_pipeline.contract.rules import (
     DEFAULT_ROW_GROUP_BYTES,
+    SCHEMA,
     SPLITS,
     Doc,
     check_positive,
@@ -39,10 +44,23 @@ from shard_pipeline.contract.rules import (
     rows_to_table,
     shard_bounds,
     shard_name,
+    split_of,
     sum_counts,
 )
 from shard_pipeline.contract.writer import write_shard_file
 from shard_pipeline.files import sha256_of
+
+__all__ = [
+    "SCHEMA",
+    "DEFAULT_ROW_GROUP_BYTES",
+    "DEDUP_DEFAULTS",
+    "Doc",
+    "split_of",
+    "shard_name",
+    "write_shards",
+    "read_shards",
+    "TamperedShard",
+]
 
 
 def write_shards(

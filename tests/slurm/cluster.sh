@@ -7,6 +7,9 @@
 #                                        (idempotent: a second start changes nothing)
 #   bash tests/slurm/cluster.sh stop     stop all five daemons (those this script starts)
 #   bash tests/slurm/cluster.sh status   print sinfo/squeue; non-zero if not up
+#   bash tests/slurm/cluster.sh purge    stop, then remove everything start wrote (state, database,
+#                                        password, the configuration files it wrote): the next
+#                                        start is the first one on a fresh machine
 #
 # What it sets, and why:
 #   - Accounting: slurmdbd backed by a private MariaDB (its own datadir, socket and port 6820
@@ -326,7 +329,11 @@ start_mariadb() {
 make_db_password() {
     [[ -s $DB_PASSFILE ]] && return 0
     mkdir -p "$STATE_DIR"
-    (umask 077; tr -dc 'A-Za-z' </dev/urandom | head -c 24 >"$DB_PASSFILE")
+    # A bounded read, then the cut in the shell: `tr </dev/urandom | head` ends with tr killed by
+    # SIGPIPE, which pipefail and set -e turn into a failed first start on a fresh machine.
+    local letters
+    letters=$(head -c 4096 /dev/urandom | LC_ALL=C tr -dc 'A-Za-z')
+    (umask 077; printf '%s' "${letters:0:24}" >"$DB_PASSFILE")
 }
 
 start_dbd() {
@@ -355,7 +362,7 @@ setup_associations() {
     timeout 30 sacctmgr -i modify user "$user" set defaultaccount=tests >/dev/null 2>&1 || true
     timeout 30 sacctmgr -i modify user "$user" where account=tests set maxsubmitjobs=200 >/dev/null 2>&1 || true
     timeout 30 sacctmgr -i modify user "$user" where account=capped set maxsubmitjobs="$CAP" >/dev/null 2>&1 || true
-    got=$(timeout 30 sacctmgr -nP show assoc user="$user" account=capped format=maxsubmit 2>/dev/null | head -n 1)
+    got=$(timeout 30 sacctmgr -nP show assoc user="$user" account=capped format=maxsubmit 2>/dev/null | sed -n 1p)
     [[ $got == "$CAP" ]] || die "the association of $user in account capped has MaxSubmitJobs='$got', wanted $CAP"
 }
 
@@ -408,6 +415,20 @@ cmd_stop() {
     stop_daemon mariadbd "$DB_PIDFILE"
     stop_daemon munged "$MUNGE_PIDFILE"
     say "stopped"
+}
+
+# Everything `start` writes, so the next start meets what a fresh machine has. A configuration
+# file is removed only when this script wrote it (its first line is the marker).
+cmd_purge() {
+    local path
+    cmd_stop
+    for path in "$SLURM_CONF" "$CGROUP_CONF" "$DBD_CONF"; do
+        if [[ -f $path ]] && head -n 1 "$path" | grep -qF "$MARKER"; then
+            rm -f "$path"
+        fi
+    done
+    rm -rf "$STATE_DIR"
+    say "purged $STATE_DIR and the configuration files this script wrote"
 }
 
 # Waits until sinfo shows the node usable; resumes a node left DOWN or DRAINED.
@@ -496,8 +517,8 @@ cmd_status() {
 }
 
 case ${1:-} in
-    start | stop | status) ;;
-    *) echo "usage: $0 start|stop|status" >&2; exit 64 ;;
+    start | stop | status | purge) ;;
+    *) echo "usage: $0 start|stop|status|purge" >&2; exit 64 ;;
 esac
 require_packages
 NODE=$(hostname -s)
@@ -505,4 +526,5 @@ case $1 in
     start) cmd_start ;;
     stop) cmd_stop ;;
     status) cmd_status ;;
+    purge) cmd_purge ;;
 esac
