@@ -93,7 +93,7 @@ def test_sbatch_refusing_midway_cancels_records_and_resumes(slurm_cluster, tmp_p
     assert cli.main(["--status", str(run_dir)]) == 1
     out = capsys.readouterr().out
     assert "state: not queued: sbatch refused the last submission" in out and f"--resume {run_dir}" in out, out
-    assert "When your queue has room" in out, out
+    assert "When your queue has room" in out and "MaxSubmitJobs" in out, out
     # an account the cluster does not know: refused with what to change, and the next resume does not inherit it
     config_before = (run_dir / "config.json").read_bytes()
     assert cli.main(["--resume", str(run_dir), "--cpus-per-task", "2", "--account", "nosuch"]) == 2

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.errors import ExitCode, UsageError, signal_exit
+from shard_pipeline.slurm import refusal_kind
 from shard_pipeline.run.runconfig import StageResources
 from shard_pipeline.run.runstate import (
     Counts,
@@ -16,6 +17,7 @@ from shard_pipeline.run.runstate import (
     TaskState,
     interrupted_step,
     is_stuck,
+    refusal_next_step,
     refused_step,
     run_phase,
     stuck_step,
@@ -170,32 +172,30 @@ def test_slurms_own_lines_name_the_reason(tmp_path, line, reason):
     assert slurm_reason(log) == reason
 
 
-def test_next_step_after_the_job_cap_refused_a_submission():
-    step = refusal_step("sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed",
-                        Path("/runs/r"), 2)
-    assert "cap on submitted jobs is reached" in step and "the 2 arrays already queued for this run were cancelled" in step
-    assert "./hplt-shard --resume /runs/r --cpus-per-task C" in step
-    other = refusal_step("sbatch: error: Invalid account or account/partition combination specified", Path("/r"), 1)
-    assert "cap on submitted jobs" not in other and "the 1 array already queued for this run were cancelled" in other
-    assert "Change what sbatch refused" in other and "./hplt-shard --resume /r with the corrected option" in other
+@pytest.mark.parametrize("words,kind", [
+    ("sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed", "cap"),
+    ("sbatch: error: AssocMaxSubmitJobLimit", "cap"),
+    ("sbatch: error: Invalid account or account/partition combination specified", "request"),
+    ("sbatch did not answer within 120 s", "unanswered"),
+    ("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)", "unanswered"),
+])
+def test_a_refused_submission_has_one_next_step_at_submit_and_in_status(words, kind):
+    """One definition of the way on after sbatch refused: what the submit prints ends with what --status says."""
+    assert refusal_kind(words) == kind
+    step = refusal_next_step("/r", words)
+    assert step in refusal_step(words, Path("/r"), 2) and step in refused_step("/r", {"message": words})
+    assert ("./hplt-shard --resume /r --cpus-per-task C" in step) == (kind == "cap")  # fewer jobs fit the cap
+    assert ("--account" in step) == (kind == "request")  # what to change comes first
+    if kind == "cap":  # the cap is named as the cluster names it
+        assert ("MaxSubmitJobsPerUser" if "QOS" in words else "association's MaxSubmitJobs") in step
 
 
-def test_a_controller_that_did_not_answer_sbatch_asks_for_the_same_resume_again():
-    for words in ("sbatch did not answer within 120 s", "sbatch: error: Batch job submission failed: Unable to contact "
-                  "slurm controller (connect failure)"):
-        step = refusal_step(words, Path("/r"), 0)
-        assert "Slurm did not answer: once `squeue --me` answers, ./hplt-shard --resume /r" in step, step
-        assert "Change what" not in step and "cap on submitted jobs" not in step
-        said = refused_step("/r", {"message": f"sbatch for plan failed (None): {words}"})
-        assert "Slurm did not answer: once `squeue --me` answers, continue with: ./hplt-shard --resume /r" in said
-
-
-def test_status_after_a_refusal_waits_for_room_only_after_the_job_cap():
-    cap = refused_step("/r", {"message": "sbatch for write failed (1): sbatch: error: QOSMaxSubmitJobPerUserLimit"})
-    assert "When your queue has room" in cap and "./hplt-shard --resume /r (add --cpus-per-task C" in cap
-    account = refused_step("/r", {"message": "sbatch for partition failed (1): sbatch: error: Invalid account", "cancelled": ["7"]})
-    assert "queue has room" not in account and "the 1 job(s) it had queued were cancelled" in account
-    assert "Change what sbatch refused, then continue with: ./hplt-shard --resume /r and the corrected option" in account
+def test_a_refusal_says_how_many_of_the_runs_jobs_were_cancelled():
+    assert "the 2 arrays already queued for this run were cancelled" in refusal_step("AssocMaxSubmitJobLimit", Path("/r"), 2)
+    assert "already queued" not in refusal_step("AssocMaxSubmitJobLimit", Path("/r"), 0)
+    said = refused_step("/r", {"message": "sbatch for partition failed (1): Invalid account", "cancelled": ["7"]})
+    assert said.startswith("not queued: sbatch refused the last submission (sbatch for partition failed (1): Invalid "
+                           "account); the 1 job it had queued was cancelled, nothing of it runs. Change what")
 
 
 # -- partition limits: parsing captured text, and the refusal ----------------------------------------------------

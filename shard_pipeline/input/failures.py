@@ -72,6 +72,10 @@ class BadRecord(_LineError):
 
 
 
+class RepeatedId(Exception):
+    """Two input lines share a document id: the order would not be a function of the documents."""
+
+
 class StreamBroken(Exception):
     """Internal: the byte stream failed; the caller adds location and line."""
 

@@ -11,22 +11,17 @@ are not made again.
 """
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from shard_pipeline.commands import command, program
 from shard_pipeline.contract.replace import tmp_dir_for, tmp_owner
-from shard_pipeline.run import unit_table
+from shard_pipeline.run import outcome, unit_table
 from shard_pipeline.run.claim import claim_path, holder
+from shard_pipeline.run.outcome import Kind, Outcome
 from shard_pipeline.run.rundir import RunDir, read_json
 
-BAD_RECORD = "BadRecord: "  # how a task's last error line names one (worker/task.py: `ERROR: Type: message`)
-REPEATED_ID = "RepeatedId: "  # stages/order.py: two input lines with one document id
-CORRUPT = "CorruptShard: "  # input/reader.py: a stream that cannot be read to its end (never quarantinable)
-# A local file with a broken stream stays broken: only a new copy helps, a changed input. An HTTP body cut
-# short (short_read, http_error) may come whole on the next try: --resume fetches it again.
-_BROKEN_FILE = re.compile(r"CorruptShard: (?!https?://).*?: (?:empty_file|not_zstd|corrupt_frame|truncated): ")
 _DROPPED = {"--run-dir": 1, "--dry-run": 0}  # option -> how many values follow it
 FLAGS = ("--dry-run", "--replace-other", "--clean", "--dataset-card", "--version", "-h", "--help")  # take no value
 _OF_SEVERAL = {"--langs-file": 1, "--out": 1}  # what a language alone replaces (its LANG, its own OUT)
@@ -107,40 +102,57 @@ def _staged_by(out: Path, run: RunDir) -> bool:
         return False
 
 
-def new_run_step(run: RunDir, errors: Iterable[str]) -> str | None:
-    """The commands that go on after a bad record stopped a `--bad-records fail` run, a repeated
-    document id or an unreadable input stopped any run (None: none of these): always a new run,
-    never --resume."""
-    errors = list(errors)
-    bad = [e for e in errors if BAD_RECORD in e]
-    repeated = [e for e in errors if REPEATED_ID in e]
-    corrupt = [e for e in errors if _BROKEN_FILE.search(e)]
+@dataclass(frozen=True)
+class NewRun:
+    """The next step when a resume cannot help: a new run, after fixing `cause` (or, `quarantine`, with
+    bad records set aside instead)."""
+
+    kind: Kind  # what stopped the run (outcome.NEEDS_NEW_RUN)
+    cause: str  # the failure, naming file and line
+    fixed: str  # the new run after the input is fixed (the run's own command, a fresh --run-dir)
+    quarantine: str | None = None  # for a bad record: the new run that sets bad records aside
+
+    def render(self) -> str:
+        if self.kind is Kind.REPEATED_ID:
+            return (f"stopped at a {self.cause}\n"
+                    "  --resume cannot go past it (it reads the same lines and refuses a changed input). Keep one "
+                    "of the two documents in the input, then start a new run:\n"
+                    f"    {self.fixed}")
+        if self.kind is Kind.BROKEN_INPUT:
+            return (f"stopped at an input that cannot be read to its end: {self.cause}\n"
+                    "  --resume cannot go past it (it reads the same file, and a repaired file is a changed input, "
+                    "which a resume refuses). Replace that file with a whole copy (fetch it again), then start a "
+                    f"new run:\n    {self.fixed}")
+        return (f"stopped at a bad record (--bad-records fail): {self.cause}\n"
+                "  --resume cannot go past it (it reads the same line, refuses a changed input, and --bad-records "
+                "decides the content). Either fix that input file and start a new run:\n"
+                f"    {self.fixed}\n"
+                f"  or keep the input and set bad records aside (counted, kept verbatim in RUNDIR/quarantine/):\n"
+                f"    {self.quarantine}")
+
+
+def new_run(run: RunDir, failed: Sequence[Outcome] | None = None) -> NewRun | None:
+    """The new run after a bad record stopped a `--bad-records fail` run, or a repeated document id or an
+    unreadable input stopped any run; None when none of these did (--resume is the way on). Decided from
+    the tasks' outcome records (`failed`, when the caller has read them)."""
+    failed = outcome.failures(run) if failed is None else failed
     try:
         failing = read_json(run.config_json)["content"].get("bad_records") == "fail"
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, AttributeError):
         return None
-    if not (repeated or (bad and failing) or corrupt):
+    stops = [o for o in failed if o.needs_new_run and (o.kind is not Kind.BAD_RECORD or failing)]
+    if not stops:
         return None
+    first = min(stops, key=lambda o: (o.kind is Kind.BAD_RECORD, o.kind is Kind.BROKEN_INPUT))  # a repeated id first
     fixed = new_run_command(run, "fixed")
     if fixed is None:
         return None
-    if repeated:
-        where = repeated[0].split(REPEATED_ID, 1)[1]
-        return (f"stopped at a {where}\n"
-                "  --resume cannot go past it (it reads the same lines and refuses a changed input). Keep one "
-                "of the two documents in the input, then start a new run:\n"
-                f"    {fixed}")
-    if not (bad and failing):
-        where = corrupt[0].split(CORRUPT, 1)[1]
-        return (f"stopped at an input that cannot be read to its end: {where}\n"
-                "  --resume cannot go past it (it reads the same file, and a repaired file is a changed input, "
-                "which a resume refuses). Replace that file with a whole copy (fetch it again), then start a "
-                f"new run:\n    {fixed}")
-    quarantined = new_run_command(run, "quarantine", ["--bad-records", "quarantine"])
-    where = bad[0].split(BAD_RECORD, 1)[1]
-    return (f"stopped at a bad record (--bad-records fail): {where}\n"
-            "  --resume cannot go past it (it reads the same line, refuses a changed input, and --bad-records "
-            "decides the content). Either fix that input file and start a new run:\n"
-            f"    {fixed}\n"
-            f"  or keep the input and set bad records aside (counted, kept verbatim in RUNDIR/quarantine/):\n"
-            f"    {quarantined}")
+    quarantine = (new_run_command(run, "quarantine", ["--bad-records", "quarantine"])
+                  if first.kind is Kind.BAD_RECORD else None)
+    return NewRun(first.kind, first.detail, fixed, quarantine)
+
+
+def new_run_step(run: RunDir, failed: Sequence[Outcome] | None = None) -> str | None:
+    """`new_run`, rendered: the text --status, the executors and a landing print."""
+    step = new_run(run, failed)
+    return step.render() if step is not None else None

@@ -152,6 +152,13 @@ class RunDir:
     def task_file(self, stage: str, task: int) -> Path:
         return self.root / "tasks" / f"{stage}-{task:05d}.json"
 
+    def outcome(self, stage: str, task: int) -> Path:
+        """What the last attempt of the task ended with (run/outcome.py)."""
+        return self.root / "tasks" / f"{stage}-{task:05d}.outcome.json"
+
+    def outcome_files(self) -> list[Path]:
+        return sorted((self.root / "tasks").glob("*.outcome.json"))
+
     @property
     def languages_json(self) -> Path:
         """The unit table of a run of several languages (run/unit_table.py); absent for one language."""

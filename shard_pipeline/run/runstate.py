@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 
 from shard_pipeline.commands import command, resume_command
 from shard_pipeline.errors import ExitCode
+from shard_pipeline.units import plural
 from shard_pipeline.slurm import refusal_kind
 
 
@@ -158,21 +159,38 @@ def stuck_step(root, reasons: Iterable[str], job_ids: Sequence[str]) -> str:
             f"with what fits:\n    {cancel}\n    {resume_command(root)} ...  ({fix})")
 
 
-def refused_step(root, refusal: dict) -> str:
-    """What a run says whose last submission sbatch refused (run.json `refused_submissions`): after the job
-    cap, wait for room; after a controller that did not answer, try again; after anything else (an
-    account, a partition), change it first."""
-    n = len(refusal.get("cancelled", []))
-    cancelled = f"the {n} job(s) it had queued were cancelled, " if n else ""
-    head = f"not queued: sbatch refused the last submission ({refusal.get('message', '')}); {cancelled}nothing of it runs."
-    kind = refusal_kind(refusal.get("message", ""))
+def cap_name(message: str) -> str:
+    """Which of Slurm's caps on submitted jobs sbatch named (LUMI: the QOS's, per user)."""
+    if "QOSMaxSubmitJob" in message:
+        return "the QOS's MaxSubmitJobsPerUser"
+    if "AssocMaxSubmitJob" in message or "MaxSubmitJobs" in message:
+        return "the association's MaxSubmitJobs"
+    return "the cluster's cap on submitted jobs"
+
+
+def refusal_next_step(root, message: str) -> str:
+    """The way on after sbatch refused a submission, the same at submit and in --status: after a job cap,
+    wait for room or need fewer jobs; after a controller that did not answer, the same again; after anything
+    else (an account, a partition), change it first."""
+    resume = resume_command(root)
+    kind = refusal_kind(message)
     if kind == "unanswered":
-        return f"{head} Slurm did not answer: once `squeue --me` answers, continue with: {resume_command(root)}"
+        return f"Slurm did not answer: once `squeue --me` answers, continue with: {resume}"
     if kind == "request":
-        return (f"{head} Change what sbatch refused, then continue with: {resume_command(root)} and the corrected "
-                "option (--account, --partition, --mem, --time)")
-    return (f"{head} When your queue has room (squeue --me), continue with: {resume_command(root)} (add "
-            "--cpus-per-task C to need fewer jobs)")
+        return ("Change what sbatch refused (an account, partition, memory or time the cluster does not take; the conf "
+                f"or the option), then continue with: {resume} and the corrected option (--account, --partition, "
+                "--mem, --time)")
+    return (f"{cap_name(message)} is reached (every array task counts, squeue --me shows yours). When your queue has "
+            f"room, continue with: {resume}; or need fewer jobs: {resume} --cpus-per-task C (C units per array task, "
+            "e.g. twice what it has)")
+
+
+def refused_step(root, refusal: dict) -> str:
+    """What a run says whose last submission sbatch refused (run.json `refused_submissions`)."""
+    n = len(refusal.get("cancelled", []))
+    cancelled = f"the {plural(n, 'job')} it had queued {'was' if n == 1 else 'were'} cancelled, " if n else ""
+    return (f"not queued: sbatch refused the last submission ({refusal.get('message', '')}); {cancelled}nothing of it "
+            f"runs. {refusal_next_step(root, refusal.get('message', ''))}")
 
 
 def interrupted_step(root, executor: str) -> str:

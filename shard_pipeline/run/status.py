@@ -24,6 +24,7 @@ from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.commands import command, resume_command, status_command
 from shard_pipeline.run import live, unit_table
+from shard_pipeline.run.next_step import new_run_step
 from shard_pipeline.run.registry import STAGES, RunState, done_warnings, since_done
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, check_format, check_whole, read_json, unit_log
@@ -493,10 +494,8 @@ def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
             text += (f"; but {plural(cut, 'task')} will not run (their jobs left the queue, e.g. scancel): the run cannot "
                      f"finish as queued; {command('scancel', *queued_ids)}, then {resume}")
     elif phase is RunPhase.FAILED:
-        from shard_pipeline.run.next_step import new_run_step
-
         hint = reason_hint(failed)
-        text = (new_run_step(run, failed)
+        text = (new_run_step(run)
                 or (f"failed: {hint}" if hint else f"failed: fix the cause named above, then {resume}"))
     else:
         refusal = last_refusal(record)
@@ -657,7 +656,7 @@ def languages_report(root: Path) -> tuple[str, int]:
         lines.append(f"state: {refused_step(m.root, refusal)}")
     else:
         how = "interrupted" if phase is RunPhase.INTERRUPTED else "failed"
-        steps = {l: step for l in failed if (step := language_new_run_step(RunDir(m.lang_dir(l)), per_lang[l]))}
+        steps = {l: step for l in failed if (step := new_run_step(RunDir(m.lang_dir(l))))}
         resumable = [l for l in unfinished if l not in steps]
         if resumable:
             lines.append(f"state: {how}, unfinished ({', '.join(unfinished)}): {resume_command(m.root)}  "
@@ -669,12 +668,3 @@ def languages_report(root: Path) -> tuple[str, int]:
     if phase is not RunPhase.DONE and (away := elsewhere(record, root, *(m.lang_dir(l) for l in m.langs))):
         lines.append(away)
     return "\n".join(lines), int(phase.exit_code)
-
-
-def language_new_run_step(run: RunDir, statuses: list[StageStatus] | None = None) -> str | None:
-    """The new run a failed language needs when a resume cannot help (run/next_step.py), from its
-    failed tasks' errors as --status shows them (`statuses`, when the caller has them); None when
-    --resume is its next step."""
-    from shard_pipeline.run.next_step import new_run_step
-
-    return new_run_step(run, [err for st in (statuses if statuses is not None else stage_statuses(run)) for _, _, err in st.failed])

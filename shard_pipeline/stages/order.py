@@ -8,13 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shard_pipeline.input.failures import RepeatedId
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.stages.spill import INDEX_SCHEMA, Section, SpillReader
-
-
-class RepeatedId(Exception):
-    """Two documents share an id: the order would not be a function of the documents."""
 
 
 class Readers:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from shard_pipeline.commands import command, resume_command, status_command
 from shard_pipeline.errors import ExitCode
-from shard_pipeline.run import live
+from shard_pipeline.run import live, outcome
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.worker.taskcmd import task_argv
 from shard_pipeline.run.unit_table import UnitTable, load, resolve, selected
@@ -47,7 +47,6 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
     m = load(rundir)
     failed: list[str] = []
     causes: dict[str, str] = {}
-    waiting: set[str] = set()  # skipped: an earlier stage of the language failed, and names the next step
     for g in units:
         lang_dir, task = resolve(rundir, stage, g)
         run, lang = RunDir(lang_dir), lang_dir.name
@@ -59,16 +58,18 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
         why = upstream_problem(run, stage)
         if why:
             causes[lang] = f"{stage} task {task} skipped: {why}"
-            waiting.add(lang)
             print(f"ERROR: {lang}: {causes[lang]}", file=sys.stderr, flush=True)
             failed.append(lang)
             continue
         os.environ[LANG_ENV] = lang
+        outcome.forget(run, stage, task)
         try:
             with live.recorded(run.root, stage, task):  # the language's --status and --resume see it alive
                 result = fn(run, task)
+            outcome.record(run, stage, task, None)
             print(f"# {lang} {stage} task {task} done: {result}", flush=True)
         except Exception as exc:  # one language's failure must not stop the others
+            outcome.record(run, stage, task, exc)
             causes[lang] = f"{type(exc).__name__}: {exc}"
             print(f"ERROR: {lang}: {causes[lang]}", file=sys.stderr, flush=True)
             failed.append(lang)
@@ -81,21 +82,18 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
     if failed:
         print(f"ERROR: {stage} failed for {', '.join(sorted(set(failed)))} ("
               + "; ".join(f"{l}: {causes[l][:300]}" for l in sorted(causes)) + "); the other languages went on; "
-              + next_steps(m, causes, waiting), file=sys.stderr, flush=True)
+              + next_steps(m, causes), file=sys.stderr, flush=True)
         return ExitCode.FAILED
     return ExitCode.OK
 
 
-def next_steps(m: UnitTable, causes: dict[str, str], waiting: set[str]) -> str:
+def next_steps(m: UnitTable, causes: dict[str, str]) -> str:
     """What comes next for the failed languages: the exact --resume for those a resume finishes, and for
-    those it cannot (run/next_step.py), where the new run is named. A language that waited on an earlier
-    stage is judged by that stage's failure, as --status judges it."""
+    those it cannot (run/next_step.py, from each language's outcome records: a language that waited on
+    an earlier stage is judged by that stage's failure), where the new run is named."""
     from shard_pipeline.run.next_step import new_run_step
-    from shard_pipeline.run.status import language_new_run_step
 
-    fresh = sorted(l for l, cause in causes.items()
-                   if (language_new_run_step(RunDir(m.lang_dir(l))) if l in waiting
-                       else new_run_step(RunDir(m.lang_dir(l)), [cause])))
+    fresh = sorted(l for l in causes if new_run_step(RunDir(m.lang_dir(l))))
     resumable = sorted(set(causes) - set(fresh))
     return "; ".join(
         ([f"fix the cause, then {resume_command(m.root)}"] if resumable else [])

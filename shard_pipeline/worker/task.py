@@ -4,7 +4,8 @@ Every executor starts tasks this way (the Slurm batch script, the local pool), a
 line of every log is the command that reruns the task by hand (for an array task of C units,
 `--group G`, which runs them as its job did). Progress goes to the log through
 stdlib logging with timestamps; a failed task logs its traceback and ends the log with one
-line `ERROR: Type: message`, which --status shows.
+line `ERROR: Type: message` for whoever reads it; what the attempt ended with is the task's outcome
+record (run/outcome.py), which the next step is decided from.
 """
 from __future__ import annotations
 
@@ -133,6 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_task(a: TaskArgs, table, as_group: bool) -> int:
     """One unit, the C units of an array task, or (several languages) a single job's languages in turn."""
+    from shard_pipeline.run import outcome
     from shard_pipeline.worker import group, landing
     from shard_pipeline.run.registry import stage as registered
     from shard_pipeline.run.rundir import RunDir
@@ -146,16 +148,20 @@ def run_task(a: TaskArgs, table, as_group: bool) -> int:
     if table.several:  # an array index names one global unit (language, task), a single job its selection
         finalize = stage_main("finalize")
         return landing.run_task(stage.name, run, finalize, a.rundir, task, stage.array)
+    rundir = RunDir(a.rundir)
+    outcome.forget(rundir, stage.name, task)
     try:
-        result = run(RunDir(a.rundir), task) if stage.array else run(RunDir(a.rundir))
-    except Exception as exc:  # the traceback for whoever debugs it, then one line for --status
+        result = run(rundir, task) if stage.array else run(rundir)
+    except Exception as exc:  # the traceback for whoever debugs it, the outcome record, one line for the log
         log.exception("%s task %d failed", stage.name, task)
+        outcome.record(rundir, stage.name, task, exc)
         logging.shutdown()
         try:
             print(f"ERROR: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         except OSError:  # the log's disk is full too: --status says so (tasklog.empty_log)
             pass
         return ExitCode.FAILED
+    outcome.record(rundir, stage.name, task, None)
     log.info("%s task %d done: %s", stage.name, task, stage.summary(result))
     return ExitCode.OK
 

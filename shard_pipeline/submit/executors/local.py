@@ -398,7 +398,7 @@ def failed_run(table: UnitTable, cfgs: dict[str, RunConfig], failure: str) -> in
     release(out, run.root)
     print(f"hplt-shard: {failure}", file=sys.stderr)
     print(f"hplt-shard: run directory {run.root}; {out_now(run, cfg, out)}", file=sys.stderr)
-    step = new_run_step(run, failure.splitlines())
+    step = new_run_step(run)
     print(f"hplt-shard: {step or after_failure(table.root)}", file=sys.stderr)
     return ExitCode.FAILED
 
@@ -419,9 +419,7 @@ def report_languages(table: UnitTable, cfgs: dict[str, RunConfig], failures: Seq
     if failed:
         for r in failures[:20]:
             say(f"hplt-shard: {r.stage} {r.name} failed: {r.error or last_error_line(r.log)}  (log: {r.log})")
-        from shard_pipeline.run.status import language_new_run_step  # only after a failure
-
-        steps = {lang: step for lang in failed if (step := language_new_run_step(RunDir(table.lang_dir(lang))))}
+        steps = {lang: step for lang in failed if (step := new_run_step(RunDir(table.lang_dir(lang))))}
         resumable = [lang for lang in failed if lang not in steps]
         say(f"hplt-shard: {plural(len(failed), 'language')} failed: {', '.join(failed)}; their previous outputs are "
             f"untouched; the others landed."

@@ -25,6 +25,7 @@ from shard_pipeline.run.registry import STAGE_NAMES, STAGES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.runstate import refusal_next_step
 from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.submit.executors import checkout_path
 from shard_pipeline.submit.layout import array_throttle, chain_resources
@@ -210,20 +211,10 @@ def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *,
 
 
 def refusal_step(stderr: str, rundir: Path, queued: int) -> str:
-    """The next step after sbatch refused a stage: after the job cap, what makes room; after a controller
-    that did not answer, the same resume again; else what to change."""
-    cancelled = f"the {plural(queued, 'array')} already queued for this run were cancelled; " if queued else ""
-    kind = slurm.refusal_kind(stderr)
-    if kind == "unanswered":
-        return (f"\n{cancelled}nothing of this run runs. Slurm did not answer: once `squeue --me` answers, "
-                f"{resume_command(rundir)}")
-    if kind == "request":
-        return (f"\n{cancelled}nothing of this run runs. Change what sbatch refused (an account, partition, memory or "
-                f"time the cluster does not take; the conf or the option), then: {resume_command(rundir)} "
-                "with the corrected option (--account, --partition, --mem, --time)")
-    return (f"\nthe cluster's cap on submitted jobs is reached (every array task counts); {cancelled}"
-            f"nothing of this run runs. Wait for some of your jobs to end (squeue --me), or run C units per array "
-            f"task so the run needs fewer: {resume_command(rundir)} --cpus-per-task C (e.g. twice what it has)")
+    """The next step after sbatch refused a stage (runstate.refusal_next_step, as --status says it)."""
+    cancelled = (f"the {plural(queued, 'array')} already queued for this run {'was' if queued == 1 else 'were'} "
+                 "cancelled; " if queued else "")
+    return f"\n{cancelled}nothing of this run runs. {refusal_next_step(rundir, stderr)}"
 
 
 def record_refusal(run: RunDir, kind: str, exc: SubmitError) -> None:
