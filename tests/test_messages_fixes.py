@@ -314,6 +314,16 @@ def test_a_single_language_into_the_root_of_several_is_told_to_use_root_lang(tmp
         f"whole: give --out {root_out / LANG}, or a new folder")
 
 
+
+def test_a_folder_holding_outputs_not_named_as_languages_is_not_called_a_root(tmp_path, capsys):
+    """`--out /tmp` where /tmp holds someone's output folder: named for what it holds, no LANG/ advice."""
+    from tests.test_output_root import small_root
+
+    folder = small_root(tmp_path, ("myout",))
+    corpus = make_corpus(tmp_path / "in", n_docs=20)
+    code, said = _dry(corpus, str(folder), tmp_path / "run", capsys)
+    assert code == 2 and "(myout/)" in said and "several languages" not in said and f"{folder / LANG}" not in said
+
 def test_a_language_output_that_is_a_symbolic_link_is_named_as_one(tmp_path, capsys):
     from shard_pipeline.contract.replace import NotReplaceable, check_replaceable
 

@@ -89,3 +89,4 @@ def test_a_log_that_says_bad_record_decides_nothing(tmp_path):
     (run.root / "logs").mkdir()
     (run.root / "logs" / "partition.log").write_text("ERROR: BadRecord: /c/1.jsonl.zst:7: not_json: x\n")
     assert new_run(run, []) is None and new_run(run) is None
+

@@ -139,13 +139,15 @@ def test_a_folder_with_no_manifest_and_no_language_output_gets_a_hint(tmp_path, 
     (plain / "sub").mkdir(parents=True)
     (plain / "notes.txt").write_text("x")
     code, lines = verify(plain, capsys)
+    verdict = f"FAILED: 1 problem in {plain}; it is not the output its manifest describes"  # last, on stderr
     assert code == 1 and lines == [
         "_MANIFEST.json: missing: OUT holds no manifest and no language outputs (LANG/_MANIFEST.json): it is neither "
-        "an output nor a multi-language root; give a run's --out (or ROOT/LANG of a run of several languages)"]
+        "an output nor a multi-language root; give a run's --out (or ROOT/LANG of a run of several languages)", verdict]
     (plain / "deu_Latn.tmp").mkdir()  # a run of several languages none of which has landed
     (plain / "deu_Latn.tmp" / ".hplt-shard-tmp").write_text("/runs/r1\n")
     assert verify(plain, capsys) == (1, ["_MANIFEST.json: missing: OUT holds no manifest and no language output yet: "
-                                         "deu_Latn.tmp is the unfinished output of run /runs/r1 (./hplt-shard --status /runs/r1)"])
+                                         "deu_Latn.tmp is the unfinished output of run /runs/r1 (./hplt-shard --status /runs/r1)",
+                                         verdict])
     root = small_root(tmp_path)  # verify_output (the API) checks one output: a root gets told what it is
     [p] = verify_output(root)
     assert p.what.startswith("missing: OUT holds no manifest; it is a multi-language root (2 language outputs: "

@@ -148,7 +148,7 @@ def test_new_run_refuses_existing_run_dir_and_held_out(tmp_path, capsys):
     assert run_cli(root, out, tmp_path / "run1") == 0
     for dry in ((), ("--dry-run",)):  # --dry-run refuses what the run would, with the same message
         assert run_cli(root, out, tmp_path / "run1", *dry) == 2
-        assert f"run directory {tmp_path / 'run1'} exists; use ./hplt-shard --resume {tmp_path / 'run1'} or move it away" in capsys.readouterr().err
+        assert f"add --run-dir {tmp_path / 'run1-new'}" in capsys.readouterr().err  # a done run: a new run dir
     claim = out.with_name("out.hplt-shard-claim")
     claim.write_text(str(tmp_path / "other-run") + "\n")
     for dry in ((), ("--dry-run",)):

@@ -13,12 +13,17 @@ manifest and no language output is neither an output nor a root: `--verify` and 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from shard_pipeline.commands import status_command
 from shard_pipeline.contract.replace import tmp_owner
 from shard_pipeline.contract.manifest import MANIFEST_NAME
+
+# How a language folder of a root is usually named (HPLT: ISO 639-3 and the script, `fin_Latn`); a folder
+# of outputs named otherwise is no root a person meant, whatever it holds.
+LANG_CODE = re.compile(r"[a-z]{2,3}(_[A-Z][a-z]{3})?")
 
 # Written beside every OUT (run/claim.py): hplt-shard's own, never part of an output.
 BOOKKEEPING_SUFFIXES = (".hplt-shard-claim", ".hplt-shard-claim.lock", ".hplt-shard-publish")

@@ -349,11 +349,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problems:
         for p in problems:
             print(f"{p.file}: {p.what}")
-        return ExitCode.USAGE if all(p.unreadable for p in problems) else ExitCode.FAILED
+        unread = all(p.unreadable for p in problems)
+        print(failed_verdict(out, len(problems), unread), file=sys.stderr)  # stdout: the problems, one a line
+        return ExitCode.USAGE if unread else ExitCode.FAILED
     manifest = json.loads((out / MANIFEST_NAME).read_text(encoding="utf-8"))
     suffix = " (shallow: rows not checked)" if args.shallow else ""
     print(f"OK: {plural(manifest['rows'], 'row')} in {plural(len(manifest['shards']), 'shard')} verified{suffix}")
     return ExitCode.OK
+
+
+def failed_verdict(out: Path, problems: int, unread: bool) -> str:
+    """The closing line of a --verify that did not pass: a reader of a long listing sees the verdict last."""
+    if unread:
+        return f"NOT VERIFIED: {plural(problems, 'file')} of {out} this user may not read (nothing else found)"
+    return f"FAILED: {plural(problems, 'problem')} in {out}; it is not the output its manifest describes"
 
 
 def root_main(root: Path, deep: bool) -> int:

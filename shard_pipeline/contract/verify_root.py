@@ -18,6 +18,7 @@ from shard_pipeline.contract.root import RootEntries, scan, staged_line
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.contract.verify_manifest import Problem
 from shard_pipeline.errors import ExitCode
+from shard_pipeline.units import plural
 
 SHOWN_PER_LANGUAGE = 5  # a failed language's first problems in the summary; --verify ROOT/LANG lists all
 
@@ -88,7 +89,7 @@ def language_lines(r: LangResult, shallow: bool) -> list[str]:
     if r.ok:
         return [f"{r.lang}: OK: {r.rows} rows in {r.shards} shards verified" + (" (shallow)" if shallow else "")]
     more = len(r.problems) - SHOWN_PER_LANGUAGE
-    return [f"{r.lang}: FAILED: {len(r.problems)} problems" + (f", the first {SHOWN_PER_LANGUAGE}:" if more > 0 else ":"),
+    return [f"{r.lang}: FAILED: {plural(len(r.problems), 'problem')}" + (f", the first {SHOWN_PER_LANGUAGE}:" if more > 0 else ":"),
             *(f"  {r.lang}/{p.file}: {p.what}" for p in r.problems[:SHOWN_PER_LANGUAGE]),
             *([f"  ... and {more} more" ] if more > 0 else [])]
 

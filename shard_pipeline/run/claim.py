@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import socket
 from pathlib import Path
 
 from filelock import FileLock
@@ -18,7 +19,8 @@ from filelock import FileLock
 from shard_pipeline.access import place_refusal
 from shard_pipeline.commands import command, program, resume_command, status_command
 from shard_pipeline.errors import UsageError, UserError
-from shard_pipeline.run.rundir import RunDir
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.rundir import RunDir, read_json
 
 
 class OutHeld(UserError):
@@ -203,23 +205,43 @@ def release(out: Path, rundir: Path) -> None:
 
 
 def run_lock(root: Path):
-    """Held while this process runs or submits the run: a second resume of the same run is refused."""
+    """Held while this process runs or submits the run: a second resume of the same run is refused,
+    naming the process that holds it."""
     from filelock import FileLock, Timeout
 
-    lock = FileLock(str(RunDir(root).lock_file), timeout=0)
+    run = RunDir(root)
+    lock = FileLock(str(run.lock_file), timeout=0)
     try:
         lock.acquire()
     except Timeout:
-        raise UsageError(f"{root} is being run or resumed by another hplt-shard process") from None
-    return _Held(lock)
+        raise UsageError(f"{root} is being run or resumed by another hplt-shard process{_holder(run)}") from None
+    try:
+        write_json_atomic(run.lock_holder, {"pid": os.getpid(), "host": socket.gethostname()})
+    except OSError:
+        pass  # a refusal then names no process; the lock holds all the same
+    return _Held(lock, run.lock_holder)
+
+
+def _holder(run: RunDir) -> str:
+    """`(pid N on HOST: ...)` of the process holding the run's lock, when it said so."""
+    try:
+        h = read_json(run.lock_holder)
+        pid, host = int(h["pid"]), str(h["host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    if host != socket.gethostname():
+        return f" (pid {pid} on {host}, another host: wait for it to end, or stop it there, and resume again)"
+    return f" (pid {pid} on this host: wait for it to end, or stop it ({command('kill', pid)}), and resume again)"
 
 
 class _Held:
-    def __init__(self, lock):
+    def __init__(self, lock, holder: Path):
         self.lock = lock
+        self.holder = holder
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        self.holder.unlink(missing_ok=True)
         self.lock.release()

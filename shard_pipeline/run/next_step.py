@@ -20,19 +20,11 @@ from shard_pipeline.contract.replace import tmp_dir_for, tmp_owner
 from shard_pipeline.run import outcome, unit_table
 from shard_pipeline.run.claim import claim_path, holder
 from shard_pipeline.run.outcome import Kind, Outcome
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.rundir import RunDir, fresh_run_dir, read_json
 
 _DROPPED = {"--run-dir": 1, "--dry-run": 0}  # option -> how many values follow it
 FLAGS = ("--dry-run", "--replace-other", "--clean", "--dataset-card", "--version", "-h", "--help")  # take no value
 _OF_SEVERAL = {"--langs-file": 1, "--out": 1}  # what a language alone replaces (its LANG, its own OUT)
-
-
-def fresh_run_dir(root: Path, suffix: str) -> Path:
-    """`RUNDIR-suffix`, or `RUNDIR-suffix-2`, ...: a run directory is never reused."""
-    candidate, n = root.with_name(f"{root.name}-{suffix}"), 2
-    while candidate.exists():
-        candidate, n = root.with_name(f"{root.name}-{suffix}-{n}"), n + 1
-    return candidate
 
 
 def _without(argv: Sequence[str], dropped: dict[str, int], positionals: bool = False) -> list[str]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from shard_pipeline.commands import command, resume_command
+from shard_pipeline.commands import command, resume_command, status_command
 from shard_pipeline.errors import UserError
 
 # The format of a run directory: the files stages hand each other (spill index, plan.json,
@@ -49,9 +49,34 @@ def check_whole(root: Path) -> None:
                                f"nothing of it ran and no output was claimed; remove it ({command('rm', '-r', root)}) and submit again")
 
 
+def fresh_run_dir(root: Path, suffix: str) -> Path:
+    """`RUNDIR-suffix`, or `RUNDIR-suffix-2`, ...: a run directory is never reused."""
+    candidate, n = root.with_name(f"{root.name}-{suffix}"), 2
+    while candidate.exists():
+        candidate, n = root.with_name(f"{root.name}-{suffix}-{n}"), n + 1
+    return candidate
+
+
+def is_finished(root: Path) -> bool:
+    """The run in `root` is done (of several languages: every language is)."""
+    run = RunDir(Path(root))
+    if not run.languages_json.is_file():
+        return run.done_marker.exists()
+    try:
+        langs = [RunDir(p) for p in run.root.iterdir() if RunDir(p).config_json.is_file()]
+    except OSError:
+        return False
+    return bool(langs) and all(lang.done_marker.exists() for lang in langs)
+
+
 def check_new(root: Path) -> None:
-    """Refuse a run directory a new run would reuse: run directories are never reused."""
+    """Refuse a run directory a new run would reuse: run directories are never reused. A finished run's
+    directory points to a new one (its --resume would only say done)."""
     check_whole(root)
+    if root.exists() and is_finished(root):
+        fresh = fresh_run_dir(root, "new")
+        raise RunDirExists(f"run directory {root} holds a finished run ({status_command(root)}); a new run needs a run "
+                           f"directory of its own: add --run-dir {fresh}", fresh)
     if root.exists():
         raise RunDirExists(f"run directory {root} exists; use {resume_command(root)} or move it away")
 
@@ -121,7 +146,15 @@ def unit_log(log_dir: Path, job: str, array_index: str | int, unit: int) -> Path
 
 
 class RunDirExists(UserError, FileExistsError):
-    """A new run was given a run directory that exists: run directories are never reused."""
+    """A new run was given a run directory that exists: run directories are never reused. `fresh`: the
+    one to give instead, when the existing one holds a finished run (else --resume it)."""
+
+    def __init__(self, message: str, fresh: Path | None = None) -> None:
+        super().__init__(message)
+        self.fresh = fresh
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 @dataclass(frozen=True)
@@ -172,6 +205,11 @@ class RunDir:
     def lock_file(self) -> Path:
         """Held while a process runs or submits the run (claim.run_lock)."""
         return self.root / ".run.lock"
+
+    @property
+    def lock_holder(self) -> Path:
+        """Which process holds lock_file (pid and host), for the refusal of a second one."""
+        return self.root / ".run.lock.holder"
 
     @property
     def land_lock(self) -> Path:

@@ -18,7 +18,7 @@ from shard_pipeline import slurm
 from shard_pipeline.access import place_refusal, resume_refusal, share_like
 from shard_pipeline.commands import resume_command
 from shard_pipeline.contract.replace import NotReplaceable, check_out_for_resume, check_replaceable, check_tmp_free
-from shard_pipeline.contract.root import is_root
+from shard_pipeline.contract.root import LANG_CODE, is_root, scan
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.run import unit_table
@@ -135,8 +135,13 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
         if (why := place_refusal(folder, what, option)) is not None:  # found now, not when the run makes or swaps them
             raise UsageError(why)
     if not several and is_root(given):
-        raise UsageError(f"--out {given} is the root of a run of several languages (it holds LANG/ outputs), and a run "
-                         f"replaces OUT whole: give --out {given / ms.langs[0]}, or a new folder")
+        held = scan(given).languages
+        if all(LANG_CODE.fullmatch(h) for h in held):
+            raise UsageError(f"--out {given} is the root of a run of several languages (it holds LANG/ outputs), and a "
+                             f"run replaces OUT whole: give --out {given / ms.langs[0]}, or a new folder")
+        named = ", ".join(f"{h}/" for h in held[:3]) + (", ..." if len(held) > 3 else "")
+        raise UsageError(f"--out {given} holds outputs in its folders ({named}) and no manifest of its own, and a run "
+                         "replaces OUT whole: give a new folder, or one of those outputs to replace it")
     outs = {}
     for lang in ms.langs:
         out = given / lang if several else given
