@@ -147,6 +147,19 @@ def test_wds_ranges_and_lists(tmp_path: Path) -> None:
     assert names(find_shards("eng_Latn", corpus="v4", local_root=root, wds="5,8")) == ["5_3.cc", "8_30.ia"]
 
 
+
+def test_a_selection_that_matches_nothing_names_the_bins_present(tmp_path: Path) -> None:
+    root = tmp_path / "clean"
+    layout(root, "eng_Latn", V4_ENGLISH)
+    with pytest.raises(InputError, match=r"WDS bins 1,5,8,9,10, sources ab,cc,ia\)"):
+        find_shards("eng_Latn", corpus="v4", local_root=root, wds="4")
+
+
+def test_a_local_root_one_level_too_high_is_told_the_folder_below(tmp_path: Path) -> None:
+    layout(tmp_path / "4.0" / "clean", "eng_Latn", V4_ENGLISH)
+    with pytest.raises(InputError, match=f"did you mean --local-root {tmp_path / '4.0' / 'clean'}\\?"):
+        find_shards("eng_Latn", corpus="v4", local_root=tmp_path / "4.0")
+
 def test_sources_select_by_tag(tmp_path: Path) -> None:
     root = tmp_path / "clean"
     layout(root, "eng_Latn", V4_ENGLISH)

@@ -138,3 +138,15 @@ def test_buckets_never_fewer_than_min_buckets_nor_writers():
         lay = lay_out_jobs([10 << 20] * 16, {}, shard_rows=100, task_budget=40, worker_mem="4G",
                            write_tasks=write_tasks)
         assert lay.buckets == max(MIN_BUCKETS, write_tasks)
+
+
+def test_the_projected_shard_count_is_the_plans_rule_dp_ranks_and_shard_bytes_included():
+    """The dry-run's shard count comes from the rule the plan cuts by (stages/balance.run_shard_count)."""
+    from shard_pipeline.submit.layout import lay_out_jobs
+
+    kw = dict(shard_rows=1000, task_budget=200, worker_mem="4G")
+    plain = lay_out_jobs([10 << 20], {0: 5_000}, **kw)
+    ranked = lay_out_jobs([10 << 20], {0: 5_000}, dp_ranks=(16, 24), **kw)
+    by_bytes = lay_out_jobs([10 << 20], {0: 5_000}, shard_bytes=1 << 20, text_per_doc=2_000, **kw)
+    assert plain.est_shards == 5 and ranked.est_shards == 48  # a multiple of lcm(16, 24), as the plan cuts
+    assert by_bytes.est_shards == 10  # 5,000 x 2,000 text bytes in shards of about 1 MiB

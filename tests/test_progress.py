@@ -88,3 +88,9 @@ def test_a_task_logs_its_figures_and_status_sums_them_per_stage(tmp_path):
                                    "cpu 2.0 min in all")
     (tmp_path / "old.log").write_text("2026-12-02T19:20:01 write task 0 done: 1 shards\n")
     assert last_figures(tmp_path / "old.log") is None
+
+
+def test_a_task_of_two_seconds_is_not_shown_as_taking_nothing():
+    from shard_pipeline.run.status import _hms
+
+    assert _hms(2.4) == "2.4s" and _hms(0.04) == "0.0s" and _hms(62) == "0h01m02s" and _hms(3725) == "1h02m05s"

@@ -79,6 +79,8 @@ def counts(**kw) -> Counts:
     (counts(done=3, running=2, failed=1), False, False, RunPhase.RUNNING, 3),  # failures so far, still busy
     (counts(done=3), False, True, RunPhase.RUNNING, 3),  # a live local submitter between two tasks
     (counts(pending=4, pending_reasons=("Priority", "Dependency")), False, False, RunPhase.QUEUED, 3),
+    (counts(done=4, pending=1, pending_reasons=("Dependency",)), False, False, RunPhase.RUNNING, 3),  # between tasks
+    (counts(done=4, failed=1, pending=1, pending_reasons=("Priority",)), False, False, RunPhase.QUEUED, 3),
     (counts(pending=4, pending_reasons=("ReqNodeNotAvail, UnavailableNodes:nid1",)), False, False, RunPhase.QUEUED, 3),
     (counts(running=1, pending=1, pending_reasons=("PartitionConfig",)), False, False, RunPhase.STUCK, 4),
     (counts(done=5, failed=1), False, False, RunPhase.FAILED, 1),

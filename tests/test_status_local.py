@@ -29,7 +29,7 @@ def rows(text: str) -> dict[str, list[int]]:
 
 
 def elapsed(text: str) -> str:
-    return re.search(r" in (\d+h\d+m\d+s) of partition", text)[1]
+    return re.search(r" in (\d+h\d+m\d+s|[\d.]+s) of partition", text)[1]
 
 
 def test_status_of_a_local_run_running_then_interrupted_then_done(tmp_path, capsys):

@@ -117,6 +117,16 @@ def _describe_filter(wds: str | None, sources: str | None) -> str:
     return " and ".join(parts) if parts else "no filter"
 
 
+def _present(names) -> str:
+    """`: WDS bins 5-10, sources cc, ia`: what the release names hold, so a selection can be corrected."""
+    parsed = [p for n in names if (p := _parsed_name(n)) is not None]
+    bins = sorted({b for b, _, _ in parsed})
+    srcs = sorted({s for _, _, s in parsed if s})
+    if not bins:
+        return ""
+    return f": WDS bins {','.join(map(str, bins))}" + (f", sources {','.join(srcs)}" if srcs else "")
+
+
 def _unclassified(name: str, wds: str | None, sources: str | None) -> str | None:
     """Why the filters cannot tell whether `name` is in or out, or None when they can.
 
@@ -237,7 +247,9 @@ def _local_shards(lang: str, corpus: str, root: Path, wds: str | None, sources: 
         except OSError:
             known = []
         close = close_languages(lang, known)
-        hint = (f"; did you mean {', '.join(close)}?" if close else
+        below = [root / k for k in known if (root / k / lang).is_dir()]  # --local-root one level too high
+        hint = (f"; did you mean --local-root {' or '.join(str(b) for b in below[:3])}?" if below else
+                f"; did you mean {', '.join(close)}?" if close else
                 f"; {plural(len(known), 'language')} there" if known else "")
         raise InputError(f"unknown language {lang!r}: no directory {lang_dir}{hint}")
     try:
@@ -260,7 +272,8 @@ def _local_shards(lang: str, corpus: str, root: Path, wds: str | None, sources: 
     chosen = _select(list(entries), wds, sources, where)
     if not chosen:
         raise InputError(
-            f"no shards in {lang_dir} match {_describe_filter(wds, sources)} ({len(entries)} {SUFFIX} files there)"
+            f"no shards in {lang_dir} match {_describe_filter(wds, sources)} ({plural(len(entries), f'{SUFFIX} file')} "
+            f"there{_present(entries)})"
         )
     names = corpus_names(corpus, root.name, corpus_name)
     shards = []
@@ -320,7 +333,8 @@ def _url_shards(lang: str, corpus: str, base_url: str, wds: str | None, sources:
     chosen = _select(list(by_name), wds, sources, map_url)
     if not chosen:
         raise InputError(
-            f"no shards in {map_url} match {_describe_filter(wds, sources)} ({len(by_name)} shards listed)"
+            f"no shards in {map_url} match {_describe_filter(wds, sources)} ({plural(len(by_name), 'shard')} listed"
+            f"{_present(by_name)})"
         )
     subset = urllib.parse.urlparse(base).path.rstrip("/").rsplit("/", 1)[-1] or "http"
     names = corpus_names(corpus, subset, corpus_name) if corpus_name else CorpusNames(corpus, subset, True)  # the HPLT map

@@ -138,7 +138,9 @@ def run_phase(c: Counts, *, done_marker: bool, held: bool) -> RunPhase:
     if c.running or (held and not c.interrupted):
         return RunPhase.RUNNING
     if c.pending and len(doomed) < c.pending:
-        return RunPhase.QUEUED
+        # under way: between two tasks (some done, the next one waiting in the queue) a run is running, so the
+        # state does not flip to queued and back at every task
+        return RunPhase.RUNNING if c.done and not c.failed else RunPhase.QUEUED
     if c.failed:
         return RunPhase.FAILED
     return RunPhase.INTERRUPTED  # nothing runs, nothing is queued, nothing failed: stopped before the end

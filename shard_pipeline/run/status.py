@@ -218,11 +218,6 @@ def reason_step(root: Path, reason: str, res: StageResources, units: int) -> str
     return resume_command(root)
 
 
-def _jobs_left_queue(chunks: list[dict[str, Any]], still_queued: set[str]) -> bool:
-    """Whether a stage's jobs of the last submission were queued and Slurm holds none of them any more."""
-    return bool(chunks) and not any(j["job_id"] in still_queued for j in chunks)
-
-
 def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: bool = False,
                    record: dict[str, Any] | None = None) -> list[StageStatus]:
     """Each stage's tasks by state (runstate.task_state), with the reasons and lines --status shows.
@@ -244,14 +239,15 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
     # task (OOM, a fault) failed, and Slurm's own reason says why.
     killed = tasks.killed() if local else set()
     held = run_is_held(run)  # a live local submitter: a task whose log has no trailer yet is starting
-    still_queued = {k.partition("_")[0] for k in queue}  # the array jobs Slurm still holds
     out = []
     for reg in STAGES:
         stage = reg.name
         st = StageStatus(stage, reg.tasks(rs.cfg))
         chunks = jobs.get(stage, [])
         cpus = rs.cfg.execution.units_per_task(stage)
-        gone = _jobs_left_queue(chunks, still_queued)  # a task of it that never started never will
+        # squeue -r lists every task Slurm holds: a task of the last submission that it does not list and that
+        # has no log never started and never will (scancel of the task or its array, a dependency killed it)
+        submitted = bool(chunks)
         for task in range(st.total):
             problem, touched = reg.problem_and_touched(rs, task)
             if problem is None:
@@ -278,7 +274,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
             orphaned = (local and log is not None and not starting and (stage, task) not in alive and not unit_ended(log)
                         and not ended_well(log))
             cut = reason == "CANCELLED" or ((stopped or (stage, task) in killed or orphaned) and not err.startswith("ERROR"))
-            never = strict and not local and log is None and queued is None and gone
+            never = strict and not local and log is None and queued is None and submitted
             state = task_state(done=False, queued=queued, alive=(stage, task) in alive or starting, has_log=log is not None,
                                interrupted=(log is not None and cut) or never)
             if state is TaskState.RUNNING:
@@ -366,6 +362,9 @@ def live_line(run: RunDir, stage: str, started: float) -> str | None:
 
 
 def _hms(seconds: float) -> str:
+    """`0h01m02s`; under a minute with a decimal (`2.4s`), so a short task is not shown as taking nothing."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
     s = int(seconds)
     return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
 

@@ -122,6 +122,14 @@ def shard_count_for(
     return n
 
 
+def run_shard_count(total_text_bytes: int, rows: int, *, shard_bytes: int | None, shard_rows: int,
+                    dp_ranks: Sequence[int]) -> int:
+    """A run's shard count: by text bytes when --shard-bytes is given, else by rows; a multiple of
+    lcm(--dp-ranks) (`shard_count_for`). The plan cuts this many; the dry-run projects it."""
+    return shard_count_for(total_text_bytes, rows, shard_bytes=shard_bytes,
+                           shard_rows=None if shard_bytes else shard_rows, dp_ranks=dp_ranks)
+
+
 def cut_targets(total_text_bytes: int, n_shards: int) -> list[int]:
     """``target_i = (i + 1) * total // n`` for each shard: the cumulative bytes shard i ends at.
 

@@ -155,15 +155,14 @@ def byte_balanced_bounds(run: RunDir, cfg: RunConfig, buckets: list[BucketPlan],
         cut_targets,
         cuts_from_raw,
         cuts_in_block,
-        shard_count_for,
+        run_shard_count,
     )
     from shard_pipeline.stages.order import BucketOrder, Readers, sections_of
 
     c = cfg.content
     total_rows = sum(b.rows for b in buckets)
     total_bytes = sum(b.text_bytes for b in buckets)
-    n = shard_count_for(total_bytes, total_rows, shard_bytes=c.shard_bytes,
-                        shard_rows=None if c.shard_bytes else c.shard_rows, dp_ranks=c.dp_ranks)
+    n = run_shard_count(total_bytes, total_rows, shard_bytes=c.shard_bytes, shard_rows=c.shard_rows, dp_ranks=c.dp_ranks)
     targets = cut_targets(total_bytes, n)
     raw = [1] * n  # a target of 0 falls in no bucket: its raw cut is 1
     readers = Readers(run)

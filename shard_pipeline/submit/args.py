@@ -113,7 +113,8 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
            "buffers mem/8 of text; the plan and write jobs get more when the layout estimates they need it")
     add(p, "--time", help="wall time per task, at least 10 minutes (default estimated from bytes)")
     add(p, "--cpus-per-task", type=int, metavar="C", help="cores per partition/write array task, each "
-           "running C tasks at once with C x --mem (conf CPUS_PER_TASK; default 1, lumi preset 16; one language per run)")
+           "running C tasks at once with C x --mem (conf CPUS_PER_TASK; default 1, lumi preset 16; with several languages "
+           "an array task runs C units of any language)")
     add(p, "--partition-tasks", type=int, help="override the number of partition tasks")
     add(p, "--write-tasks", type=int, help="override the number of write tasks")
     add(p, "--buckets", type=int, help="advanced: id buckets (default from the estimated documents)")

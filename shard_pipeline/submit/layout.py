@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from shard_pipeline.run.runconfig import StageResources
+from shard_pipeline.stages.balance import run_shard_count
 from shard_pipeline.units import MIN_TIME_MINUTES, WallTime, parse_mem, scale_mem, share_of_mem
 
 # HPLT v4 clean English: 18.15 TB compressed / 7.86 B documents.
@@ -241,6 +242,8 @@ def lay_out_jobs(
     *,
     shard_rows: int,
     task_budget: int,
+    shard_bytes: int | None = None,
+    dp_ranks: Sequence[int] = (),
     worker_mem: str,
     time_limit: str | None = None,
     partition_tasks: int | None = None,
@@ -264,7 +267,9 @@ def lay_out_jobs(
     n = len(sizes)
     sizes_ = [s or 0 for s in sizes]
     est_docs = estimate_docs(sizes, known_docs, compressed_per_doc)
-    est_shards = max(1, math.ceil(est_docs / shard_rows))
+    per_doc = text_per_doc or TEXT_BYTES_PER_DOC
+    est_shards = run_shard_count(int(est_docs * per_doc), est_docs, shard_bytes=shard_bytes, shard_rows=shard_rows,
+                                 dp_ranks=dp_ranks)
     room = max(4, task_budget) - 2  # plan and finalize are one task each
     p = partition_tasks or max(1, min(n, room // 2 * cpus))
     w = write_tasks or max(1, min(est_shards, (room - -(-p // cpus)) * cpus))
@@ -279,7 +284,6 @@ def lay_out_jobs(
     part_min = part_s / 60 * 1.5
     write_min = json_bytes / max(1, w) / 1e6 / WRITE_MB_S / 60 * 1.5
     spill = spill_bytes or max(8 << 20, parse_mem(worker_mem) // 8)
-    per_doc = text_per_doc or TEXT_BYTES_PER_DOC
     need = stage_memory(docs=est_docs, text_bytes=int(est_docs * per_doc), spill_bytes=spill, inputs=n,
                         buckets=buckets, row_group_bytes=row_group_bytes, text_per_doc=per_doc,
                         largest_text=largest_text, largest_line=largest_line)

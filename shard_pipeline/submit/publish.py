@@ -36,6 +36,7 @@ from shard_pipeline.run.claim import claim_path, held_for_publish, publish_lock_
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.submit.dest import is_local, lands_inside, local_targets, mask, resolved
 from shard_pipeline.submit.rclone import Rclone, RcloneFailed, RcloneMissing
+from shard_pipeline.units import plural
 
 SUMS_NAME = "_SHA256SUMS"
 PUBLISHED_NAME = "_PUBLISHED.json"
@@ -129,8 +130,8 @@ def publish_held(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> 
     output = verified_output(out)
     run = find_run_dir(out, output.manifest, run_dir)
     shown = mask(dest)
-    print(f"verified {out}: {output.manifest['rows']:,} rows in {len(output.manifest['shards'])} shards, "
-          f"{len(output.body) + 1} files, {output.size:,} bytes")
+    print(f"verified {out}: {plural(output.manifest['rows'], 'row')} in {plural(len(output.manifest['shards']), 'shard')}, "
+          f"{plural(len(output.body) + 1, 'file')}, {output.size:,} bytes")
     try:
         state = dest_state(rclone, dest, output)
     except RcloneFailed as exc:
@@ -146,7 +147,8 @@ def publish_held(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> 
         changed = exc.names if isinstance(exc, OutChanged) else changed_in_out(output)
         if changed:
             raise PublishFailed(
-                f"OUT changed while it was published: {files(len(changed))} no longer as verified ({', '.join(changed[:3])}); "
+                f"OUT changed while it was published: {plural(len(changed), 'file')} no longer as verified "
+                f"({', '.join(changed[:3])}); "
                 f"{shown} holds a partial upload (no {MANIFEST_NAME}) of OUT as it was. Check OUT "
                 f"({verify_command(out)}); to publish it as it is now, remove the partial upload "
                 f"(rclone purge DEST) and run the same command again") from None
@@ -154,7 +156,7 @@ def publish_held(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> 
                             "check the remote and the network, then run the same command again (before OUT changes): "
                             "it finishes the upload") from None
     record = publication(output, shown, verified_by, version)
-    print(f"published {out} to {shown} at {record['published_at']}: {record['files']} files "
+    print(f"published {out} to {shown} at {record['published_at']}: {plural(record['files'], 'file')} "
           f"({MANIFEST_NAME} last, {SUMS_NAME}), sha256 verified by {verified_by}")
     if run is None:
         print(f"record: not written: the run directory of {out} is unknown (its manifest does not name it and "
@@ -223,12 +225,12 @@ def already_published(rclone: Rclone, dest: str, output: Output, present: dict[s
                             "and the network, then run the same command again; nothing was changed") from None
     bad += wrong
     if bad:
-        raise PublishFailed(f"{shown} holds this output complete ({MANIFEST_NAME} is there), but {files(len(bad))} "
+        raise PublishFailed(f"{shown} holds this output complete ({MANIFEST_NAME} is there), but {plural(len(bad), 'file')} "
                             f"there differ from OUT ({', '.join(e.name for e in bad[:3])}): it was changed after "
                             f"it was published. Publishing never overwrites a complete destination: to repair it, "
                             f"remove its {MANIFEST_NAME} (rclone deletefile DEST/{MANIFEST_NAME}), then run the "
                             "same command again: it re-sends what differs")
-    print(f"already published: {shown} holds this output, complete ({len(output.body) + 2} files, sha256 "
+    print(f"already published: {shown} holds this output, complete ({plural(len(output.body) + 2, 'file')}, sha256 "
           f"checked there by {how}); nothing was uploaded")
     return ExitCode.OK
 
@@ -267,7 +269,7 @@ def verified_output(out: Path) -> Output:
     if problems:
         shown = "\n".join(f"  {p}" for p in problems[:SHOWN_PROBLEMS])
         more = f"\n  ... and {len(problems) - SHOWN_PROBLEMS} more" if len(problems) > SHOWN_PROBLEMS else ""
-        raise OutputDoesNotVerify(f"refusing to publish {out}: it does not verify ({len(problems)} problems):\n"
+        raise OutputDoesNotVerify(f"refusing to publish {out}: it does not verify ({plural(len(problems), 'problem')}):\n"
                                   f"{shown}{more}\nfix or rebuild it; {verify_command(out)} lists every problem")
     manifest = read_json(out / MANIFEST_NAME)
     body = tuple(Entry(e["name"], int(e["bytes"]), e["sha256"]) for e in (*manifest["shards"], *manifest["files"]))
@@ -320,7 +322,7 @@ def dest_state(rclone: Rclone, dest: str, output: Output) -> DestState:
                       "checking it")
                 return DestState(present, complete=True)
             print(f"destination {shown} holds a partial upload of this output "
-                  f"({len(present)} of {len(output.body) + 2} files); finishing it")
+                  f"({len(present)} of {plural(len(output.body) + 2, 'file')}); finishing it")
             return DestState(present)
     if there and MANIFEST_NAME not in listing and set(listing) <= sums_names(there) | {SUMS_NAME}:
         raise PublishRefused(f"refusing to publish to {shown}: it holds a partial upload of another output, or of "
@@ -331,10 +333,11 @@ def dest_state(rclone: Rclone, dest: str, output: Output) -> DestState:
     if there:
         why = f"its {SUMS_NAME} names another output"
     elif foreign:
-        why = f"{len(foreign)} files there are not part of this output (e.g. {', '.join(foreign[:3])})"
+        are = "is" if len(foreign) == 1 else "are"
+        why = f"{plural(len(foreign), 'file')} there {are} not part of this output (e.g. {', '.join(foreign[:3])})"
     else:
         why = f"it holds files of this output's names but no {SUMS_NAME}, so they are not known to be a partial upload of it"
-    raise PublishRefused(f"refusing to publish to {shown}: it already holds {len(listing)} files and {why}. "
+    raise PublishRefused(f"refusing to publish to {shown}: it already holds {plural(len(listing), 'file')} and {why}. "
                          "Publishing never overwrites: choose an empty destination (see what is there with "
                          f"rclone lsf -R DEST); nothing was changed")
 
@@ -366,7 +369,7 @@ def send(rclone: Rclone, src: Path, dest: str, entries: Sequence[Entry], present
     if not todo:
         return
     size = sum(e.size for e in todo)
-    print(f"uploading {files(len(todo))} ({size:,} bytes)", flush=True)
+    print(f"uploading {plural(len(todo), 'file')} ({size:,} bytes)", flush=True)
     rclone.copy(src, dest, names_file(tmp, [e.name for e in todo]), timeout=transfer_timeout(size))
 
 
@@ -384,7 +387,8 @@ def send_checked(rclone: Rclone, src: Path, dest: str, entries: Sequence[Entry],
         changed = [e.name for e in bad if (src / e.name).exists() and file_sha256(src / e.name) != e.sha256]
         if changed:
             raise OutChanged(changed)
-        raise RcloneFailed(f"{len(bad)} files at the destination still differ from OUT after a second upload "
+        differ = "differs" if len(bad) == 1 else "differ"
+        raise RcloneFailed(f"{plural(len(bad), 'file')} at the destination still {differ} from OUT after a second upload "
                            f"({', '.join(e.name for e in bad[:3])})", None)
     return how
 
@@ -397,14 +401,10 @@ def check_sha256(rclone: Rclone, dest: str, entries: Sequence[Entry], tmp: Path)
     missing = [e for e in entries if e.name not in got]
     if missing:
         size = sum(e.size for e in missing)
-        print(f"checking {files(len(missing))} by download ({size:,} bytes): the remote has no sha256", flush=True)
+        print(f"checking {plural(len(missing), 'file')} by download ({size:,} bytes): the remote has no sha256", flush=True)
         got.update(rclone.downloaded_sha256(dest, names_file(tmp, [e.name for e in missing]), transfer_timeout(size)))
         how = "download" if len(missing) == len(entries) else "the remote's sha256 and download"
     return [e for e in entries if got.get(e.name) != e.sha256], how
-
-
-def files(n: int) -> str:
-    return f"{n} file" if n == 1 else f"{n} files"
 
 
 def transfer_timeout(size: int) -> float:

@@ -16,6 +16,7 @@ from shard_pipeline.errors import UsageError
 from shard_pipeline.paths import PRESET_DIR, home
 from shard_pipeline.submit import option_checks
 from shard_pipeline.submit import layout as layout_mod
+from shard_pipeline.stages.balance import parse_dp_ranks
 from shard_pipeline.submit.request import Request
 from shard_pipeline.submit.slurm_limits import SubmitCap, submit_cap
 
@@ -215,6 +216,8 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
         [s.size for s in shards],
         known,
         shard_rows=args.shard_rows,
+        shard_bytes=args.shard_bytes,
+        dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks else (),
         task_budget=budget,
         worker_mem=settings.worker_mem,
         time_limit=settings.time_limit,
