@@ -28,6 +28,12 @@ class BadMemorySize(ValueError):
     """A memory size that is not one Slurm takes."""
 
 
+# The least one unit of any stage runs in: its interpreter, pyarrow and numpy, and the smallest spill
+# budget. Units peak at 140-170 MB on the smallest inputs (bench/RESULTS.md); below this a task is
+# killed for memory whatever the data, so such a request is refused before anything is queued.
+UNIT_MEMORY_FLOOR = 256 << 20
+
+
 class BadWallTime(ValueError):
     """A time limit that is not one Slurm takes."""
 

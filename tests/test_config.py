@@ -165,7 +165,7 @@ def test_python_must_be_a_plain_path_or_name(tmp_path: Path, marker: Path, value
 @pytest.mark.parametrize(
     "key,good,bad",
     [
-        ("WORKER_MEM", ["4G", "500M", "1024", "2T"], ["4GB", "0", "-1G", "4 G", "lots"]),
+        ("WORKER_MEM", ["4G", "500M", "1024", "2T", "256M"], ["4GB", "0", "-1G", "4 G", "lots", "10", "255M", "100M"]),
         ("MAX_TASKS", ["1", "200"], ["0", "-3", "2.5", "ten", "010"]),
         ("SUBMIT_LIMIT", ["220"], ["0", "x"]),
         (

@@ -111,12 +111,15 @@ def test_sbatch_refusing_midway_cancels_records_and_resumes(slurm_cluster, tmp_p
     assert tree_bytes(tmp_path / "out") == expected
 
 
-def test_out_of_memory_is_named_and_its_resume_gives_the_same_bytes(slurm_cluster, tmp_path, reference, capsys):
-    """--mem 25M: the cgroup kills every partition task; --status reads OUT_OF_MEMORY (sacct) and gives the
-    resume with more memory, which ends with the bytes of an uninterrupted run."""
+def test_out_of_memory_is_named_and_its_resume_gives_the_same_bytes(slurm_cluster, tmp_path, reference, capsys,
+                                                                  monkeypatch):
+    """A partition task that takes more than its --mem: the cgroup kills it; --status reads OUT_OF_MEMORY
+    (sacct) and gives the resume with more memory, which ends with the bytes of an uninterrupted run."""
     root, expected = reference
     run_dir = tmp_path / "run"
-    assert cli.main(submit_argv(root, tmp_path, slurm_conf(tmp_path), *FIXED, "--mem", "25M")) == 0
+    monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input:0:oom")  # sbatch exports it to the jobs
+    assert cli.main(submit_argv(root, tmp_path, slurm_conf(tmp_path), *FIXED, "--mem", "300M")) == 0
+    monkeypatch.delenv("HPLT_SHARD_FAULT")
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 1

@@ -152,6 +152,13 @@ def test_next_step_after_slurm_ended_a_task(reason, units, step):
     assert reason_step(Path("/r"), reason, StageResources(mem, "01:15:00", units), units) == step
 
 
+def test_after_out_of_memory_the_advice_never_stays_below_what_a_unit_needs():
+    """A unit that had less than the floor (a run dir of another version, an edited config) is told twice the
+    floor, not twice what could never have run."""
+    assert reason_step(Path("/r"), "OUT_OF_MEMORY", StageResources("40M", "01:00:00", 1), 1) == \
+        "./hplt-shard --resume /r --mem 512M"
+
+
 
 def test_the_reason_hint_is_read_back_whole_with_a_parenthesis_in_the_run_dir():
     import shlex

@@ -25,7 +25,7 @@ WAIT = 240
 
 def _common(tmp_path: Path, name: str) -> list[str]:
     return [
-        "--partition", "small", "--mem", "100M", "--time", "5",
+        "--partition", "small", "--mem", "300M", "--time", "5",
         "--chdir", str(tmp_path), "--job-name", f"smoke-{name}",
     ]
 

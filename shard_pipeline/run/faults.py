@@ -3,7 +3,8 @@
 Production code calls `fault_point` at the few places where a crash is interesting (mid-file,
 around the swap). Unset, it costs one dict lookup. Actions: `kill` (SIGKILL, as a node failure
 would), `hang` (sleep until cancelled, for scancel tests), `hang-once` (hang only on a task's
-first attempt, for requeue tests), `enospc` (raise a full-disk OSError). With <lang>, only units of that
+first attempt, for requeue tests), `enospc` (raise a full-disk OSError), `oom` (take memory until a
+memory limit kills the task, as a cgroup does). With <lang>, only units of that
 language of a multi-language run (HPLT_SHARD_LANG) fire.
 """
 from __future__ import annotations
@@ -34,5 +35,9 @@ def fault_point(point: str, task: int | None = None) -> None:
     elif action in ("hang", "hang-once"):
         while True:
             time.sleep(1)
+    elif action == "oom":
+        held = []
+        while True:  # touched pages, 64 MiB at a time: a cgroup's limit kills the task, as for a real need
+            held.append(bytearray(64 << 20))
     elif action == "enospc":
         raise OSError(errno.ENOSPC, "No space left on device (injected)")

@@ -41,7 +41,7 @@ from shard_pipeline.run.runstate import (
     task_state,
 )
 from shard_pipeline.run.tasklog import TaskFigures, ended_well, last_error_line, last_figures, last_progress_line, unit_ended
-from shard_pipeline.units import Memory, WallTime, plural
+from shard_pipeline.units import UNIT_MEMORY_FLOOR, Memory, WallTime, plural
 
 
 @dataclass
@@ -212,7 +212,9 @@ def reason_step(root: Path, reason: str, res: StageResources, units: int) -> str
     twice one unit's memory after OUT_OF_MEMORY, twice the time after TIMEOUT, the same again otherwise
     (NODE_FAIL, PREEMPTED: the node, not the task, was at fault)."""
     if reason == "OUT_OF_MEMORY":
-        return resume_command(root, "--mem", Memory.parse(res.mem).share(units).times(2))
+        doubled = Memory.parse(res.mem).share(units).times(2)
+        floor = Memory(UNIT_MEMORY_FLOOR >> 20, "M").times(2)
+        return resume_command(root, "--mem", doubled if doubled.bytes >= floor.bytes else floor)
     if reason == "TIMEOUT":
         return resume_command(root, "--time", WallTime.parse(res.time).times(2))
     return resume_command(root)

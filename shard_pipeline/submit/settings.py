@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shard_pipeline.errors import UserError
-from shard_pipeline.units import BadMemorySize, BadWallTime, WallTime, parse_mem, too_short_for_requeue
+from shard_pipeline.units import (
+    UNIT_MEMORY_FLOOR,
+    BadMemorySize,
+    BadWallTime,
+    WallTime,
+    parse_mem,
+    too_short_for_requeue,
+)
 
 KEYS: dict[str, str] = {
     "ACCOUNT": "Slurm project account for the jobs (sbatch --account); optional where the cluster has a default",
@@ -193,9 +200,13 @@ def _check_time(value: str, where: str) -> str:
 
 def _check_mem(key: str, value: str, where: str) -> str:
     try:
-        parse_mem(value)
+        size = parse_mem(value)
     except BadMemorySize as exc:
         raise ConfError(where, f"{key} {exc}") from None
+    if size < UNIT_MEMORY_FLOOR:
+        raise ConfError(where, f"{key} {value} is less than any task of hplt-shard runs in (its interpreter and "
+                               f"libraries alone take about 150 MB): give at least {UNIT_MEMORY_FLOOR >> 20}M "
+                               "(the dry-run shows what each stage gets)")
     return value
 
 
