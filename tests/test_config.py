@@ -226,6 +226,21 @@ def test_precedence_cli_conf_preset_default(tmp_path: Path) -> None:
     assert s.preset == "site"
 
 
+def test_runs_go_where_the_conf_says_the_lumi_preset_on_the_projects_scratch(tmp_path: Path) -> None:
+    from shard_pipeline.paths import PRESET_DIR
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    lumi = load_settings(cli={"PRESET": "lumi", "ACCOUNT": "project_462001491"}, conf_path=None, repo_root=repo,
+                         preset_dir=PRESET_DIR)
+    assert lumi.runs_root == Path("/scratch/project_462001491/hplt-shard-runs")
+    assert load_settings(cli={"PRESET": "lumi"}, conf_path=None, repo_root=repo, preset_dir=PRESET_DIR).runs_root \
+        == repo / "runs"  # no ACCOUNT: never one group's folder
+    conf = tmp_path / "c.conf"
+    conf.write_text("RUNS_ROOT=scratch/runs\n")
+    assert load_settings(cli={}, conf_path=conf, repo_root=repo).runs_root == repo / "scratch" / "runs"
+
+
 def test_defaults_without_any_conf(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -239,6 +254,7 @@ def test_defaults_without_any_conf(tmp_path: Path) -> None:
         max_tasks=200,
         submit_limit=None,
         counts_index=repo / "counts-index",
+        runs_root=repo / "runs",
         license=None,
         preset=None,
         v3_base_url="https://data.hplt-project.org/three/sorted",

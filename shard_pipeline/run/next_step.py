@@ -23,7 +23,7 @@ from shard_pipeline.run.outcome import Kind, Outcome
 from shard_pipeline.run.rundir import RunDir, fresh_run_dir, read_json
 
 _DROPPED = {"--run-dir": 1, "--dry-run": 0}  # option -> how many values follow it
-FLAGS = ("--dry-run", "--replace-other", "--clean", "--dataset-card", "--version", "-h", "--help")  # take no value
+FLAGS = ("--dry-run", "--replace-other", "--clean", "--dataset-card", "--keep-spill", "--version", "-h", "--help")  # take no value
 _OF_SEVERAL = {"--langs-file": 1, "--out": 1}  # what a language alone replaces (its LANG, its own OUT)
 
 

@@ -109,6 +109,7 @@ class Execution:
     intermediate_compression: str = "lz4"
     counts_index: str | None = None
     counts_index_key: str | None = None  # "<corpus>/<subset>" of this root's rows (identity.index_key); None: legacy
+    keep_spill: bool = False  # a done run keeps its partition spill (finalize.remove_bulk)
 
     def units_per_task(self, stage: str) -> int:
         """C: the units one array task of `stage` runs at once (its cores); 1 for plan and finalize."""

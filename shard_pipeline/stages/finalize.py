@@ -271,7 +271,16 @@ def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str
     write_json_atomic(run.validation_json, validation)
     run.done_marker.write_text("ok\n")
     release(out, run.root)
+    if not cfg.execution.keep_spill:
+        remove_spill(run, cfg)
     return manifest
+
+
+def remove_spill(run: RunDir, cfg: RunConfig) -> None:
+    """The partition spill of a done run: the bulk of its run directory (about 1.6x the compressed input), which
+    nothing reads once DONE exists (every task of a done run is done). Receipts, logs and quarantine stay."""
+    for task in range(cfg.execution.partition_tasks):
+        run.spill_file(task).unlink(missing_ok=True)
 
 
 def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,

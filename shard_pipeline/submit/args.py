@@ -102,6 +102,9 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
                 "they are kept in OUT/__quarantine/clean/documents.parquet with their reasons")
     add(p, "--dataset-card", action="store_true",
            help="also write OUT/README.md (a dataset card for datasets.load_dataset) and OUT/_LEDGER.jsonl")
+    add(p, "--keep-spill", action="store_true",
+           help="keep the partition spill in the run directory when the run is done (by default a done run removes "
+           "it: about 1.6x the compressed input)")
     add(p, "--conf", type=path_arg, help="conf file (default ./hplt-shard.conf if present)")
     add(p, "--preset", help="preset name under presets/ (conf PRESET)")
     add(p, "--account", help="Slurm account (conf ACCOUNT)")

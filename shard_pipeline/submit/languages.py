@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline.errors import UsageError
-from shard_pipeline.paths import home
 from shard_pipeline.submit.request import Request
 
 LANG_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
@@ -118,7 +117,7 @@ def partition_units(inputs: int, share: int) -> int:
     return max(1, -(-inputs // per))
 
 
-def default_run_dir(args: Request, subset: str, langs: list[str]) -> Path:
+def default_run_dir(args: Request, subset: str, langs: list[str], runs_root: Path) -> Path:
     wds = (args.wds or "all").replace(",", "_")
     name = "all" if args.lang == "all" else f"{langs[0]}+{len(langs) - 1}" if len(langs) > 1 else langs[0]
-    return home() / "runs" / f"{args.corpus}-{subset}-multi-{name}-{wds}"
+    return runs_root / f"{args.corpus}-{subset}-multi-{name}-{wds}"

@@ -56,8 +56,8 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
         provenance.start()  # git answers on the idle core while the inputs are sampled
     ms = prepare_all(args, settings, executor, langs, several)
     subset = ms.scopes[langs[0]].subset
-    root = (args.run_dir or (languages.default_run_dir(args, subset, langs) if several
-                             else scope.default_run_dir(args, subset))).resolve()
+    root = (args.run_dir or (languages.default_run_dir(args, subset, langs, settings.runs_root) if several
+                             else scope.default_run_dir(args, subset, settings.runs_root))).resolve()
     fits = []
     if executor == "slurm":  # at --dry-run too
         from shard_pipeline.submit.executors.slurm import check_log_dir
@@ -326,6 +326,7 @@ def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: 
         resources=lay.resources,
         counts_index=str(settings.counts_index) if settings.counts_index else None,
         counts_index_key="/".join(scope.index_key(args, settings)),
+        keep_spill=args.keep_spill,
     )
     from shard_pipeline.stages.buckets import choose_boundaries
 

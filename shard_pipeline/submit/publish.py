@@ -31,11 +31,11 @@ from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.contract.replace import TMP_MARKER, parking_dir_for
 from shard_pipeline.errors import EXIT_FAILED, ExitCode, UserError
 from shard_pipeline.files import file_sha256, json_bytes, write_bytes_atomic
-from shard_pipeline.paths import home
 from shard_pipeline.run.claim import claim_path, held_for_publish, publish_lock_path
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.submit.dest import is_local, lands_inside, local_targets, mask, resolved
 from shard_pipeline.submit.rclone import Rclone, RcloneFailed, RcloneMissing
+from shard_pipeline.submit.scope import runs_roots
 from shard_pipeline.units import plural
 
 SUMS_NAME = "_SHA256SUMS"
@@ -160,7 +160,7 @@ def publish_held(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> 
           f"({MANIFEST_NAME} last, {SUMS_NAME}), sha256 verified by {verified_by}")
     if run is None:
         print(f"record: not written: the run directory of {out} is unknown (its manifest does not name it and "
-              f"none under {home() / 'runs'} wrote it); give --run-dir RUNDIR to record it there")
+              f"none under {' or '.join(map(str, runs_roots()))} wrote it); give --run-dir RUNDIR to record it there")
         return ExitCode.OK
     try:
         print(f"record: {record_publication(run, record)}")
@@ -184,7 +184,8 @@ def refuse_dest_inside(rclone: Rclone, dest: str, out: Path, run_dir: Path | Non
     targets = local_targets(dest, config)
     protected = {"OUT": out, "OUT.tmp": out.with_name(out.name + ".tmp"), "OUT.replaced": parking_dir_for(out),
                  "the claim file of OUT": claim_path(out), "the claim lock of OUT": Path(f"{claim_path(out)}.lock"),
-                 "the publish lock of OUT": publish_lock_path(out), "the runs folder": home() / "runs"}
+                 "the publish lock of OUT": publish_lock_path(out),
+                 **{f"the runs folder {r}": r for r in runs_roots()}}
     if run_dir is not None:
         protected["--run-dir"] = run_dir
     for target in targets:
@@ -295,8 +296,9 @@ def find_run_dir(out: Path, manifest: dict[str, Any], given: Path | None) -> Pat
             raise PublishRefused(f"--run-dir {run} did not write {out} (no config.json there with this output's "
                                  "path and config sha256); give the run directory that made it, or leave --run-dir out")
         return run
-    runs = home() / "runs"  # a run of one language, or a language of a run of several (RUNDIR/<LANG>)
-    found = [p.parent for p in sorted([*runs.glob("*/config.json"), *runs.glob("*/*/config.json")]) if wrote_out(p.parent)]
+    # a run of one language, or a language of a run of several (RUNDIR/<LANG>)
+    found = [p.parent for runs in runs_roots() for p in sorted([*runs.glob("*/config.json"), *runs.glob("*/*/config.json")])
+             if wrote_out(p.parent)]
     return found[0] if len(found) == 1 else None
 
 

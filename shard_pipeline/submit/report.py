@@ -17,10 +17,19 @@ from shard_pipeline.units import human_bytes, plural, share_of_mem
 def describe(args, ms, executor: str, settings, rundir: Path | None, several: bool) -> str:
     """The dry-run: one language's scope and projection, or a row per language of a run of several."""
     if several:
-        return describe_languages(args, ms, executor, settings)
-    (lang,) = ms.langs
-    sc = ms.scopes[lang]
-    return describe_one(args, sc.subset, sc.shards, sc.lay, executor, settings, rundir)
+        text = describe_languages(args, ms, executor, settings)
+    else:
+        (lang,) = ms.langs
+        sc = ms.scopes[lang]
+        text = describe_one(args, sc.subset, sc.shards, sc.lay, executor, settings, rundir)
+    return text + ("\n" + bulk_line(rundir, [ms.scopes[l].lay for l in ms.langs]) if rundir is not None else "")
+
+
+def bulk_line(rundir: Path, lays: list[layout_mod.Layout]) -> str:
+    """Where the run's bulk goes and how much: the partition spill, in the run directory until the run is done."""
+    spill = sum(s.write_bytes for lay in lays for s in project(lay) if s.stage == "partition")
+    return (f"run dir          {rundir}: the partition spill there peaks at ~{human_bytes(spill)}; a done run "
+            "removes it (--keep-spill keeps it)")
 
 
 def describe_one(args, subset, shards, lay: layout_mod.Layout, executor: str, settings, rundir: Path | None = None) -> str:

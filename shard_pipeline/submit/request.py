@@ -52,6 +52,7 @@ class Request:
     write_tasks: int | None
     buckets: int | None
     spill_bytes: int | None
+    keep_spill: bool
     jobs: int
     dry_run: bool
     # the other commands

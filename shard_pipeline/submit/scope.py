@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from shard_pipeline.errors import UsageError
+from shard_pipeline.errors import UsageError, UserError
 from shard_pipeline.paths import PRESET_DIR, home
 from shard_pipeline.submit import option_checks
 from shard_pipeline.submit import layout as layout_mod
@@ -249,7 +249,19 @@ def check_fits_room(lay: layout_mod.Layout, room: QueueRoom) -> None:
                          "none: the layout fits itself), or a larger --cpus-per-task (C units per array task)")
 
 
-def default_run_dir(args: Request, subset: str) -> Path:
+def runs_roots() -> list[Path]:
+    """Where run directories are made by default: the conf's RUNS_ROOT and runs/ beside the conf (publish
+    looks for the run that wrote an output in both)."""
+    from shard_pipeline.submit.settings import load_settings
+
+    try:
+        configured = load_settings(cli={}, conf_path=None, repo_root=home(), preset_dir=PRESET_DIR).runs_root
+    except (UserError, OSError):
+        configured = home() / "runs"
+    return list(dict.fromkeys([configured, home() / "runs"]))
+
+
+def default_run_dir(args: Request, subset: str, runs_root: Path) -> Path:
     wds = (args.wds or "all").replace(",", "_")
     src = f"-{args.sources.replace(',', '_')}" if args.sources else ""
-    return home() / "runs" / f"{args.corpus}-{subset}-{args.lang}-{wds}{src}"
+    return runs_root / f"{args.corpus}-{subset}-{args.lang}-{wds}{src}"

@@ -38,6 +38,10 @@ KEYS: dict[str, str] = {
     "COUNTS_INDEX": "shared counts index directory (relative paths: relative to the checkout, or the current directory when "
                     "installed); {ACCOUNT} in it is replaced by ACCOUNT (lumi preset: /projappl/{ACCOUNT}/hplt-counts), "
                     "and without ACCOUNT such an index is off",
+    "RUNS_ROOT": "folder a new run's directory goes in when --run-dir is not given (default: runs/ beside the conf); "
+                 "it holds the partition spill, about 1.6x the compressed input, so on a cluster put it on scratch; "
+                 "{ACCOUNT} in it is replaced by ACCOUNT (lumi preset: /scratch/{ACCOUNT}/hplt-shard-runs), and "
+                 "without ACCOUNT the default is used",
     "LICENSE": "SPDX id written to every row's license_spdx, e.g. CC0-1.0 for HPLT",
     "PRESET": "name of a shipped preset (shard_pipeline/submit/presets/) whose values this conf overrides, e.g. lumi",
     "V3_BASE_URL": "HPLT v3 download base holding <lang>.map, e.g. https://data.hplt-project.org/three/sorted",
@@ -94,6 +98,7 @@ class Settings:
     max_tasks: int
     submit_limit: int | None
     counts_index: Path | None  # None: off (a {ACCOUNT} index with no ACCOUNT set)
+    runs_root: Path  # where a new run's directory goes by default
     license: str | None
     preset: str | None
     v3_base_url: str
@@ -304,23 +309,24 @@ def _resolve(value: str, base: Path) -> Path:
     return path if path.is_absolute() else base / path
 
 
-def _counts_index(entry: tuple[str, str] | None, account: tuple[str, str] | None,
+def _account_path(key: str, entry: tuple[str, str] | None, account: tuple[str, str] | None,
                   path_of: Callable[[str], Path | None]) -> Path | None:
-    """COUNTS_INDEX with {ACCOUNT} filled in: each project's own index; None (off) when ACCOUNT is not set.
+    """A path setting with {ACCOUNT} filled in (each project's own folder); None when it names {ACCOUNT} and
+    ACCOUNT is not set, or when the setting is not given.
 
-    A preset cannot name one group's directory for everyone: a run writes its rows there.
+    A preset cannot name one group's directory for everyone: a run writes there.
     """
     if entry is None:
         return None
     value, where = entry
     if ACCOUNT_FIELD not in value:
-        return path_of("COUNTS_INDEX")
+        return path_of(key)
     if account is None:
         return None
     if not _ACCOUNT_RE.match(account[0]):
-        raise ConfError(account[1], f"ACCOUNT {account[0][:80]!r} cannot be part of the counts index path {value} "
+        raise ConfError(account[1], f"ACCOUNT {account[0][:80]!r} cannot be part of the {key} path {value} "
                         "(letters, digits, . _ -)")
-    return Path(str(path_of("COUNTS_INDEX")).replace(ACCOUNT_FIELD, account[0]))
+    return Path(str(path_of(key)).replace(ACCOUNT_FIELD, account[0]))
 
 
 def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_root: Path,
@@ -382,8 +388,9 @@ def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_ro
 
     module_entry = pick("MODULE_LOAD_CMD")
     module_loads = _check_module_load(*module_entry) if module_entry else ()
-    counts_index = _counts_index(pick("COUNTS_INDEX"), pick("ACCOUNT"), path_of) or (
+    counts_index = _account_path("COUNTS_INDEX", pick("COUNTS_INDEX"), pick("ACCOUNT"), path_of) or (
         None if pick("COUNTS_INDEX") else repo_root / "counts-index")
+    runs_root = _account_path("RUNS_ROOT", pick("RUNS_ROOT"), pick("ACCOUNT"), path_of) or repo_root / "runs"
 
     return Settings(
         account=text("ACCOUNT"),
@@ -394,6 +401,7 @@ def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_ro
         max_tasks=number("MAX_TASKS", 200),  # type: ignore[arg-type]
         submit_limit=number("SUBMIT_LIMIT", None),
         counts_index=counts_index,
+        runs_root=runs_root,
         license=text("LICENSE"),
         preset=preset_name,
         v3_base_url=text("V3_BASE_URL", DEFAULT_V3_BASE_URL),  # type: ignore[arg-type]
