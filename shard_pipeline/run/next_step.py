@@ -28,7 +28,8 @@ CORRUPT = "CorruptShard: "  # input/reader.py: a stream that cannot be read to i
 # short (short_read, http_error) may come whole on the next try: --resume fetches it again.
 _BROKEN_FILE = re.compile(r"CorruptShard: (?!https?://).*?: (?:empty_file|not_zstd|corrupt_frame|truncated): ")
 _DROPPED = {"--run-dir": 1, "--dry-run": 0}  # option -> how many values follow it
-FLAGS = ("--dry-run", "--replace-other", "--clean", "--dataset-card", "--version", "-h", "--help")  # take no value
+FLAGS = ("--dry-run", "--replace-other", "--clean", "--dataset-card", "--release-changed", "--version", "-h",
+         "--help")  # take no value
 _OF_SEVERAL = {"--langs-file": 1, "--out": 1}  # what a language alone replaces (its LANG, its own OUT)
 
 
