@@ -15,8 +15,13 @@ from shard_pipeline.input.corpus import InputShard, find_shards
 from shard_pipeline.input.counts_index import (
     HEADER,
     CountRow,
+    ImpossibleRow,
+    Merge,
+    impossible_reason,
     index_path,
     lookup,
+    merge,
+    read_index,
     read_rows,
     record,
 )
@@ -29,7 +34,7 @@ def corpus(tmp: Path, names: list[str]) -> list[InputShard]:
     root = tmp / "clean"
     (root / "eng_Latn").mkdir(parents=True, exist_ok=True)
     for k, name in enumerate(names):
-        (root / "eng_Latn" / f"{name}.jsonl.zst").write_bytes(b"z" * (10 + k))
+        (root / "eng_Latn" / f"{name}.jsonl.zst").write_bytes(b"z" * (1000 + k))  # more bytes than documents
     return find_shards("eng_Latn", corpus="v4", local_root=root)
 
 
@@ -89,12 +94,12 @@ def test_record_replaces_same_shard_and_keeps_others(tmp_path: Path) -> None:
     path = index_path(idx, "v4", "clean", "eng_Latn")
     with open(path, "a") as fh:
         fh.write("foreign row we do not understand\n")
-    replaced = record(idx, "v4", "clean", "eng_Latn", [row_for(shards[1], 20), row_for(shards[2], 3)])
+    merged = record(idx, "v4", "clean", "eng_Latn", [row_for(shards[1], 20), row_for(shards[2], 3)])
     # the same file (size, mtime) with another count: the old row was wrong, and the replacement is said
     old = row_for(shards[1], 2)
-    assert replaced == [f"{old.shard}: {old.bytes} bytes, mtime {old.mtime}, 2 documents -> "
-                        f"{old.bytes} bytes, mtime {old.mtime}, 20 documents"]
-    assert record(idx, "v4", "clean", "eng_Latn", [row_for(shards[1], 20)]) == []  # the same row again: nothing to say
+    assert [c.describe() for c in merged.replaced] == [f"{old.shard}: {old.bytes} bytes, mtime {old.mtime}, "
+                                                       f"2 documents -> {old.bytes} bytes, mtime {old.mtime}, 20 documents"]
+    assert record(idx, "v4", "clean", "eng_Latn", [row_for(shards[1], 20)]) == Merge()  # the same row again: nothing to say
     lines = path.read_text().splitlines()
     assert lines[1:] == [
         row_for(shards[0], 1).to_line(),
@@ -128,6 +133,67 @@ def test_bad_rows_are_refused(tmp_path: Path) -> None:
             record(tmp_path, "v4", "clean", "eng_Latn", [bad])
     with pytest.raises(ValueError):
         index_path(tmp_path, "../v4", "clean", "eng_Latn")
+
+
+@pytest.mark.parametrize("size,docs,why", [
+    (-5, 0, "negative size"), (100, -1, "negative document count"), (0, 3, "0 bytes"),
+    (55_000, 10**11, "more documents than bytes"),
+])
+def test_a_row_that_cannot_be_true_is_named(size, docs, why) -> None:
+    assert why in impossible_reason(size, docs)
+
+
+@pytest.mark.parametrize("size,docs", [(0, 0), (1000, 1000), (22_000_000_000, 13_000_000)])
+def test_a_row_that_can_be_true_passes(size, docs) -> None:
+    assert impossible_reason(size, docs) is None
+
+
+def test_impossible_rows_are_read_apart_and_never_counted(tmp_path: Path) -> None:
+    shards = corpus(tmp_path, ["9_1.cc", "9_2.cc", "9_3.cc", "9_4.cc"])
+    idx = tmp_path / "idx"
+    path = index_path(idx, "v4", "clean", "eng_Latn")
+    path.parent.mkdir(parents=True)
+    s = shards
+    path.write_text("\t".join(HEADER) + "\n"
+                    f"9_1.cc.jsonl.zst\t{s[0].size}\t{s[0].mtime}\t-7\tm\t{WHEN}\n"  # negative count
+                    f"9_2.cc.jsonl.zst\t{s[1].size}\t{s[1].mtime}\t100000000000\tm\t{WHEN}\n"  # 10^11 documents
+                    f"9_3.cc.jsonl.zst\t{s[2].size}\t{s[2].mtime}\t4.5\tm\t{WHEN}\n"  # not a whole number
+                    f"9_4.cc.jsonl.zst\t{s[3].size}\t{s[3].mtime}\t7\tm\t{WHEN}\n")
+    index = read_index(idx, "v4", "clean", "eng_Latn")
+    assert sorted(index.impossible) == ["9_1.cc.jsonl.zst", "9_2.cc.jsonl.zst", "9_3.cc.jsonl.zst"]
+    assert [r.shard for r in index.impossible_of(shards[1:])] == ["9_2.cc.jsonl.zst", "9_3.cc.jsonl.zst"]
+    assert "not a whole number" in index.impossible["9_3.cc.jsonl.zst"].reason
+    assert lookup(index.rows, shards) == {"9_4.cc": 7}  # the run counts the others itself: nothing negative projected
+
+
+def test_a_smaller_row_never_replaces_a_larger_one_without_the_word(tmp_path: Path) -> None:
+    shards = corpus(tmp_path, ["9_1.cc", "9_2.cc"])
+    whole = CountRow("9_1.cc.jsonl.zst", 5000, 1, 40, "m", WHEN)
+    cut = CountRow("9_1.cc.jsonl.zst", 3000, 2, 25, "m", WHEN)  # the same file cut at a frame boundary
+    lines = [whole.to_line()]
+    kept_lines, done = merge(lines, [cut], accept_smaller=False)
+    assert kept_lines == lines and done.replaced == () and [c.old for c in done.kept] == [whole]
+    assert done.kept[0].smaller and len(done.warnings()) == 1
+    new_lines, done = merge(lines, [cut], accept_smaller=True)
+    assert new_lines == [cut.to_line()] and done.kept == () and done.replaced[0].smaller
+    assert "--release-changed" in done.warnings()[0]
+    fewer_docs_only = CountRow("9_1.cc.jsonl.zst", 5000, 1, 39, "m", WHEN)
+    assert merge(lines, [fewer_docs_only], accept_smaller=False)[0] == lines
+    grown = CountRow("9_1.cc.jsonl.zst", 6000, 3, 41, "m", WHEN)  # a whole copy over a row of a cut one
+    new_lines, done = merge(lines, [grown], accept_smaller=False)
+    assert new_lines == [grown.to_line()] and not done.replaced[0].smaller and done.warnings() == []
+    idx = tmp_path / "idx"
+    record(idx, "v4", "clean", "eng_Latn", [row_for(shards[0], 30)])
+    assert record(idx, "v4", "clean", "eng_Latn", [row_for(shards[0], 29)]).kept  # through the file, under its lock
+    assert read_rows(idx, "v4", "clean", "eng_Latn")["9_1.cc.jsonl.zst"].docs == 30
+
+
+def test_an_impossible_row_is_replaced_by_a_read_whatever_its_numbers() -> None:
+    bad = "9_1.cc.jsonl.zst\t55000\t1\t100000000000\tm\t" + WHEN
+    read = CountRow("9_1.cc.jsonl.zst", 55000, 1, 40, "m", WHEN)
+    lines, done = merge([bad, "9_2.cc.jsonl.zst\t-1\t1\t1\tm\t" + WHEN], [read], accept_smaller=False)
+    assert lines == [read.to_line(), "9_2.cc.jsonl.zst\t-1\t1\t1\tm\t" + WHEN]  # others' rows kept verbatim
+    assert isinstance(done.replaced[0].old, ImpossibleRow) and not done.replaced[0].smaller
 
 
 def test_failed_write_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

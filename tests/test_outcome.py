@@ -23,7 +23,10 @@ def test_each_failure_has_its_kind():
     assert kind_of(CorruptShard("https://h/eng/1.jsonl.zst", 3, "truncated", "cut")) is Kind.FAILED
     assert kind_of(CorruptShard("/c/eng/1.jsonl.zst", 3, "short_read", "cut")) is Kind.FAILED
     assert kind_of(OSError("disk full")) is Kind.FAILED
-    assert {k for k in Kind if k in outcome.NEEDS_NEW_RUN} == {Kind.BAD_RECORD, Kind.REPEATED_ID, Kind.BROKEN_INPUT}
+    from shard_pipeline.input.index_check import InputShorterThanIndex
+    assert kind_of(InputShorterThanIndex([], Path("/i/eng_Latn.tsv"), "fetch it again")) is Kind.SHORT_INPUT
+    assert {k for k in Kind if k in outcome.NEEDS_NEW_RUN} == {Kind.BAD_RECORD, Kind.REPEATED_ID, Kind.BROKEN_INPUT,
+                                                               Kind.SHORT_INPUT}
 
 
 def test_an_outcome_is_written_read_back_and_forgotten_when_a_new_attempt_starts(tmp_path):

@@ -92,25 +92,27 @@ def test_input_changed_while_read_fails_naming_both_values(tmp_path, fake_slurm,
 
 @pytest.mark.slow
 def test_counts_index_row_that_disagrees_is_reported_and_recorded(tmp_path, capsys):
+    """A row counted from a smaller copy (a cut download counted once), the file whole now: said, and replaced
+    by the full read. (A row that knows the file as larger stops the run: test_short_inputs.py.)"""
     root = make_corpus(tmp_path, n_docs=40)
     path = root / LANG / SHARD
     st = path.stat()
     idx = tmp_path / "index"
-    record(idx, *index_file(idx, root).relative_to(idx).parts[:2], LANG, [CountRow(SHARD, st.st_size + 5, int(st.st_mtime), 999, "hplt-shard-read",
+    record(idx, *index_file(idx, root).relative_to(idx).parts[:2], LANG, [CountRow(SHARD, st.st_size - 5, int(st.st_mtime), 3, "hplt-shard-read",
                                                "2026-01-01T00:00:00Z")])
     args = ["--counts-index", str(idx), "--shard-rows", "10"]
     assert run_cli(root, tmp_path / "out", tmp_path / "run", "--dry-run", *args) == 0
     err = capsys.readouterr().err
     line = next(l for l in err.splitlines() if SHARD in l)
-    assert f"{st.st_size + 5} bytes" in line and f"{st.st_size} bytes" in line and "999 documents" in line
+    assert f"{st.st_size - 5} bytes" in line and f"{st.st_size} bytes" in line and "3 documents" in line
     assert "documents" in line.split("the file has")[1]
     assert run_cli(root, tmp_path / "out", tmp_path / "run", *args) == 0
     assert SHARD in capsys.readouterr().err
     rec = json.loads((tmp_path / "run" / "run.json").read_text())["counts_index_disagreements"]
-    assert rec[0]["file"] == str(path) and rec[0]["index_bytes"] == st.st_size + 5 and rec[0]["index_docs"] == 999
+    assert rec[0]["file"] == str(path) and rec[0]["index_bytes"] == st.st_size - 5 and rec[0]["index_docs"] == 3
     assert rec[0]["file_bytes"] == st.st_size
     validation = json.loads((tmp_path / "run" / "validation.json").read_text())
-    assert any(SHARD in r and "999 documents" in r for r in validation["counts_index_replaced"])
+    assert any(SHARD in r and "3 documents ->" in r for r in validation["counts_index_replaced"])
 
 
 @pytest.mark.slow

@@ -7,6 +7,8 @@ Same layout as the HPLT sampler's, so one index serves both tools:
 only while its size and mtime still match; URL shards have no stat and are
 trusted by name, as the sampler does. Writers merge under a file lock and
 replace the file atomically, so concurrent runs and users never lose rows.
+A row that cannot describe any file (`impossible_reason`) is named and ignored,
+and a row is never replaced by a smaller one unless the release changed.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from shard_pipeline.input.corpus import SUFFIX, InputShard
 
 HEADER = ("shard", "bytes", "mtime", "docs", "method", "counted")
 HEADER_LINE = "\t".join(HEADER)
+RELEASE_CHANGED = "--release-changed"  # the option that says a smaller file is right (input/index_check.py)
 LOCK_TIMEOUT = 600.0  # seconds; a stuck writer should fail a job, not hang it forever
 _DIGITS_RE = re.compile(r"(\d+)")
 
@@ -45,9 +48,46 @@ class CountRow:
             value = getattr(self, name)
             if not value or any(c in value for c in "\t\r\n"):
                 raise ValueError(f"counts index {name} {value!r} must be non-empty without tabs or newlines")
-        if self.bytes < 0 or self.docs < 0:
-            raise ValueError(f"counts index row for {self.shard}: negative bytes or docs")
+        why = impossible_reason(self.bytes, self.docs)
+        if why is not None:
+            raise ValueError(f"counts index row for {self.shard}: {why}")
         return "\t".join((self.shard, str(self.bytes), str(self.mtime), str(self.docs), self.method, self.counted))
+
+    def state(self) -> str:
+        return f"{self.bytes} bytes, mtime {self.mtime}, {self.docs} documents"
+
+    def larger_than(self, new: "CountRow") -> bool:
+        """This row knows the file as larger (bytes) or with more documents than `new` does."""
+        return self.bytes > new.bytes or self.docs > new.docs
+
+
+@dataclass(frozen=True)
+class ImpossibleRow:
+    """A row whose numbers no file can have: ignored (the run counts that file itself), named, and replaced by the
+    next full read. Kept verbatim by writers until then, so no one's row is lost in silence."""
+
+    shard: str
+    line: str  # as it stands in the index file
+    reason: str
+
+    def describe(self, path: Path) -> str:
+        return (f"the counts index file {path}: the row of {self.shard} cannot be true ({self.reason}): "
+                f"{self.line!r}; ignored: this run counts that file itself")
+
+    def to_json(self) -> dict:
+        return {"shard": self.shard, "row": self.line, "reason": self.reason}
+
+
+def impossible_reason(size: int, docs: int) -> str | None:
+    """Why a row's size and count can describe no `.jsonl.zst` file, or None. A JSON document with an
+    id compresses to more than one byte, so a file holds fewer documents than it has bytes."""
+    if size < 0 or docs < 0:
+        return f"a negative {'size' if size < 0 else 'document count'}"
+    if size == 0 and docs > 0:
+        return f"{docs} documents in a file of 0 bytes"
+    if docs > size:
+        return f"{docs} documents in {size} bytes, more documents than bytes"
+    return None
 
 
 def index_path(root: Path, corpus: str, subset: str, lang: str) -> Path:
@@ -58,16 +98,24 @@ def index_path(root: Path, corpus: str, subset: str, lang: str) -> Path:
     return Path(root) / corpus / subset / f"{lang}.tsv"
 
 
-def _parse_row(line: str) -> CountRow | None:
-    """A row, or None when it is not one of ours (kept verbatim by writers, ignored by readers)."""
+def _whole_number(value: str) -> int | None:
+    return int(value) if re.fullmatch(r"-?[0-9]+", value) else None
+
+
+def _parse_row(line: str) -> CountRow | ImpossibleRow | None:
+    """A row, an impossible one (named by readers, kept verbatim by writers), or None when the line is
+    not a row of this layout (another field count: kept verbatim by writers, ignored by readers)."""
     fields = line.split("\t")
     if len(fields) != len(HEADER):
         return None
     shard, size, mtime, docs, method, counted = fields
-    try:
-        return CountRow(shard, int(size), int(mtime), int(docs), method, counted)
-    except ValueError:
-        return None
+    numbers = {"size": _whole_number(size), "mtime": _whole_number(mtime), "document count": _whole_number(docs)}
+    bad = [f"{name} {value!r} is not a whole number" for (name, n), value in zip(numbers.items(), (size, mtime, docs))
+           if n is None]
+    why = "; ".join(bad) or impossible_reason(numbers["size"], numbers["document count"])
+    if why:
+        return ImpossibleRow(shard, line, why)
+    return CountRow(shard, numbers["size"], numbers["mtime"], numbers["document count"], method, counted)
 
 
 def _read(path: Path) -> list[str]:
@@ -84,15 +132,35 @@ def _read(path: Path) -> list[str]:
     return [line for line in lines[1:] if line.strip()]
 
 
-def read_rows(root: Path, corpus: str, subset: str, lang: str) -> dict[str, CountRow]:
-    """The rows of one index file by shard file name (a later row for the same shard wins); {} when there
-    is none. Malformed rows are ignored, which only means a recount."""
-    rows: dict[str, CountRow] = {}
-    for line in _read(index_path(root, corpus, subset, lang)):
+@dataclass(frozen=True)
+class IndexRows:
+    """One index file as read: its rows, and the rows that cannot be true, by shard file name."""
+
+    path: Path
+    rows: dict[str, CountRow]
+    impossible: dict[str, ImpossibleRow]
+
+    def impossible_of(self, shards: Sequence[InputShard]) -> list[ImpossibleRow]:
+        """The impossible rows of these shards: the ones a run over them names."""
+        return [self.impossible[s.name + SUFFIX] for s in shards if s.name + SUFFIX in self.impossible]
+
+
+def read_index(root: Path, corpus: str, subset: str, lang: str) -> IndexRows:
+    """The rows of one index file by shard file name (a later row for the same shard wins, as writers keep
+    it); empty when there is none. Lines of another layout are ignored, which only means a recount."""
+    path = index_path(root, corpus, subset, lang)
+    last: dict[str, CountRow | ImpossibleRow] = {}
+    for line in _read(path):
         row = _parse_row(line)
         if row is not None:
-            rows[row.shard] = row
-    return rows
+            last[row.shard] = row
+    return IndexRows(path, {k: r for k, r in last.items() if isinstance(r, CountRow)},
+                     {k: r for k, r in last.items() if isinstance(r, ImpossibleRow)})
+
+
+def read_rows(root: Path, corpus: str, subset: str, lang: str) -> dict[str, CountRow]:
+    """The rows of one index file that can be true (`read_index`)."""
+    return read_index(root, corpus, subset, lang).rows
 
 
 def lookup(rows: dict[str, CountRow], shards: Sequence[InputShard]) -> dict[str, int]:
@@ -170,24 +238,89 @@ def make_root(root: Path) -> None:
     root.mkdir(exist_ok=True)
 
 
-def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[CountRow]) -> list[str]:
-    """Merge rows into the index: same-shard rows are replaced, all others kept.
+@dataclass(frozen=True)
+class Replacement:
+    """An index row a full read met: replaced by the read's row, or kept because it knows the file as larger."""
+
+    old: CountRow | ImpossibleRow
+    new: CountRow
+
+    @property
+    def smaller(self) -> bool:
+        """The read's row knows the file as smaller (bytes or documents): a cut file, unless the release changed."""
+        return isinstance(self.old, CountRow) and self.old.larger_than(self.new)
+
+    def describe(self) -> str:
+        old = self.old.state() if isinstance(self.old, CountRow) else f"a row that cannot be true ({self.old.reason})"
+        return f"{self.new.shard}: {old} -> {self.new.state()}"
+
+
+@dataclass(frozen=True)
+class Merge:
+    """What a write did to rows already there: `replaced` (another size, mtime or count, said, never silent:
+    a count that was wrong for the same file is worth a warning too), `kept` (smaller rows not written)."""
+
+    replaced: tuple[Replacement, ...] = ()
+    kept: tuple[Replacement, ...] = ()
+
+    def warnings(self) -> list[str]:
+        """What --status and the done message repeat: rows replaced by smaller ones (the run was given
+        --release-changed), rows kept because they know a file as larger (written while the run ran)."""
+        smaller = [f"the counts index row of {c.new.shard} was replaced by a smaller one ({RELEASE_CHANGED}): "
+                   f"{c.old.state()} -> {c.new.state()}" for c in self.replaced if c.smaller]
+        kept = [f"the counts index row of {c.new.shard} was kept ({c.old.state()}): it knows the file as larger than "
+                f"this run read it ({c.new.state()}; a row written while this run ran?); if the release changed, a "
+                f"run with {RELEASE_CHANGED} replaces it" for c in self.kept]
+        return smaller + kept
+
+
+def merge(lines: Sequence[str], rows: Sequence[CountRow], accept_smaller: bool) -> tuple[list[str], Merge]:
+    """The index's data lines with `rows` merged in, in natural shard order, lines of another layout last.
+
+    A row never replaces one that knows the file as larger or with more documents unless
+    `accept_smaller` (the release changed): a file cut short must not erase the evidence."""
+    last: dict[str, CountRow | ImpossibleRow] = {}
+    kept_lines: dict[str, str] = {}
+    foreign: list[str] = []
+    for line in lines:
+        row = _parse_row(line)
+        if row is None:
+            foreign.append(line)  # not ours to judge: keep it verbatim
+        else:
+            last[row.shard], kept_lines[row.shard] = row, line
+    replaced, kept = [], []
+    for new in rows:
+        old = last.get(new.shard)
+        change = Replacement(old, new) if old is not None else None
+        if change is not None and change.smaller and not accept_smaller:
+            kept.append(change)
+            continue
+        if change is not None and (isinstance(old, ImpossibleRow) or
+                                   (old.bytes, old.mtime, old.docs) != (new.bytes, new.mtime, new.docs)):
+            replaced.append(change)
+        kept_lines[new.shard] = new.to_line()
+    ordered = [kept_lines[name] for name in sorted(kept_lines, key=lambda n: (_natural(n), n))]
+    return ordered + foreign, Merge(tuple(replaced), tuple(kept))
+
+
+def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[CountRow],
+           accept_smaller: bool = False) -> Merge:
+    """Merge rows into the index (`merge`): same-shard rows are replaced, all others kept.
 
     Callers pass rows only from full reads. The merge runs under
     ``<file>.lock``; the new file is written next to the old one, fsynced and
     renamed over it, so a reader sees the old or the new file, never half.
-    Returns the replaced rows that described another size, mtime or document count (said, never silent:
-    a count that was wrong for the same file is worth a warning too).
     The lock wait is bounded: a lock that cannot be had ends in an OSError naming it.
     """
     from filelock import Timeout
 
     if not rows:
-        return []
+        return Merge()
+    for row in rows:
+        row.to_line()  # a bad row is refused before the lock is taken
     path = index_path(root, corpus, subset, lang)
     make_root(Path(root))
     path.parent.mkdir(parents=True, exist_ok=True)
-    new_lines = {row.shard: row.to_line() for row in rows}
     lock_file = str(path) + ".lock"
     try:
         os.close(os.open(lock_file, os.O_CREAT | os.O_RDWR, 0o666))  # an error now, not a wait until the timeout
@@ -199,26 +332,10 @@ def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[Count
     except Timeout:
         raise TimeoutError(f"could not lock the counts index {lock_file} within {LOCK_TIMEOUT:.0f} s "
                            "(another writer holds it)") from None
-    replaced: list[str] = []
-    by_shard = {r.shard: r for r in rows}
     try:
-        merged: dict[str, str] = {}
-        foreign: list[str] = []
-        for line in _read(path):
-            row = _parse_row(line)
-            if row is None:
-                foreign.append(line)  # not ours to judge: keep it verbatim
-            else:
-                merged[row.shard] = line
-                new = by_shard.get(row.shard)
-                if new is not None and (new.bytes, new.mtime, new.docs) != (row.bytes, row.mtime, row.docs):
-                    replaced.append(f"{row.shard}: {row.bytes} bytes, mtime {row.mtime}, {row.docs} documents -> "
-                                    f"{new.bytes} bytes, mtime {new.mtime}, {new.docs} documents")
-        merged.update(new_lines)
-        body = HEADER_LINE + "\n"
-        body += "".join(merged[name] + "\n" for name in sorted(merged, key=lambda n: (_natural(n), n)))
-        body += "".join(line + "\n" for line in foreign)
+        lines, done = merge(_read(path), rows, accept_smaller)
+        body = HEADER_LINE + "\n" + "".join(line + "\n" for line in lines)
         write_bytes_atomic(path, body.encode("utf-8"), _file_mode(path))
     finally:
         lock.release()
-    return replaced
+    return done

@@ -23,7 +23,8 @@ from shard_pipeline.run.outcome import Kind, Outcome
 from shard_pipeline.run.rundir import RunDir, fresh_run_dir, read_json
 
 _DROPPED = {"--run-dir": 1, "--dry-run": 0}  # option -> how many values follow it
-FLAGS = ("--dry-run", "--replace-other", "--clean", "--dataset-card", "--keep-spill", "--version", "-h", "--help")  # take no value
+FLAGS = ("--dry-run", "--replace-other", "--clean", "--dataset-card", "--keep-spill", "--release-changed", "--version",
+         "-h", "--help")  # take no value
 _OF_SEVERAL = {"--langs-file": 1, "--out": 1}  # what a language alone replaces (its LANG, its own OUT)
 
 
@@ -105,6 +106,8 @@ class NewRun:
     quarantine: str | None = None  # for a bad record: the new run that sets bad records aside
 
     def render(self) -> str:
+        if self.kind is Kind.SHORT_INPUT:  # the refusal names the files and both ways on itself
+            return f"stopped: {self.cause}"
         if self.kind is Kind.REPEATED_ID:
             return (f"stopped at a {self.cause}\n"
                     "  --resume cannot go past it (it reads the same lines and refuses a changed input). Keep one "
@@ -135,7 +138,9 @@ def new_run(run: RunDir, failed: Sequence[Outcome] | None = None) -> NewRun | No
     stops = [o for o in failed if o.needs_new_run and (o.kind is not Kind.BAD_RECORD or failing)]
     if not stops:
         return None
-    first = min(stops, key=lambda o: (o.kind is Kind.BAD_RECORD, o.kind is Kind.BROKEN_INPUT))  # a repeated id first
+    # what to fix first: a short input (every count depends on it), a repeated id, a broken input, a bad record
+    first = min(stops, key=lambda o: (o.kind is not Kind.SHORT_INPUT, o.kind is Kind.BAD_RECORD,
+                                      o.kind is Kind.BROKEN_INPUT))
     fixed = new_run_command(run, "fixed")
     if fixed is None:
         return None

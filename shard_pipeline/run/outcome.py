@@ -27,11 +27,12 @@ class Kind(enum.Enum):
     BAD_RECORD = "bad_record"  # a line that cannot become a document stopped a --bad-records fail run
     REPEATED_ID = "repeated_id"  # two input lines share a document id
     BROKEN_INPUT = "broken_input"  # a local input that cannot be read to its end (truncated, corrupt)
+    SHORT_INPUT = "short_input"  # an input the counts index knows as larger: a download cut short
     FAILED = "failed"  # anything else: fix the cause, then --resume
 
 
 # The kinds a resume cannot go past: it reads the same lines, and refuses a changed input.
-NEEDS_NEW_RUN = frozenset({Kind.BAD_RECORD, Kind.REPEATED_ID, Kind.BROKEN_INPUT})
+NEEDS_NEW_RUN = frozenset({Kind.BAD_RECORD, Kind.REPEATED_ID, Kind.BROKEN_INPUT, Kind.SHORT_INPUT})
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,10 @@ class DamagedOutcome(Exception):
 def kind_of(exc: BaseException) -> Kind:
     """The kind of failure an exception raised out of a stage is."""
     from shard_pipeline.input.failures import BadRecord, CorruptShard, RepeatedId
+    from shard_pipeline.input.index_check import InputShorterThanIndex
 
+    if isinstance(exc, InputShorterThanIndex):
+        return Kind.SHORT_INPUT
     if isinstance(exc, BadRecord):
         return Kind.BAD_RECORD
     if isinstance(exc, RepeatedId):

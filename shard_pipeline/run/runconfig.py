@@ -109,7 +109,8 @@ class Execution:
     intermediate_compression: str = "lz4"
     counts_index: str | None = None
     counts_index_key: str | None = None  # "<corpus>/<subset>" of this root's rows (identity.index_key); None: legacy
-    keep_spill: bool = False  # a done run keeps its partition spill (finalize.remove_bulk)
+    keep_spill: bool = False  # a done run keeps its partition spill (finalize.remove_spill)
+    release_changed: bool = False  # --release-changed: inputs smaller than the counts index knows them are right
 
     def units_per_task(self, stage: str) -> int:
         """C: the units one array task of `stage` runs at once (its cores); 1 for plan and finalize."""
@@ -140,6 +141,15 @@ class Execution:
 class RunConfig:
     content: Content
     execution: Execution
+
+    def index_key(self) -> tuple[str, str]:
+        """The run's rows' place in the counts index (submit decided it, input/identity.py); run dirs made
+        before it was recorded: corpus/subset."""
+        key = self.execution.counts_index_key
+        if key:
+            corpus, subset = key.split("/", 1)
+            return corpus, subset
+        return self.content.corpus, self.content.subset
 
     def to_json(self) -> dict[str, Any]:
         return {"config_sha256": self.content.sha256(), "content": asdict(self.content), "execution": asdict(self.execution)}

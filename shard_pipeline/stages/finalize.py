@@ -36,7 +36,7 @@ from shard_pipeline.contract.replace import (
 from shard_pipeline.contract.rules import SPLIT_DIRS, ShardFile
 from shard_pipeline.files import atomic_leftovers, file_sha256
 from shard_pipeline.files import write_bytes_atomic
-from shard_pipeline.input.counts_index import CountRow, record
+from shard_pipeline.input.counts_index import CountRow, Merge, record
 from shard_pipeline.input.identity import CorpusNames
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.faults import fault_point
@@ -136,24 +136,16 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[Sh
     return shards
 
 
-def index_key(cfg: RunConfig) -> tuple[str, str]:
-    """The run's rows' place in the index (submit decided it, input/identity.py); run dirs made before: corpus/subset."""
-    key = cfg.execution.counts_index_key
-    if key:
-        corpus, subset = key.split("/", 1)
-        return corpus, subset
-    return cfg.content.corpus, cfg.content.subset
-
-
-def update_counts_index(cfg: RunConfig, run: RunDir) -> tuple[int, list[str]]:
+def update_counts_index(cfg: RunConfig, run: RunDir) -> tuple[int, Merge]:
     """Record every input's exact document count (a full read) in the shared counts index.
 
     Only the index root itself may be made here, and only inside a folder that exists: a run
-    never builds a path such as /projappl/<another project>/... (counts_index.record).
+    never builds a path such as /projappl/<another project>/... (counts_index.record). A row that
+    knows a file as larger stays unless the run was given --release-changed (counts_index.merge).
     """
     root = cfg.execution.counts_index
     if not root:
-        return 0, []
+        return 0, Merge()
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     rows = []
     for t in range(cfg.execution.partition_tasks):
@@ -162,27 +154,30 @@ def update_counts_index(cfg: RunConfig, run: RunDir) -> tuple[int, list[str]]:
             if ref.size is None or ref.mtime is None:
                 continue
             rows.append(CountRow(Path(ref.location).name, ref.size, ref.mtime, inp["read"], "hplt-shard-read", now))
-    replaced = record(Path(root), *index_key(cfg), cfg.content.lang, rows)
-    for line in replaced:  # HPLT releases are immutable: a row for another file state is a signal, said aloud
-        print(f"finalize: counts index row replaced (the file differs from what was counted before): {line}", flush=True)
-    return len(rows), replaced
+    merged = record(Path(root), *cfg.index_key(), cfg.content.lang, rows, accept_smaller=cfg.execution.release_changed)
+    for change in merged.replaced:  # HPLT releases are immutable: a row for another file state is a signal, said aloud
+        print(f"finalize: counts index row replaced (the file differs from what was counted before): "
+              f"{change.describe()}", flush=True)
+    return len(rows), merged
 
 
-def counts_index_step(cfg: RunConfig, run: RunDir) -> dict[str, Any]:
-    """The index update after the swap, as validation.json's fields: a failed write is a warning, never a failed run.
+def counts_index_step(cfg: RunConfig, run: RunDir) -> tuple[dict[str, Any], list[str]]:
+    """The index update after the swap, as validation.json's fields and its warnings (counts_index.Merge): a failed
+    write is a warning, never a failed run.
 
     The output is in place by then; the index only saves a later run a count.
     """
     try:
-        counted, replaced = update_counts_index(cfg, run)
+        counted, merged = update_counts_index(cfg, run)
     except (OSError, ValueError) as exc:  # TimeoutError is an OSError
         where = getattr(exc, "filename", None)
         reason = f"{where}: {exc.strerror}" if getattr(exc, "strerror", None) and where else str(exc)
         warning = (f"the counts index {cfg.execution.counts_index} was not updated ({reason}); "
                    "the output is complete; a later run counts these inputs itself unless the index holds them already")
         print(f"finalize: warning: {warning}", flush=True)
-        return {"counts_index_rows": 0, "counts_index_replaced": [], "counts_index_warning": warning}
-    return {"counts_index_rows": counted, "counts_index_replaced": replaced}
+        return {"counts_index_rows": 0, "counts_index_replaced": [], "counts_index_warning": warning}, []
+    fields = {"counts_index_rows": counted, "counts_index_replaced": [c.describe() for c in merged.replaced]}
+    return fields, [notice(w) for w in merged.warnings()]
 
 
 def clear_left_previous(tmp: Path, out: Path, run: RunDir) -> tuple[str, ...]:
@@ -251,7 +246,7 @@ def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str
            notices: tuple[str, ...] = ()) -> dict[str, Any]:
     """The steps after the swap: counts index, validation.json (with the swap's warnings), DONE, the claim released."""
     c = cfg.content
-    index = counts_index_step(cfg, run)
+    index, index_notes = counts_index_step(cfg, run)
     validation = {
         "config_sha256": c.sha256(),
         "out": str(out),
@@ -266,7 +261,7 @@ def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str
         "splits": manifest["splits"],
         "receipts_match_disk": True,
         **index,
-        "warnings": [*notices, *(notice(w) for w in rank_shortfalls(c.dp_ranks, manifest))],
+        "warnings": [*notices, *(notice(w) for w in rank_shortfalls(c.dp_ranks, manifest)), *index_notes],
     }
     write_json_atomic(run.validation_json, validation)
     run.done_marker.write_text("ok\n")

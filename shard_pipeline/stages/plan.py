@@ -4,7 +4,8 @@ Buckets are ordered id ranges and partition counted every (task, run, bucket) se
 so bucket b starts at the sum of the rows of the buckets before it; shard i is global rows
 [i*R, (i+1)*R), which maps to exact (bucket, offset) ranges. With --split-layout dirs the same
 holds per split (sections count their val rows too), one shard set per split. The plan also proves
-read = kept + quarantined for every input shard before anything is written.
+read = kept + quarantined for every input shard, and that none read fewer documents than the counts
+index knows it holds (run/short_inputs.py), before anything is written.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pyarrow.compute as pc
 
 from shard_pipeline.contract.replace import fresh_tmp_dir
 from shard_pipeline.contract.rules import set_shard_name, shard_bounds, shard_sets
+from shard_pipeline.run.short_inputs import documents_read, refuse_short_inputs
 from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.files import write_json_atomic
@@ -217,6 +219,7 @@ def run_plan(run: RunDir) -> dict[str, Any]:
         receipts.append(rc)
         indexes.append(index)
     conservation = check_conservation(cfg, receipts)
+    refuse_short_inputs(cfg, run.root, documents_read(cfg, receipts), ex.release_changed)  # before OUT.tmp is made
     sections = pa.concat_tables(indexes) if indexes else INDEX_SCHEMA.empty_table()
     sections = sections.take(pc.sort_indices(sections, [("bucket", "ascending"), ("task", "ascending"), ("run", "ascending")]))
     sets, shards = plan_sets(run, cfg, sections)

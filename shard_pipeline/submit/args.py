@@ -111,6 +111,10 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
     add(p, "--slurm-partition", "--partition", dest="worker_partition",
            help="Slurm partition of every job (conf WORKER_PARTITION); --partition is an alias")
     add(p, "--counts-index", type=nonempty, help="shared counts index directory (conf COUNTS_INDEX)")
+    add(p, "--release-changed", action="store_true",
+           help="the release really changed: accept input files smaller (bytes or documents) than the counts "
+                "index knows them, and let finalize replace those rows; without it such a file stops the run "
+                "before anything is queued (fetch it again: a download cut short). Also with --resume")
     add(p, "--max-tasks", type=int, help="array tasks this run may queue (conf MAX_TASKS)")
     add(p, "--mem", help="memory per task of every stage, e.g. 4G; a bare number is megabytes, as for sbatch (default conf WORKER_MEM); a partition task "
            "buffers mem/8 of text; the plan and write jobs get more when the layout estimates they need it")

@@ -163,6 +163,7 @@ class Scope:
     lay: layout_mod.Layout
     known: dict[int, int]  # input index -> documents, from the counts index
     disagree: tuple = ()  # counts-index rows that no longer match their file
+    impossible: tuple = ()  # counts-index rows of these inputs that cannot be true (ignored)
 
 
 def prepare(args: Request, settings, executor: str, budget: int | None = None) -> Scope:
@@ -174,19 +175,23 @@ def prepare(args: Request, settings, executor: str, budget: int | None = None) -
     note = scope.index_warning(settings)
     if note:
         print(f"hplt-shard: warning: {note}", file=sys.stderr)
-    rows = scope.index_rows(settings, key, args.lang)
+    index = scope.index_rows(settings, key, args.lang)
+    rows = index.rows if index is not None else {}
+    impossible = index.impossible_of(shards) if index is not None else []
+    if impossible:  # ignored: lookup never sees them, so the run counts these files itself
+        scope.warn_first([row.describe(index.path) for row in impossible], f"rows of {index.path} cannot be true")
     known = scope.known_counts(rows, shards)
     from shard_pipeline.input.shape import check_record_shape
     from shard_pipeline.stages.buckets import sample_heads
 
     sample = sample_heads(shards, corpus=args.corpus)
     check_record_shape(shards, args.corpus)
+    # by size, and by documents where the sample read a file to its end; a file cut mid-frame is skipped by the sample
+    scope.refuse_short_inputs(args, index, shards, {shards[i].name: n for i, n in sample.complete.items()})
     disagree = scope.index_disagreements(rows, shards, sample.complete)
-    for d in disagree[:10]:  # HPLT releases are immutable: a file that no longer matches its row is a signal
-        print(f"hplt-shard: warning: {d.describe()} (was the file replaced?)", file=sys.stderr)
-    if len(disagree) > 10:
-        print(f"hplt-shard: warning: {len(disagree) - 10} more input shards disagree with the counts index "
-              "(all listed in run.json at submit)", file=sys.stderr)
+    # HPLT releases are immutable: a file that no longer matches its row is a signal
+    scope.warn_first([f"{d.describe()} (was the file replaced?)" for d in disagree],
+                     "input shards disagree with the counts index")
     lay = scope.make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc,
                             sample.text_per_doc, budget=budget, sample=sample)
     big = layout_mod.doc_memory_warning(lay, settings.worker_mem, sample.largest_at)
@@ -195,7 +200,7 @@ def prepare(args: Request, settings, executor: str, budget: int | None = None) -
     dp = option_checks.dp_ranks_note(args, lay.est_docs, lay.inputs_unknown == 0)
     if dp:
         print(f"hplt-shard: warning: {dp}", file=sys.stderr)
-    return Scope(subset, shards, sample, lay, known, tuple(disagree))
+    return Scope(subset, shards, sample, lay, known, tuple(disagree), tuple(impossible))
 
 
 @dataclass(frozen=True)
@@ -240,7 +245,7 @@ def prepare_all(args: Request, settings, executor: str, langs: list[str], severa
         lay = scope.make_layout(lang_args(args, l), settings, sc.shards, {**sc.sample.complete, **sc.known}, executor,
                                 sc.sample.compressed_per_doc, sc.sample.text_per_doc, budget=share + 2,
                                 sample=sc.sample, cpus=1, partition_tasks=p)
-        scopes[l] = Scope(sc.subset, sc.shards, sc.sample, lay, sc.known)
+        scopes[l] = dataclasses.replace(sc, lay=lay)
     return Languages(langs, scopes, {l: first[l].lay for l in langs}, budget)
 
 
@@ -304,7 +309,7 @@ def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: 
                run: RunDir) -> RunConfig:
     """Check the run dir, write the run dir of one language, then claim OUT (checked by `check_outs`, which listed
     it once: a second listing costs seconds at HPLT English on Lustre); nothing is started."""
-    subset, shards, lay, sample, disagree = sc.subset, sc.shards, sc.lay, sc.sample, sc.disagree
+    subset, shards, lay, sample = sc.subset, sc.shards, sc.lay, sc.sample
     check_new(run.root)
     content = Content(
         corpus=args.corpus, subset=subset, lang=args.lang,
@@ -327,6 +332,7 @@ def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: 
         counts_index=str(settings.counts_index) if settings.counts_index else None,
         counts_index_key="/".join(scope.index_key(args, settings)),
         keep_spill=args.keep_spill,
+        release_changed=args.release_changed,
     )
     from shard_pipeline.stages.buckets import choose_boundaries
 
@@ -339,7 +345,7 @@ def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: 
     try:  # a failure or a Ctrl-C anywhere here leaves neither the run dir nor a claim
         with guards.doing(f"writing the run directory {run.root}"):
             write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv],
-                          settings, executor, {"counts_index_disagreements": [d.to_json() for d in disagree]} if disagree else {})
+                          settings, executor, scope.index_record(sc.disagree, sc.impossible))
         claim(out, run.root)  # only once the run dir is whole: a failed start never leaves a claim
         print(f"{args.lang}: config sha256 {content.sha256()}; {plural(len(shards), 'input shard')}; "
               f"{lay.partition_tasks} partition / {plural(lay.write_tasks, 'write task')}; "
@@ -434,8 +440,10 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     from shard_pipeline.run.resume import describe as describe_resume
     from shard_pipeline.run.runstate import ran_locally
     from shard_pipeline.submit.executors.slurm import SubmitError, queued_jobs_of
+    from shard_pipeline.run.short_inputs import read_so_far, refuse_short_inputs
     from shard_pipeline.submit.resume_args import (
         keep_cpus,
+        keep_release_changed,
         keep_resources,
         restore_resources,
         resume_resources,
@@ -527,6 +535,8 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
             if l in planning:  # else the plan refuses it, after the whole partition stage
                 check_tmp_free(Path(cfgs[l].execution.out), str(dirs[l].root),
                                f"move it away, then {resume_command(root)}; nothing was started")
+                refuse_short_inputs(cfgs[l], dirs[l].root, read_so_far(dirs[l], cfgs[l]),
+                                    args.release_changed or cfgs[l].execution.release_changed)
         if args.dry_run:
             print("dry run: nothing submitted")
             return ExitCode.OK
@@ -541,6 +551,8 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
             config_before = None if table.several else RunDir(root).config_json.read_bytes()
             if not table.several:
                 keep_cpus(RunDir(root).config_json, resources)
+            if args.release_changed:  # the plan and finalize of each unfinished language read it there
+                cfgs = {l: with_resources(keep_release_changed(dirs[l].config_json), resources) for l in todo}
             kept = record.get("resources")
             keep_resources(RunDir(root).run_json, resources)
             try:

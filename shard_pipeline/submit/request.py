@@ -44,6 +44,7 @@ class Request:
     account: str | None
     worker_partition: str | None
     counts_index: str | None
+    release_changed: bool  # inputs smaller than the counts index knows them are right (input/index_check.py)
     max_tasks: int | None
     mem: str | None
     time: str | None

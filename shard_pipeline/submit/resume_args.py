@@ -24,6 +24,7 @@ from shard_pipeline.submit.settings import check_setting
 APPLIED = {"mem": "WORKER_MEM", "time": "TIME_LIMIT", "worker_partition": "WORKER_PARTITION", "account": "ACCOUNT",
            "max_tasks": "MAX_TASKS", "cpus_per_task": "CPUS_PER_TASK"}
 NEUTRAL = ("resume", "executor", "jobs", "conf", "preset", "dry_run")
+ACCEPTS = ("release_changed",)  # the explicit word a refusal asked for (input/index_check.py), kept in config.json
 
 
 def given_options(argv: Sequence[str], quiet: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
@@ -49,14 +50,15 @@ def check_resume_options(argv: Sequence[str], recorded_argv: Sequence[str] | Non
     harmless, and ignored); return the resource overrides given."""
     given, flags = given_options(argv)
     original = made_with(recorded_argv)
-    refused = sorted(d for d in given if d not in (*APPLIED, *NEUTRAL)
+    refused = sorted(d for d in given if d not in (*APPLIED, *NEUTRAL, *ACCEPTS)
                      and not (d in original and original[d] == given[d]))
     if refused:
         names = ", ".join(flags.get(d, d) for d in refused)
         raise UsageError(f"--resume continues a run exactly as it was made: {names} cannot change on resume "
                          "(they decide the content or the run's layout; given as the run was made with them, "
                          "they are ignored); start a new run for that. "
-                         "A resume may change --mem, --time, --cpus-per-task, --partition, --account and --max-tasks")
+                         "A resume may change --mem, --time, --cpus-per-task, --partition, --account and --max-tasks, "
+                         "and take --release-changed")
     overrides = {d: given[d] for d in APPLIED if d in given}
     for dest, value in overrides.items():  # the rules a submission's --mem, --time, ... follow
         check_setting(APPLIED[dest], str(value), flags.get(dest, dest))
@@ -87,6 +89,16 @@ def keep_cpus(config_json: Path, resources: dict[str, Any]) -> None:
     new = on_disk.execution.with_resources(cpus=int(resources["cpus_per_task"]))
     if new != on_disk.execution:
         write_json_atomic(config_json, RunConfig(on_disk.content, new).to_json())
+
+
+def keep_release_changed(config_json: Path) -> RunConfig:
+    """Record a resume's --release-changed in config.json's execution, where the plan and finalize read it
+    (never hashed: the content and its hash stay). Returns the config as written."""
+    on_disk = RunConfig.from_json(read_json(config_json))
+    new = RunConfig(on_disk.content, dataclasses.replace(on_disk.execution, release_changed=True))
+    if new != on_disk:
+        write_json_atomic(config_json, new.to_json())
+    return new
 
 
 def with_settings(settings, resources: dict[str, Any]):

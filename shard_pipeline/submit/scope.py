@@ -119,21 +119,50 @@ def index_warning(settings) -> str | None:
             "of your own project)")
 
 
-def index_rows(settings, key: tuple[str, str], lang: str) -> dict:
-    """The counts-index rows of this language, read once. An index file this user cannot read (a colleague's
-    umask on a project-shared index) or that is not an index is a warning: the run counts its inputs itself."""
-    from shard_pipeline.input.counts_index import index_path, read_rows
+def index_rows(settings, key: tuple[str, str], lang: str):
+    """The counts-index file of this language (counts_index.IndexRows), read once; None when there is none to
+    read. An index file this user cannot read (a colleague's umask on a project-shared index) or that is not an
+    index is a warning: the run counts its inputs itself."""
+    from shard_pipeline.input.counts_index import index_path, read_index
 
     if not settings.counts_index:
-        return {}
+        return None
     try:
-        return read_rows(Path(settings.counts_index), *key, lang)
+        return read_index(Path(settings.counts_index), *key, lang)
     except (OSError, ValueError) as exc:
         path = index_path(Path(settings.counts_index), *key, lang)
         why = f"{exc.strerror or exc}" if isinstance(exc, OSError) else str(exc).removeprefix(f"{path}: ")
         print(f"hplt-shard: warning: the counts index file {path} cannot be read ({why}): this run counts its "
               "inputs itself, and finalize's rows go there only if it can write it", file=sys.stderr)
-        return {}
+        return None
+
+
+def refuse_short_inputs(args: Request, index, shards: Sequence, docs_now: dict[str, int]) -> list:
+    """Inputs the counts index knows as larger (input/index_check.py): refused before anything is queued, at
+    --dry-run too, unless --release-changed; returns the accepted ones."""
+    from shard_pipeline.input.index_check import refuse_shortfalls, submit_step
+
+    return refuse_shortfalls(index, shards, docs_now, args.release_changed, submit_step)
+
+
+def warn_first(warnings: list[str], more: str) -> None:
+    """The first ten warnings, then how many `more` (run.json lists them all: `index_record`)."""
+    for line in warnings[:10]:
+        print(f"hplt-shard: warning: {line}", file=sys.stderr)
+    if len(warnings) > 10:
+        print(f"hplt-shard: warning: {len(warnings) - 10} more {more} (all listed in run.json at submit)",
+              file=sys.stderr)
+
+
+def index_record(disagree: Sequence, impossible: Sequence) -> dict:
+    """run.json's record of what the counts index said of the inputs at submit: rows that no longer match
+    their file, and rows that cannot be true (ignored)."""
+    rec = {}
+    if disagree:
+        rec["counts_index_disagreements"] = [d.to_json() for d in disagree]
+    if impossible:
+        rec["counts_index_impossible"] = [r.to_json() for r in impossible]
+    return rec
 
 
 def known_counts(rows: dict, shards: Sequence) -> dict[int, int]:
