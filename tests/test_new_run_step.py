@@ -86,6 +86,9 @@ def test_a_truncated_input_of_one_language_leads_to_a_new_run_of_that_language_a
     assert new[:-1] == fixed[:-1]  # the same new run, in another run dir
     assert cli.main(fixed) == 0
     capsys.readouterr()
+    assert cli.main(["--status", str(run)]) == 0  # the step was taken: the run of several is done
+    status = capsys.readouterr().out
+    assert f"landed by {Path(fixed[fixed.index('--run-dir') + 1])}" in status and "state: done" in status, status
     assert multi_cli(root, "fin_Latn,swe_Latn", tmp_path / "whole", tmp_path / "run-whole", "--shard-rows", "10") == 0
     for lang in ("fin_Latn", "swe_Latn"):  # the same bytes as one run over the whole inputs
         assert (out / lang / "_MANIFEST.json").read_bytes() == (tmp_path / "whole" / lang / "_MANIFEST.json").read_bytes()

@@ -22,10 +22,11 @@ from typing import Any
 
 from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode, UsageError, UserError
+from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.commands import command, resume_command, status_command
 from shard_pipeline.run import live, unit_table
 from shard_pipeline.run.next_step import new_run_step
-from shard_pipeline.run.registry import STAGES, RunState, done_warnings, since_done
+from shard_pipeline.run.registry import STAGES, RunState, done_warnings, manifest_is_this_runs, since_done
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, check_format, check_whole, read_json, unit_log
 from shard_pipeline.run.runstate import (
@@ -601,6 +602,20 @@ def _cell(st: StageStatus) -> str:
     return f"{st.done}/{st.total}" + (f" {len(st.failed)}F" if st.failed else "")
 
 
+def rebuilt_by(root: Path, lang: str, run: RunDir) -> Path | None:
+    """The new run of `lang` alone that a failed language's next step names (RUNDIR-LANG-..., next_step.py) and
+    that is done, its output provably the one in ROOT/LANG now (registry.manifest_is_this_runs): the language
+    was made by it."""
+    try:
+        out = Path(read_json(run.config_json)["execution"]["out"])
+        manifest = read_json(out / MANIFEST_NAME)
+        candidates = sorted(root.parent.glob(f"{root.name}-{lang}-*"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return next((c for c in candidates if RunDir(c).done_marker.exists()
+                 and manifest_is_this_runs(RunDir(c), out, manifest, rehash=False)), None)
+
+
 def languages_report(root: Path) -> tuple[str, int]:
     """The --status text of a multi-language run and its exit code (errors.ExitCode, as a single run's)."""
     m = unit_table.load(root)
@@ -621,6 +636,8 @@ def languages_report(root: Path) -> tuple[str, int]:
         lang_queue = unit_table.language_queue(m, lang, latest_jobs(lang_record), queue)
         sts = per_lang[lang] = stage_statuses(run, lang_queue, strict=not landed, record=lang_record)
         phases[lang], word = language_state(run, sts, alive)
+        if phases[lang] in (RunPhase.FAILED, RunPhase.INTERRUPTED) and (again := rebuilt_by(m.root, lang, run)):
+            phases[lang], word, sts = RunPhase.DONE, f"landed by {again}", []  # its next step was taken
         every += sts
         reasons += [r for st in sts for _, r in st.reasons]
         rows = read_json(run.validation_json)["rows"] if run.done_marker.exists() and run.validation_json.exists() else None
