@@ -15,11 +15,12 @@ import re
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from shard_pipeline.commands import command, program
+from shard_pipeline.commands import command, program, resume_command
 from shard_pipeline.contract.replace import tmp_dir_for, tmp_owner
-from shard_pipeline.run import unit_table
+from shard_pipeline.run import codeversion, unit_table
 from shard_pipeline.run.claim import claim_path, holder
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.records import DamagedRunFile, OtherCode, Problem, WrongType, Why, parse_as
+from shard_pipeline.run.rundir import RunDir, check_format, read_json
 
 BAD_RECORD = "BadRecord: "  # how a task's last error line names one (worker/task.py: `ERROR: Type: message`)
 REPEATED_ID = "RepeatedId: "  # stages/order.py: two input lines with one document id
@@ -144,3 +145,41 @@ def new_run_step(run: RunDir, errors: Iterable[str]) -> str | None:
             f"    {fixed}\n"
             f"  or keep the input and set bad records aside (counted, kept verbatim in RUNDIR/quarantine/):\n"
             f"    {quarantined}")
+
+
+def check_this_version(root: Path, record: dict) -> None:
+    """Refuse to work on a run (`record`: its run.json) made by a version of another run-dir format, or by another
+    code version unless it is finished: the two versions may read or write its records differently, so they are
+    never mixed. A finished run's records are history: its --status and --resume say it is done, whatever reads them."""
+    check_format(record, root)
+    try:
+        made = parse_as(str, record.get("code_version"), "code_version")
+    except WrongType as exc:
+        raise DamagedRunFile(RunDir(root).run_json, str(exc)) from None
+    now = codeversion.code_version()
+    if made == now or finished(root, record):
+        return
+    raise OtherCode(Problem(Why.OTHER_CODE, root, f"code {codeversion.short(made)}{_commit_of(record)}; this code is "
+                                                 f"{codeversion.short(now)}", _other_code_step(root, record)))
+
+
+def finished(root: Path, record: dict) -> bool:
+    """The run is done: its DONE marker, or for a run of several languages (run.json `languages`) each language's."""
+    langs = record.get("languages")
+    dirs = [root / str(lang) for lang in langs] if isinstance(langs, list) else [root]
+    return all(RunDir(d).done_marker.exists() for d in dirs)
+
+
+def _commit_of(record: dict) -> str:
+    code = record.get("code") if isinstance(record.get("code"), dict) else {}
+    commit = code.get("commit")
+    return f", git commit {commit}" + (" with uncommitted changes" if code.get("dirty") else "") if commit else ""
+
+
+def _other_code_step(root: Path, record: dict) -> str:
+    code = record.get("code") if isinstance(record.get("code"), dict) else {}
+    back = (f"check out commit {code['commit']} (git checkout {code['commit']}), then {resume_command(root)}"
+            if code.get("commit") and not code.get("dirty") else f"{resume_command(root)} with the code that made it")
+    fresh = new_run_command(RunDir(root), "new") if not isinstance(record.get("languages"), list) else None
+    return (f"its tasks fail rather than mix what two versions wrote. Either {back}, or start a new run with this code"
+            + (f": {fresh}" if fresh else " (a fresh --run-dir)"))

@@ -157,9 +157,9 @@ def load(root: Path) -> UnitTable:
 
 def one_language(root: Path) -> UnitTable:
     """A run of one language as a unit table: global unit = task, C from its resources."""
-    from shard_pipeline.run.runconfig import RunConfig
+    from shard_pipeline.run.runconfig import load_config
 
-    cfg = RunConfig.from_json(read_json(RunDir(root).config_json))
+    cfg = load_config(RunDir(root))
     ex = cfg.execution
     table = table_of(root, [(cfg.content.lang, ex.partition_tasks, ex.write_tasks)])
     return replace(table, cpus={s: ex.units_per_task(s) for s in table.cpus or {}}, one_dir=True)

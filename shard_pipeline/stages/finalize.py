@@ -1,7 +1,9 @@
 """Finalize: check every receipt against the plan and the disk, write the manifest, swap OUT.
 
 Nothing reaches OUT unless every shard the plan promised exists in OUT.tmp with the rows and
-the hash its writer recorded, and OUT.tmp holds nothing else.
+the hash its writer recorded, and OUT.tmp holds nothing else. What the manifest says of each shard
+(rows, text bytes, split counts, size, sha256) is read from the file itself, and a receipt that says
+otherwise is refused, named.
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import datetime as _dt
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +37,26 @@ from shard_pipeline.contract.replace import (
     unpark,
 )
 from shard_pipeline.contract.rules import SPLIT_DIRS, ShardFile
+from shard_pipeline.contract.writer import ShardCounts, shard_counts
 from shard_pipeline.files import atomic_leftovers, file_sha256
 from shard_pipeline.files import write_bytes_atomic
 from shard_pipeline.input.counts_index import CountRow, record
 from shard_pipeline.input.identity import CorpusNames
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.faults import fault_point
-from shard_pipeline.run.registry import already_swapped, read_receipt
+from shard_pipeline.run.receipts import (
+    InputReceipt,
+    PartitionReceipt,
+    Plan,
+    SwapReceipt,
+    Validation,
+    WriteReceipt,
+    WrittenShard,
+)
+from shard_pipeline.run.records import REDO_STEP, Problem, load_record, made_here, read_record, save_record
+from shard_pipeline.run.registry import already_swapped, swap_receipt
 from shard_pipeline.run.resume import changed_inputs
-from shard_pipeline.run.runconfig import RunConfig
-from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.tasklog import log
 
@@ -52,23 +65,45 @@ EXTRA_NAMES = (CARD_NAME, LEDGER_NAME, CLEANED_NAME, CLEAN_POLICY_NAME, BALANCE_
 
 
 class FinalizeError(Exception):
-    """A receipt disagrees with the plan or with the file on disk: OUT is left as it was."""
+    """A receipt disagrees with the plan or with the file on disk: OUT is left as it was. `redo`: the write
+    tasks whose receipts were removed for it, so that --resume redoes exactly these."""
+
+    def __init__(self, message: str, redo: frozenset[int] = frozenset()) -> None:
+        super().__init__(message)
+        self.redo = redo
 
 
 class AfterSwapError(Exception):
     """A step after the swap failed: OUT already holds this run's output; --resume finishes the rest."""
 
 
-def hash_files(directory: Path, names: list[str]) -> dict[str, str | None]:
-    """sha256 of many files at once: hashlib releases the GIL, so threads use every core the job has.
+@dataclass(frozen=True)
+class OnDisk:
+    """A shard file as finalize finds it: its size and sha256, and what it holds (or why it cannot be read)."""
+
+    bytes: int
+    sha256: str
+    counts: ShardCounts | None
+    unreadable: str = ""
+
+
+def inspect_files(directory: Path, names: list[str]) -> dict[str, OnDisk | None]:
+    """Hash and count many shards at once: hashlib and Parquet's decoding release the GIL, so threads use every
+    core the job has. Each file is counted right after it is hashed, from the page cache.
 
     At HPLT scale finalize re-reads ~10 TB of Parquet; one stream would take hours.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(name: str) -> str | None:
+    def one(name: str) -> OnDisk | None:
         path = directory / name
-        return file_sha256(path) if path.is_file() else None
+        if not path.is_file():
+            return None
+        size, sha = path.stat().st_size, file_sha256(path)
+        try:
+            return OnDisk(size, sha, shard_counts(path))
+        except Exception as exc:  # a file that is not the Parquet it was: named, never a traceback
+            return OnDisk(size, sha, None, f"{type(exc).__name__}: {exc}")
 
     workers = max(1, min(32, len(os.sched_getaffinity(0)) * 2))
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -95,45 +130,77 @@ def remove_own_leftovers(run: RunDir, tmp: Path) -> None:
             log.info(f"finalize: removed {left}, left by an earlier finalize of this run stopped mid-write")
 
 
-def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[ShardFile]:
-    """Shard entries in manifest order, each checked against the plan and re-hashed from disk."""
-    by_index: dict[int, dict[str, Any]] = {}
-    for wt in plan["write_tasks"]:
-        path = run.write_receipt(wt["task"])
-        if not path.exists():
-            raise FinalizeError(f"write task {wt['task']} left no receipt ({path})")
-        for s in read_json(path)["shards"]:
-            by_index[s["index"]] = {**s, "task": wt["task"]}
-    tmp = Path(plan["tmp_dir"])
-    planned = plan["shard_list"]
-    hashes = hash_files(tmp, [p["name"] for p in planned])
-    problems, shards, damaged = [], [], set()
+def written(run: RunDir, cfg: RunConfig, plan: Plan) -> tuple[dict[int, tuple[int, WrittenShard]], list[str]]:
+    """Planned shard index -> (write task, its receipt's entry), and the write tasks whose receipt is not this run's."""
+    made = made_here(cfg.content.sha256())
+    by_index: dict[int, tuple[int, WrittenShard]] = {}
+    problems = []
+    for wt in plan.write_tasks:
+        rc = read_record(run.write_receipt(wt.task), WriteReceipt, made)
+        if isinstance(rc, Problem):
+            problems.append(f"write task {wt.task} left no receipt ({rc.path})" if not rc.path.exists()
+                            else f"write task {wt.task}: {rc.reason}")
+            continue
+        by_index.update({s.index: (wt.task, s) for s in rc.shards})
+    return by_index, problems
+
+
+def collect_shards(run: RunDir, cfg: RunConfig, plan: Plan) -> list[ShardFile]:
+    """Shard entries in manifest order, each read from its file (size, sha256, rows, text bytes, splits) and
+    checked against its receipt and the plan; a write task whose receipt disagrees loses it, so --resume redoes it."""
+    by_index, problems = written(run, cfg, plan)
+    tmp = Path(plan.tmp_dir)
+    planned = plan.shard_list
+    disk = inspect_files(tmp, [p.name for p in planned])
+    shards, damaged = [], set()
     for i, p in enumerate(planned):
-        s = by_index.get(i)
-        name = p["name"]
-        start, stop = p["rows"]
-        if s is None:
-            problems.append(f"{name}: no receipt")
+        if i not in by_index:
+            problems.append(f"{p.name}: no receipt")
             continue
-        if s["name"] != name or s["rows"] != stop - start:
-            problems.append(f"{name}: receipt says {s['name']} with {s['rows']} rows, the plan {stop - start}")
-        path = tmp / name
-        if not path.is_file():
-            problems.append(f"{path}: missing")
-            damaged.add(s["task"])
+        task, s = by_index[i]
+        start, stop = p.rows
+        if s.name != p.name or s.rows != stop - start:
+            problems.append(f"{p.name}: receipt says {s.name} with {s.rows} rows, the plan {stop - start}")
+        why = _disagrees(tmp / p.name, s, disk[p.name], run.write_receipt(task))
+        if why:
+            problems.append(why)
+            damaged.add(task)
             continue
-        if path.stat().st_size != s["bytes"] or hashes[name] != s["sha256"]:
-            problems.append(f"{path}: bytes or sha256 differ from its receipt")
-            damaged.add(s["task"])
-        shards.append(ShardFile(s["name"], s["rows"], s["bytes"], s["sha256"], s["text_bytes"], s["train"], s["val"]))
-    stray = unexpected_files(tmp, {p["name"] for p in planned} | {MANIFEST_NAME, TMP_MARKER, *EXTRA_NAMES})
+        f = disk[p.name]
+        shards.append(ShardFile(p.name, f.counts.rows, f.bytes, f.sha256, f.counts.text_bytes, f.counts.train, f.counts.val))
+    stray = unexpected_files(tmp, {p.name for p in planned} | {MANIFEST_NAME, TMP_MARKER, *EXTRA_NAMES})
     if stray:
         problems.append(f"{tmp}: unexpected files {', '.join(stray)} (not this run's: move them out of it)")
     if problems:
         for task in sorted(damaged):  # so that --resume redoes exactly these writers
             run.write_receipt(task).unlink(missing_ok=True)
-        raise FinalizeError("; ".join(problems) + ("; run --resume to rewrite them" if damaged else ""))
+        raise FinalizeError("; ".join(problems) + ("; run --resume to rewrite them" if damaged else ""), frozenset(damaged))
     return shards
+
+
+def _disagrees(path: Path, s: WrittenShard, f: OnDisk | None, receipt: Path) -> str | None:
+    """Why the shard at `path` is not what its receipt `s` says: missing, other bytes, unreadable, or other counts."""
+    if f is None:
+        return f"{path}: missing"
+    if f.bytes != s.bytes or f.sha256 != s.sha256:
+        return f"{path}: bytes or sha256 differ from its receipt"
+    if f.counts is None:
+        return f"{path}: not a readable shard ({f.unreadable})"
+    said = ShardCounts(s.rows, s.text_bytes, s.train, s.val)
+    if f.counts != said:
+        return f"{receipt} says {s.name} holds {_counts(said)}, the file holds {_counts(f.counts)}"
+    return None
+
+
+def _counts(c: ShardCounts) -> str:
+    return f"{c.rows} rows, {c.text_bytes} text bytes, {c.train} train, {c.val} val"
+
+
+def partition_inputs(run: RunDir, cfg: RunConfig) -> list[InputReceipt]:
+    """Every input's receipt, in partition task order (each receipt this run's: plan and the done rule checked them)."""
+    made = made_here(cfg.content.sha256())
+    return [inp for t in range(cfg.execution.partition_tasks)
+            for inp in load_record(run.partition_receipt(t), PartitionReceipt, made, step=REDO_STEP).inputs]
 
 
 def index_key(cfg: RunConfig) -> tuple[str, str]:
@@ -156,12 +223,11 @@ def update_counts_index(cfg: RunConfig, run: RunDir) -> tuple[int, list[str]]:
         return 0, []
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     rows = []
-    for t in range(cfg.execution.partition_tasks):
-        for inp in read_json(run.partition_receipt(t))["inputs"]:
-            ref = cfg.content.inputs[inp["index"]]
-            if ref.size is None or ref.mtime is None:
-                continue
-            rows.append(CountRow(Path(ref.location).name, ref.size, ref.mtime, inp["read"], "hplt-shard-read", now))
+    for inp in partition_inputs(run, cfg):
+        ref = cfg.content.inputs[inp.index]
+        if ref.size is None or ref.mtime is None:
+            continue
+        rows.append(CountRow(Path(ref.location).name, ref.size, ref.mtime, inp.read, "hplt-shard-read", now))
     replaced = record(Path(root), *index_key(cfg), cfg.content.lang, rows)
     for line in replaced:  # HPLT releases are immutable: a row for another file state is a signal, said aloud
         print(f"finalize: counts index row replaced (the file differs from what was counted before): {line}", flush=True)
@@ -193,7 +259,8 @@ def clear_left_previous(tmp: Path, out: Path, run: RunDir) -> tuple[str, ...]:
     owner = str(run.root)
     if tmp.is_dir() and not tmp.is_symlink() and tmp_owner(tmp) == owner:
         shutil.rmtree(tmp)  # this run's staging folder: the marker proves it
-    previous = (read_receipt(run.swap_receipt) or {}).get("previous")
+    earlier = swap_receipt(run)
+    previous = earlier.previous if earlier is not None else None
     notices = remove_replaced(tmp, out, previous)
     park = parking_dir_for(out)
     if park.is_dir() and not park.is_symlink() and tmp_owner(park) == owner:
@@ -207,10 +274,10 @@ def check_still_replacing(run: RunDir, cfg: RunConfig, out: Path) -> dict[str, A
     this finalize recorded what it replaces (swap.json): a newer run's output, which a resume of this
     older one must not silently replace. Returns OUT's identity now (replace.folder_identity)."""
     now = folder_identity(out)
-    earlier = read_receipt(run.swap_receipt)
+    earlier = swap_receipt(run)
     if earlier is None or now is None or now["manifest_sha256"] is None:
         return now
-    if now["manifest_sha256"] in ((earlier.get("previous") or {}).get("manifest_sha256"), earlier.get("manifest_sha256")):
+    if now["manifest_sha256"] in ((earlier.previous or {}).get("manifest_sha256"), earlier.manifest_sha256):
         return now
     try:
         theirs = load_manifest(out)
@@ -225,12 +292,9 @@ def check_still_replacing(run: RunDir, cfg: RunConfig, out: Path) -> dict[str, A
 
 
 def run_finalize(run: RunDir) -> dict[str, Any]:
-    cfg = RunConfig.from_json(read_json(run.config_json))
-    plan = read_json(run.plan_json)
-    c = cfg.content
-    if plan["config_sha256"] != c.sha256():
-        raise FinalizeError("plan.json was made for another configuration")
-    tmp, out = Path(plan["tmp_dir"]), Path(cfg.execution.out)
+    cfg = load_config(run)
+    plan = load_record(run.plan_json, Plan, made_here(cfg.content.sha256()), step=REDO_STEP)
+    tmp, out = Path(plan.tmp_dir), Path(cfg.execution.out)
     manifest = already_swapped(run, cfg, plan, out)  # proven by stat: OUT holds this run's very files
     if manifest is None:
         manifest, notices = check_and_swap(run, cfg, plan, tmp, out)
@@ -247,34 +311,29 @@ def run_finalize(run: RunDir) -> dict[str, Any]:
                              f"fix it, then {resume_command(run.root)} finishes the last steps") from exc
 
 
-def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str, Any], out: Path,
+def finish(run: RunDir, cfg: RunConfig, plan: Plan, manifest: dict[str, Any], out: Path,
            notices: tuple[str, ...] = ()) -> dict[str, Any]:
     """The steps after the swap: counts index, validation.json (with the swap's warnings), DONE, the claim released."""
     c = cfg.content
     index = counts_index_step(cfg, run)
-    validation = {
-        "config_sha256": c.sha256(),
-        "out": str(out),
-        "conservation": plan["conservation"],
-        "inputs": [
-            inp
-            for t in range(cfg.execution.partition_tasks)
-            for inp in read_json(run.partition_receipt(t))["inputs"]
-        ],
-        "shards": len(manifest["shards"]),
-        "rows": manifest["rows"],
-        "splits": manifest["splits"],
-        "receipts_match_disk": True,
+    validation = Validation(
+        out=str(out),
+        conservation=plan.conservation,
+        inputs=partition_inputs(run, cfg),
+        shards=len(manifest["shards"]),
+        rows=manifest["rows"],
+        splits=manifest["splits"],
+        receipts_match_disk=True,
+        warnings=[*notices, *(notice(w) for w in rank_shortfalls(c.dp_ranks, manifest))],
         **index,
-        "warnings": [*notices, *(notice(w) for w in rank_shortfalls(c.dp_ranks, manifest))],
-    }
-    write_json_atomic(run.validation_json, validation)
+    )
+    save_record(run.validation_json, made_here(c.sha256()), validation)
     run.done_marker.write_text("ok\n")
     release(out, run.root)
     return manifest
 
 
-def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
+def check_and_swap(run: RunDir, cfg: RunConfig, plan: Plan, tmp: Path,
                    out: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
     c = cfg.content
     changed = changed_inputs(run, cfg)
@@ -285,8 +344,9 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
                             "run to read the inputs as they are now")
     remove_own_leftovers(run, tmp)
     shards = collect_shards(run, cfg, plan)
-    if sum(s.rows for s in shards) != plan["rows"]:
-        raise FinalizeError(f"shards hold {sum(s.rows for s in shards)} rows, the plan {plan['rows']}")
+    held = (sum(s.rows for s in shards), sum(s.text_bytes for s in shards))
+    if held != (plan.rows, plan.text_bytes):
+        raise FinalizeError(f"shards hold {held[0]} rows and {held[1]} text bytes, the plan {plan.rows} and {plan.text_bytes}")
     def manifest_with(files: list[dict[str, Any]]) -> dict[str, Any]:
         return build_manifest(
             dataset=c.dataset,
@@ -296,9 +356,9 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
             val_permille=c.val_permille,
             row_group_bytes=c.row_group_bytes,
             shards=shards,
-            filters=plan["filters"],
+            filters=plan.filters,
             dedup=None,
-            pii=plan["pii"],
+            pii=plan.pii,
             ledger_ref=LEDGER_NAME if c.dataset_card else None,  # null: this output carries no ledger
             files=files,
             split_layout=c.split_layout,
@@ -307,7 +367,7 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
     manifest = manifest_with(write_extra_files(run, cfg, plan, tmp, manifest_with([])))
     write_manifest(tmp, manifest)
     previous = check_still_replacing(run, cfg, out)
-    write_json_atomic(run.swap_receipt, {"manifest_sha256": file_sha256(tmp / MANIFEST_NAME), "previous": previous})
+    save_record(run.swap_receipt, made_here(c.sha256()), SwapReceipt(file_sha256(tmp / MANIFEST_NAME), previous))
     fault_point("finalize-before-swap")
     swapped = swap_into_place(tmp, out)
     if swapped.held is not None:
@@ -380,7 +440,7 @@ def tool_commit(run: RunDir) -> str | None:
     return f"{commit} (with uncommitted changes)" if code.get("dirty") else str(commit)
 
 
-def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
+def write_extra_files(run: RunDir, cfg: RunConfig, plan: Plan, tmp: Path,
                       manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """OUT's files besides the shards (balance, --clean quarantine and policy, card and ledger), for the manifest.
 
@@ -400,16 +460,15 @@ def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Pa
         trained = report["sets"][SPLIT_DIRS["train"]] if "sets" in report else report
         manifest = {**manifest, "balance": trained["ranks"]}  # the card states the balance of what ranks train on
     if c.clean is not None:
-        cons = plan["conservation"]
-        policy = summary(CleanPolicy(**c.clean), cons.get("cleaned", 0), cons.get("clean_reasons", {}))
+        cons = plan.conservation
+        policy = summary(CleanPolicy(**c.clean), cons.cleaned, cons.clean_reasons)
         listed.append(_listed(tmp, write_cleaned(run, cfg, tmp / CLEANED_NAME)))
         listed.append(_listed(tmp, _write_bytes(tmp / CLEAN_POLICY_NAME,
                                                 (json.dumps(policy, indent=2, ensure_ascii=False) + "\n").encode())))
     if c.dataset_card:
-        inputs = {i["index"]: i for t in range(cfg.execution.partition_tasks)
-                  for i in read_json(run.partition_receipt(t))["inputs"]}
+        inputs = {i.index: i for i in partition_inputs(run, cfg)}
         rows = card.ledger_rows([{"source_id": ref.source_id, "location": ref.location, "bytes": ref.size,
-                                  "mtime": ref.mtime, "documents": inputs[k]["read"], "license_spdx": c.license_spdx}
+                                  "mtime": ref.mtime, "documents": inputs[k].read, "license_spdx": c.license_spdx}
                                  for k, ref in enumerate(c.inputs)])
         listed.append(_listed(tmp, _write_bytes(tmp / LEDGER_NAME, card.ledger_bytes(rows))))
         provenance = {"license_spdx": c.license_spdx, "source": CorpusNames(c.corpus, c.subset, c.hplt).source(c.lang),

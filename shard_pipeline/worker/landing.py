@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from shard_pipeline.commands import command, resume_command, status_command
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.run import live
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.worker.taskcmd import task_argv
 from shard_pipeline.run.unit_table import UnitTable, load, resolve, selected
 
@@ -28,9 +28,9 @@ def upstream_problem(run: RunDir, stage: str) -> str | None:
     if stage in ("write", "finalize") and not run.plan_json.exists():
         return "no plan.json: an earlier stage of this language failed"
     if stage in ("plan", "finalize"):
-        from shard_pipeline.run.runconfig import RunConfig
+        from shard_pipeline.run.runconfig import load_config
 
-        ex = RunConfig.from_json(read_json(run.config_json)).execution
+        ex = load_config(run).execution
         before, count, receipt = (("partition", ex.partition_tasks, run.partition_receipt) if stage == "plan"
                                   else ("write", ex.write_tasks, run.write_receipt))
         missing = [t for t in range(count) if not receipt(t).exists()]
