@@ -20,7 +20,7 @@ from shard_pipeline.contract.replace import tmp_dir_for, tmp_owner
 from shard_pipeline.run import codeversion, unit_table
 from shard_pipeline.run.claim import claim_path, holder
 from shard_pipeline.run.records import DamagedRunFile, OtherCode, Problem, WrongType, Why, parse_as
-from shard_pipeline.run.rundir import RunDir, check_format, read_json
+from shard_pipeline.run.rundir import RunDir, check_format, commit_words, read_json, submitted_commit
 
 BAD_RECORD = "BadRecord: "  # how a task's last error line names one (worker/task.py: `ERROR: Type: message`)
 REPEATED_ID = "RepeatedId: "  # stages/order.py: two input lines with one document id
@@ -171,15 +171,14 @@ def finished(root: Path, record: dict) -> bool:
 
 
 def _commit_of(record: dict) -> str:
-    code = record.get("code") if isinstance(record.get("code"), dict) else {}
-    commit = code.get("commit")
-    return f", git commit {commit}" + (" with uncommitted changes" if code.get("dirty") else "") if commit else ""
+    words = commit_words(record)
+    return f", git commit {words}" if words else ""
 
 
 def _other_code_step(root: Path, record: dict) -> str:
-    code = record.get("code") if isinstance(record.get("code"), dict) else {}
-    back = (f"check out commit {code['commit']} (git checkout {code['commit']}), then {resume_command(root)}"
-            if code.get("commit") and not code.get("dirty") else f"{resume_command(root)} with the code that made it")
+    commit, dirty = submitted_commit(record)
+    back = (f"check out commit {commit} (git checkout {commit}), then {resume_command(root)}"
+            if commit and not dirty else f"{resume_command(root)} with the code that made it")
     fresh = new_run_command(RunDir(root), "new") if not isinstance(record.get("languages"), list) else None
     return (f"its tasks fail rather than mix what two versions wrote. Either {back}, or start a new run with this code"
             + (f": {fresh}" if fresh else " (a fresh --run-dir)"))

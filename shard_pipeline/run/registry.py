@@ -2,8 +2,10 @@
 (where a stage's code is: worker/entries.py).
 
 The executors queue or run `STAGES` in order; `--status` and `--resume` both ask `problem()`
-whether a task is done, by one rule. A task is done only when its receipt parses and agrees
-with the files it names: size and mtime as recorded, and bytes vouched for, either by a ctime
+whether a task is done, by one rule. A task is done only when its receipt is this run's record
+(run/records.py: every field of its type, made for this run's configuration by this code version, so a
+receipt copied from another run or left by another version is not) and agrees with the files it names
+(the spill and its index, sections.arrow, the shards): size and mtime as recorded, and bytes vouched for, either by a ctime
 still equal to the one recorded when the file was finished (every write, rename, chmod or utime
 sets it to now, and nobody can set it back), or, when something touched the file, by its
 sha256. `--status` never reads a file: it counts a touched one as done by size and mtime and says

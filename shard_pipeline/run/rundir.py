@@ -12,16 +12,23 @@ from typing import Any, Iterable
 
 from shard_pipeline.commands import command, resume_command
 from shard_pipeline.errors import UserError
-from shard_pipeline.run.records import (  # noqa: F401  (read_json, DamagedRunFile: the run dir's readers import them from here)
-    RUN_FORMAT,
-    DamagedRunFile,
-    OtherFormat,
-    Problem,
-    Why,
-    read_json,
-)
+from shard_pipeline.run.records import RUN_FORMAT, OtherFormat, Problem, Why
+from shard_pipeline.run.records import read_json  # noqa: F401  (the run dir's readers import it from here)
 
 CHECKPOINT_FORMAT = "receipts-log"  # a partition checkpoint naming its receipts log (stages/checkpoint.py)
+
+
+def submitted_commit(record: dict[str, Any]) -> tuple[str | None, bool]:
+    """(git commit, with uncommitted changes) of the code that submitted the run (run.json `code`); None if unknown."""
+    code = record.get("code")
+    commit = code.get("commit") if isinstance(code, dict) else None
+    return (str(commit), bool(code.get("dirty"))) if commit else (None, False)
+
+
+def commit_words(record: dict[str, Any]) -> str | None:
+    """The submitting commit as messages and the dataset card name it: `abc123 (with uncommitted changes)`."""
+    commit, dirty = submitted_commit(record)
+    return None if commit is None else f"{commit} (with uncommitted changes)" if dirty else commit
 
 
 def check_format(record: dict[str, Any], root: Path) -> None:
@@ -29,7 +36,7 @@ def check_format(record: dict[str, Any], root: Path) -> None:
     made_by = record.get("run_format", 1)
     if made_by == RUN_FORMAT:
         return
-    commit = (record.get("code") or {}).get("commit") or "(unknown commit)"
+    commit = commit_words(record) or "(unknown commit)"
     raise OtherFormat(Problem(Why.OTHER_FORMAT, root, f"hplt-shard {commit}, whose run directories have format {made_by}; "
                               f"this version reads format {RUN_FORMAT}",
                               "see or resume it with that version (git checkout it), or start a new run: inputs and "
