@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from functools import cache
+from pathlib import Path
 
 from shard_pipeline.paths import PACKAGE_DIR
 
@@ -20,11 +21,16 @@ SOURCE_SUFFIXES = (".py", ".c", ".sh", ".conf", ".json")
 
 @cache
 def code_version() -> str:
-    """sha256 over the sorted relative paths and bytes of the package's source files."""
+    """This process's code version: `source_version` of the package it runs."""
+    return source_version(PACKAGE_DIR)
+
+
+def source_version(package: Path) -> str:
+    """sha256 over the sorted relative paths and bytes of the source files under `package`."""
     h = hashlib.sha256()
-    for path in sorted(p for p in PACKAGE_DIR.rglob("*") if _is_source(p.relative_to(PACKAGE_DIR).parts)):
+    for path in sorted(p for p in package.rglob("*") if _is_source(p.relative_to(package).parts) and p.is_file()):
         data = path.read_bytes()
-        rel = path.relative_to(PACKAGE_DIR).as_posix().encode()
+        rel = path.relative_to(package).as_posix().encode()
         h.update(len(rel).to_bytes(8, "big") + rel + len(data).to_bytes(8, "big"))
         h.update(data)
     return h.hexdigest()

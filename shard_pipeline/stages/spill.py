@@ -198,12 +198,18 @@ def write_arrow(path: Path, table: pa.Table) -> None:
             w.write_table(table)
 
 
-ARROW_DAMAGE = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)  # what a damaged IPC file raises
+# What reading a damaged IPC file raises: Arrow's invalid data, its own IOError (an OSError without an errno:
+# "LZ4 decompress failed", "Invalid flatbuffers message"), and a malloc of a length no section has (a damaged
+# length field: petabytes; Linux overcommits, so a section of the size written is not refused so). An OSError
+# with an errno is the system's, and stays one.
+ARROW_DAMAGE = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, pa.ArrowMemoryError, OSError)
 
 
-def damaged_arrow(path: Path, exc: Exception) -> DamagedRunFile:
+def damaged_arrow(path: Path, exc: Exception) -> Exception:
     """Arrow's complaint about a file of the run dir (damaged, cut short, not Arrow) as one naming it: the done
     rule compares these files with their receipts, so --resume redoes the task that writes it."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return exc
     return DamagedRunFile(path, f"not the Arrow data hplt-shard wrote: {exc}", REDO_STEP)
 
 
