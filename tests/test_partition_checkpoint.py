@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+from shard_pipeline.run.records import HEADER
 from shard_pipeline.run.rundir import RunDir
+from shard_pipeline.run.runconfig import load_config
 from shard_pipeline.run.status import progress_counts
 from shard_pipeline.stages import partition as partition_mod
 from tests.pipeline_util import make_corpus, run_cli
@@ -47,7 +49,7 @@ def _stop_after(monkeypatch, n: int) -> None:
 
 
 def _same(receipt: dict, again: dict) -> None:
-    drop = ("spill_stamp",)
+    drop = ("spill_stamp", "index_stamp", *HEADER)  # the files' times, and the header the receipt's file carries
     assert {k: v for k, v in again.items() if k not in drop} == {k: v for k, v in receipt.items() if k not in drop}
 
 
@@ -64,7 +66,7 @@ def test_checkpoint_holds_only_the_last_input_and_the_log_one_line_per_input(fin
         assert cp["inputs_done"] == n and [r["index"] for r in cp["inputs"]] == [receipt["inputs"][n - 1]["index"]]
         assert cp["log_bytes"] == run.partition_receipts_log(0).stat().st_size
         assert len(run.partition_receipts_log(0).read_bytes().splitlines()) == n
-        assert progress_counts(run.partition_checkpoint(0)) == (  # what --status shows while the task runs
+        assert progress_counts(run.partition_checkpoint(0), load_config(run)) == (  # what --status shows while the task runs
             sum(r["read"] for r in receipt["inputs"][:n]), sum(r["compressed_bytes"] for r in receipt["inputs"][:n]))
         sizes[n] = len(json.dumps({k: v for k, v in cp.items() if k != "inputs"}))
     assert sizes[4] - sizes[1] < 40  # only the numbers grow, never a list
@@ -85,17 +87,25 @@ def test_a_log_line_past_the_checkpoint_is_cut_and_its_input_read_again(finished
     _same(receipt, json.loads(json.dumps(again.__dict__, default=lambda o: o.__dict__)))
 
 
-def test_a_checkpoint_of_the_earlier_format_is_continued(finished, monkeypatch):
+def test_a_checkpoint_of_another_configuration_is_not_continued(finished, monkeypatch):
+    """A checkpoint copied from another run (another config_sha256) is not this task's: the task starts over,
+    and writes the uninterrupted bytes."""
     run, receipt = finished
     _stop_after(monkeypatch, 2)
     with pytest.raises(Stop):
         partition_mod.run_partition(run, 0)
     cp = json.loads(run.partition_checkpoint(0).read_text())
-    entries = [json.loads(line) for line in run.partition_receipts_log(0).read_text().splitlines()]
-    old = {"inputs": [r for e in entries for r in e["inputs"]], "sections": [s for e in entries for s in e["sections"]],
-           **{k: cp[k] for k in ("spill_bytes", "runs", "pii_spans", "quarantine_bytes")}}
-    run.partition_checkpoint(0).write_text(json.dumps(old))
-    run.partition_receipts_log(0).unlink()
+    run.partition_checkpoint(0).write_text(json.dumps({**cp, "config_sha256": "0" * 64}))
+    restored = []  # how many inputs each restore kept (the task appends to the list it returns)
+    real = partition_mod.PartitionCheckpoint.restore
+
+    def restore(self, writer):
+        got = real(self, writer)
+        restored.append((len(got[0]), got[1]))
+        return got
+
+    monkeypatch.setattr(partition_mod.PartitionCheckpoint, "restore", restore)
     monkeypatch.setattr(partition_mod, "fault_point", lambda *a, **k: None)
     again = partition_mod.run_partition(run, 0)
+    assert restored == [(0, 0)]  # nothing of the foreign checkpoint was kept
     _same(receipt, json.loads(json.dumps(again.__dict__, default=lambda o: o.__dict__)))

@@ -171,7 +171,7 @@ def test_run_of_another_format_is_refused_by_resume_status_and_its_tasks(tmp_pat
     capsys.readouterr()
     assert resume(run_dir) == 2
     err = capsys.readouterr().err
-    assert "made by hplt-shard 3ac88af, whose run directories have format 2" in err and "start a new run" in err
+    assert "(hplt-shard 3ac88af, whose run directories have format 2" in err and "start a new run" in err
     assert cli.main(["--status", str(run_dir)]) == 2
     assert "format 2; this version reads format" in capsys.readouterr().err
     p = subprocess.run(task_argv("write", run_dir, 0, python=sys.executable), capture_output=True, text=True,

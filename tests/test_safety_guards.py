@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.registry import RunState
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.stages.finalize import FinalizeError, already_swapped, run_finalize
 from shard_pipeline.stages.plan import PlanError, run_plan
@@ -45,7 +45,7 @@ def plan_error(run: RunDir) -> str:
 
 
 def test_untouched_receipts_plan(before_plan):
-    assert run_plan(before_plan)["rows"] == 40
+    assert run_plan(before_plan).rows == 40
 
 
 def test_an_input_read_twice(before_plan):
@@ -122,10 +122,10 @@ def test_a_killed_finalizes_temporary_manifest_is_removed_and_only_it(before_swa
 
 def test_already_swapped_finishes_and_only_for_this_runs_output(tmp_path, monkeypatch):
     run = stopped_at(tmp_path, monkeypatch, "finalize-after-swap:0:enospc")
-    cfg = RunConfig.from_json(read_json(run.config_json))
-    plan = read_json(run.plan_json)
+    state = RunState(run)
+    cfg, plan = state.cfg, state.plan
     out = Path(cfg.execution.out)
-    assert not Path(plan["tmp_dir"]).exists() and not run.done_marker.exists()
+    assert not Path(plan.tmp_dir).exists() and not run.done_marker.exists()
     assert already_swapped(run, cfg, plan, out) is not None
     # OUT whose manifest names another shard hash is not this run's: never taken as swapped
     good = (out / "_MANIFEST.json").read_text()

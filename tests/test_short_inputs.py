@@ -187,8 +187,8 @@ def test_a_row_with_more_documents_stops_the_plan_and_the_resume_until_the_word(
     assert json.loads(run.config_json.read_text())["execution"]["release_changed"] is True
     assert len(fake_slurm("sbatch")) > queued
     plan = run_plan(run)
-    assert plan["conservation"]["read"] == 80
-    for task in range(len(plan["write_tasks"])):
+    assert plan.conservation.read == 80
+    for task in range(len(plan.write_tasks)):
         run_write(run, task)
     run_finalize(run)  # the word reaches finalize: the smaller row replaces the index's, said in validation.json
     assert read_rows(tmp_path / "index", *index_file(tmp_path / "index", root).relative_to(tmp_path / "index")

@@ -158,7 +158,7 @@ def test_shard_bytes_cuts_by_bytes(tmp_path):
 
 def test_finalize_allows_the_folders_of_expected_files_and_nothing_else(tmp_path):
     """The stray-file check before the swap: `__quarantine/` and `__quarantine/clean/` hold expected files."""
-    from shard_pipeline.stages.finalize import unexpected_files
+    from shard_pipeline.stages.collect import unexpected_files
 
     for rel in ("shard-00000-of-00001.parquet", "__quarantine/clean/documents.parquet", "__quarantine/left.txt",
                 "__quarantine/clean/old.parquet", "train/x"):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable
 
@@ -89,6 +90,29 @@ def _write_shard_file(path: Path, groups: Iterable[pa.Table]) -> ShardFile:
         train=rows - val,
         val=val,
     )
+
+
+@dataclass(frozen=True)
+class ShardCounts:
+    """What a shard file holds, counted from the file: the manifest's rows and text bytes, its split counts."""
+
+    rows: int
+    text_bytes: int
+    train: int
+    val: int
+
+
+def shard_counts(path: Path) -> ShardCounts:
+    """Count a written shard back from its file, row group by row group (its text and split columns), by the
+    definitions the writer counted with: what finalize puts in the manifest is what the files hold."""
+    rows = text_bytes = val = 0
+    with pq.ParquetFile(path) as pf:
+        for g in range(pf.metadata.num_row_groups):
+            table = pf.read_row_group(g, columns=["text", "split"])
+            rows += table.num_rows
+            text_bytes += _utf8_bytes(table.column("text"))
+            val += _count_val(table.column("split"))
+    return ShardCounts(rows, text_bytes, rows - val, val)
 
 
 def _utf8_bytes(column: pa.ChunkedArray) -> int:

@@ -15,12 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from shard_pipeline.commands import command, program
+from shard_pipeline.commands import command, program, resume_command
 from shard_pipeline.contract.replace import tmp_dir_for, tmp_owner
-from shard_pipeline.run import outcome, unit_table
+from shard_pipeline.run import codeversion, outcome, unit_table
 from shard_pipeline.run.claim import claim_path, holder
 from shard_pipeline.run.outcome import Kind, Outcome
-from shard_pipeline.run.rundir import RunDir, fresh_run_dir, read_json
+from shard_pipeline.run.records import DamagedRunFile, OtherCode, Problem, WrongType, Why, parse_as
+from shard_pipeline.run.rundir import (
+    RunDir,
+    check_format,
+    commit_words,
+    fresh_run_dir,
+    is_finished,
+    read_json,
+    submitted_commit,
+)
 
 _DROPPED = {"--run-dir": 1, "--dry-run": 0}  # option -> how many values follow it
 FLAGS = ("--dry-run", "--replace-other", "--clean", "--dataset-card", "--keep-spill", "--release-changed", "--version",
@@ -153,3 +162,33 @@ def new_run_step(run: RunDir, failed: Sequence[Outcome] | None = None) -> str | 
     """`new_run`, rendered: the text --status, the executors and a landing print."""
     step = new_run(run, failed)
     return step.render() if step is not None else None
+
+
+def check_this_version(root: Path, record: dict) -> None:
+    """Refuse to work on a run (`record`: its run.json) made by a version of another run-dir format, or by another
+    code version unless it is finished: the two versions may read or write its records differently, so they are
+    never mixed. A finished run's records are history: its --status and --resume say it is done, whatever reads them."""
+    check_format(record, root)
+    try:
+        made = parse_as(str, record.get("code_version"), "code_version")
+    except WrongType as exc:
+        raise DamagedRunFile(RunDir(root).run_json, str(exc)) from None
+    now = codeversion.code_version()
+    if made == now or is_finished(root):
+        return
+    raise OtherCode(Problem(Why.OTHER_CODE, root, f"code {codeversion.short(made)}{_commit_of(record)}; this code is "
+                                                 f"{codeversion.short(now)}", _other_code_step(root, record)))
+
+
+def _commit_of(record: dict) -> str:
+    words = commit_words(record)
+    return f", git commit {words}" if words else ""
+
+
+def _other_code_step(root: Path, record: dict) -> str:
+    commit, dirty = submitted_commit(record)
+    back = (f"check out commit {commit} (git checkout {commit}), then {resume_command(root)}"
+            if commit and not dirty else f"{resume_command(root)} with the code that made it")
+    fresh = new_run_command(RunDir(root), "new") if not isinstance(record.get("languages"), list) else None
+    return (f"its tasks fail rather than mix what two versions wrote. Either {back}, or start a new run with this code"
+            + (f": {fresh}" if fresh else " (a fresh --run-dir)"))

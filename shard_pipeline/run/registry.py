@@ -2,8 +2,10 @@
 (where a stage's code is: worker/entries.py).
 
 The executors queue or run `STAGES` in order; `--status` and `--resume` both ask `problem()`
-whether a task is done, by one rule. A task is done only when its receipt parses and agrees
-with the files it names: size and mtime as recorded, and bytes vouched for, either by a ctime
+whether a task is done, by one rule. A task is done only when its receipt is this run's record
+(run/records.py: every field of its type, made for this run's configuration by this code version, so a
+receipt copied from another run or left by another version is not) and agrees with the files it names
+(the spill and its index, sections.arrow, the shards): size and mtime as recorded, and bytes vouched for, either by a ctime
 still equal to the one recorded when the file was finished (every write, rename, chmod or utime
 sets it to now, and nobody can set it back), or, when something touched the file, by its
 sha256. `--status` never reads a file: it counts a touched one as done by size and mtime and says
@@ -19,10 +21,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from shard_pipeline.files import file_sha256
-from shard_pipeline.run.runconfig import RunConfig
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.receipts import PartitionReceipt, Plan, Stamp, SwapReceipt, Validation, WriteReceipt
+from shard_pipeline.run.records import RUN_FORMAT, Made, Problem, Why, made_here, read_record
+from shard_pipeline.run.runconfig import RunConfig, load_config
+from shard_pipeline.run.rundir import RunDir
 
-def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None, rehash: bool = True,
+
+def file_matches(path: Path, stamp: Stamp, sha256: str, rehash: bool = True,
                  touched: list[Path] | None = None) -> str | None:
     """None when `path` is what its receipt recorded, else why not (`rehash`: a touched file may be re-hashed).
 
@@ -31,31 +36,29 @@ def file_matches(path: Path, stamp: dict[str, Any], sha256: str | None, rehash: 
     if not path.is_file():
         return f"{path.name} missing"
     st = path.stat()
-    if st.st_size != stamp.get("bytes"):
-        return f"{path.name} has {st.st_size} bytes, its receipt {stamp.get('bytes')}"
-    if "mtime_ns" in stamp and st.st_mtime_ns != stamp["mtime_ns"]:
+    if st.st_size != stamp.bytes:
+        return f"{path.name} has {st.st_size} bytes, its receipt {stamp.bytes}"
+    if st.st_mtime_ns != stamp.mtime_ns:
         return f"{path.name} was modified after its receipt was written"
-    if st.st_ctime_ns == stamp.get("ctime_ns"):
+    if st.st_ctime_ns == stamp.ctime_ns:
         return None  # untouched since it was finished
     if touched is not None and not rehash:
         touched.append(path)
         return None
     if not rehash:
         return f"{path.name} was touched after its receipt (its ctime changed); --resume re-hashes it"
-    if sha256 and file_sha256(path) != sha256:
+    if file_sha256(path) != sha256:
         return f"{path.name} sha256 differs from its receipt"
     return None
 
 
-def read_receipt(path: Path) -> dict[str, Any] | None:
-    """A receipt's JSON, or None when it is missing or cut short."""
-    try:
-        return read_json(path)
-    except (OSError, ValueError):
-        return None
+def write_receipts(run: RunDir, cfg: RunConfig, plan: Plan) -> list[WriteReceipt] | None:
+    """The write receipts of every task of the plan, each this run's; None if any is not."""
+    got = [read_record(run.write_receipt(wt.task), WriteReceipt, made_here(cfg.content.sha256())) for wt in plan.write_tasks]
+    return None if any(isinstance(r, Problem) for r in got) else got
 
 
-def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path,
+def already_swapped(run: RunDir, cfg: RunConfig, plan: Plan, out: Path,
                     rehash: bool = True, touched: list[Path] | None = None) -> dict[str, Any] | None:
     """OUT's manifest, if OUT is provably this run's output: an earlier attempt of finalize swapped it in.
 
@@ -76,19 +79,21 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: dict[str, Any], out: Path
         manifest = load_manifest(out)
     except (OSError, ValueError):
         return None
-    if manifest.get("config_sha256") != cfg.content.sha256() or manifest.get("rows") != plan["rows"]:
+    if manifest.get("config_sha256") != cfg.content.sha256() or manifest.get("rows") != plan.rows:
         return None
-    recorded: dict[str, dict[str, Any]] = {}
-    for wt in plan["write_tasks"]:
-        receipt = read_receipt(run.write_receipt(wt["task"]))
-        if receipt is None:
-            return None
-        recorded.update({s["name"]: s for s in receipt["shards"]})
-    if {s["name"]: s["sha256"] for s in manifest["shards"]} != {n: s["sha256"] for n, s in recorded.items()}:
+    receipts = write_receipts(run, cfg, plan)
+    if receipts is None:
+        return None
+    recorded = {s.name: s for receipt in receipts for s in receipt.shards}
+    try:
+        listed = {s["name"]: s["sha256"] for s in manifest["shards"]}
+    except (KeyError, TypeError):
+        return None
+    if listed != {n: s.sha256 for n, s in recorded.items()}:
         return None
     seen: list[Path] | None = None if touched is None else []  # told to the caller only if OUT is this run's
     for name, s in recorded.items():
-        if file_matches(out / name, s.get("stamp", {"bytes": s["bytes"]}), s["sha256"], rehash, seen) is not None:
+        if file_matches(out / name, s.stamp, s.sha256, rehash, seen) is not None:
             return None
     try:
         held = holdings(out, manifest)
@@ -108,7 +113,7 @@ def out_changed_since(run: RunDir, out: Path) -> str | None:
     """Why OUT no longer holds what this run swapped in: another manifest (a later run replaced it, or
     someone edited or removed it), or a file it lists gone; None while it does, or when the run recorded
     none (swap.json: older runs). Cost: the manifest hashed, one listing of each folder it names."""
-    receipt = read_receipt(run.swap_receipt)
+    receipt = swap_receipt(run)
     if receipt is None:
         return None
     data = _manifest_bytes(out)
@@ -163,13 +168,25 @@ def _manifest_bytes(out: Path) -> bytes | str:
         return f"{out} holds no readable {MANIFEST_NAME} now ({exc.strerror})"
 
 
-def _manifest_changed(receipt: dict[str, Any], out: Path, data: bytes) -> str | None:
+def swap_receipt(run: RunDir) -> SwapReceipt | None:
+    """swap.json, if this run's finalize wrote it (before its swap) and it is whole."""
+    return run_history(run, run.swap_receipt, SwapReceipt)
+
+
+def run_history(run: RunDir, path: Path, cls: type[Any]) -> Any:
+    """A record about OUT that finalize wrote (swap.json, validation.json), or None: made for this run's config, by
+    any code version, since a finished run's --status and --resume read them whatever code runs them."""
+    got = read_record(path, cls, Made(RUN_FORMAT, load_config(run).content.sha256(), ""), any_code=True)
+    return None if isinstance(got, Problem) else got
+
+
+def _manifest_changed(receipt: SwapReceipt, out: Path, data: bytes) -> str | None:
     """Why OUT's manifest (`data`) is not the one swap.json `receipt` recorded; None when it is."""
     import hashlib
 
     from shard_pipeline.contract.manifest import MANIFEST_NAME
 
-    if hashlib.sha256(data).hexdigest() == receipt.get("manifest_sha256"):
+    if hashlib.sha256(data).hexdigest() == receipt.manifest_sha256:
         return None
     return f"{out}/{MANIFEST_NAME} is no longer the one this run wrote (a later run replaced the output, or it was edited)"
 
@@ -177,15 +194,17 @@ def _manifest_changed(receipt: dict[str, Any], out: Path, data: bytes) -> str | 
 def done_warnings(run: RunDir) -> list[str]:
     """The warnings finalize recorded in validation.json (files kept beside OUT after the swap, a counts index it
     could not update): the done message and --status repeat them, since a finalize log is not where a user looks."""
-    validation = read_receipt(run.validation_json) or {}
-    index = validation.get("counts_index_warning")
-    return [*validation.get("warnings", []), *([index] if index else [])]
+    validation = run_history(run, run.validation_json, Validation)
+    if validation is None:
+        return []
+    index = validation.counts_index_warning
+    return [*validation.warnings, *([index] if index else [])]
 
 
 def manifest_is_this_runs(run: RunDir, out: Path, manifest: dict[str, Any], rehash: bool) -> bool:
     """OUT's manifest is the very one finalize wrote (its sha256 in swap.json), and so are the other files it
     lists: by sha256 when `rehash`, else by size alone (--status reads no file but the small manifest)."""
-    receipt = read_receipt(run.swap_receipt)  # read once: what it records is what is compared
+    receipt = swap_receipt(run)  # read once: what it records is what is compared
     data = _manifest_bytes(out)
     if receipt is None or isinstance(data, str) or _manifest_changed(receipt, out, data) is not None:
         return False
@@ -207,15 +226,23 @@ class RunState:
 
     @cached_property
     def cfg(self) -> RunConfig:
-        return RunConfig.from_json(read_json(self.run.config_json))
+        return load_config(self.run)
+
+    @cached_property
+    def made(self) -> Made:
+        return made_here(self.cfg.content.sha256())
 
     @cached_property
     def finished(self) -> bool:
         return self.run.done_marker.exists()
 
     @cached_property
-    def plan(self) -> dict[str, Any] | None:
-        return read_receipt(self.run.plan_json)
+    def plan_or_problem(self) -> Plan | Problem:
+        return read_record(self.run.plan_json, Plan, self.made)
+
+    @property
+    def plan(self) -> Plan | None:
+        return None if isinstance(self.plan_or_problem, Problem) else self.plan_or_problem
 
     @cached_property
     def swapped(self) -> bool:
@@ -229,43 +256,42 @@ class RunState:
         return None if self.touched is None else []
 
 
-def _missing(path: Path) -> str:
-    return "no receipt" if not path.exists() else "receipt unreadable"
+def not_done(problem: Problem) -> str:
+    """A record's problem as the done rule's reason."""
+    return "no receipt" if problem.why is Why.MISSING else problem.reason
 
 
 def partition_problem(state: RunState, task: int) -> str | None:
     run = state.run
-    rc = read_receipt(run.partition_receipt(task))
-    if rc is None:
-        return _missing(run.partition_receipt(task))
-    if not run.spill_index(task).is_file():
-        return "index missing"
-    return file_matches(run.spill_file(task), rc.get("spill_stamp", {}), rc.get("spill_sha256"), state.rehash, state.touched)
+    rc = read_record(run.partition_receipt(task), PartitionReceipt, state.made)
+    if isinstance(rc, Problem):
+        return not_done(rc)
+    return (file_matches(run.spill_index(task), rc.index_stamp, rc.index_sha256, state.rehash, state.touched)
+            or file_matches(run.spill_file(task), rc.spill_stamp, rc.spill_sha256, state.rehash, state.touched))
 
 
 def plan_problem(state: RunState, task: int) -> str | None:
-    if state.plan is None:
-        return "no plan"
-    if not state.run.sections.is_file():
-        return "sections.arrow missing"
-    return None
+    plan = state.plan_or_problem
+    if isinstance(plan, Problem):
+        return "no plan" if plan.why is Why.MISSING else plan.reason
+    return file_matches(state.run.sections, plan.sections_stamp, plan.sections_sha256, state.rehash, state.touched)
 
 
 def write_problem(state: RunState, task: int) -> str | None:
     run = state.run
-    rc = read_receipt(run.write_receipt(task))
-    if rc is None:
-        return _missing(run.write_receipt(task))
+    rc = read_record(run.write_receipt(task), WriteReceipt, state.made)
+    if isinstance(rc, Problem):
+        return not_done(rc)
     if state.plan is None:
         return "no plan"
     if state.swapped:  # finalize was stopped after the exchange: the shards are in OUT
         if state.touched is not None:
             out = Path(state.cfg.execution.out)
-            state.touched += [out / s["name"] for s in rc["shards"] if out / s["name"] in state.touched_in_out]
+            state.touched += [out / s.name for s in rc.shards if out / s.name in state.touched_in_out]
         return None
-    tmp = Path(state.plan["tmp_dir"])
-    for s in rc["shards"]:
-        why = file_matches(tmp / s["name"], s.get("stamp", {"bytes": s["bytes"]}), s["sha256"], state.rehash, state.touched)
+    tmp = Path(state.plan.tmp_dir)
+    for s in rc.shards:
+        why = file_matches(tmp / s.name, s.stamp, s.sha256, state.rehash, state.touched)
         if why:
             return why
     return None
@@ -306,8 +332,8 @@ class Stage:
 
 STAGES: tuple[Stage, ...] = (
     Stage("partition", True, "P", lambda r: f"{r.rows} rows", partition_problem),
-    Stage("plan", False, "L", lambda r: f"{r['rows']} rows", plan_problem),
-    Stage("write", True, "W", lambda r: f"{len(r['shards'])} shards", write_problem),
+    Stage("plan", False, "L", lambda r: f"{r.rows} rows", plan_problem),
+    Stage("write", True, "W", lambda r: f"{len(r.shards)} shards", write_problem),
     Stage("finalize", False, "F", lambda r: f"{r['rows']} rows in place", finalize_problem),
 )
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)

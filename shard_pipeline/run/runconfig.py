@@ -11,6 +11,22 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from shard_pipeline.contract.manifest import MANIFEST_FORMAT
+from shard_pipeline.run.records import (
+    HEADER,
+    RUN_FORMAT,
+    DamagedRunFile,
+    EditedRecord,
+    OtherFormat,
+    Problem,
+    WrongType,
+    Why,
+    header_of,
+    made_here,
+    parse_as,
+    read_json,
+    record_json,
+)
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.units import parse_mem, scale_mem, share_of_mem, slurm_minutes
 
 
@@ -152,13 +168,42 @@ class RunConfig:
         return self.content.corpus, self.content.subset
 
     def to_json(self) -> dict[str, Any]:
-        return {"config_sha256": self.content.sha256(), "content": asdict(self.content), "execution": asdict(self.execution)}
+        """config.json: the header (run/records.py Made, whose config_sha256 is this content's hash), then the config."""
+        return record_json(made_here(self.content.sha256()), {"content": asdict(self.content), "execution": asdict(self.execution)})
 
     @staticmethod
     def from_json(doc: dict[str, Any]) -> "RunConfig":
-        c = dict(doc["content"])
-        c["inputs"] = tuple(InputRef(**i) for i in c["inputs"])
-        c["dp_ranks"] = tuple(c.get("dp_ranks", ()))
-        e = dict(doc["execution"])
-        e["resources"] = {stage: StageResources(**r) for stage, r in e["resources"].items()}
-        return RunConfig(Content(**c), Execution(**e))
+        """The config of a config.json document (its header aside), type-checked: WrongType names a field that is not."""
+        return parse_as(RunConfig, {k: v for k, v in doc.items() if k not in HEADER})
+
+
+EDITED_STEP = ("a run's content is fixed when it is made: put back the config.json it was made with, or start a new run "
+               "(a fresh --run-dir) with the options wanted")
+
+
+def load_config(run: RunDir) -> RunConfig:
+    """The run's config.json, typed and whole: of this run-dir format, every field of its type, its content hashing
+    to the config_sha256 it records, and the one run.json says the run was made with. Else one named refusal:
+    OtherFormat, DamagedRunFile or EditedRecord (an edit would make the run's records disagree with its config)."""
+    path = run.config_json
+    doc = read_json(path)
+    made = header_of(doc, path)
+    if made.run_format != RUN_FORMAT:
+        raise OtherFormat(Problem(Why.OTHER_FORMAT, path, f"format {made.run_format}; this version reads {RUN_FORMAT}",
+                                  "see or resume it with the version that made it, or start a new run"))
+    try:
+        cfg = RunConfig.from_json(doc)
+    except WrongType as exc:
+        raise DamagedRunFile(path, str(exc)) from None
+    actual = cfg.content.sha256()
+    if actual != made.config_sha256:
+        raise EditedRecord(Problem(Why.EDITED, path, f"its content hashes to {actual[:12]}, it records "
+                                                     f"{made.config_sha256[:12]}", EDITED_STEP))
+    if run.run_json.exists():
+        record = header_of(read_json(run.run_json), run.run_json)
+        if (record.config_sha256, record.code_version) != (made.config_sha256, made.code_version):
+            raise EditedRecord(Problem(Why.EDITED, path, f"not the one {run.run_json.name} records: config "
+                                                         f"{made.config_sha256[:12]} code {made.code_version[:12]}, "
+                                                         f"{run.run_json.name}: config {record.config_sha256[:12]} "
+                                                         f"code {record.code_version[:12]}", EDITED_STEP))
+    return cfg

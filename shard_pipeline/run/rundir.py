@@ -5,7 +5,6 @@ One layout for all executors, so a task can be rerun by hand from the command in
 """
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,18 +12,23 @@ from typing import Any, Iterable
 
 from shard_pipeline.commands import command, resume_command, status_command
 from shard_pipeline.errors import UserError
+from shard_pipeline.run.records import RUN_FORMAT, OtherFormat, Problem, Why
+from shard_pipeline.run.records import read_json  # noqa: F401  (the run dir's readers import it from here)
 
-# The format of a run directory: the files stages hand each other (spill index, plan.json,
-# receipts) and config.json. A run directory is read only by code of the same format (no shims
-# before the first release, docs/DESIGN.md "Compatibility"): 2 = per-split counts in the index,
-# shard sets in the plan; 3 = every receipt stamp holds its file's ctime, config.json its
-# per-stage resources, and the config hash covers split_layout and hplt.
-RUN_FORMAT = 3
 CHECKPOINT_FORMAT = "receipts-log"  # a partition checkpoint naming its receipts log (stages/checkpoint.py)
 
 
-class OtherFormat(UserError):
-    """A run directory written by a version of another RUN_FORMAT."""
+def submitted_commit(record: dict[str, Any]) -> tuple[str | None, bool]:
+    """(git commit, with uncommitted changes) of the code that submitted the run (run.json `code`); None if unknown."""
+    code = record.get("code")
+    commit = code.get("commit") if isinstance(code, dict) else None
+    return (str(commit), bool(code.get("dirty"))) if commit else (None, False)
+
+
+def commit_words(record: dict[str, Any]) -> str | None:
+    """The submitting commit as messages and the dataset card name it: `abc123 (with uncommitted changes)`."""
+    commit, dirty = submitted_commit(record)
+    return None if commit is None else f"{commit} (with uncommitted changes)" if dirty else commit
 
 
 def check_format(record: dict[str, Any], root: Path) -> None:
@@ -32,10 +36,11 @@ def check_format(record: dict[str, Any], root: Path) -> None:
     made_by = record.get("run_format", 1)
     if made_by == RUN_FORMAT:
         return
-    commit = (record.get("code") or {}).get("commit") or "(unknown commit)"
-    raise OtherFormat(f"{root} was made by hplt-shard {commit}, whose run directories have format {made_by}; "
-                      f"this version reads format {RUN_FORMAT}. See or resume it with that version "
-                      "(git checkout it), or start a new run: inputs and OUT are untouched by either")
+    commit = commit_words(record) or "(unknown commit)"
+    raise OtherFormat(Problem(Why.OTHER_FORMAT, root, f"hplt-shard {commit}, whose run directories have format {made_by}; "
+                              f"this version reads format {RUN_FORMAT}",
+                              "see or resume it with that version (git checkout it), or start a new run: inputs and "
+                              "OUT are untouched by either"))
 
 
 def check_whole(root: Path) -> None:
@@ -83,61 +88,6 @@ def check_new(root: Path) -> None:
 
 class IncompleteRunDir(UserError):
     """A run directory whose submission was killed before its run.json was written."""
-
-
-def file_stamp(path: Path) -> dict[str, int]:
-    """Size, mtime and ctime of a finished file a receipt names. Every later write, rename, chmod or
-    utime sets its ctime to now (nobody can set it back), so an unchanged ctime vouches for its bytes."""
-    st = path.stat()
-    return {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns}
-
-
-DAMAGED_STEP = ("it is not what hplt-shard wrote (an edit, a copy cut short, a disk error): put the original back, "
-                "or start a new run with a fresh --run-dir")
-
-
-class DamagedRunFile(UserError, ValueError):
-    """A run-dir JSON file that is not what hplt-shard wrote: one message naming it, never a traceback.
-    A ValueError, so the callers that already treat an unreadable file as absent still do."""
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"{path} is damaged ({reason}); {DAMAGED_STEP}")
-
-
-class MissingField(DamagedRunFile, KeyError):
-    """A field a run file must hold is absent; a KeyError too, for the callers that look fields up."""
-
-    def __str__(self) -> str:  # KeyError's str() would quote the message
-        return self.args[0]
-
-
-class RunRecord(dict):
-    """A JSON object of a run file that names its file when a field it must hold is missing."""
-
-    path: Path = Path("(a run file)")
-
-    def __missing__(self, key: Any):
-        raise MissingField(self.path, f"it has no field {key!r}")
-
-
-def read_json(path: Path) -> Any:
-    """A run-dir JSON object; DamagedRunFile names the file when it is not JSON, not an object, or lacks a field."""
-    def record(pairs: dict) -> RunRecord:
-        r = RunRecord(pairs)
-        r.path = path
-        return r
-
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        value = json.loads(data.decode("utf-8"), object_hook=record)
-    except UnicodeDecodeError as exc:
-        raise DamagedRunFile(path, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
-    except json.JSONDecodeError as exc:
-        raise DamagedRunFile(path, f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    if not isinstance(value, dict):
-        raise DamagedRunFile(path, f"a JSON {type(value).__name__}, not the object hplt-shard writes")
-    return value
 
 
 def unit_log(log_dir: Path, job: str, array_index: str | int, unit: int) -> Path:
@@ -291,9 +241,6 @@ class RunDir:
     def interrupted_marker(self) -> Path:
         """Written when Ctrl-C, SIGHUP or SIGTERM stopped the local executor; a new start removes it."""
         return self.root / "INTERRUPTED.json"
-
-    def config(self) -> dict[str, Any]:
-        return read_json(self.config_json)
 
     def create(self, stages: Iterable[str]) -> None:
         """Make a new run directory with a log folder per stage (sbatch writes logs into them);

@@ -12,7 +12,8 @@ from shard_pipeline.commands import resume_command
 from shard_pipeline.input.counts_index import RELEASE_CHANGED, IndexRows, read_index
 from shard_pipeline.input.index_check import Shortfall, fetch_again, refuse_shortfalls
 from shard_pipeline.run.next_step import new_run_command
-from shard_pipeline.run.registry import read_receipt
+from shard_pipeline.run.receipts import PartitionReceipt
+from shard_pipeline.run.records import made_here, read_record
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import RunDir
 
@@ -45,12 +46,13 @@ def refuse_short_inputs(cfg: RunConfig, root: Path, docs_read: dict[str, int], a
     return refuse_shortfalls(run_index(cfg), cfg.content.inputs, docs_read, accept, lambda n: run_step(root, n))
 
 
-def documents_read(cfg: RunConfig, receipts: Sequence[dict]) -> dict[str, int]:
-    """Documents (lines) read per input name, from partition receipts (stages/partition.PartitionReceipt as JSON)."""
-    return {cfg.content.inputs[inp["index"]].name: inp["read"] for rc in receipts for inp in rc["inputs"]}
+def documents_read(cfg: RunConfig, receipts: Sequence[PartitionReceipt]) -> dict[str, int]:
+    """Documents (lines) read per input name, from partition receipts."""
+    return {cfg.content.inputs[inp.index].name: inp.read for rc in receipts for inp in rc.inputs}
 
 
 def read_so_far(run: RunDir, cfg: RunConfig) -> dict[str, int]:
-    """`documents_read` of a run's partition tasks that finished: what a resume compares."""
-    receipts = [read_receipt(run.partition_receipt(t)) for t in range(cfg.execution.partition_tasks)]
-    return documents_read(cfg, [r for r in receipts if r is not None])
+    """`documents_read` of a run's partition tasks that finished (their receipts this run's): what a resume compares."""
+    made = made_here(cfg.content.sha256())
+    got = [read_record(run.partition_receipt(t), PartitionReceipt, made) for t in range(cfg.execution.partition_tasks)]
+    return documents_read(cfg, [r for r in got if isinstance(r, PartitionReceipt)])

@@ -25,10 +25,12 @@ from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.commands import command, resume_command, status_command
 from shard_pipeline.run import live, unit_table
-from shard_pipeline.run.next_step import new_run_step
-from shard_pipeline.run.registry import STAGES, RunState, done_warnings, manifest_is_this_runs, since_done
-from shard_pipeline.run.runconfig import RunConfig, StageResources
-from shard_pipeline.run.rundir import CHECKPOINT_FORMAT, RunDir, check_format, check_whole, read_json, unit_log
+from shard_pipeline.run.next_step import check_this_version, new_run_step
+from shard_pipeline.run.receipts import PartitionCheckpoint, PartitionReceipt, Validation
+from shard_pipeline.run.registry import STAGES, RunState, done_warnings, manifest_is_this_runs, run_history, since_done
+from shard_pipeline.run.records import Problem, made_here, read_record
+from shard_pipeline.run.runconfig import RunConfig, StageResources, load_config
+from shard_pipeline.run.rundir import RunDir, check_whole, read_json, unit_log
 from shard_pipeline.run.runstate import (
     Counts,
     RunPhase,
@@ -300,28 +302,32 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
     return out
 
 
-def progress_counts(path: Path) -> tuple[int, int]:
-    """(documents read, compressed bytes read) that a partition receipt or checkpoint records."""
-    rec = read_json(path)
-    if rec.get("format") == CHECKPOINT_FORMAT:  # a checkpoint lists only its last inputs, and keeps totals
-        return rec["read"], rec["compressed_bytes"]
-    return sum(i["read"] for i in rec["inputs"]), sum(i["compressed_bytes"] for i in rec["inputs"])
+def progress_counts(path: Path, cfg: RunConfig) -> tuple[int, int] | None:
+    """(documents read, compressed bytes read) that a partition receipt or checkpoint records; None when it is not
+    this run's or not whole (a file mid-write)."""
+    kind = PartitionCheckpoint if path.name.endswith(".checkpoint.json") else PartitionReceipt
+    rec = read_record(path, kind, made_here(cfg.content.sha256()))
+    if isinstance(rec, Problem):
+        return None
+    if isinstance(rec, PartitionCheckpoint):  # a checkpoint lists only its last inputs, and keeps totals
+        return rec.read, rec.compressed_bytes
+    return sum(i.read for i in rec.inputs), sum(i.compressed_bytes for i in rec.inputs)
 
 
 def progress(run: RunDir, moving: bool = True) -> dict[str, Any]:
     """Documents and bytes read so far (receipts and checkpoints), throughput, ETA of the partition stage.
 
     `moving` False (a run stopped, failed or stuck): the time runs to its last receipt or checkpoint, not to now."""
-    cfg = RunConfig.from_json(read_json(run.config_json))
+    cfg = load_config(run)
     docs = compressed = 0
     touched = []
     for t in range(cfg.execution.partition_tasks):
         for path in (run.partition_receipt(t), run.partition_checkpoint(t)):
-            if path.exists():
+            counted = progress_counts(path, cfg) if path.exists() else None
+            if counted is not None:
                 touched.append(path)
-                read, comp = progress_counts(path)
-                docs += read
-                compressed += comp
+                docs += counted[0]
+                compressed += counted[1]
                 break
     total = sum(i.size or 0 for i in cfg.content.inputs)
     record = read_json(run.run_json)
@@ -355,6 +361,8 @@ def live_line(run: RunDir, stage: str, started: float) -> str | None:
                     f"{human_bytes(rate)}/s, ETA {_hms(eta) if eta else '-'}")
         if stage == "write" and run.plan_json.exists():
             total = read_json(run.plan_json)["shards"]
+            if not isinstance(total, int):  # not the plan hplt-shard wrote: the done rule says so, not this line
+                return None
             done = count_progress_lines(sorted(run.log_dir("write").glob("*.log")), "shard")
             rate = done / elapsed
             eta = (total - done) / rate if rate > 0 and done < total else 0.0
@@ -376,8 +384,8 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state
     """The --status table; `state` and `code` are run_state's (computed once: a done run's hashes its manifest)."""
     from shard_pipeline.units import human_bytes, plural
 
-    cfg = read_json(run.config_json)
-    lines = [f"run {run.root}  config {cfg['config_sha256'][:12]}  executor {cfg['execution']['executor']}",
+    cfg = load_config(run)
+    lines = [f"run {run.root}  config {cfg.content.sha256()[:12]}  executor {cfg.execution.executor}",
              f"{'stage':<10}{'tasks':>7}{'done':>7}{'running':>9}{'pending':>9}{'failed':>8}{'interrupted':>13}{'waiting':>9}"]
     for st in statuses:
         lines.append(f"{st.stage:<10}{st.total:>7}{st.done:>7}{st.running:>9}{st.pending:>9}{len(st.failed):>8}"
@@ -474,14 +482,13 @@ def queued_job_ids(run: RunDir, statuses: list[StageStatus]) -> list[str]:
 
 def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
     """The one-line state with its next step, and the exit code of --status (docs/operations.md)."""
-    cfg = read_json(run.config_json)
+    ex = load_config(run).execution
     record = read_json(run.run_json) if run.run_json.exists() else {}
     phase = phase_of(run, statuses)
     resume = resume_command(run.root)
     failed = [err for st in statuses for _, _, err in st.failed]
     if phase is RunPhase.DONE:
-        out = cfg["execution"]["out"]
-        text = f"done: output at {out}" + since_done(run, Path(out))
+        text = f"done: output at {ex.out}" + since_done(run, Path(ex.out))
         text += "".join(f"; warning: {w}" for w in done_warnings(run))
     elif phase is RunPhase.STUCK:
         text = stuck_step(run.root, [r for st in statuses for _, r in st.reasons], queued_job_ids(run, statuses))
@@ -501,7 +508,7 @@ def run_state(run: RunDir, statuses: list[StageStatus]) -> tuple[str, int]:
                 or (f"failed: {hint}" if hint else f"failed: fix the cause named above, then {resume}"))
     else:
         refusal = last_refusal(record)
-        text = refused_step(run.root, refusal) if refusal else interrupted_step(run.root, cfg["execution"]["executor"])
+        text = refused_step(run.root, refusal) if refusal else interrupted_step(run.root, ex.executor)
     if phase is not RunPhase.DONE and (away := elsewhere(record, run.root)):
         text += f"; {away}"
     return text, int(phase.exit_code)
@@ -559,7 +566,7 @@ def report(root: Path) -> tuple[str, int]:
     if not unit_table.is_multi(root) and not run.config_json.exists():
         raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
     if run.run_json.exists():
-        check_format(read_json(run.run_json), root)
+        check_this_version(root, read_json(run.run_json))
     if unit_table.is_multi(root):
         return languages_report(root)
     return status_report(run)
@@ -640,13 +647,14 @@ def languages_report(root: Path) -> tuple[str, int]:
             phases[lang], word, sts = RunPhase.DONE, f"landed by {again}", []  # its next step was taken
         every += sts
         reasons += [r for st in sts for _, r in st.reasons]
-        rows = read_json(run.validation_json)["rows"] if run.done_marker.exists() and run.validation_json.exists() else None
+        validation = run_history(run, run.validation_json, Validation) if run.done_marker.exists() else None
+        rows = validation.rows if validation is not None else None
         lines.append(f"{lang:<14}" + "".join(f"{_cell(st):>{w}}" for st, w in zip(sts, (11, 7, 11, 10)))
                      + f"{(f'{rows:,}' if rows is not None else '-'):>14}  {word}")
         failures += [(lang, st.stage, t, log, err) for st in sts for t, log, err in st.failed[:1]]
         requeued += [requeued_line(f"{lang} {st.stage}", st.requeued) for st in sts if st.requeued]
         touched += [touched_line(f"{lang} {st.stage}", st.touched) for st in sts if st.touched]
-        if phases[lang] is RunPhase.DONE and (note := since_done(run, Path(read_json(run.config_json)["execution"]["out"]))):
+        if phases[lang] is RunPhase.DONE and (note := since_done(run, Path(load_config(run).execution.out))):
             since.append(f"{lang}: done{note}")  # as a resume of the done run says it
         if phases[lang] is RunPhase.DONE:
             since += [f"{lang}: warning: {w}" for w in done_warnings(run)]  # as --status of that language says them

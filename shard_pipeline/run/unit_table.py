@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import bisect
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.registry import STAGES as STAGE_DEFS
 from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.records import DamagedRunFile, WrongType, parse_as
 from shard_pipeline.run.rundir import RunDir, read_json
 
 MULTI_FORMAT = 1
@@ -54,6 +55,24 @@ class Block:
     lang: str
     first: int
     count: int
+
+
+@dataclass(frozen=True)
+class LanguageDir:
+    lang: str
+    rundir: str  # relative to RUNDIR
+
+
+@dataclass(frozen=True)
+class LanguagesFile:
+    """languages.json as read: what `UnitTable.to_json` wrote, type-checked."""
+
+    format: int
+    languages: list[LanguageDir]
+    single_job_stages: list[str]
+    units: dict[str, list[tuple[str, int, int]]]
+    cpus: dict[str, int] = field(default_factory=dict)  # absent: C = 1
+    out: str = ""  # the output root (run.json has it too)
 
 
 @dataclass(frozen=True)
@@ -148,18 +167,24 @@ def load(root: Path) -> UnitTable:
     """The unit table of any run dir: languages.json, or for a run of one language its config.json."""
     if not is_multi(root):
         return one_language(Path(root))
-    doc = read_json(RunDir(Path(root)).languages_json)
-    if doc.get("format") != MULTI_FORMAT:
-        raise ValueError(f"{RunDir(Path(root)).languages_json} has format {doc.get('format')}; this version reads {MULTI_FORMAT}")
-    blocks = {s: tuple(Block(l, f, c) for l, f, c in doc["units"][s]) for s in STAGES}
-    return UnitTable(Path(root), tuple(e["lang"] for e in doc["languages"]), blocks, dict(doc.get("cpus", {})))
+    path = RunDir(Path(root)).languages_json
+    try:
+        doc = parse_as(LanguagesFile, read_json(path))
+        if missing := [s for s in STAGES if s not in doc.units]:
+            raise WrongType(f"it has no units of {missing[0]}")
+    except WrongType as exc:
+        raise DamagedRunFile(path, str(exc)) from None
+    if doc.format != MULTI_FORMAT:
+        raise ValueError(f"{path} has format {doc.format}; this version reads {MULTI_FORMAT}")
+    blocks = {s: tuple(Block(l, f, c) for l, f, c in doc.units[s]) for s in STAGES}
+    return UnitTable(Path(root), tuple(e.lang for e in doc.languages), blocks, dict(doc.cpus))
 
 
 def one_language(root: Path) -> UnitTable:
     """A run of one language as a unit table: global unit = task, C from its resources."""
-    from shard_pipeline.run.runconfig import RunConfig
+    from shard_pipeline.run.runconfig import load_config
 
-    cfg = RunConfig.from_json(read_json(RunDir(root).config_json))
+    cfg = load_config(RunDir(root))
     ex = cfg.execution
     table = table_of(root, [(cfg.content.lang, ex.partition_tasks, ex.write_tasks)])
     return replace(table, cpus={s: ex.units_per_task(s) for s in table.cpus or {}}, one_dir=True)

@@ -1,13 +1,14 @@
 """Finalize: check every receipt against the plan and the disk, write the manifest, swap OUT.
 
 Nothing reaches OUT unless every shard the plan promised exists in OUT.tmp with the rows and
-the hash its writer recorded, and OUT.tmp holds nothing else.
+the hash its writer recorded, and OUT.tmp holds nothing else. What the manifest says of each shard
+(rows, text bytes, split counts, size, sha256) is read from the file itself, and a receipt that says
+otherwise is refused, named.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -33,55 +34,25 @@ from shard_pipeline.contract.replace import (
     tmp_owner,
     unpark,
 )
-from shard_pipeline.contract.rules import SPLIT_DIRS, ShardFile
+from shard_pipeline.contract.rules import SPLIT_DIRS
 from shard_pipeline.files import atomic_leftovers, file_sha256
 from shard_pipeline.files import write_bytes_atomic
 from shard_pipeline.input.counts_index import CountRow, Merge, record
 from shard_pipeline.input.identity import CorpusNames
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.faults import fault_point
-from shard_pipeline.run.registry import already_swapped, read_receipt
+from shard_pipeline.run.receipts import InputReceipt, PartitionReceipt, Plan, SwapReceipt, Validation
+from shard_pipeline.run.records import REDO_STEP, load_record, made_here, save_record
+from shard_pipeline.run.registry import already_swapped, swap_receipt
 from shard_pipeline.run.resume import changed_inputs
-from shard_pipeline.run.runconfig import RunConfig
-from shard_pipeline.files import write_json_atomic
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.runconfig import RunConfig, load_config
+from shard_pipeline.run.rundir import RunDir, commit_words, read_json
 from shard_pipeline.run.tasklog import log
-
-# OUT's files besides the shards (contract/extras.py: named so that readers of OUT skip them).
-EXTRA_NAMES = (CARD_NAME, LEDGER_NAME, CLEANED_NAME, CLEAN_POLICY_NAME, BALANCE_NAME)
-
-
-class FinalizeError(Exception):
-    """A receipt disagrees with the plan or with the file on disk: OUT is left as it was."""
+from shard_pipeline.stages.collect import EXTRA_NAMES, FinalizeError, collect_shards
 
 
 class AfterSwapError(Exception):
     """A step after the swap failed: OUT already holds this run's output; --resume finishes the rest."""
-
-
-def hash_files(directory: Path, names: list[str]) -> dict[str, str | None]:
-    """sha256 of many files at once: hashlib releases the GIL, so threads use every core the job has.
-
-    At HPLT scale finalize re-reads ~10 TB of Parquet; one stream would take hours.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(name: str) -> str | None:
-        path = directory / name
-        return file_sha256(path) if path.is_file() else None
-
-    workers = max(1, min(32, len(os.sched_getaffinity(0)) * 2))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return dict(zip(names, pool.map(one, names)))
-
-
-def unexpected_files(tmp: Path, expected: set[str]) -> list[str]:
-    """Paths under OUT.tmp (relative, folders included) that are not `expected`: left by an attempt cut short.
-
-    Folders that hold an expected file (at any depth, e.g. `__quarantine/` and `__quarantine/clean/`) are expected too.
-    """
-    allowed = expected | ({p.as_posix() for name in expected for p in Path(name).parents} - {"."})
-    return sorted(rel for rel in (p.relative_to(tmp).as_posix() for p in tmp.rglob("*")) if rel not in allowed)
 
 
 def remove_own_leftovers(run: RunDir, tmp: Path) -> None:
@@ -95,45 +66,11 @@ def remove_own_leftovers(run: RunDir, tmp: Path) -> None:
             log.info(f"finalize: removed {left}, left by an earlier finalize of this run stopped mid-write")
 
 
-def collect_shards(run: RunDir, cfg: RunConfig, plan: dict[str, Any]) -> list[ShardFile]:
-    """Shard entries in manifest order, each checked against the plan and re-hashed from disk."""
-    by_index: dict[int, dict[str, Any]] = {}
-    for wt in plan["write_tasks"]:
-        path = run.write_receipt(wt["task"])
-        if not path.exists():
-            raise FinalizeError(f"write task {wt['task']} left no receipt ({path})")
-        for s in read_json(path)["shards"]:
-            by_index[s["index"]] = {**s, "task": wt["task"]}
-    tmp = Path(plan["tmp_dir"])
-    planned = plan["shard_list"]
-    hashes = hash_files(tmp, [p["name"] for p in planned])
-    problems, shards, damaged = [], [], set()
-    for i, p in enumerate(planned):
-        s = by_index.get(i)
-        name = p["name"]
-        start, stop = p["rows"]
-        if s is None:
-            problems.append(f"{name}: no receipt")
-            continue
-        if s["name"] != name or s["rows"] != stop - start:
-            problems.append(f"{name}: receipt says {s['name']} with {s['rows']} rows, the plan {stop - start}")
-        path = tmp / name
-        if not path.is_file():
-            problems.append(f"{path}: missing")
-            damaged.add(s["task"])
-            continue
-        if path.stat().st_size != s["bytes"] or hashes[name] != s["sha256"]:
-            problems.append(f"{path}: bytes or sha256 differ from its receipt")
-            damaged.add(s["task"])
-        shards.append(ShardFile(s["name"], s["rows"], s["bytes"], s["sha256"], s["text_bytes"], s["train"], s["val"]))
-    stray = unexpected_files(tmp, {p["name"] for p in planned} | {MANIFEST_NAME, TMP_MARKER, *EXTRA_NAMES})
-    if stray:
-        problems.append(f"{tmp}: unexpected files {', '.join(stray)} (not this run's: move them out of it)")
-    if problems:
-        for task in sorted(damaged):  # so that --resume redoes exactly these writers
-            run.write_receipt(task).unlink(missing_ok=True)
-        raise FinalizeError("; ".join(problems) + ("; run --resume to rewrite them" if damaged else ""))
-    return shards
+def partition_inputs(run: RunDir, cfg: RunConfig) -> list[InputReceipt]:
+    """Every input's receipt, in partition task order (each receipt this run's: plan and the done rule checked them)."""
+    made = made_here(cfg.content.sha256())
+    return [inp for t in range(cfg.execution.partition_tasks)
+            for inp in load_record(run.partition_receipt(t), PartitionReceipt, made, step=REDO_STEP).inputs]
 
 
 def update_counts_index(cfg: RunConfig, run: RunDir) -> tuple[int, Merge]:
@@ -148,12 +85,11 @@ def update_counts_index(cfg: RunConfig, run: RunDir) -> tuple[int, Merge]:
         return 0, Merge()
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     rows = []
-    for t in range(cfg.execution.partition_tasks):
-        for inp in read_json(run.partition_receipt(t))["inputs"]:
-            ref = cfg.content.inputs[inp["index"]]
-            if ref.size is None or ref.mtime is None:
-                continue
-            rows.append(CountRow(Path(ref.location).name, ref.size, ref.mtime, inp["read"], "hplt-shard-read", now))
+    for inp in partition_inputs(run, cfg):
+        ref = cfg.content.inputs[inp.index]
+        if ref.size is None or ref.mtime is None:
+            continue
+        rows.append(CountRow(Path(ref.location).name, ref.size, ref.mtime, inp.read, "hplt-shard-read", now))
     merged = record(Path(root), *cfg.index_key(), cfg.content.lang, rows, accept_smaller=cfg.execution.release_changed)
     for change in merged.replaced:  # HPLT releases are immutable: a row for another file state is a signal, said aloud
         print(f"finalize: counts index row replaced (the file differs from what was counted before): "
@@ -188,7 +124,8 @@ def clear_left_previous(tmp: Path, out: Path, run: RunDir) -> tuple[str, ...]:
     owner = str(run.root)
     if tmp.is_dir() and not tmp.is_symlink() and tmp_owner(tmp) == owner:
         shutil.rmtree(tmp)  # this run's staging folder: the marker proves it
-    previous = (read_receipt(run.swap_receipt) or {}).get("previous")
+    earlier = swap_receipt(run)
+    previous = earlier.previous if earlier is not None else None
     notices = remove_replaced(tmp, out, previous)
     park = parking_dir_for(out)
     if park.is_dir() and not park.is_symlink() and tmp_owner(park) == owner:
@@ -202,10 +139,10 @@ def check_still_replacing(run: RunDir, cfg: RunConfig, out: Path) -> dict[str, A
     this finalize recorded what it replaces (swap.json): a newer run's output, which a resume of this
     older one must not silently replace. Returns OUT's identity now (replace.folder_identity)."""
     now = folder_identity(out)
-    earlier = read_receipt(run.swap_receipt)
+    earlier = swap_receipt(run)
     if earlier is None or now is None or now["manifest_sha256"] is None:
         return now
-    if now["manifest_sha256"] in ((earlier.get("previous") or {}).get("manifest_sha256"), earlier.get("manifest_sha256")):
+    if now["manifest_sha256"] in ((earlier.previous or {}).get("manifest_sha256"), earlier.manifest_sha256):
         return now
     try:
         theirs = load_manifest(out)
@@ -220,12 +157,9 @@ def check_still_replacing(run: RunDir, cfg: RunConfig, out: Path) -> dict[str, A
 
 
 def run_finalize(run: RunDir) -> dict[str, Any]:
-    cfg = RunConfig.from_json(read_json(run.config_json))
-    plan = read_json(run.plan_json)
-    c = cfg.content
-    if plan["config_sha256"] != c.sha256():
-        raise FinalizeError("plan.json was made for another configuration")
-    tmp, out = Path(plan["tmp_dir"]), Path(cfg.execution.out)
+    cfg = load_config(run)
+    plan = load_record(run.plan_json, Plan, made_here(cfg.content.sha256()), step=REDO_STEP)
+    tmp, out = Path(plan.tmp_dir), Path(cfg.execution.out)
     manifest = already_swapped(run, cfg, plan, out)  # proven by stat: OUT holds this run's very files
     if manifest is None:
         manifest, notices = check_and_swap(run, cfg, plan, tmp, out)
@@ -242,28 +176,23 @@ def run_finalize(run: RunDir) -> dict[str, Any]:
                              f"fix it, then {resume_command(run.root)} finishes the last steps") from exc
 
 
-def finish(run: RunDir, cfg: RunConfig, plan: dict[str, Any], manifest: dict[str, Any], out: Path,
+def finish(run: RunDir, cfg: RunConfig, plan: Plan, manifest: dict[str, Any], out: Path,
            notices: tuple[str, ...] = ()) -> dict[str, Any]:
     """The steps after the swap: counts index, validation.json (with the swap's warnings), DONE, the claim released."""
     c = cfg.content
     index, index_notes = counts_index_step(cfg, run)
-    validation = {
-        "config_sha256": c.sha256(),
-        "out": str(out),
-        "conservation": plan["conservation"],
-        "inputs": [
-            inp
-            for t in range(cfg.execution.partition_tasks)
-            for inp in read_json(run.partition_receipt(t))["inputs"]
-        ],
-        "shards": len(manifest["shards"]),
-        "rows": manifest["rows"],
-        "splits": manifest["splits"],
-        "receipts_match_disk": True,
+    validation = Validation(
+        out=str(out),
+        conservation=plan.conservation,
+        inputs=partition_inputs(run, cfg),
+        shards=len(manifest["shards"]),
+        rows=manifest["rows"],
+        splits=manifest["splits"],
+        receipts_match_disk=True,
+        warnings=[*notices, *(notice(w) for w in rank_shortfalls(c.dp_ranks, manifest)), *index_notes],
         **index,
-        "warnings": [*notices, *(notice(w) for w in rank_shortfalls(c.dp_ranks, manifest)), *index_notes],
-    }
-    write_json_atomic(run.validation_json, validation)
+    )
+    save_record(run.validation_json, made_here(c.sha256()), validation)
     run.done_marker.write_text("ok\n")
     release(out, run.root)
     if not cfg.execution.keep_spill:
@@ -278,7 +207,7 @@ def remove_spill(run: RunDir, cfg: RunConfig) -> None:
         run.spill_file(task).unlink(missing_ok=True)
 
 
-def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
+def check_and_swap(run: RunDir, cfg: RunConfig, plan: Plan, tmp: Path,
                    out: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
     c = cfg.content
     changed = changed_inputs(run, cfg)
@@ -289,8 +218,9 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
                             "run to read the inputs as they are now")
     remove_own_leftovers(run, tmp)
     shards = collect_shards(run, cfg, plan)
-    if sum(s.rows for s in shards) != plan["rows"]:
-        raise FinalizeError(f"shards hold {sum(s.rows for s in shards)} rows, the plan {plan['rows']}")
+    held = (sum(s.rows for s in shards), sum(s.text_bytes for s in shards))
+    if held != (plan.rows, plan.text_bytes):
+        raise FinalizeError(f"shards hold {held[0]} rows and {held[1]} text bytes, the plan {plan.rows} and {plan.text_bytes}")
     def manifest_with(files: list[dict[str, Any]]) -> dict[str, Any]:
         return build_manifest(
             dataset=c.dataset,
@@ -300,9 +230,9 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
             val_permille=c.val_permille,
             row_group_bytes=c.row_group_bytes,
             shards=shards,
-            filters=plan["filters"],
+            filters=plan.filters,
             dedup=None,
-            pii=plan["pii"],
+            pii=plan.pii,
             ledger_ref=LEDGER_NAME if c.dataset_card else None,  # null: this output carries no ledger
             files=files,
             split_layout=c.split_layout,
@@ -311,7 +241,7 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
     manifest = manifest_with(write_extra_files(run, cfg, plan, tmp, manifest_with([])))
     write_manifest(tmp, manifest)
     previous = check_still_replacing(run, cfg, out)
-    write_json_atomic(run.swap_receipt, {"manifest_sha256": file_sha256(tmp / MANIFEST_NAME), "previous": previous})
+    save_record(run.swap_receipt, made_here(c.sha256()), SwapReceipt(file_sha256(tmp / MANIFEST_NAME), previous))
     fault_point("finalize-before-swap")
     swapped = swap_into_place(tmp, out)
     if swapped.held is not None:
@@ -375,16 +305,12 @@ def balance_of(content, manifest: dict[str, Any]) -> dict[str, Any]:
 def tool_commit(run: RunDir) -> str | None:
     """The code commit run.json recorded at submission, marked when the tree had uncommitted changes."""
     try:
-        code = read_json(run.run_json).get("code") or {}
+        return commit_words(read_json(run.run_json))
     except (OSError, ValueError):
         return None
-    commit = code.get("commit")
-    if not commit:
-        return None
-    return f"{commit} (with uncommitted changes)" if code.get("dirty") else str(commit)
 
 
-def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Path,
+def write_extra_files(run: RunDir, cfg: RunConfig, plan: Plan, tmp: Path,
                       manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """OUT's files besides the shards (balance, --clean quarantine and policy, card and ledger), for the manifest.
 
@@ -404,16 +330,15 @@ def write_extra_files(run: RunDir, cfg: RunConfig, plan: dict[str, Any], tmp: Pa
         trained = report["sets"][SPLIT_DIRS["train"]] if "sets" in report else report
         manifest = {**manifest, "balance": trained["ranks"]}  # the card states the balance of what ranks train on
     if c.clean is not None:
-        cons = plan["conservation"]
-        policy = summary(CleanPolicy(**c.clean), cons.get("cleaned", 0), cons.get("clean_reasons", {}))
+        cons = plan.conservation
+        policy = summary(CleanPolicy(**c.clean), cons.cleaned, cons.clean_reasons)
         listed.append(_listed(tmp, write_cleaned(run, cfg, tmp / CLEANED_NAME)))
         listed.append(_listed(tmp, _write_bytes(tmp / CLEAN_POLICY_NAME,
                                                 (json.dumps(policy, indent=2, ensure_ascii=False) + "\n").encode())))
     if c.dataset_card:
-        inputs = {i["index"]: i for t in range(cfg.execution.partition_tasks)
-                  for i in read_json(run.partition_receipt(t))["inputs"]}
+        inputs = {i.index: i for i in partition_inputs(run, cfg)}
         rows = card.ledger_rows([{"source_id": ref.source_id, "location": ref.location, "bytes": ref.size,
-                                  "mtime": ref.mtime, "documents": inputs[k]["read"], "license_spdx": c.license_spdx}
+                                  "mtime": ref.mtime, "documents": inputs[k].read, "license_spdx": c.license_spdx}
                                  for k, ref in enumerate(c.inputs)])
         listed.append(_listed(tmp, _write_bytes(tmp / LEDGER_NAME, card.ledger_bytes(rows))))
         provenance = {"license_spdx": c.license_spdx, "source": CorpusNames(c.corpus, c.subset, c.hplt).source(c.lang),

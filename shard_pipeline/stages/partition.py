@@ -10,7 +10,6 @@ import hashlib
 import time
 from array import array
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -18,48 +17,17 @@ import pyarrow as pa
 from shard_pipeline.input.corpus import check_unchanged
 from shard_pipeline.input.reader import HpltRecord, QuarantineWriter, ReadStats, ShardLines, iter_records, native_scan
 from shard_pipeline.run.faults import fault_point
-from shard_pipeline.run.runconfig import InputRef, RunConfig
-from shard_pipeline.files import write_json_atomic
-from shard_pipeline.run.rundir import RunDir, file_stamp, read_json
+from shard_pipeline.files import file_sha256
+from shard_pipeline.run.receipts import Buckets, InputReceipt, PartitionReceipt, PartitionTask, file_stamp
+from shard_pipeline.run.records import DAMAGED_STEP, load_record, made_here, save_record
+from shard_pipeline.run.runconfig import InputRef, RunConfig, load_config
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.tasklog import input_line, log
 from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.buckets import boundary_keys, bucket_cuts
 from shard_pipeline.stages.checkpoint import PartitionCheckpoint
 from shard_pipeline.stages.clean_quarantine import CleanedSink
 from shard_pipeline.stages.spill import SPILL_SCHEMA, SpillWriter
-
-
-@dataclass
-class InputReceipt:
-    """What reading one input shard found: the counts the plan checks read = kept + quarantined on."""
-
-    index: int
-    source_id: str
-    name: str
-    size: int | None
-    mtime: int | None
-    read: int
-    kept: int
-    quarantined: dict[str, int]
-    json_bytes: int
-    compressed_bytes: int
-    cleaned: int = 0  # removed by the --clean policy (kept in quarantine/clean-*.parquet)
-    clean_reasons: dict[str, int] | None = None  # per rule; one document may match several
-
-
-@dataclass
-class PartitionReceipt:
-    task: int
-    inputs: list[InputReceipt]
-    rows: int
-    text_bytes: int
-    runs: int
-    sections: int
-    pii_spans: int
-    spill_bytes: int
-    spill_sha256: str
-    spill_stamp: dict[str, int]
-    quarantine_file: str | None = None
 
 
 class _Buffer:
@@ -262,16 +230,15 @@ def _scan_into(buf: _Buffer, lines: ShardLines, spill, budget: int) -> None:
 
 
 def run_partition(run: RunDir, task: int) -> PartitionReceipt:
-    cfg = RunConfig.from_json(read_json(run.config_json))
-    spec = read_json(run.task_file("partition", task))
-    boundaries = read_json(run.buckets_json)["boundaries"]
-    keys = boundary_keys(boundaries)
+    cfg = load_config(run)
+    made = made_here(cfg.content.sha256())
+    spec = load_record(run.task_file("partition", task), PartitionTask, made, step=DAMAGED_STEP)
+    keys = boundary_keys(load_record(run.buckets_json, Buckets, made, step=DAMAGED_STEP).boundaries)
     budget = cfg.execution.spill_bytes
     writer = SpillWriter(task, run.spill_file(task), run.spill_index(task), cfg.execution.intermediate_compression,
                          keep=budget + budget // 4)
-    checkpoint = PartitionCheckpoint(run, task)
-    restored, pii_spans = checkpoint.restore(writer)
-    receipts = [InputReceipt(**r) for r in restored]
+    checkpoint = PartitionCheckpoint(run, task, made)
+    receipts, pii_spans = checkpoint.restore(writer)
     done = {r.index for r in receipts}
     buf = _Buffer(cfg.content.val_permille, keep=budget + budget // 4)
 
@@ -285,7 +252,7 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
     qpath = run.quarantine_file(task)
     quarantine = QuarantineWriter(qpath) if cfg.content.bad_records == "quarantine" else None
     try:
-        for k, index in enumerate(spec["inputs"], 1):
+        for k, index in enumerate(spec.inputs, 1):
             if index in done:
                 continue
             inp = cfg.content.inputs[index]
@@ -303,8 +270,8 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
                                          dict(sorted(cleaned.reasons.items()))))
             if quarantine is not None:
                 quarantine.close()  # flushed and fsynced; it reopens in append mode on the next bad record
-            checkpoint.save(writer, [asdict(receipts[-1])], pii_spans)
-            log.info(input_line(task, k, len(spec["inputs"]), inp.name, stats.read, stats.compressed_bytes,
+            checkpoint.save(writer, [receipts[-1]], pii_spans)
+            log.info(input_line(task, k, len(spec.inputs), inp.name, stats.read, stats.compressed_bytes,
                                 time.monotonic() - started))
             fault_point("partition-after-input", task)
     finally:
@@ -324,9 +291,11 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
         spill_bytes=run.spill_file(task).stat().st_size,
         spill_sha256=writer.sha256.hexdigest(),
         spill_stamp=file_stamp(run.spill_file(task)),
+        index_sha256=file_sha256(run.spill_index(task)),
+        index_stamp=file_stamp(run.spill_index(task)),
         quarantine_file=str(qpath.relative_to(run.root)) if qpath.exists() else None,
     )
-    write_json_atomic(run.partition_receipt(task), asdict(receipt))
+    save_record(run.partition_receipt(task), made, receipt)
     checkpoint.remove()
     return receipt
 

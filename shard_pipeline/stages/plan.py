@@ -9,9 +9,7 @@ index knows it holds (run/short_inputs.py), before anything is written.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -19,51 +17,28 @@ import pyarrow.compute as pc
 
 from shard_pipeline.contract.replace import fresh_tmp_dir
 from shard_pipeline.contract.rules import set_shard_name, shard_bounds, shard_sets
+from shard_pipeline.files import file_sha256
 from shard_pipeline.run.short_inputs import documents_read, refuse_short_inputs
 from shard_pipeline.run.faults import fault_point
-from shard_pipeline.run.runconfig import RunConfig
-from shard_pipeline.files import write_json_atomic
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.receipts import (
+    BucketPlan,
+    Conservation,
+    PartitionReceipt,
+    Plan,
+    PlannedShard,
+    SetPlan,
+    WriteTask,
+    file_stamp,
+)
+from shard_pipeline.run.records import REDO_STEP, DamagedRunFile, load_record, made_here, save_record
+from shard_pipeline.run.registry import file_matches
+from shard_pipeline.run.runconfig import RunConfig, load_config
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.stages.spill import INDEX_SCHEMA, read_arrow, write_arrow
 
 
 class PlanError(Exception):
     """The partition receipts do not add up: nothing is written."""
-
-
-@dataclass(frozen=True)
-class BucketPlan:
-    rows: int
-    text_bytes: int
-    start: int  # rank, in its shard set, of the bucket's first row
-    sections: tuple[int, int]  # row range of its sections in sections.arrow
-
-
-@dataclass(frozen=True)
-class SetPlan:
-    """One shard set: all rows (column layout) or one split's rows in their own folder (dirs layout)."""
-
-    folder: str  # "" = OUT itself
-    split: str | None  # the split its rows hold; None = every row
-    rows: int
-    text_bytes: int
-    buckets: list[BucketPlan]
-
-
-@dataclass(frozen=True)
-class PlannedShard:
-    name: str  # relative to OUT, e.g. shard-00000-of-00004.parquet or validation/shard-00000-of-00001.parquet
-    set: int  # index into the plan's sets
-    index: int  # within its set
-    count: int  # shards in its set
-    rows: tuple[int, int]  # ranks [start, stop) within its set
-
-
-@dataclass(frozen=True)
-class WriteTask:
-    task: int
-    shards: tuple[int, int]  # indices [a, b) into the plan's shard list
-    rows: int
 
 
 def assign_write_tasks(shard_rows: list[int], tasks: int) -> list[WriteTask]:
@@ -99,21 +74,21 @@ def bucket_plans(sections: pa.Table, buckets: int, split: str | None = None) -> 
     return plans
 
 
-def check_conservation(cfg: RunConfig, receipts: list[dict[str, Any]]) -> dict[str, Any]:
+def check_conservation(cfg: RunConfig, receipts: list[PartitionReceipt]) -> Conservation:
     """Every input read by exactly one task, and read = kept + quarantined for each."""
-    seen: dict[int, dict[str, Any]] = {}
+    seen = {}
     problems = []
     for rc in receipts:
-        for inp in rc["inputs"]:
-            if inp["index"] in seen:
-                problems.append(f"input {inp['source_id']} read by two tasks")
-            seen[inp["index"]] = inp
-            q = sum(inp["quarantined"].values()) + inp.get("cleaned", 0)
-            if inp["read"] != inp["kept"] + q:
-                problems.append(f"{inp['source_id']}: read {inp['read']} != kept {inp['kept']} + quarantined {q}")
-        kept = sum(i["kept"] for i in rc["inputs"])
-        if kept != rc["rows"]:
-            problems.append(f"partition task {rc['task']}: kept {kept} but spilled {rc['rows']} rows")
+        for inp in rc.inputs:
+            if inp.index in seen:
+                problems.append(f"input {inp.source_id} read by two tasks")
+            seen[inp.index] = inp
+            q = sum(inp.quarantined.values()) + inp.cleaned
+            if inp.read != inp.kept + q:
+                problems.append(f"{inp.source_id}: read {inp.read} != kept {inp.kept} + quarantined {q}")
+        kept = sum(i.kept for i in rc.inputs)
+        if kept != rc.rows:
+            problems.append(f"partition task {rc.task}: kept {kept} but spilled {rc.rows} rows")
     missing = [cfg.content.inputs[i].source_id for i in range(len(cfg.content.inputs)) if i not in seen]
     if missing:
         problems.append(f"inputs never read: {', '.join(missing)}")
@@ -122,26 +97,26 @@ def check_conservation(cfg: RunConfig, receipts: list[dict[str, Any]]) -> dict[s
     quarantined: dict[str, int] = {}
     clean_reasons: dict[str, int] = {}
     for inp in seen.values():
-        for k, v in inp["quarantined"].items():
+        for k, v in inp.quarantined.items():
             quarantined[k] = quarantined.get(k, 0) + v
-        for k, v in (inp.get("clean_reasons") or {}).items():
+        for k, v in (inp.clean_reasons or {}).items():
             clean_reasons[k] = clean_reasons.get(k, 0) + v
-    return {
-        "read": sum(i["read"] for i in seen.values()),
-        "kept": sum(i["kept"] for i in seen.values()),
-        "quarantined": dict(sorted(quarantined.items())),
-        "cleaned": sum(i.get("cleaned", 0) for i in seen.values()),
-        "clean_reasons": dict(sorted(clean_reasons.items())),
-        "ok": True,
-    }
+    return Conservation(
+        read=sum(i.read for i in seen.values()),
+        kept=sum(i.kept for i in seen.values()),
+        quarantined=dict(sorted(quarantined.items())),
+        cleaned=sum(i.cleaned for i in seen.values()),
+        clean_reasons=dict(sorted(clean_reasons.items())),
+        ok=True,
+    )
 
 
-def filters_of(conservation: dict[str, Any]) -> dict[str, int]:
+def filters_of(conservation: Conservation) -> dict[str, int]:
     """The manifest's filter counts: bad records by reason; --clean documents and matches per rule."""
-    out = {f"bad_record:{k}": v for k, v in sorted(conservation["quarantined"].items()) if v}
-    if conservation.get("cleaned"):
-        out["clean:documents"] = conservation["cleaned"]
-        out.update({f"clean:{k}": v for k, v in sorted(conservation["clean_reasons"].items()) if v})
+    out = {f"bad_record:{k}": v for k, v in sorted(conservation.quarantined.items()) if v}
+    if conservation.cleaned:
+        out["clean:documents"] = conservation.cleaned
+        out.update({f"clean:{k}": v for k, v in sorted(conservation.clean_reasons.items()) if v})
     return out
 
 
@@ -203,45 +178,54 @@ def plan_sets(run: RunDir, cfg: RunConfig, sections: pa.Table) -> tuple[list[Set
     return sets, shards
 
 
-def run_plan(run: RunDir) -> dict[str, Any]:
-    fault_point("plan-start")
-    cfg = RunConfig.from_json(read_json(run.config_json))
-    ex = cfg.execution
+def partition_results(run: RunDir, cfg: RunConfig) -> tuple[list[PartitionReceipt], list[pa.Table]]:
+    """Every partition task's receipt and index, each this run's and as its receipt recorded it (else one refusal
+    naming the file: --resume redoes that task)."""
+    made = made_here(cfg.content.sha256())
     receipts, indexes = [], []
-    for t in range(ex.partition_tasks):
-        path = run.partition_receipt(t)
-        if not path.exists():
-            raise PlanError(f"partition task {t} left no receipt ({path})")
-        rc = read_json(path)
+    for t in range(cfg.execution.partition_tasks):
+        rc = load_record(run.partition_receipt(t), PartitionReceipt, made, step=REDO_STEP)
+        why = file_matches(run.spill_index(t), rc.index_stamp, rc.index_sha256)
+        if why:
+            raise DamagedRunFile(run.spill_index(t), f"{why}: not what partition task {t} wrote", REDO_STEP)
         index = read_arrow(run.spill_index(t))
-        if sum(index.column("rows").to_pylist()) != rc["rows"]:
+        if sum(index.column("rows").to_pylist()) != rc.rows:
             raise PlanError(f"partition task {t}: index rows differ from its receipt")
         receipts.append(rc)
         indexes.append(index)
+    return receipts, indexes
+
+
+def run_plan(run: RunDir) -> Plan:
+    fault_point("plan-start")
+    cfg = load_config(run)
+    ex = cfg.execution
+    receipts, indexes = partition_results(run, cfg)
     conservation = check_conservation(cfg, receipts)
     refuse_short_inputs(cfg, run.root, documents_read(cfg, receipts), ex.release_changed)  # before OUT.tmp is made
     sections = pa.concat_tables(indexes) if indexes else INDEX_SCHEMA.empty_table()
     sections = sections.take(pc.sort_indices(sections, [("bucket", "ascending"), ("task", "ascending"), ("run", "ascending")]))
     sets, shards = plan_sets(run, cfg, sections)
     total = sum(s.rows for s in sets)
-    if total != conservation["kept"]:
-        raise PlanError(f"sections hold {total} rows but the inputs kept {conservation['kept']}")
+    if total != conservation.kept:
+        raise PlanError(f"sections hold {total} rows but the inputs kept {conservation.kept}")
     writes = assign_write_tasks([b - a for a, b in (s.rows for s in shards)], ex.write_tasks)
-    pii = sum(rc["pii_spans"] for rc in receipts)
+    pii = sum(rc.pii_spans for rc in receipts)
     write_arrow(run.sections, sections)
     tmp = fresh_tmp_dir(Path(ex.out), owner=str(run.root), step="move it away, then --resume this run")
-    plan = {
-        "config_sha256": cfg.content.sha256(),
-        "rows": total,
-        "text_bytes": sum(s.text_bytes for s in sets),
-        "shards": len(shards),
-        "sets": [asdict(s) for s in sets],
-        "shard_list": [asdict(s) for s in shards],
-        "write_tasks": [asdict(w) for w in writes],
-        "conservation": conservation,
-        "filters": filters_of(conservation),
-        "pii": {"spans": pii} if pii else {},
-        "tmp_dir": str(tmp),
-    }
-    write_json_atomic(run.plan_json, plan)
+    plan = Plan(
+        rows=total,
+        text_bytes=sum(s.text_bytes for s in sets),
+        shards=len(shards),
+        sets=sets,
+        shard_list=shards,
+        write_tasks=writes,
+        conservation=conservation,
+        filters=filters_of(conservation),
+        pii={"spans": pii} if pii else {},
+        tmp_dir=str(tmp),
+        sections_sha256=file_sha256(run.sections),
+        sections_stamp=file_stamp(run.sections),
+    )
+    save_record(run.plan_json, made_here(cfg.content.sha256()), plan)
     return plan

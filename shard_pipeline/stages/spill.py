@@ -11,14 +11,16 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Iterator
 
 import numpy as np
 import pyarrow as pa
 
 from shard_pipeline.files import EarlyWriteback, atomic_file, hash_into, naming
+from shard_pipeline.run.records import REDO_STEP, DamagedRunFile
 
 SPILL_SCHEMA = pa.schema(
     [
@@ -196,8 +198,31 @@ def write_arrow(path: Path, table: pa.Table) -> None:
             w.write_table(table)
 
 
+# What reading a damaged IPC file raises: Arrow's invalid data, its own IOError (an OSError without an errno:
+# "LZ4 decompress failed", "Invalid flatbuffers message"), and a malloc of a length no section has (a damaged
+# length field: petabytes; Linux overcommits, so a section of the size written is not refused so). An OSError
+# with an errno is the system's, and stays one.
+ARROW_DAMAGE = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, pa.ArrowMemoryError, OSError)
+
+
+def damaged_arrow(path: Path, exc: Exception) -> Exception:
+    """Arrow's complaint about a file of the run dir (damaged, cut short, not Arrow) as one naming it: the done
+    rule compares these files with their receipts, so --resume redoes the task that writes it."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return exc
+    return DamagedRunFile(path, f"not the Arrow data hplt-shard wrote: {exc}", REDO_STEP)
+
+
+@contextmanager
+def arrow_named(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except ARROW_DAMAGE as exc:
+        raise damaged_arrow(path, exc) from None
+
+
 def read_arrow(path: Path) -> pa.Table:
-    with pa.memory_map(str(path)) as f:
+    with arrow_named(path), pa.memory_map(str(path)) as f:
         return pa.ipc.open_file(f).read_all()
 
 
@@ -205,20 +230,24 @@ class SpillReader:
     """Random access to the sections of one task's spill file."""
 
     def __init__(self, data_path: Path):
+        self.path = data_path
         self._fd = os.open(data_path, os.O_RDONLY)
 
     def _open(self, s: Section, fields: list[int] | None = None) -> pa.ipc.RecordBatchFileReader:
         """Batches are decompressed on the calling thread: handing 32-row buffers to Arrow's
         pool cost more than it saved, like on the writing side (`section_blob`)."""
         opts = pa.ipc.IpcReadOptions(included_fields=fields, use_threads=False)
-        return pa.ipc.open_file(pa.PythonFile(_SectionFile(self._fd, s), mode="r"), options=opts)
+        with arrow_named(self.path):
+            return pa.ipc.open_file(pa.PythonFile(_SectionFile(self._fd, s), mode="r"), options=opts)
 
     def _reader(self, s: Section) -> pa.ipc.RecordBatchFileReader:
         return self._open(s)
 
     def order_columns(self, s: Section) -> pa.Table:
         """Only id, text_bytes and val: the bucket's order is fixed before any text is read or decompressed."""
-        return self._open(s, ORDER_FIELDS).read_all()
+        reader = self._open(s, ORDER_FIELDS)
+        with arrow_named(self.path):
+            return reader.read_all()
 
     def rows(self, s: Section, lo: int, hi: int) -> pa.Table:
         """Rows [lo, hi) of a section, decompressing only the batches that hold them."""
@@ -282,12 +311,16 @@ class SectionCursor:
 
     def __init__(self, spill: SpillReader, s: Section):
         self._reader = spill._reader(s)
+        self._path = spill.path
         self._index = -1
         self._batch: pa.RecordBatch | None = None
 
     def _get(self, i: int) -> pa.RecordBatch:
         if i != self._index:
-            self._batch, self._index = self._reader.get_batch(i), i
+            try:  # not a `with`: this runs for every 32-row batch a writer reads
+                self._batch, self._index = self._reader.get_batch(i), i
+            except ARROW_DAMAGE as exc:
+                raise damaged_arrow(self._path, exc) from None
         return self._batch
 
     def rows(self, lo: int, hi: int) -> pa.Table:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -21,10 +21,11 @@ from shard_pipeline.contract.replace import NotReplaceable, staging_dir
 from shard_pipeline.contract.rules import SCHEMA, ShardFile, row_group_bounds
 from shard_pipeline.contract.writer import write_shard_file
 from shard_pipeline.run.faults import fault_point
+from shard_pipeline.run.receipts import Plan, SetPlan, WriteProgress, WriteReceipt, WrittenShard, file_stamp
+from shard_pipeline.run.records import REDO_STEP, DamagedRunFile, Made, Problem, load_record, made_here, read_record, save_record
 from shard_pipeline.run.registry import file_matches
-from shard_pipeline.run.runconfig import RunConfig
-from shard_pipeline.files import write_json_atomic
-from shard_pipeline.run.rundir import RunDir, file_stamp, read_json
+from shard_pipeline.run.runconfig import RunConfig, load_config
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.tasklog import log, shard_line
 from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.order import BucketOrder, Readers, sections_of
@@ -65,11 +66,11 @@ class ShardRanks:
 class ShardAssembler:
     """Builds contract tables for ranges of one shard set's ranks, bucket by bucket."""
 
-    def __init__(self, cfg: RunConfig, shard_set: dict[str, Any], sections: pa.Table, readers: Readers):
+    def __init__(self, cfg: RunConfig, shard_set: SetPlan, sections: pa.Table, readers: Readers):
         self.cfg = cfg
-        self.split = shard_set["split"]
-        self.buckets = shard_set["buckets"]
-        self.starts = np.array([b["start"] for b in self.buckets], dtype=np.int64)
+        self.split = shard_set.split
+        self.buckets = shard_set.buckets
+        self.starts = np.array([b.start for b in self.buckets], dtype=np.int64)
         self.sections = sections
         self.readers = readers
         self.source_ids = pa.array([i.source_id for i in cfg.content.inputs], pa.string())
@@ -80,7 +81,7 @@ class ShardAssembler:
     def order(self, b: int) -> BucketOrder:
         if self._order is None or self._order.bucket != b:
             self._order = None  # free the previous bucket before loading the next
-            lo, hi = self.buckets[b]["sections"]
+            lo, hi = self.buckets[b].sections
             self._order = BucketOrder(b, sections_of(self.sections, lo, hi), self.readers, self.cfg, self.split)
         return self._order
 
@@ -96,10 +97,10 @@ class ShardAssembler:
             return
         b = int(np.searchsorted(self.starts, start, side="right")) - 1
         while start < stop:
-            while self.buckets[b]["rows"] == 0 or start >= self.buckets[b]["start"] + self.buckets[b]["rows"]:
+            while self.buckets[b].rows == 0 or start >= self.buckets[b].start + self.buckets[b].rows:
                 b += 1
-            first = self.buckets[b]["start"]
-            hi = min(stop, first + self.buckets[b]["rows"])
+            first = self.buckets[b].start
+            hi = min(stop, first + self.buckets[b].rows)
             yield self.order(b), start - first, hi - first
             start = hi
 
@@ -192,30 +193,39 @@ def write_one_shard(asm: ShardAssembler, out_tmp: Path, name: str, start: int, s
     return ShardFile(name, shard.rows, shard.bytes, shard.sha256, shard.text_bytes, shard.train, shard.val)
 
 
-def _finished_before(run: RunDir, task: int, out_tmp: Path) -> dict[int, dict[str, Any]]:
-    """Shards a stopped attempt of this task already wrote and that still match their record."""
-    path = run.write_progress(task)
-    if not path.exists():
+def _finished_before(run: RunDir, task: int, out_tmp: Path, made: Made) -> dict[int, WrittenShard]:
+    """Shards a stopped attempt of this task already wrote and that still match their record (a record that is not
+    this run's, or is damaged, keeps none: the task starts over)."""
+    progress = read_record(run.write_progress(task), WriteProgress, made)
+    if isinstance(progress, Problem):
         return {}
     kept = {}
-    for s in read_json(path)["shards"]:
-        if file_matches(out_tmp / s["name"], s["stamp"], s["sha256"]) is not None:
+    for s in progress.shards:
+        if file_matches(out_tmp / s.name, s.stamp, s.sha256) is not None:
             break
-        kept[s["index"]] = s
+        kept[s.index] = s
     return kept
 
 
-def run_write(run: RunDir, task: int) -> dict[str, Any]:
-    cfg = RunConfig.from_json(read_json(run.config_json))
-    plan = read_json(run.plan_json)
-    wt = plan["write_tasks"][task]
-    a, b = wt["shards"]
+def planned_sections(run: RunDir, plan: Plan) -> pa.Table:
+    """sections.arrow, once the plan's stamp vouches for it (else one refusal naming it: --resume redoes the plan)."""
+    why = file_matches(run.sections, plan.sections_stamp, plan.sections_sha256)
+    if why:
+        raise DamagedRunFile(run.sections, f"{why}: not what the plan wrote", "--resume redoes the plan")
+    return read_arrow(run.sections)
+
+
+def run_write(run: RunDir, task: int) -> WriteReceipt:
+    cfg = load_config(run)
+    made = made_here(cfg.content.sha256())
+    plan = load_record(run.plan_json, Plan, made, step=REDO_STEP)
+    a, b = plan.write_tasks[task].shards
     if run.done_marker.exists():  # a write task rerun by hand after the swap: its shards are in OUT
         raise NotReplaceable(f"this run is done: its shards are in {cfg.execution.out}; a write task reruns only "
                              "in an unfinished run (a new run writes a new output)")
     out_tmp = staging_dir(Path(cfg.execution.out), str(run.root), "move it away, then --resume this run")
-    earlier = _finished_before(run, task, out_tmp)
-    sections = read_arrow(run.sections)
+    earlier = _finished_before(run, task, out_tmp, made)
+    sections = planned_sections(run, plan)
     readers = Readers(run)
     assemblers: dict[int, ShardAssembler] = {}
     try:
@@ -224,22 +234,23 @@ def run_write(run: RunDir, task: int) -> dict[str, Any]:
             if i in earlier:
                 shards.append(earlier[i])
                 continue
-            planned = plan["shard_list"][i]
-            k = planned["set"]
+            planned = plan.shard_list[i]
+            k = planned.set
             if k not in assemblers:
                 assemblers.clear()  # sets are contiguous: one bucket order in memory at a time
-                assemblers[k] = ShardAssembler(cfg, plan["sets"][k], sections, readers)
+                assemblers[k] = ShardAssembler(cfg, plan.sets[k], sections, readers)
             asm = assemblers[k]
-            start, stop = planned["rows"]
+            start, stop = planned.rows
             fault_point("write-start", task)
             started = time.monotonic()
-            sf = write_one_shard(asm, out_tmp, planned["name"], start, stop, cfg.content.row_group_bytes, task)
-            shards.append({"index": i, **asdict(sf), "stamp": file_stamp(out_tmp / sf.name)})
-            write_json_atomic(run.write_progress(task), {"shards": shards})
+            sf = write_one_shard(asm, out_tmp, planned.name, start, stop, cfg.content.row_group_bytes, task)
+            shards.append(WrittenShard(i, sf.name, sf.rows, sf.bytes, sf.sha256, sf.text_bytes, sf.train, sf.val,
+                                       file_stamp(out_tmp / sf.name)))
+            save_record(run.write_progress(task), made, WriteProgress(shards))
             log.info(shard_line(task, i - a + 1, b - a, sf.name, sf.rows, sf.bytes, time.monotonic() - started))
     finally:
         readers.close()
-    receipt = {"task": task, "shards": shards}
-    write_json_atomic(run.write_receipt(task), receipt)
+    receipt = WriteReceipt(task, shards)
+    save_record(run.write_receipt(task), made, receipt)
     run.write_progress(task).unlink(missing_ok=True)
     return receipt

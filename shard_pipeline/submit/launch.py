@@ -21,12 +21,14 @@ from shard_pipeline.contract.replace import NotReplaceable, check_out_for_resume
 from shard_pipeline.contract.root import LANG_CODE, is_root, scan
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
-from shard_pipeline.run import unit_table
+from shard_pipeline.run import codeversion, unit_table
 from shard_pipeline.run.claim import check_claimable, check_not_held, claim, release, run_lock
-from shard_pipeline.run.registry import STAGE_NAMES, already_swapped, read_receipt, since_done
-from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
+from shard_pipeline.run.registry import STAGE_NAMES, RunState, already_swapped, since_done
+from shard_pipeline.run.receipts import Buckets, PartitionTask
+from shard_pipeline.run.records import made_here, save_record
+from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig, load_config
 from shard_pipeline.files import write_bytes_atomic, write_json_atomic
-from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_format, check_new, check_whole, read_json
+from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_new, check_whole, read_json
 from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.report import describe
@@ -277,7 +279,8 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
             made.append(l)
         write_json_atomic(RunDir(root).languages_json, {**table.to_json(), "out": str(root_out)})
         write_json_atomic(RunDir(root).run_json, {
-            "run_format": RUN_FORMAT, "multi_format": unit_table.MULTI_FORMAT, "argv": ["hplt-shard", *argv],
+            "run_format": RUN_FORMAT, "code_version": codeversion.code_version(), "multi_format": unit_table.MULTI_FORMAT,
+            "argv": ["hplt-shard", *argv],
             "languages": ms.langs, "executor": executor, "code": provenance.code_state(), "out": str(root_out),
             "budget": ms.budget, "time_limit": settings.time_limit, "submissions": [],
         })
@@ -295,7 +298,7 @@ def refuse_what_finalize_would(run: RunDir, cfg: RunConfig) -> None:
     from shard_pipeline.run.resume import ResumeRefused
     from shard_pipeline.stages.finalize import FinalizeError, check_still_replacing
 
-    out, plan = Path(cfg.execution.out), read_receipt(run.plan_json)
+    out, plan = Path(cfg.execution.out), RunState(run).plan
     if plan is not None and already_swapped(run, cfg, plan, out, rehash=False) is not None:
         return
     try:
@@ -344,7 +347,7 @@ def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: 
         run.create(STAGE_NAMES)  # whole or not at all, even at a Ctrl-C
     try:  # a failure or a Ctrl-C anywhere here leaves neither the run dir nor a claim
         with guards.doing(f"writing the run directory {run.root}"):
-            write_run_dir(run, cfg, lay, shards, {"method": method, "boundaries": boundaries}, ["hplt-shard", *argv],
+            write_run_dir(run, cfg, lay, shards, Buckets(method, list(boundaries)), ["hplt-shard", *argv],
                           settings, executor, scope.index_record(sc.disagree, sc.impossible))
         claim(out, run.root)  # only once the run dir is whole: a failed start never leaves a claim
         print(f"{args.lang}: config sha256 {content.sha256()}; {plural(len(shards), 'input shard')}; "
@@ -379,18 +382,17 @@ def clean_policy(settings) -> dict:
         return CleanPolicy.from_conf(dict(settings.clean_values)).to_json()
 
 
-def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, boundaries: dict, argv: Sequence[str],
+def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, buckets: Buckets, argv: Sequence[str],
                   settings, executor: str, extra: dict[str, Any] | None = None) -> None:
     write_json_atomic(run.config_json, cfg.to_json())
-    write_json_atomic(run.buckets_json, boundaries)
+    made = made_here(cfg.content.sha256())
+    save_record(run.buckets_json, made, buckets)
     run.shard_list.write_text("".join(s.location + "\n" for s in shards))
     run.inventory.write_text("path\tsize\tmtime\n" + "".join(f"{s.location}\t{s.size}\t{s.mtime}\n" for s in shards))
     for t, pack in enumerate(lay.packing):
-        write_json_atomic(run.task_file("partition", t), {"task": t, "inputs": list(pack)})
-    write_json_atomic(run.run_json, {
-        "run_format": RUN_FORMAT,
+        save_record(run.task_file("partition", t), made, PartitionTask(t, list(pack)))
+    save_record(run.run_json, made, {  # its header is config.json's: load_config checks they agree
         "argv": list(argv),
-        "config_sha256": cfg.content.sha256(),
         "code": provenance.code_state(),
         "python": platform.python_version(),
         "executable": sys.executable,
@@ -429,7 +431,7 @@ def multi_parent(root: Path) -> list[Path]:
 def resume_run(args: Request, argv: Sequence[str]) -> int:
     """Redo, per language, only what is unfinished; same bytes as an uninterrupted run. Finished
     languages are left alone."""
-    from shard_pipeline.run.next_step import new_run_command
+    from shard_pipeline.run.next_step import check_this_version, new_run_command
     from shard_pipeline.run.resume import (
         ResumeRefused,
         changed_inputs,
@@ -465,7 +467,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     if (group_note := share_like(root)) is not None:  # a colleague's resume writes what the run's owner can still read
         print(f"hplt-shard: warning: {group_note}", file=sys.stderr)
     record = read_json(RunDir(root).run_json)
-    check_format(record, root)  # before anything of it is read
+    check_this_version(root, record)  # before anything of it is read
     table = unit_table.load(root)
     resources = resume_resources(argv, record)  # a later resume keeps an earlier --mem
     asked = resources.get("cpus_per_task")
@@ -485,7 +487,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         refuse_live_tasks(root, *([d.root for d in dirs.values()] if table.several else []),
                           local=ran_locally(record), squeue_answered=answered,
                           done=all(d.done_marker.exists() for d in dirs.values()))
-        cfgs = {l: with_resources(RunConfig.from_json(read_json(d.config_json)), resources) for l, d in dirs.items()}
+        cfgs = {l: with_resources(load_config(d), resources) for l, d in dirs.items()}
         changes = {l: changed_inputs(d, cfgs[l]) for l, d in dirs.items()}
         changed = [(f"{l}: " if table.several else "") + c for l, cs in changes.items() for c in cs]
         if changed:
@@ -550,9 +552,9 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
                 claim(Path(cfgs[l].execution.out), dirs[l].root)
             config_before = None if table.several else RunDir(root).config_json.read_bytes()
             if not table.several:
-                keep_cpus(RunDir(root).config_json, resources)
+                keep_cpus(RunDir(root), resources)
             if args.release_changed:  # the plan and finalize of each unfinished language read it there
-                cfgs = {l: with_resources(keep_release_changed(dirs[l].config_json), resources) for l in todo}
+                cfgs = {l: with_resources(keep_release_changed(dirs[l]), resources) for l in todo}
             kept = record.get("resources")
             keep_resources(RunDir(root).run_json, resources)
             try:

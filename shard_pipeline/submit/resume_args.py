@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shard_pipeline.errors import UsageError
-from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.files import write_json_atomic
-from shard_pipeline.run.rundir import read_json
+from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.submit.args import command_line
 from shard_pipeline.submit.settings import check_setting
 
@@ -79,25 +79,25 @@ def with_resources(cfg: RunConfig, resources: dict[str, Any]) -> RunConfig:
                                                                int(cpus) if cpus is not None else None))
 
 
-def keep_cpus(config_json: Path, resources: dict[str, Any]) -> None:
+def keep_cpus(run: RunDir, resources: dict[str, Any]) -> None:
     """Record a resume's --cpus-per-task in config.json's execution, where every array task reads
     how its index maps to units (worker/group.py): the tasks queued now group their units by the new C.
     Only `cpus` (and the memory that scales with it) changes; the content and its hash stay."""
     if resources.get("cpus_per_task") is None:
         return
-    on_disk = RunConfig.from_json(read_json(config_json))
+    on_disk = load_config(run)
     new = on_disk.execution.with_resources(cpus=int(resources["cpus_per_task"]))
     if new != on_disk.execution:
-        write_json_atomic(config_json, RunConfig(on_disk.content, new).to_json())
+        write_json_atomic(run.config_json, RunConfig(on_disk.content, new).to_json())
 
 
-def keep_release_changed(config_json: Path) -> RunConfig:
+def keep_release_changed(run: RunDir) -> RunConfig:
     """Record a resume's --release-changed in config.json's execution, where the plan and finalize read it
     (never hashed: the content and its hash stay). Returns the config as written."""
-    on_disk = RunConfig.from_json(read_json(config_json))
+    on_disk = load_config(run)
     new = RunConfig(on_disk.content, dataclasses.replace(on_disk.execution, release_changed=True))
     if new != on_disk:
-        write_json_atomic(config_json, new.to_json())
+        write_json_atomic(run.config_json, new.to_json())
     return new
 
 

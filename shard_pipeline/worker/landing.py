@@ -28,9 +28,9 @@ def upstream_problem(run: RunDir, stage: str) -> str | None:
     if stage in ("write", "finalize") and not run.plan_json.exists():
         return "no plan.json: an earlier stage of this language failed"
     if stage in ("plan", "finalize"):
-        from shard_pipeline.run.runconfig import RunConfig
+        from shard_pipeline.run.runconfig import load_config
 
-        ex = RunConfig.from_json(read_json(run.config_json)).execution
+        ex = load_config(run).execution
         before, count, receipt = (("partition", ex.partition_tasks, run.partition_receipt) if stage == "plan"
                                   else ("write", ex.write_tasks, run.write_receipt))
         missing = [t for t in range(count) if not receipt(t).exists()]

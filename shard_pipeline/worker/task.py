@@ -108,15 +108,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from shard_pipeline.run import live, unit_table
     from shard_pipeline.run.registry import stage as registered
 
-    from shard_pipeline.run.rundir import OtherFormat, RunDir, check_format, read_json
+    from shard_pipeline.run.next_step import check_this_version
+    from shard_pipeline.run.records import RecordRefused
+    from shard_pipeline.run.rundir import RunDir, read_json
 
     stage = registered(a.stage)
-    try:  # a job queued by a version of another format, run by this one: refused, named
-        check_format(read_json(RunDir(a.rundir).run_json), a.rundir)
-    except OtherFormat as exc:
-        print(f"ERROR: OtherFormat: {exc}", file=sys.stderr, flush=True)
+    try:  # a job queued by another format or code version (a git pull while it waited), run by this one: refused, named
+        check_this_version(a.rundir, read_json(RunDir(a.rundir).run_json))
+        table = unit_table.load(a.rundir)  # the run's units: an index names a (language, task) unit, or C of them
+    except (RecordRefused, OSError) as exc:
+        print(f"ERROR: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return ExitCode.FAILED
-    table = unit_table.load(a.rundir)  # the run's units: an index names a (language, task) unit, or C of them
     as_group = grouped(a, stage.array, table.units_per_task(stage.name))
     # The log's first line: the command that reruns this task by hand (README, "What a run leaves").
     print(command(*rerun_argv(stage.name, a.rundir, a.task if stage.array else None, as_group)), file=sys.stderr,

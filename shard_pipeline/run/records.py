@@ -1,0 +1,310 @@
+"""Every record of a run directory as data: typed when read, and bound to the run and the code that made it.
+
+A record is a JSON object: a header saying what made it (`Made`: the run-dir format, the content hash of
+the run's config, the code version) and a body, a dataclass. `read_record` returns the dataclass, or a
+`Problem` saying why it cannot be used: missing, damaged (not JSON, a wrong type, a field missing or
+unknown), or made under another format, configuration or code version. The done rule counts a record
+with a problem as not done, so its task is redone; a reader that needs the record raises `RecordRefused`,
+one message naming the file, the reason and the next step. No record reaches a traceback.
+"""
+from __future__ import annotations
+
+import enum
+import json
+import types
+import typing
+from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar, Union
+
+from shard_pipeline.errors import UserError
+from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run import codeversion
+
+# The format of a run directory: the files stages hand each other (spill index, plan.json, receipts)
+# and config.json. A run directory is read only by code of the same format (no shims before the first
+# release, docs/DESIGN.md "Compatibility"): 2 = per-split counts in the index, shard sets in the plan;
+# 3 = every receipt stamp holds its file's ctime, config.json its per-stage resources, and the config hash
+# covers split_layout and hplt; 4 = every record carries its header (`Made`), receipts stamp the Arrow
+# files they vouch for (index, sections.arrow).
+RUN_FORMAT = 4
+
+T = TypeVar("T")
+
+
+class Why(str, enum.Enum):
+    """Why a run-dir record cannot be used as it is."""
+
+    MISSING = "missing"
+    DAMAGED = "damaged"  # not JSON or not Arrow, a wrong type, a field missing or unknown
+    EDITED = "edited"  # config.json whose content no longer hashes to what it records, or not run.json's
+    OTHER_CONFIG = "other-config"  # made for another configuration (another run's partition/ copied in)
+    OTHER_CODE = "other-code"  # made by another code version (codeversion.py)
+    OTHER_FORMAT = "other-format"  # made by a version of another RUN_FORMAT
+
+
+PHRASE = {
+    Why.MISSING: "is missing",
+    Why.DAMAGED: "is damaged",
+    Why.EDITED: "was changed after the run was made",
+    Why.OTHER_CONFIG: "was made for another configuration",
+    Why.OTHER_CODE: "was made by another code version",
+    Why.OTHER_FORMAT: "was made by a version of another run-dir format",
+}
+DAMAGED_STEP = ("it is not what hplt-shard wrote (an edit, a copy cut short, a disk error): put the original back, "
+                "or start a new run with a fresh --run-dir")
+REDO_STEP = "--resume redoes the task that writes it"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why the record at `path` cannot be used, and what to do."""
+
+    why: Why
+    path: Path
+    detail: str
+    step: str = REDO_STEP
+
+    @property
+    def reason(self) -> str:
+        """Short, for the done rule's "not done" reasons (--status, --resume)."""
+        return f"{self.path.name} {PHRASE[self.why]}" + (f" ({self.detail})" if self.detail else "")
+
+    @property
+    def message(self) -> str:
+        return f"{self.path} {PHRASE[self.why]}" + (f" ({self.detail})" if self.detail else "") + f"; {self.step}"
+
+
+class RecordRefused(UserError):
+    """A record that cannot be used: `problem` says which, why and the next step."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+class DamagedRunFile(RecordRefused, ValueError):
+    """Not what hplt-shard wrote. A ValueError, so the callers that treat an unreadable file as absent still do."""
+
+    def __init__(self, path: Path, reason: str, step: str = DAMAGED_STEP) -> None:
+        super().__init__(Problem(Why.DAMAGED, path, reason, step))
+
+
+class MissingField(DamagedRunFile, KeyError):
+    """A field a run file must hold is absent; a KeyError too, for the callers that look fields up."""
+
+    def __str__(self) -> str:  # KeyError's str() would quote the message
+        return self.args[0]
+
+
+class EditedRecord(RecordRefused):
+    """config.json changed after the run was made."""
+
+
+class OtherConfig(RecordRefused):
+    """A record made for another configuration."""
+
+
+class OtherCode(RecordRefused):
+    """A record, or a run, made by another code version."""
+
+
+class OtherFormat(RecordRefused):
+    """A record, or a run directory, made by a version of another RUN_FORMAT."""
+
+
+_REFUSAL = {Why.EDITED: EditedRecord, Why.OTHER_CONFIG: OtherConfig, Why.OTHER_CODE: OtherCode,
+            Why.OTHER_FORMAT: OtherFormat}
+
+
+def refusal(problem: Problem) -> RecordRefused:
+    """The exception that says `problem` (its class names the kind in a task's `ERROR: Type: ...` line)."""
+    if problem.why is Why.DAMAGED:
+        return DamagedRunFile(problem.path, problem.detail, problem.step)
+    return _REFUSAL.get(problem.why, RecordRefused)(problem)
+
+
+class RunRecord(dict):
+    """A JSON object of a run file that names its file when a field it must hold is missing."""
+
+    path: Path = Path("(a run file)")
+
+    def __missing__(self, key: Any):
+        raise MissingField(self.path, f"it has no field {key!r}")
+
+
+def read_json(path: Path) -> Any:
+    """A run-dir JSON object; DamagedRunFile names the file when it is not JSON, not an object, or lacks a field."""
+    def record(pairs: dict) -> RunRecord:
+        r = RunRecord(pairs)
+        r.path = path
+        return r
+
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        value = json.loads(data.decode("utf-8"), object_hook=record)
+    except UnicodeDecodeError as exc:
+        raise DamagedRunFile(path, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+    except json.JSONDecodeError as exc:
+        raise DamagedRunFile(path, f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(value, dict):
+        raise DamagedRunFile(path, f"a JSON {type(value).__name__}, not the object hplt-shard writes")
+    return value
+
+
+class WrongType(ValueError):
+    """A JSON value that is not of the type its record's dataclass declares (`parse_as`)."""
+
+
+def parse_as(tp: Any, value: Any, where: str = "") -> Any:
+    """`value` (parsed JSON) as type `tp`: a dataclass, int, float, str, bool, None, a union, list[X],
+    tuple[X, ...], tuple[X, Y], dict[str, X] or Any; WrongType names the field and what it holds."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return value
+    if is_dataclass(tp):
+        return _parse_dataclass(tp, value, where)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return parse_as(arg, value, where)
+            except WrongType:
+                continue
+        raise _wrong(where, value, " or ".join(_name(a) for a in args))
+    if origin in (list, tuple) and isinstance(value, list):
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            if len(value) != len(args):
+                raise _wrong(where, value, _name(tp))
+            return tuple(parse_as(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+        items = [parse_as(args[0] if args else Any, v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if (origin is dict or tp is dict) and isinstance(value, dict):
+        vt = args[1] if args else Any
+        return {k: parse_as(vt, v, f"{where}.{k}") for k, v in value.items()}
+    if _is_scalar(tp, value):
+        return value
+    raise _wrong(where, value, _name(tp))
+
+
+def _is_scalar(tp: Any, value: Any) -> bool:
+    if tp is bool or tp is str or tp is type(None):
+        return type(value) is tp
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return False
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _parse_dataclass(cls: type[T], value: Any, where: str) -> T:
+    if not isinstance(value, dict):
+        raise _wrong(where, value, "an object")
+    hints = _hints(cls)
+    known = {f.name for f in fields(cls)}
+    unknown = [k for k in value if k not in known]
+    if unknown:
+        raise WrongType(f"{where or 'it'} has a field hplt-shard does not write: {unknown[0]!r}")
+    kwargs = {}
+    for f in fields(cls):
+        if f.name in value:
+            kwargs[f.name] = parse_as(hints[f.name], value[f.name], f"{where}.{f.name}" if where else f.name)
+        elif f.default is MISSING and f.default_factory is MISSING:
+            raise WrongType(f"it has no field {(where + '.' if where else '') + f.name!r}")
+    return cls(**kwargs)
+
+
+def _name(tp: Any) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false", type(None): "null"}.get(
+        tp, getattr(tp, "__name__", None) or str(tp))
+
+
+def _wrong(where: str, value: Any, expected: str) -> WrongType:
+    shown = json.dumps(value, ensure_ascii=False, default=str)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return WrongType(f"{where or 'it'} is {shown}, not {expected}")
+
+
+@dataclass(frozen=True)
+class Made:
+    """The header of every record: what made it. A record is this run's only when all three are the run's."""
+
+    run_format: int
+    config_sha256: str
+    code_version: str
+
+
+HEADER = tuple(f.name for f in fields(Made))
+
+
+def made_here(config_sha256: str) -> Made:
+    """The header of a record made here: this run-dir format, the run's content hash, this code version. What this
+    process writes, and what every record of the run must carry to count (a run made by another code version is
+    refused before its records are read: next_step.check_this_version)."""
+    return Made(RUN_FORMAT, config_sha256, codeversion.code_version())
+
+
+def record_json(made: Made, body: Any) -> dict[str, Any]:
+    """The JSON of a record: its header, then its body (a dataclass or a dict)."""
+    return {**asdict(made), **(asdict(body) if is_dataclass(body) else body)}
+
+
+def save_record(path: Path, made: Made, body: Any) -> None:
+    write_json_atomic(path, record_json(made, body))
+
+
+def header_of(doc: dict[str, Any], path: Path) -> Made:
+    """The header of a record's JSON; DamagedRunFile when a field of it is absent or of another type."""
+    try:
+        return parse_as(Made, {k: doc[k] for k in HEADER if k in doc})
+    except WrongType as exc:
+        raise DamagedRunFile(path, str(exc)) from None
+
+
+def stale(made: Made, expect: Made, path: Path, *, any_code: bool = False) -> Problem | None:
+    """Why a record made as `made` is not one of the run `expect` describes (another format, configuration or
+    code version); None when it is. `any_code`: a finished run's records are history, read by any code."""
+    if made.run_format != expect.run_format:
+        return Problem(Why.OTHER_FORMAT, path, f"format {made.run_format}; this version reads {expect.run_format}")
+    if made.config_sha256 != expect.config_sha256:
+        return Problem(Why.OTHER_CONFIG, path, f"config sha256 {made.config_sha256[:12]}, "
+                                               f"this run's {expect.config_sha256[:12]}")
+    if not any_code and made.code_version != expect.code_version:
+        return Problem(Why.OTHER_CODE, path, f"code {codeversion.short(made.code_version)}, "
+                                             f"this run's {codeversion.short(expect.code_version)}")
+    return None
+
+
+def read_record(path: Path, cls: type[T], expect: Made, *, any_code: bool = False) -> T | Problem:
+    """The record at `path` as `cls`, or the Problem that keeps it from being this run's."""
+    try:
+        doc = read_json(path)
+        made = header_of(doc, path)
+    except FileNotFoundError:
+        return Problem(Why.MISSING, path, "")
+    except DamagedRunFile as exc:
+        return exc.problem
+    except OSError as exc:
+        return Problem(Why.DAMAGED, path, f"cannot be read: {exc.strerror or exc}")
+    if (why := stale(made, expect, path, any_code=any_code)) is not None:
+        return why
+    try:
+        return parse_as(cls, {k: v for k, v in doc.items() if k not in HEADER})
+    except WrongType as exc:
+        return Problem(Why.DAMAGED, path, str(exc), DAMAGED_STEP)
+
+
+def load_record(path: Path, cls: type[T], expect: Made, *, step: str | None = None, any_code: bool = False) -> T:
+    """`read_record`, raising RecordRefused (with `step` as its next step, if given) instead of returning a Problem."""
+    got = read_record(path, cls, expect, any_code=any_code)
+    if isinstance(got, Problem):
+        raise refusal(Problem(got.why, got.path, got.detail, step or got.step))
+    return got
