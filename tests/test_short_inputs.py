@@ -66,6 +66,8 @@ def test_a_file_larger_than_its_row_is_no_shortfall() -> None:
     """A row counted from a cut copy, the file whole now: the read replaces the row (a warning, not a refusal)."""
     rows = {"9_1.jsonl.zst": row("9_1", 3000, 25), "9_2.jsonl.zst": row("9_2", 100, 1)}
     assert shortfalls(rows, [local("9_1", 5000), local("9_3", 1)], {"9_1": 40}) == []
+    # larger and with fewer documents: an edited file, not a cut one; the run counts it anew
+    assert shortfalls(rows, [local("9_1", 5000)], {"9_1": 6}) == []
 
 
 def test_the_refusal_is_typed_and_names_both_ways_on() -> None:

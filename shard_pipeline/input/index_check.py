@@ -42,7 +42,7 @@ class Shortfall:
 
 def shortfalls(rows: dict[str, CountRow], inputs: Sequence, docs_now: dict[str, int] | None = None) -> list[Shortfall]:
     """The inputs (InputShard or InputRef: name, location, size) whose index row knows them as larger, by bytes
-    or, for those read to their end (`docs_now`: documents by input name), by documents."""
+    or, for those read to their end (`docs_now`: documents by input name) and of the row's size, by documents."""
     out = []
     for inp in inputs:
         row = rows.get(inp.name + SUFFIX)
@@ -51,7 +51,8 @@ def shortfalls(rows: dict[str, CountRow], inputs: Sequence, docs_now: dict[str, 
         docs = (docs_now or {}).get(inp.name)
         if inp.size is not None and row.bytes > inp.size:
             out.append(Shortfall("fewer-bytes", inp.location, row, inp.size, docs))
-        elif docs is not None and docs < row.docs:
+        elif docs is not None and docs < row.docs and (inp.size is None or inp.size == row.bytes):
+            # a larger file is not a cut one: its row counted an earlier state of it (the run counts it anew)
             out.append(Shortfall("fewer-documents", inp.location, row, inp.size, docs))
     return out
 
