@@ -37,6 +37,7 @@ from shard_pipeline.errors import ExitCode
 from shard_pipeline.contract.manifest import expected_shard_names as _expected_names
 from shard_pipeline.contract.manifest import safe_relative as _safe_relative
 from shard_pipeline.contract.verify_manifest import Problem, _check_manifest, _Report, _short, _stream_sha256
+from shard_pipeline.contract.annotations import order_problem, shard_of
 from shard_pipeline.contract.verify_rows import GroupCutChecker, RowState, check_rows
 from shard_pipeline.units import plural
 
@@ -319,7 +320,23 @@ def verify_output(out: Path, *, deep: bool = True) -> list[Problem]:
     if manifest is not None:
         _check_files(out, manifest, rep)
         _check_shards(out, manifest, rep, deep)
+        _check_annotations(out, manifest, rep)
     return rep.finish()
+
+
+def _check_annotations(out: Path, m: dict[str, Any], rep: _Report) -> None:
+    """Each annotation file (--annotations) holds its shard's ids in its shard's order."""
+    shards = {e["name"] for e in m["shards"]}
+    for e in m["files"]:
+        shard = shard_of(e["name"])
+        if shard is None or not (out / e["name"]).is_file():
+            continue  # a missing file is said by _check_files
+        if shard not in shards:
+            rep.add(e["name"], f"an annotation file of {shard}, which the manifest does not list as a shard")
+        elif (out / shard).is_file():
+            why = order_problem(out / shard, out / e["name"])
+            if why:
+                rep.add(e["name"], why)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

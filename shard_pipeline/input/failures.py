@@ -22,6 +22,7 @@ REASONS: tuple[str, ...] = (
     "u_not_string",
     "empty_u",  # "u" is "": the ledger could not trace the document
     "pii_not_list",  # "pii" present, not null and not a list: its redaction count is unknown
+    "annotation_type",  # a field --annotations keeps holds a value not of its type (input/annotations.py)
 )
 STREAM_REASONS: tuple[str, ...] = (
     "empty_file",  # 0 bytes: not even an empty zstd frame

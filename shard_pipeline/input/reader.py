@@ -93,6 +93,7 @@ def iter_records(
     bad_records: str = "fail",
     quarantine: QuarantineWriter | None = None,
     stats: ReadStats,
+    annotations: tuple[str, ...] = (),
 ) -> Iterator[HpltRecord]:
     """Yield every good record of ``shard``; report every other line.
 
@@ -100,9 +101,11 @@ def iter_records(
     line. ``bad_records="fail"`` raises :class:`BadRecord` at the first bad
     line; ``"quarantine"`` counts it in ``stats.quarantined`` by reason and
     writes it to ``quarantine``. Stream failures raise :class:`CorruptShard`.
-    Arguments are checked here, before the first line is read.
+    Arguments are checked here, before the first line is read. With ``annotations`` (field names,
+    input/annotations.py) each record carries those fields, and every line takes the strict path.
     """
-    return _records(ShardLines(shard, corpus=corpus, bad_records=bad_records, quarantine=quarantine, stats=stats))
+    return _records(ShardLines(shard, corpus=corpus, bad_records=bad_records, quarantine=quarantine, stats=stats,
+                               annotations=annotations))
 
 
 def head_records(shard: InputShard, *, corpus: str, quarantine: QuarantineWriter, stats: ReadStats
@@ -166,8 +169,9 @@ class ShardLines:
     """
 
     def __init__(self, shard: InputShard, *, corpus: str, bad_records: str, quarantine: QuarantineWriter | None,
-                 stats: ReadStats) -> None:
+                 stats: ReadStats, annotations: tuple[str, ...] = ()) -> None:
         _check_args(shard, corpus, bad_records, quarantine)
+        self.annotations = annotations
         self.shard = shard
         self.v4 = corpus == "v4"
         self.fail = bad_records == "fail"
@@ -198,7 +202,7 @@ class ShardLines:
 
     def decide(self, raw: bytes | bytearray, line: int) -> HpltRecord | None:
         """The strict path's record of a line, or None once it is reported (raised in fail mode)."""
-        rec = strict_record(raw, line, self.v4)
+        rec = strict_record(raw, line, self.v4, self.annotations)
         if rec.__class__ is HpltRecord:
             self.stats.kept += 1
             return rec  # type: ignore[return-value]
@@ -255,7 +259,7 @@ def _records(lines: ShardLines) -> Iterator[HpltRecord]:
     max_id = MAX_ID_CHARS
     read0 = stats.read
     line = kept = misses = 0
-    fast = True
+    fast = not lines.annotations  # the Struct's numbers are floats: annotations are taken from the strict parse
     batches = iter(lines)
     try:
         for _, batch in batches:

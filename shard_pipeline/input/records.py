@@ -28,6 +28,7 @@ from typing import NamedTuple
 import msgspec
 import orjson
 
+from shard_pipeline.input.annotations import annotation_values
 from shard_pipeline.input.failures import short
 
 MAX_ID_CHARS = 4096  # ids are sort keys held by the plan; a huge one is a broken record
@@ -42,6 +43,7 @@ class HpltRecord(NamedTuple):
     url: str
     lang: str
     pii_count: int
+    annotations: bytes | None = None  # the --annotations fields, as input/annotations.py carries them
 
 
 # --------------------------------------------------------------------------
@@ -121,8 +123,10 @@ def _first_lang(langs: object) -> str:
     return "und"
 
 
-def strict_record(raw: bytes | bytearray, line: int, v4: bool) -> HpltRecord | tuple[str, str]:
-    """The reference decoder: the record of one line (newline included or not), or (reason, detail)."""
+def strict_record(raw: bytes | bytearray, line: int, v4: bool,
+                  fields: tuple[str, ...] = ()) -> HpltRecord | tuple[str, str]:
+    """The reference decoder: the record of one line (newline included or not), or (reason, detail);
+    with `fields`, the record carries those annotations (input/annotations.py)."""
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
@@ -138,7 +142,12 @@ def strict_record(raw: bytes | bytearray, line: int, v4: bool) -> HpltRecord | t
         lang = _first_lang(lid.get("lang") if lid.__class__ is dict else None)
     else:
         lang = _first_lang(obj.get("lang"))
-    return HpltRecord(line, obj["id"], obj["text"], obj["u"], lang, 0 if pii is None else len(pii))
+    kept = None
+    if fields:
+        kept = annotation_values(obj, fields, "v4" if v4 else "v3")
+        if kept.__class__ is tuple:
+            return kept  # type: ignore[return-value]
+    return HpltRecord(line, obj["id"], obj["text"], obj["u"], lang, 0 if pii is None else len(pii), kept)  # type: ignore[arg-type]
 
 
 def without_newline(raw: bytes | bytearray) -> bytes | bytearray:

@@ -67,3 +67,35 @@ def check_record_shape(shards: Sequence, corpus: str) -> None:
             raise UsageError(f"--corpus {corpus}, but {shard.location} holds {release} records (line {line} has "
                              f"`{field}`, {'v4 records have no top-level lang' if release == 'v3' else 'v3 records have no openlid_v3'}); "
                              f"use --corpus {release}")
+
+
+def head_records(location: str, lines: int = PROBE_LINES) -> list[object]:
+    """The parsed first records of a local shard (lines that are not JSON are the partition stage's to report)."""
+    from shard_pipeline.input.reader import open_decompressed
+
+    out: list[object] = []
+    try:
+        with open_decompressed(location) as f:
+            for _ in range(lines):
+                raw = f.readline()
+                if not raw:
+                    break
+                try:
+                    out.append(orjson.loads(raw))
+                except orjson.JSONDecodeError:
+                    continue
+    except Exception:  # a broken stream is the partition stage's to report, with its line
+        pass
+    return out
+
+
+def annotation_probe(shards: Sequence, fields: tuple[str, ...]) -> float:
+    """--annotations at submit: refuse a field the first records do not carry (naming what they do carry), else
+    the kept fields' mean bytes per record, for the dry-run's extra volume."""
+    from shard_pipeline.input.annotations import AbsentField, probe_fields
+
+    local = [s for s in shards if not s.location.startswith(("http://", "https://"))][:PROBE_SHARDS]
+    try:
+        return probe_fields([(s.location, head_records(s.location)) for s in local], fields)
+    except AbsentField as exc:
+        raise UsageError(str(exc)) from None

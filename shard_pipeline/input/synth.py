@@ -265,6 +265,7 @@ def generate_corpus(
     text_bytes: int = 3000,
     id_style: str = "hex",
     frames: int = 1,
+    annotated: bool = False,
 ) -> list[Path]:
     """Write ``<root>/<lang>/<name>.jsonl.zst`` for every shard name; return the paths.
 
@@ -272,7 +273,8 @@ def generate_corpus(
     remainder). Each shard has its own generator seeded by (seed, name), and
     document numbers are global, so "web"/"sorted" ids are unique across the
     corpus. Records agree with their shard name: ``doc_scores[0]`` falls in the
-    name's WDS bin and ``crawl_id`` matches a v4 source tag.
+    name's WDS bin and ``crawl_id`` matches a v4 source tag. ``annotated`` adds the annotations only some
+    releases or records carry (`with_extra_annotations`), drawn apart so the other fields keep their values.
     """
     if not shard_names:
         raise ValueError("generate_corpus needs at least one shard name")
@@ -286,9 +288,10 @@ def generate_corpus(
         wds_bin = int(m.group(1)) if m else None
         src = m.group(3) if m else None
         rng = random.Random(f"{seed}:{name}")
+        extra = random.Random(f"{seed}:{name}:annotations") if annotated else None
         lines = (
             orjson.dumps(
-                _record(
+                _annotate(extra, corpus, lang, _record(
                     first + k,
                     rng,
                     corpus=corpus,
@@ -297,7 +300,7 @@ def generate_corpus(
                     id_style=id_style,
                     wds_bin=wds_bin,
                     src=src,
-                )
+                ))
             )
             for k in range(count)
         )
@@ -326,6 +329,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--text-bytes", type=int, default=3000, help="approximate UTF-8 bytes of text per document")
     p.add_argument("--id-style", choices=ID_STYLES, default="hex", help="id shape (default hex)")
     p.add_argument("--frames", type=int, default=1, help="zstd frames per shard (t2sz style when > 1)")
+    p.add_argument("--annotated", action="store_true",
+                   help="add the annotations only some records carry (v4 extra quality scores, missing web-register)")
     return p.parse_args(argv)
 
 
@@ -345,6 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text_bytes=args.text_bytes,
         id_style=args.id_style,
         frames=args.frames,
+        annotated=args.annotated,
     )
     for path in paths:
         print(path)
@@ -353,3 +359,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _annotate(rng: random.Random | None, corpus: str, lang: str, rec: dict) -> dict:
+    """`rec` with the annotations only some records carry, when `rng` is given: v4's extra quality scores for
+    languages other than English (HPLT joins them by id from parallel files), and about one record in ten
+    without its `web-register` (languages the register classifier does not cover)."""
+    if rng is None:
+        return rec
+    if rng.random() < 0.1:
+        del rec["web-register"]
+    if corpus == "v4" and lang != "eng_Latn":
+        rec["bsc-edu"] = round(rng.uniform(0, 5), 3)
+        rec["finepdfs-edu"] = round(rng.uniform(0, 5), 3)
+        rec["fineweb2-hq"] = round(rng.random(), 4)
+        rec["jql"] = round(rng.random(), 4)
+        rec["propella-4b"] = {"content_quality": round(rng.uniform(0, 5), 2), "content_safety": rng.choice(["safe", "unsafe"]),
+                              "educational_value": round(rng.uniform(0, 5), 2), "is_boilerplate": rng.random() < 0.2}
+    return rec

@@ -176,6 +176,7 @@ class WrittenShard:
     train: int
     val: int
     stamp: Stamp
+    annotations_sha256: str | None = None  # --annotations: the sha256 of its annotation file (contract/annotations.py)
 
 
 @dataclass(frozen=True)

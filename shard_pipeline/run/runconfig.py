@@ -62,6 +62,7 @@ class Content:
     dp_ranks: tuple[int, ...] = ()  # data-parallel rank counts the shard count must divide by (lcm)
     split_layout: str = "column"  # "dirs": train/ and validation/, one shard set each
     hplt: bool = True  # False: a corpus of the user's own, named `subset` (input/identity.py); the card claims no HPLT
+    annotations: tuple[str, ...] = ()  # --annotations: HPLT fields kept beside the shards (input/annotations.py)
 
     @property
     def byte_balanced(self) -> bool:
@@ -90,6 +91,8 @@ class Content:
             "split_layout": self.split_layout,
             "hplt": self.hplt,
         }
+        if self.annotations:  # hashed only when asked for: a run without them keeps its config hash
+            doc["annotations"] = list(self.annotations)
         return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

@@ -177,6 +177,7 @@ def dataset_card(
     ledger_name: str,
     policy: Mapping[str, Any] | None,
     provenance: Mapping[str, Any],
+    annotations: Mapping[str, Any] | None = None,
 ) -> str:
     """``OUT/README.md``: YAML front matter for the Hub and ``datasets``, then the card body.
 
@@ -262,6 +263,10 @@ def dataset_card(
             meaning += " (row indexes count within the split's own shard set)"
         b.append(f"| `{name}` | {typ} | {meaning} |")
 
+    if annotations:  # --annotations: contract/annotations.fields_report
+        from shard_pipeline.contract.annotations import card_lines
+
+        b += card_lines(dict(annotations))
     if policy:
         thresholds = policy.get("thresholds", {})
         quarantined = int(policy.get("quarantined", 0))

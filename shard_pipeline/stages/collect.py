@@ -15,6 +15,7 @@ from shard_pipeline.contract.extras import (
     CLEANED_NAME,
     LEDGER_NAME,
 )
+from shard_pipeline.contract.annotations import FIELDS_NAME, annotation_name, annotations_differ
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.contract.replace import TMP_MARKER
 from shard_pipeline.contract.rules import ShardFile
@@ -116,9 +117,15 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: Plan) -> list[ShardFile]:
             problems.append(why)
             damaged.add(task)
             continue
+        why = annotations_differ(tmp, s) if cfg.content.annotations else None
+        if why:
+            problems.append(why)
+            damaged.add(task)
+            continue
         f = disk[p.name]
         shards.append(ShardFile(p.name, f.counts.rows, f.bytes, f.sha256, f.counts.text_bytes, f.counts.train, f.counts.val))
-    stray = unexpected_files(tmp, {p.name for p in planned} | {MANIFEST_NAME, TMP_MARKER, *EXTRA_NAMES})
+    kept = {annotation_name(p.name) for p in planned} | {FIELDS_NAME} if cfg.content.annotations else set()
+    stray = unexpected_files(tmp, {p.name for p in planned} | {MANIFEST_NAME, TMP_MARKER, *EXTRA_NAMES} | kept)
     if stray:
         problems.append(f"{tmp}: unexpected files {', '.join(stray)} (not this run's: move them out of it)")
     if problems:

@@ -335,6 +335,10 @@ def write_extra_files(run: RunDir, cfg: RunConfig, plan: Plan, tmp: Path,
         listed.append(_listed(tmp, write_cleaned(run, cfg, tmp / CLEANED_NAME)))
         listed.append(_listed(tmp, _write_bytes(tmp / CLEAN_POLICY_NAME,
                                                 (json.dumps(policy, indent=2, ensure_ascii=False) + "\n").encode())))
+    kept = None
+    if c.annotations:
+        kept, files = annotation_files(tmp, c, [e["name"] for e in manifest["shards"]])
+        listed += files
     if c.dataset_card:
         inputs = {i.index: i for i in partition_inputs(run, cfg)}
         rows = card.ledger_rows([{"source_id": ref.source_id, "location": ref.location, "bytes": ref.size,
@@ -344,6 +348,28 @@ def write_extra_files(run: RunDir, cfg: RunConfig, plan: Plan, tmp: Path,
         provenance = {"license_spdx": c.license_spdx, "source": CorpusNames(c.corpus, c.subset, c.hplt).source(c.lang),
                       "selection": f"{len(c.inputs)} input shards", "tool": "hplt-shard",
                       "tool_commit": tool_commit(run), "language": [c.lang]}
-        text = card.dataset_card(manifest, layout=c.split_layout, ledger_name=LEDGER_NAME, policy=policy, provenance=provenance)
+        text = card.dataset_card(manifest, layout=c.split_layout, ledger_name=LEDGER_NAME, policy=policy, provenance=provenance,
+                                 annotations=kept)
         listed.append(_listed(tmp, _write_bytes(tmp / CARD_NAME, text.encode("utf-8"))))
     return sorted(listed, key=lambda f: f["name"])
+
+
+def annotation_files(tmp: Path, c, shard_names: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """--annotations: each shard's annotation file listed with its rows, and `__annotations/fields.json` (the fields,
+    their types, the rows where each is null), which it returns too, for the card."""
+    import pyarrow.parquet as pq
+
+    from shard_pipeline.contract.annotations import FIELDS_NAME, annotation_name, fields_bytes, fields_report, null_counts
+    from shard_pipeline.input.annotations import schema_of
+
+    listed, nulls, rows = [], dict.fromkeys(c.annotations, 0), 0
+    for name in shard_names:
+        path = tmp / annotation_name(name)
+        n = pq.ParquetFile(path).metadata.num_rows
+        rows += n
+        for field, k in null_counts(path, c.annotations).items():
+            nulls[field] += k
+        listed.append({**_listed(tmp, path), "rows": n})
+    report = fields_report(c.annotations, schema_of(c.annotations, c.corpus), rows, nulls)
+    listed.append(_listed(tmp, _write_bytes(tmp / FIELDS_NAME, fields_bytes(report))))
+    return report, listed

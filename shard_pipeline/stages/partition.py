@@ -27,7 +27,7 @@ from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.buckets import boundary_keys, bucket_cuts
 from shard_pipeline.stages.checkpoint import PartitionCheckpoint
 from shard_pipeline.stages.clean_quarantine import CleanedSink
-from shard_pipeline.stages.spill import SPILL_SCHEMA, SpillWriter
+from shard_pipeline.stages.spill import ANNOTATED_SPILL_SCHEMA, ANNOTATIONS, SPILL_SCHEMA, SpillWriter
 
 
 class _Buffer:
@@ -45,8 +45,10 @@ class _Buffer:
     frees both, as the memory model for large documents assumes (`layout.doc_memory`).
     """
 
-    def __init__(self, val_permille: int, keep: int = 1 << 62) -> None:
+    def __init__(self, val_permille: int, keep: int = 1 << 62, annotated: bool = False) -> None:
         self.val_permille = val_permille
+        self.annotations: list[bytes] | None = [] if annotated else None  # --annotations: each record's, as read
+        self.annotation_bytes = 0
         self.keep = keep
         self.source = 0
         self.texts = bytearray()  # UTF-8, as hashed, end to end up to `fill`; kept from run to run
@@ -66,6 +68,9 @@ class _Buffer:
         buffers keep their memory. No Arrow array may still view `shas`."""
         for col in (self.ends, self.shas, self.ids, self.urls, self.langs, self.lines, self.n_chars, self.piis):
             del col[:]
+        if self.annotations is not None:
+            del self.annotations[:]
+            self.annotation_bytes = 0
         if len(self.texts) > self.keep:
             del self.texts[:]  # a large document's run: its memory is not kept
         self.fill = 0
@@ -87,6 +92,9 @@ class _Buffer:
         self.lines.append(rec.line)
         self.n_chars.append(len(rec.text))
         self.piis.append(rec.pii_count)
+        if self.annotations is not None:
+            self.annotations.append(rec.annotations)
+            self.annotation_bytes += len(rec.annotations)
 
     def sorted_table(self) -> pa.Table:
         """The buffer as a SPILL_SCHEMA table sorted by id: a copy, so the buffer can be cleared. Its
@@ -121,8 +129,18 @@ class _Buffer:
             "pii_redactions": C.fixed_array(pa.int32(), np.frombuffer(self.piis, np.int64)[idx].astype(np.int32)),
             "val": C.bool_array(val_flags(sha, self.val_permille)),
         }
-        schema = pa.schema([f.with_type(columns[f.name].type) for f in SPILL_SCHEMA])  # string or large_string
+        spill_schema = SPILL_SCHEMA
+        if self.annotations is not None:
+            kept = [self.annotations[i] for i in order]
+            columns[ANNOTATIONS] = pa.LargeBinaryArray.from_buffers(
+                pa.large_binary(), len(kept), [None, pa.py_buffer(C.offsets_of(C.lengths(kept))), pa.py_buffer(b"".join(kept))])
+            spill_schema = ANNOTATED_SPILL_SCHEMA
+        schema = pa.schema([f.with_type(columns[f.name].type) for f in spill_schema])  # string or large_string
         return pa.Table.from_pydict(columns, schema=schema)
+
+    def full(self, budget: int) -> bool:
+        """The run reached the spill budget: its texts and annotations are what the buffer holds."""
+        return self.fill + self.annotation_bytes >= budget
 
 
 def val_flags(sha256s: bytes, val_permille: int) -> np.ndarray:
@@ -161,7 +179,8 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
     stats = ReadStats()
     assert not len(buf) or buf.source == index, "a run never spans two inputs"
     buf.source = index
-    if cfg.content.clean is None and native_scan is not None:
+    fields = cfg.content.annotations
+    if cfg.content.clean is None and native_scan is not None and not fields:
         lines = ShardLines(shard, corpus=cfg.content.corpus, bad_records=cfg.content.bad_records,
                            quarantine=quarantine, stats=stats)
         _scan_into(buf, lines, spill, budget)
@@ -172,7 +191,7 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
 
         policy = CleanPolicy(**cfg.content.clean)
     for rec in iter_records(shard, corpus=cfg.content.corpus, bad_records=cfg.content.bad_records,
-                            quarantine=quarantine, stats=stats):
+                            quarantine=quarantine, stats=stats, annotations=fields):
         raw = rec.text.encode("utf-8")
         if policy is not None:
             reasons = quarantine_reasons(rec.text, len(raw), policy, utf8=raw)
@@ -180,7 +199,7 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
                 cleaned.add(rec, reasons)
                 continue
         buf.add(rec, raw)
-        if buf.fill >= budget:
+        if buf.full(budget):
             spill()
     return stats
 
@@ -240,13 +259,16 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
     checkpoint = PartitionCheckpoint(run, task, made)
     receipts, pii_spans = checkpoint.restore(writer)
     done = {r.index for r in receipts}
-    buf = _Buffer(cfg.content.val_permille, keep=budget + budget // 4)
+    buf = _Buffer(cfg.content.val_permille, keep=budget + budget // 4, annotated=bool(cfg.content.annotations))
 
     def spill() -> None:
         nonlocal pii_spans
         pii_spans += _spill(buf, writer, keys)
 
-    if native_scan is None and cfg.content.clean is None:
+    if native_scan is not None and cfg.content.annotations:
+        log.info(f"partition task {task}: reading with the Python loop: --annotations takes its fields from the strict "
+                 "path's parse (the compiled read loop does not keep them)")
+    elif native_scan is None and cfg.content.clean is None:
         log.info(f"partition task {task}: reading with the Python loop, slower: the compiled read loop "
                  "(shard_pipeline/input/_scan.c) is not built; `pip install -e .` with a C compiler builds it")
     qpath = run.quarantine_file(task)

@@ -37,6 +37,8 @@ SPILL_SCHEMA = pa.schema(
         pa.field("val", pa.bool_(), nullable=False),
     ]
 )
+ANNOTATIONS = "annotations"  # --annotations: each row's kept HPLT fields as a JSON list (input/annotations.py)
+ANNOTATED_SPILL_SCHEMA = SPILL_SCHEMA.append(pa.field(ANNOTATIONS, pa.large_binary(), nullable=False))
 ORDER_FIELDS = [0, 1, 10]  # id, text_bytes, val: all a writer needs to order a bucket (or one split of it) and cut row groups
 BATCH_ROWS = 32  # small: a writer keeps one decoded batch per section of its bucket
 READ_WINDOW = 4096  # reads of a section smaller than this are served from one pread of this many bytes
@@ -83,10 +85,11 @@ def section_blob(table: pa.Table, compression: str, into: np.ndarray | None = No
     """
     sink = pa.BufferOutputStream() if into is None else pa.FixedSizeBufferWriter(pa.py_buffer(into))
     opts = pa.ipc.IpcWriteOptions(compression=compression, use_threads=False)
-    large = table.schema != SPILL_SCHEMA
-    with pa.ipc.new_file(sink, SPILL_SCHEMA, options=opts) as w:
+    schema = ANNOTATED_SPILL_SCHEMA if ANNOTATIONS in table.schema.names else SPILL_SCHEMA
+    large = table.schema != schema
+    with pa.ipc.new_file(sink, schema, options=opts) as w:
         for batch in table.to_batches(max_chunksize=BATCH_ROWS):
-            w.write_batch(_from_large(batch) if large else batch)
+            w.write_batch(_from_large(batch, schema) if large else batch)
     return sink.getvalue() if into is None else pa.py_buffer(into)[:sink.tell()]
 
 
@@ -95,16 +98,16 @@ def blob_bound(table: pa.Table) -> int:
     buffer uncompressed when compressing does not shrink it; LZ4 frames add at most 1/255 and a
     header), padded, with its batch's metadata, the schema and the footer."""
     batches = len(table) // BATCH_ROWS + 1
-    return table.nbytes + table.nbytes // 128 + batches * (64 * 3 * len(SPILL_SCHEMA) + 1024) + (64 << 10)
+    return table.nbytes + table.nbytes // 128 + batches * (64 * 3 * len(table.schema) + 1024) + (64 << 10)
 
 
-def _from_large(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """A batch sliced from a large_string run, as SPILL_SCHEMA. Its large_string columns are
+def _from_large(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A batch sliced from a large_string run, as `schema` (SPILL_SCHEMA, or with annotations). Its large_string columns are
     copied before the cast: a slice keeps the run's 64-bit offsets, which the cast refuses past
     2 GiB. (Same values as a string run; the IPC bytes differ slightly, the outputs do not.)"""
     columns = [c if c.type == f.type else pa.concat_arrays([c]).cast(f.type)
-               for c, f in zip(batch.columns, SPILL_SCHEMA)]
-    return pa.RecordBatch.from_arrays(columns, schema=SPILL_SCHEMA)
+               for c, f in zip(batch.columns, schema)]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 class SpillWriter:
@@ -326,5 +329,5 @@ class SectionCursor:
     def rows(self, lo: int, hi: int) -> pa.Table:
         first, last = lo // BATCH_ROWS, (hi - 1) // BATCH_ROWS
         batches = [self._get(i) for i in range(first, last + 1)]
-        table = pa.Table.from_batches(batches, schema=SPILL_SCHEMA)
+        table = pa.Table.from_batches(batches, schema=batches[0].schema)
         return table.slice(lo - first * BATCH_ROWS, hi - lo)

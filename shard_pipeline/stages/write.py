@@ -17,9 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shard_pipeline.contract.annotations import AnnotationWriter, annotation_name, annotations_differ
 from shard_pipeline.contract.replace import NotReplaceable, staging_dir
 from shard_pipeline.contract.rules import SCHEMA, ShardFile, row_group_bounds
 from shard_pipeline.contract.writer import write_shard_file
+from shard_pipeline.input.annotations import annotation_table, schema_of
 from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.receipts import Plan, SetPlan, WriteProgress, WriteReceipt, WrittenShard, file_stamp
 from shard_pipeline.run.records import REDO_STEP, DamagedRunFile, Made, Problem, load_record, made_here, read_record, save_record
@@ -29,7 +31,7 @@ from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.tasklog import log, shard_line
 from shard_pipeline.stages import columns as C
 from shard_pipeline.stages.order import BucketOrder, Readers, sections_of
-from shard_pipeline.stages.spill import Section, SectionCursor, read_arrow
+from shard_pipeline.stages.spill import ANNOTATIONS, Section, SectionCursor, read_arrow
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,9 +112,9 @@ class ShardAssembler:
         pieces = [ShardRanks.piece(o, lo, hi) for o, lo, hi in self.pieces(start, stop)]
         return ShardRanks.joined(pieces)
 
-    def table(self, ranks: ShardRanks, first: int, a: int, b: int) -> pa.Table:
-        """The contract rows for the shard's ranks [a, b), the shard starting at set rank `first`;
-        minhash_cluster is the rank in the set."""
+    def table(self, ranks: ShardRanks, first: int, a: int, b: int) -> tuple[pa.Table, pa.Table | None]:
+        """The contract rows for the shard's ranks [a, b), the shard starting at set rank `first`
+        (minhash_cluster is the rank in the set), and with --annotations their annotation rows."""
         bucket = ranks.bucket[a:b]
         low = int(bucket[0]) if len(bucket) else 0
         for key in [key for key in self._cursors if key[0] < low]:  # buckets this shard has left
@@ -130,6 +132,10 @@ class ShardAssembler:
         t = rows.drop_columns(["text"]).combine_chunks().take(pa.array(positions))
         n = t.num_rows
         c = self.cfg.content
+        kept = None
+        if c.annotations:
+            kept = annotation_table(t.column("id").combine_chunks(), t.column(ANNOTATIONS).combine_chunks(),
+                                    c.annotations, c.corpus)
         return pa.Table.from_arrays(
             [
                 t.column("id"),
@@ -145,7 +151,7 @@ class ShardAssembler:
                 pc.if_else(t.column("val"), "val", "train"),
             ],
             schema=SCHEMA,
-        )
+        ), kept
 
     def _piece_rows(self, ranks: ShardRanks, b: int, sec: np.ndarray, row: np.ndarray, parts: list[pa.Table],
                     index: list[np.ndarray], base: int) -> int:
@@ -174,8 +180,9 @@ def runs_of(values: np.ndarray) -> list[tuple[int, int]]:
 
 
 def write_one_shard(asm: ShardAssembler, out_tmp: Path, name: str, start: int, stop: int, budget: int,
-                    task: int | None = None) -> ShardFile:
-    """Shard `name` (relative to OUT) from the set's ranks [start, stop), via a partial file and a rename."""
+                    task: int | None = None) -> tuple[ShardFile, str | None]:
+    """Shard `name` (relative to OUT) from the set's ranks [start, stop), via a partial file and a rename; with
+    --annotations its annotation file too, whose sha256 is returned with the shard."""
     final = out_tmp / name
     final.parent.mkdir(exist_ok=True)
     partial = final.with_name(f".{final.name}.partial")
@@ -188,9 +195,21 @@ def write_one_shard(asm: ShardAssembler, out_tmp: Path, name: str, start: int, s
                 fault_point("write-mid-shard", task)  # a row group is on disk, the footer is not
             yield asm.table(ranks, start, a, b)
 
-    shard = write_shard_file(partial, tables())
+    content = asm.cfg.content
+    kept = (AnnotationWriter(out_tmp / annotation_name(name), schema_of(content.annotations, content.corpus))
+            if content.annotations else None)
+
+    def contract_tables():
+        for shard_table, annotations in tables():
+            if kept is not None:
+                kept.write(annotations)
+            yield shard_table
+
+    shard = write_shard_file(partial, contract_tables())
+    annotations_sha256 = kept.close()[2] if kept is not None else None  # before the rename: a shard in place has them
     os.replace(partial, final)
-    return ShardFile(name, shard.rows, shard.bytes, shard.sha256, shard.text_bytes, shard.train, shard.val)
+    return (ShardFile(name, shard.rows, shard.bytes, shard.sha256, shard.text_bytes, shard.train, shard.val),
+            annotations_sha256)
 
 
 def _finished_before(run: RunDir, task: int, out_tmp: Path, made: Made) -> dict[int, WrittenShard]:
@@ -201,7 +220,7 @@ def _finished_before(run: RunDir, task: int, out_tmp: Path, made: Made) -> dict[
         return {}
     kept = {}
     for s in progress.shards:
-        if file_matches(out_tmp / s.name, s.stamp, s.sha256) is not None:
+        if file_matches(out_tmp / s.name, s.stamp, s.sha256) is not None or annotations_differ(out_tmp, s):
             break
         kept[s.index] = s
     return kept
@@ -243,9 +262,9 @@ def run_write(run: RunDir, task: int) -> WriteReceipt:
             start, stop = planned.rows
             fault_point("write-start", task)
             started = time.monotonic()
-            sf = write_one_shard(asm, out_tmp, planned.name, start, stop, cfg.content.row_group_bytes, task)
+            sf, kept = write_one_shard(asm, out_tmp, planned.name, start, stop, cfg.content.row_group_bytes, task)
             shards.append(WrittenShard(i, sf.name, sf.rows, sf.bytes, sf.sha256, sf.text_bytes, sf.train, sf.val,
-                                       file_stamp(out_tmp / sf.name)))
+                                       file_stamp(out_tmp / sf.name), kept))
             save_record(run.write_progress(task), made, WriteProgress(shards))
             log.info(shard_line(task, i - a + 1, b - a, sf.name, sf.rows, sf.bytes, time.monotonic() - started))
     finally:

@@ -102,6 +102,9 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
                 "they are kept in OUT/__quarantine/clean/documents.parquet with their reasons")
     add(p, "--dataset-card", action="store_true",
            help="also write OUT/README.md (a dataset card for datasets.load_dataset) and OUT/_LEDGER.jsonl")
+    add(p, "--annotations", metavar="FIELDS",
+           help="keep these HPLT fields beside the shards, in OUT/__annotations/hplt/<shard name>: presets quality, "
+                "register, lid, and field names (doc_scores, web-register, bsc-edu, ...), comma-separated")
     add(p, "--keep-spill", action="store_true",
            help="keep the partition spill in the run directory when the run is done (by default a done run removes "
            "it: about 1.6x the compressed input)")

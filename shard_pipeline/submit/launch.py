@@ -166,6 +166,7 @@ class Scope:
     known: dict[int, int]  # input index -> documents, from the counts index
     disagree: tuple = ()  # counts-index rows that no longer match their file
     impossible: tuple = ()  # counts-index rows of these inputs that cannot be true (ignored)
+    annotation_bytes: float = 0.0  # --annotations: the kept fields' mean bytes per document, from the first records
 
 
 def prepare(args: Request, settings, executor: str, budget: int | None = None) -> Scope:
@@ -183,11 +184,13 @@ def prepare(args: Request, settings, executor: str, budget: int | None = None) -
     if impossible:  # ignored: lookup never sees them, so the run counts these files itself
         scope.warn_first([row.describe(index.path) for row in impossible], f"rows of {index.path} cannot be true")
     known = scope.known_counts(rows, shards)
-    from shard_pipeline.input.shape import check_record_shape
+    from shard_pipeline.input.shape import annotation_probe, check_record_shape
     from shard_pipeline.stages.buckets import sample_heads
 
     sample = sample_heads(shards, corpus=args.corpus)
     check_record_shape(shards, args.corpus)
+    fields = option_checks.annotation_fields(args)
+    per_doc = annotation_probe(shards, fields) if fields else 0.0
     # by size, and by documents where the sample read a file to its end; a file cut mid-frame is skipped by the sample
     scope.refuse_short_inputs(args, index, shards, {shards[i].name: n for i, n in sample.complete.items()})
     disagree = scope.index_disagreements(rows, shards, sample.complete)
@@ -202,7 +205,7 @@ def prepare(args: Request, settings, executor: str, budget: int | None = None) -
     dp = option_checks.dp_ranks_note(args, lay.est_docs, lay.inputs_unknown == 0)
     if dp:
         print(f"hplt-shard: warning: {dp}", file=sys.stderr)
-    return Scope(subset, shards, sample, lay, known, tuple(disagree), tuple(impossible))
+    return Scope(subset, shards, sample, lay, known, tuple(disagree), tuple(impossible), per_doc)
 
 
 @dataclass(frozen=True)
@@ -326,6 +329,7 @@ def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: 
         dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks is not None else (),
         split_layout=args.split_layout,
         hplt=scope.corpus_names(args, settings).hplt,
+        annotations=option_checks.annotation_fields(args),
     )
     python = settings.python if executor == "slurm" else sys.executable
     execution = Execution(

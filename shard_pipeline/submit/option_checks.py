@@ -77,6 +77,7 @@ def check_content_args(args: Request) -> None:
         raise UsageError(f"--dataset-version/--dataset: {exc}") from None
     if args.dataset is not None and not args.dataset:
         raise UsageError("--dataset must not be empty")
+    annotation_fields(args)
     if args.dp_ranks is not None:
         from shard_pipeline.stages.balance import parse_dp_ranks
 
@@ -84,3 +85,18 @@ def check_content_args(args: Request) -> None:
             parse_dp_ranks(args.dp_ranks)
         except ValueError as exc:
             raise UsageError(f"--dp-ranks: {exc}") from None
+
+
+def annotation_fields(args: Request) -> tuple[str, ...]:
+    """The HPLT fields --annotations names, presets expanded; () without it. A name that is neither is refused."""
+    if args.annotations is None:
+        return ()
+    from shard_pipeline.input.annotations import UnknownField, resolve_fields
+
+    try:
+        fields = resolve_fields(args.annotations, args.corpus)
+    except UnknownField as exc:
+        raise UsageError(str(exc)) from None
+    if not fields:
+        raise UsageError("--annotations names no field (presets: quality, register, lid; or HPLT field names)")
+    return fields

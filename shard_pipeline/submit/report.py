@@ -22,6 +22,8 @@ def describe(args, ms, executor: str, settings, rundir: Path | None, several: bo
         (lang,) = ms.langs
         sc = ms.scopes[lang]
         text = describe_one(args, sc.subset, sc.shards, sc.lay, executor, settings, rundir)
+        if args.annotations is not None:
+            text += "\n" + annotations_line(args.annotations, sc.annotation_bytes, sc.lay.est_docs)
     return text + ("\n" + bulk_line(rundir, [ms.scopes[l].lay for l in ms.langs]) if rundir is not None else "")
 
 
@@ -141,3 +143,9 @@ def describe_languages(args, ms, executor: str, settings) -> str:
         f"read volume      {human_bytes(tot['bytes'])} input + ~{human_bytes(sum(x.est_json_bytes for x in lays) // 2)} intermediate",
     ]
     return "\n".join(lines)
+
+
+def annotations_line(spec: str, per_doc: float, docs: int) -> str:
+    """The extra volume --annotations adds: in the spill as carried, and (less, compressed) in OUT/__annotations/."""
+    return (f"annotations      {spec}: ~{human_bytes(int(per_doc))} per document from the first records, "
+            f"~{human_bytes(int(per_doc * docs))} more spill (as JSON) and up to that in OUT/__annotations/hplt/ (Parquet)")

@@ -38,6 +38,7 @@ class Request:
     split_layout: str
     clean: bool
     dataset_card: bool
+    annotations: str | None  # --annotations: presets and HPLT field names (input/annotations.py)
     # where and how it runs
     conf: Path | None
     preset: str | None

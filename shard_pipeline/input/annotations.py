@@ -1,0 +1,163 @@
+"""HPLT's per-document annotations kept beside the shards (--annotations): which fields, their types, their values.
+
+The contract's 11 columns drop every annotation HPLT ships (docs/hplt-mapping.md). With --annotations a run
+keeps the named fields, one typed column each, in a file per shard (contract/annotations.py). Every field has
+one Arrow type here, whatever the records hold, so the files' schema depends on the option alone: a field a
+record does not carry (or holds as null) is null; a value of another type is a bad record (`annotation_type`),
+reported with its file and line like every other bad line, never coerced.
+"""
+from __future__ import annotations
+
+import math
+
+import orjson
+import pyarrow as pa
+
+_STR, _INT, _FLOAT, _BOOL = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+_STRS, _FLOATS = pa.list_(_STR), pa.list_(_FLOAT)
+_LID = pa.struct([("lang", _STRS), ("prob", _FLOATS)])
+
+# The fields a run may keep, by corpus, with their Arrow types (docs/hplt-mapping.md "Annotations").
+_COMMON = {
+    "f": _STR, "o": _INT, "s": _INT, "rs": _INT, "c": _STR, "ts": _STR, "de": _STR, "crawl_id": _STR,
+    "xml": _STR, "cluster_size": _INT, "filter": _STR, "pii": pa.list_(pa.list_(_INT)),
+    "doc_scores": _FLOATS, "web-register": pa.map_(_STR, _FLOAT),
+}
+FIELD_TYPES: dict[str, dict[str, pa.DataType]] = {
+    "v3": {**_COMMON, "lang": _STRS, "prob": _FLOATS, "seg_langs": _STRS, "html_lang": _STRS, "collection": _STR},
+    "v4": {**_COMMON, "md": _STR, "openlid_v3": _LID, "openlid_v2": _LID, "glotlid_v3": _LID,
+           "seg_langs_openlid_v3": _STRS, "noise": _STR, "htmllang": _STRS, "metalang": _STRS, "allowed": _BOOL,
+           "bsc-edu": _FLOAT, "finepdfs-edu": _FLOAT, "fineweb2-hq": _FLOAT, "jql": _FLOAT,
+           "propella-4b": _STR},  # an object of mixed value types: kept as its JSON text
+}
+JSON_TEXT_FIELDS = frozenset({"propella-4b"})
+ALIASES = {"openlid_v3": "openlid-v3", "openlid_v2": "openlid-v2", "glotlid_v3": "glotlid-v3"}  # v4 pool spelling
+
+# Named sets of fields, expanded in the order given (duplicates once).
+PRESETS: dict[str, dict[str, tuple[str, ...]]] = {
+    "v3": {"quality": ("doc_scores",), "register": ("web-register",), "lid": ("lang", "prob", "seg_langs")},
+    "v4": {"quality": ("doc_scores",), "register": ("web-register",),
+           "lid": ("openlid_v3", "glotlid_v3", "seg_langs_openlid_v3")},
+}
+
+
+class UnknownField(ValueError):
+    """--annotations names something that is neither a preset nor a field of the corpus' records."""
+
+    def __init__(self, name: str, corpus: str) -> None:
+        self.name, self.corpus = name, corpus
+        super().__init__(f"--annotations: {name!r} is not a field of HPLT {corpus} records nor a preset; presets: "
+                         f"{', '.join(PRESETS[corpus])}; fields: {', '.join(FIELD_TYPES[corpus])}")
+
+
+def resolve_fields(spec: str, corpus: str) -> tuple[str, ...]:
+    """The fields a comma-separated --annotations value names (presets expanded), in order, each once."""
+    fields: list[str] = []
+    for word in (w.strip() for w in spec.split(",")):
+        if not word:
+            continue
+        names = PRESETS[corpus].get(word) or ((word,) if word in FIELD_TYPES[corpus] else None)
+        if names is None:
+            raise UnknownField(word, corpus)
+        fields += [n for n in names if n not in fields]
+    return tuple(fields)
+
+
+def field_type(corpus: str, name: str) -> pa.DataType:
+    return FIELD_TYPES[corpus][name]
+
+
+def _is_int(v: object) -> bool:
+    return v.__class__ is int and -(1 << 63) <= v < (1 << 63)  # type: ignore[operator]
+
+
+def _is_float(v: object) -> bool:
+    return v.__class__ is float or _is_int(v)
+
+
+def _fits(v: object, t: pa.DataType) -> bool:
+    """True when the JSON value `v` (not None) is of Arrow type `t` as this module types fields."""
+    if t == _STR:
+        return v.__class__ is str
+    if t == _INT:
+        return _is_int(v)
+    if t == _FLOAT:
+        return _is_float(v) and math.isfinite(v)  # type: ignore[arg-type]
+    if t == _BOOL:
+        return v.__class__ is bool
+    if pa.types.is_map(t):
+        return v.__class__ is dict and all(_fits(x, t.item_type) for x in v.values())  # type: ignore[attr-defined]
+    if pa.types.is_struct(t):
+        return (v.__class__ is dict and set(v) <= {f.name for f in t}  # type: ignore[arg-type]
+                and all(x is None or _fits(x, t.field(k).type) for k, x in v.items()))  # type: ignore[attr-defined]
+    return v.__class__ is list and all(_fits(x, t.value_type) for x in v)  # type: ignore[attr-defined]
+
+
+def _typed(v: object, t: pa.DataType) -> object:
+    """A fitting value as the column holds it: ints of a float column as floats (JSON does not tell 1 from 1.0)."""
+    if t == _FLOAT:
+        return float(v)  # type: ignore[arg-type]
+    if pa.types.is_list(t) and t.value_type == _FLOAT:
+        return [float(x) for x in v]  # type: ignore[union-attr]
+    if pa.types.is_map(t):
+        return {k: float(x) for k, x in v.items()}  # type: ignore[union-attr]
+    if pa.types.is_struct(t):
+        return {k: _typed(x, t.field(k).type) if x is not None else None for k, x in v.items()}  # type: ignore[union-attr]
+    return v
+
+
+def annotation_values(obj: dict, fields: tuple[str, ...], corpus: str) -> bytes | tuple[str, str]:
+    """The kept fields of one parsed record as the spill carries them (a JSON list, null where absent), or
+    ("annotation_type", detail) when a value is not of its field's type."""
+    types = FIELD_TYPES[corpus]
+    out = []
+    for name in fields:
+        v = obj.get(name)
+        if v is None and name in ALIASES:
+            v = obj.get(ALIASES[name])
+        if v is not None and name in JSON_TEXT_FIELDS:
+            v = orjson.dumps(v).decode() if v.__class__ is dict else v
+        t = types[name]
+        if v is not None and not _fits(v, t):
+            return "annotation_type", f"{name!r} is {_shape(v)}, --annotations keeps it as {t}"
+        out.append(None if v is None else _typed(v, t))
+    return orjson.dumps(out)
+
+
+def _shape(v: object) -> str:
+    text = orjson.dumps(v).decode()
+    return f"{type(v).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
+
+
+def schema_of(fields: tuple[str, ...], corpus: str) -> pa.Schema:
+    """An annotation file's schema: the shard's id first, then each kept field, nullable, in the order asked."""
+    return pa.schema([pa.field("id", _STR, nullable=False)] + [pa.field(n, FIELD_TYPES[corpus][n]) for n in fields])
+
+
+def annotation_table(ids: pa.Array, values: pa.Array, fields: tuple[str, ...], corpus: str) -> pa.Table:
+    """The annotation rows of one row group: ids as in the shard, values from the spill's JSON lists."""
+    schema = schema_of(fields, corpus)
+    rows = [orjson.loads(b) for b in values.to_pylist()]
+    columns = [pa.array([r[k] for r in rows], schema.field(k + 1).type) for k in range(len(fields))]
+    return pa.Table.from_arrays([ids.cast(_STR), *columns], schema=schema)
+
+
+class AbsentField(ValueError):
+    """A field --annotations names that no record of the probed heads carries: a refusal at --dry-run."""
+
+    def __init__(self, name: str, location: str, records: int, carried: list[str]) -> None:
+        self.name, self.location, self.carried = name, location, carried
+        super().__init__(f"--annotations: no record carries {name!r} (the first {records} records of "
+                         f"{location} and the shards probed with it); they carry: {', '.join(carried)}")
+
+
+def probe_fields(heads: list[tuple[str, list[dict]]], fields: tuple[str, ...]) -> float:
+    """Refuse (AbsentField) a field no probed record carries; else the mean bytes per record of the kept fields
+    as the spill carries them (the dry-run's extra volume). `heads`: (location, parsed records) per shard."""
+    records = [obj for _, objs in heads for obj in objs if isinstance(obj, dict)]
+    carried = {k for obj in records for k in obj}
+    for name in fields:
+        if records and name not in carried and ALIASES.get(name) not in carried:
+            raise AbsentField(name, heads[0][0], len(records), sorted(carried))
+    sizes = [len(orjson.dumps([obj.get(n, obj.get(ALIASES.get(n, n))) for n in fields])) for obj in records]
+    return sum(sizes) / len(sizes) if sizes else 0.0
