@@ -64,7 +64,7 @@ def _read(tmp_path, docs, val_permille: int, budget: int = 1 << 40, spill=lambda
     write_jsonl_zst(path, [orjson.dumps({"id": i, "text": t, "u": u, "openlid-v3": {"lang": [lang]}, "pii": [[0, 1]] * p})
                            for i, t, u, lang, p in docs], frames=2)
     inp = SimpleNamespace(name="in", location=str(path), size=None, mtime=None, source_id="src")
-    cfg = SimpleNamespace(content=SimpleNamespace(clean=None, corpus="v4", bad_records="fail"))
+    cfg = SimpleNamespace(content=SimpleNamespace(clean=None, corpus="v4", bad_records="fail", annotations=()))
     buf = _Buffer(val_permille)
     read_into(buf, inp, 7, cfg, None, lambda: spill(buf), budget)
     cols: dict[str, list] = {name: [] for name in SPILL_SCHEMA.names}

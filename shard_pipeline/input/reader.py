@@ -287,7 +287,7 @@ def _records(lines: ShardLines) -> Iterator[HpltRecord]:
                             pii = r.pii
                             kept += 1
                             yield new_record(HpltRecord, (line, id_, r.text, url, langs[0] if langs and langs[0] else "und",
-                                                          0 if pii is None else len(pii)))
+                                                          0 if pii is None else len(pii), None))
                             continue
                 # Whatever the fast path did not accept, the strict path decides (and names).
                 misses += 1
