@@ -81,7 +81,7 @@ def test_annotation_table_has_the_ids_then_the_typed_fields() -> None:
     blobs = pa.array([annotation_values(V4, fields, "v4"), annotation_values({}, fields, "v4")], pa.large_binary())
     t = annotation_table(pa.array(["a1", "b2"]), blobs, fields, "v4")
     assert t.schema == schema_of(fields, "v4") and t.column_names[0] == "id"
-    assert t.column("web-register")[0].as_py() == [("NA", 0.7), ("IN", 1.0)]
+    assert t.column("web-register")[0].as_py() == [{"key": "NA", "value": 0.7}, {"key": "IN", "value": 1.0}]
     assert t.column("cluster_size").null_count == 1
 
 
@@ -161,3 +161,29 @@ def test_verify_refuses_an_edited_annotation_file(tmp_path: Path) -> None:
     t = pq.read_table(path)
     pq.write_table(t.set_column(1, "cluster_size", pa.array([9] * t.num_rows, pa.int64())), path)
     assert name in {p.file for p in verify_output(out)}
+
+
+def test_a_field_named_like_a_shard_column_gets_its_own_column_name() -> None:
+    assert schema_of(("lang", "prob"), "v3").names == ["id", "hplt_lang", "prob"]  # the shard's lang is lang[0]
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples/hplt-v4/clean"
+
+
+def _dry_run(*extra: str) -> int:
+    from shard_pipeline.submit import cli
+
+    return cli.main(["eng_Latn", "--corpus", "v4", "--local-root", str(EXAMPLE), "--license", "CC0-1.0",
+                     "--dry-run", "--executor", "local", *extra])
+
+
+def test_dry_run_refuses_a_field_the_records_do_not_carry(capsys) -> None:
+    assert _dry_run("--annotations", "quality,jql") == 2
+    err = capsys.readouterr().err
+    assert "'jql'" in err and "doc_scores" in err  # the field, and what the records carry
+
+
+def test_dry_run_shows_the_extra_volume(capsys) -> None:
+    assert _dry_run("--annotations", "quality,register") == 0
+    shown = [line for line in capsys.readouterr().out.splitlines() if line.startswith("annotations ")]
+    assert len(shown) == 1 and "quality,register" in shown[0]

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from shard_pipeline.contract.writer import _HashingSink
 from shard_pipeline.files import file_sha256, naming
+from shard_pipeline.input.annotations import column_name
 
 ANNOTATIONS_DIR = "__annotations/hplt"
 FIELDS_NAME = "__annotations/fields.json"
@@ -64,15 +65,16 @@ class AnnotationWriter:
 
 def null_counts(path: Path, fields: tuple[str, ...]) -> dict[str, int]:
     """Rows of one annotation file that hold each field as null (absent from the record, or null in it)."""
-    table = pq.read_table(path, columns=list(fields))
-    return {name: table.column(name).null_count for name in fields}
+    table = pq.read_table(path, columns=[column_name(n) for n in fields])
+    return {name: table.column(column_name(name)).null_count for name in fields}
 
 
 def fields_report(fields: tuple[str, ...], schema: pa.Schema, rows: int, nulls: dict[str, int]) -> dict[str, Any]:
     """`__annotations/fields.json`: the kept fields, their Parquet types, and the rows where each is null."""
     return {"layout": f"{ANNOTATIONS_DIR}/<shard name>: the shard's ids in its row order, then these fields",
             "rows": rows,
-            "fields": [{"name": n, "type": str(schema.field(n).type), "null_rows": nulls.get(n, 0)} for n in fields]}
+            "fields": [{"name": n, "column": column_name(n), "type": str(schema.field(column_name(n)).type),
+                        "null_rows": nulls.get(n, 0)} for n in fields]}
 
 
 def fields_bytes(report: dict[str, Any]) -> bytes:
@@ -115,7 +117,7 @@ def card_lines(report: dict[str, Any]) -> list[str]:
              "can be read side by side or joined by `id`. A field a record did not carry is null "
              f"(counts in `{FIELDS_NAME}`). The shards' globs do not reach these files.",
              "", "| field | type | null rows |", "|---|---|---:|"]
-    lines += [f"| `{f['name']}` | {f['type']} | {f['null_rows']:,} |" for f in report["fields"]]
+    lines += [f"| `{f['column']}` | {f['type']} | {f['null_rows']:,} |" for f in report["fields"]]
     lines += ["", "```python", "import duckdb",
               f"duckdb.sql(\"SELECT * FROM 'OUT/*.parquet' JOIN 'OUT/{ANNOTATIONS_DIR}/*.parquet' USING (id)\")",
               "```"]

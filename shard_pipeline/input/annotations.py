@@ -16,12 +16,15 @@ import pyarrow as pa
 _STR, _INT, _FLOAT, _BOOL = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 _STRS, _FLOATS = pa.list_(_STR), pa.list_(_FLOAT)
 _LID = pa.struct([("lang", _STRS), ("prob", _FLOATS)])
+# An object label -> score: the physical layout of a Parquet map, written as a list of (key, value) structs,
+# since `datasets` has no map type; DuckDB and polars read both alike (`map_from_entries` makes it a MAP).
+_SCORES = pa.list_(pa.struct([pa.field("key", _STR, nullable=False), pa.field("value", _FLOAT)]))
 
 # The fields a run may keep, by corpus, with their Arrow types (docs/hplt-mapping.md "Annotations").
 _COMMON = {
     "f": _STR, "o": _INT, "s": _INT, "rs": _INT, "c": _STR, "ts": _STR, "de": _STR, "crawl_id": _STR,
     "xml": _STR, "cluster_size": _INT, "filter": _STR, "pii": pa.list_(pa.list_(_INT)),
-    "doc_scores": _FLOATS, "web-register": pa.map_(_STR, _FLOAT),
+    "doc_scores": _FLOATS, "web-register": _SCORES,
 }
 FIELD_TYPES: dict[str, dict[str, pa.DataType]] = {
     "v3": {**_COMMON, "lang": _STRS, "prob": _FLOATS, "seg_langs": _STRS, "html_lang": _STRS, "collection": _STR},
@@ -85,8 +88,8 @@ def _fits(v: object, t: pa.DataType) -> bool:
         return _is_float(v) and math.isfinite(v)  # type: ignore[arg-type]
     if t == _BOOL:
         return v.__class__ is bool
-    if pa.types.is_map(t):
-        return v.__class__ is dict and all(_fits(x, t.item_type) for x in v.values())  # type: ignore[attr-defined]
+    if t == _SCORES:
+        return v.__class__ is dict and all(_fits(x, _FLOAT) for x in v.values())  # type: ignore[attr-defined]
     if pa.types.is_struct(t):
         return (v.__class__ is dict and set(v) <= {f.name for f in t}  # type: ignore[arg-type]
                 and all(x is None or _fits(x, t.field(k).type) for k, x in v.items()))  # type: ignore[attr-defined]
@@ -99,8 +102,8 @@ def _typed(v: object, t: pa.DataType) -> object:
         return float(v)  # type: ignore[arg-type]
     if pa.types.is_list(t) and t.value_type == _FLOAT:
         return [float(x) for x in v]  # type: ignore[union-attr]
-    if pa.types.is_map(t):
-        return {k: float(x) for k, x in v.items()}  # type: ignore[union-attr]
+    if t == _SCORES:
+        return {k: float(x) for k, x in v.items()}  # type: ignore[union-attr]  # an object in the spill: compact
     if pa.types.is_struct(t):
         return {k: _typed(x, t.field(k).type) if x is not None else None for k, x in v.items()}  # type: ignore[union-attr]
     return v
@@ -129,16 +132,31 @@ def _shape(v: object) -> str:
     return f"{type(v).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
 
+def column_name(field: str) -> str:
+    """A field's column in the annotation files: its HPLT name, or `hplt_<name>` where a shard column has that
+    name (v3's `lang` list; the shard's `lang` is its first entry), so that a join of the two keeps both."""
+    from shard_pipeline.contract.rules import SCHEMA
+
+    return f"hplt_{field}" if field in SCHEMA.names else field
+
+
 def schema_of(fields: tuple[str, ...], corpus: str) -> pa.Schema:
     """An annotation file's schema: the shard's id first, then each kept field, nullable, in the order asked."""
-    return pa.schema([pa.field("id", _STR, nullable=False)] + [pa.field(n, FIELD_TYPES[corpus][n]) for n in fields])
+    return pa.schema([pa.field("id", _STR, nullable=False)]
+                     + [pa.field(column_name(n), FIELD_TYPES[corpus][n]) for n in fields])
 
 
 def annotation_table(ids: pa.Array, values: pa.Array, fields: tuple[str, ...], corpus: str) -> pa.Table:
     """The annotation rows of one row group: ids as in the shard, values from the spill's JSON lists."""
     schema = schema_of(fields, corpus)
     rows = [orjson.loads(b) for b in values.to_pylist()]
-    columns = [pa.array([r[k] for r in rows], schema.field(k + 1).type) for k in range(len(fields))]
+    columns = []
+    for k in range(len(fields)):
+        t = schema.field(k + 1).type
+        values = [r[k] for r in rows]
+        if t == _SCORES:
+            values = [None if v is None else [{"key": a, "value": b} for a, b in v.items()] for v in values]
+        columns.append(pa.array(values, t))
     return pa.Table.from_arrays([ids.cast(_STR), *columns], schema=schema)
 
 
