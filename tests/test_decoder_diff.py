@@ -180,3 +180,27 @@ def test_iter_records_agrees_with_strict(tmp_path, v4: bool) -> None:
     assert stats.read == len(lines) == stats.kept + sum(reasons.values())
     kept = [orjson.loads(ln)["raw"] for ln in (tmp_path / "q.jsonl").read_bytes().splitlines()]
     assert len(kept) == sum(reasons.values())
+
+
+@pytest.mark.parametrize("v4", [True, False], ids=["v4", "v3"])
+def test_annotations_are_the_plain_json_values_of_every_kept_line(tmp_path, v4: bool) -> None:
+    """With --annotations every line takes the strict path: the same records and reasons, and each kept line's
+    fields are the values a plain json.loads of it gives (absent or null: None)."""
+    import json
+
+    from shard_pipeline.input.annotations import ALIASES, resolve_fields
+
+    fields = resolve_fields("quality,register,lid,cluster_size,pii", "v4" if v4 else "v3")
+    lines = corpus(v4)
+    path = tmp_path / "mix.jsonl.zst"
+    path.write_bytes(compress(b"\n".join(lines) + b"\n", frames=3))
+    stats = ReadStats()
+    with QuarantineWriter(tmp_path / "q.jsonl") as q:
+        got = list(iter_records(InputShard("mix", str(path), None, None, "src"), corpus="v4" if v4 else "v3",
+                                bad_records="quarantine", quarantine=q, stats=stats, annotations=fields))
+    want = [r for n, raw in enumerate(lines, 1) if isinstance(r := strict_record(raw, n, v4, fields), HpltRecord)]
+    assert [tuple(r) for r in got] == [tuple(r) for r in want] and len(got) > 1000
+    for rec in got:
+        obj = json.loads(lines[rec.line - 1])
+        plain = [obj.get(f) if obj.get(f) is not None else obj.get(ALIASES.get(f, f)) for f in fields]
+        assert orjson.loads(rec.annotations) == plain, lines[rec.line - 1][:300]

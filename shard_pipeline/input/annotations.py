@@ -128,7 +128,10 @@ def annotation_values(obj: dict, fields: tuple[str, ...], corpus: str) -> bytes 
 
 
 def _shape(v: object) -> str:
-    text = orjson.dumps(v).decode()
+    try:
+        text = orjson.dumps(v).decode()
+    except TypeError:  # nested deeper than orjson writes: its type says enough
+        return f"a {type(v).__name__} nested too deep to show"
     return f"{type(v).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
 
@@ -163,10 +166,12 @@ def annotation_table(ids: pa.Array, values: pa.Array, fields: tuple[str, ...], c
 class AbsentField(ValueError):
     """A field --annotations names that no record of the probed heads carries: a refusal at --dry-run."""
 
-    def __init__(self, name: str, location: str, records: int, carried: list[str]) -> None:
-        self.name, self.location, self.carried = name, location, carried
-        super().__init__(f"--annotations: no record carries {name!r} (the first {records} records of "
-                         f"{location} and the shards probed with it); they carry: {', '.join(carried)}")
+    def __init__(self, name: str, locations: list[str], records: int, carried: list[str]) -> None:
+        self.name, self.locations, self.carried = name, locations, carried
+        shown = ", ".join(locations[:2]) + (", ..." if len(locations) > 2 else "")
+        super().__init__(f"--annotations: none of the first {records} records of {len(locations)} input shard(s) "
+                         f"({shown}) carries {name!r}; they carry: {', '.join(carried)}; leave it out or name one "
+                         "of these")
 
 
 def probe_fields(heads: list[tuple[str, list[dict]]], fields: tuple[str, ...]) -> float:
@@ -176,6 +181,6 @@ def probe_fields(heads: list[tuple[str, list[dict]]], fields: tuple[str, ...]) -
     carried = {k for obj in records for k in obj}
     for name in fields:
         if records and name not in carried and ALIASES.get(name) not in carried:
-            raise AbsentField(name, heads[0][0], len(records), sorted(carried))
+            raise AbsentField(name, [loc for loc, _ in heads], len(records), sorted(carried))
     sizes = [len(orjson.dumps([obj.get(n, obj.get(ALIASES.get(n, n))) for n in fields])) for obj in records]
     return sum(sizes) / len(sizes) if sizes else 0.0
