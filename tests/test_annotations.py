@@ -187,3 +187,14 @@ def test_dry_run_shows_the_extra_volume(capsys) -> None:
     assert _dry_run("--annotations", "quality,register") == 0
     shown = [line for line in capsys.readouterr().out.splitlines() if line.startswith("annotations ")]
     assert len(shown) == 1 and "quality,register" in shown[0]
+
+
+def test_fields_missing_from_some_records_are_reported_when_done(tmp_path: Path) -> None:
+    from shard_pipeline.contract.annotations import FIELDS_NAME, fields_bytes, fields_report, null_notes
+
+    fields = ("doc_scores", "web-register")
+    report = fields_report(fields, schema_of(fields, "v4"), 200, {"doc_scores": 0, "web-register": 19})
+    (tmp_path / FIELDS_NAME).parent.mkdir(parents=True)
+    (tmp_path / FIELDS_NAME).write_bytes(fields_bytes(report))
+    notes = null_notes(tmp_path)
+    assert len(notes) == 1 and "'web-register'" in notes[0]

@@ -122,3 +122,10 @@ def card_lines(report: dict[str, Any]) -> list[str]:
               f"duckdb.sql(\"SELECT * FROM 'OUT/*.parquet' JOIN 'OUT/{ANNOTATIONS_DIR}/*.parquet' USING (id)\")",
               "```"]
     return lines
+
+
+def null_notes(out: Path) -> list[str]:
+    """One line per kept field that some rows hold as null, from OUT's fields.json: said when the run is done."""
+    report = json.loads((out / FIELDS_NAME).read_text(encoding="utf-8"))
+    return [f"--annotations: {f['name']!r} is null in {f['null_rows']:,} of {report['rows']:,} rows (records without "
+            f"it); counts in {FIELDS_NAME}" for f in report["fields"] if f["null_rows"]]

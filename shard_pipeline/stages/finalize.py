@@ -179,6 +179,8 @@ def run_finalize(run: RunDir) -> dict[str, Any]:
 def finish(run: RunDir, cfg: RunConfig, plan: Plan, manifest: dict[str, Any], out: Path,
            notices: tuple[str, ...] = ()) -> dict[str, Any]:
     """The steps after the swap: counts index, validation.json (with the swap's warnings), DONE, the claim released."""
+    from shard_pipeline.contract.annotations import null_notes
+
     c = cfg.content
     index, index_notes = counts_index_step(cfg, run)
     validation = Validation(
@@ -189,7 +191,8 @@ def finish(run: RunDir, cfg: RunConfig, plan: Plan, manifest: dict[str, Any], ou
         rows=manifest["rows"],
         splits=manifest["splits"],
         receipts_match_disk=True,
-        warnings=[*notices, *(notice(w) for w in rank_shortfalls(c.dp_ranks, manifest)), *index_notes],
+        warnings=[*notices, *(notice(w) for w in rank_shortfalls(c.dp_ranks, manifest)), *index_notes,
+                  *(notice(w) for w in (null_notes(out) if c.annotations else []))],
         **index,
     )
     save_record(run.validation_json, made_here(c.sha256()), validation)
