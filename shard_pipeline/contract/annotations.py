@@ -18,10 +18,16 @@ import pyarrow.parquet as pq
 
 from shard_pipeline.contract.writer import _HashingSink
 from shard_pipeline.files import file_sha256, naming
-from shard_pipeline.input.annotations import column_name
+from shard_pipeline.contract.rules import SCHEMA
 
 ANNOTATIONS_DIR = "__annotations/hplt"
 FIELDS_NAME = "__annotations/fields.json"
+
+
+def column_name(field: str) -> str:
+    """A field's column in the annotation files: its HPLT name, or `hplt_<name>` where a shard column has that
+    name (v3's `lang` list; the shard's `lang` is its first entry), so that a join of the two keeps both."""
+    return f"hplt_{field}" if field in SCHEMA.names else field
 
 
 def annotation_name(shard_name: str) -> str:

@@ -13,6 +13,8 @@ import math
 import orjson
 import pyarrow as pa
 
+from shard_pipeline.contract.annotations import column_name
+
 _STR, _INT, _FLOAT, _BOOL = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 _STRS, _FLOATS = pa.list_(_STR), pa.list_(_FLOAT)
 _LID = pa.struct([("lang", _STRS), ("prob", _FLOATS)])
@@ -133,14 +135,6 @@ def _shape(v: object) -> str:
     except TypeError:  # nested deeper than orjson writes: its type says enough
         return f"a {type(v).__name__} nested too deep to show"
     return f"{type(v).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
-
-
-def column_name(field: str) -> str:
-    """A field's column in the annotation files: its HPLT name, or `hplt_<name>` where a shard column has that
-    name (v3's `lang` list; the shard's `lang` is its first entry), so that a join of the two keeps both."""
-    from shard_pipeline.contract.rules import SCHEMA
-
-    return f"hplt_{field}" if field in SCHEMA.names else field
 
 
 def schema_of(fields: tuple[str, ...], corpus: str) -> pa.Schema:
