@@ -115,8 +115,9 @@ def annotations_differ(out_tmp: Path, shard: Any) -> str | None:
     return None
 
 
-def card_lines(report: dict[str, Any]) -> list[str]:
-    """The dataset card's section on the annotation files: where they are, their fields, how to join them."""
+def card_lines(report: dict[str, Any], folder: str = "") -> list[str]:
+    """The dataset card's section on the annotation files: where they are, their fields, how to join them
+    (`folder`: the shard set the example reads, `train/` in the dirs layout)."""
     lines = ["", "## Annotations", "",
              f"HPLT's per-document fields below are kept beside the shards, in `{ANNOTATIONS_DIR}/<shard name>`: "
              "one Parquet file per shard with the shard's `id`s in its row order, so a shard and its annotations "
@@ -125,7 +126,7 @@ def card_lines(report: dict[str, Any]) -> list[str]:
              "", "| field | type | null rows |", "|---|---|---:|"]
     lines += [f"| `{f['column']}` | {f['type']} | {f['null_rows']:,} |" for f in report["fields"]]
     lines += ["", "```python", "import duckdb",
-              f"duckdb.sql(\"SELECT * FROM 'OUT/*.parquet' JOIN 'OUT/{ANNOTATIONS_DIR}/*.parquet' USING (id)\")",
+              f"duckdb.sql(\"SELECT * FROM '{folder}*.parquet' JOIN '{ANNOTATIONS_DIR}/{folder}*.parquet' USING (id)\")",
               "```"]
     return lines
 

@@ -266,7 +266,7 @@ def dataset_card(
     if annotations:  # --annotations: contract/annotations.fields_report
         from shard_pipeline.contract.annotations import card_lines
 
-        b += card_lines(dict(annotations))
+        b += card_lines(dict(annotations), "train/" if layout == "dirs" else "")
     if policy:
         thresholds = policy.get("thresholds", {})
         quarantined = int(policy.get("quarantined", 0))
