@@ -158,16 +158,22 @@ def test_fast_accepts_only_what_strict_accepts(v4: bool) -> None:
     assert accepted > 1000 and strict_ok > accepted // 2, (accepted, strict_ok, len(lines))
 
 
-@pytest.mark.parametrize("v4", [True, False], ids=["v4", "v3"])
-def test_iter_records_agrees_with_strict(tmp_path, v4: bool) -> None:
-    """Through the real hot loop: the records it yields and the reasons it counts are the strict path's."""
-    lines = corpus(v4)
+def _read_mix(tmp_path, lines: list[bytes], v4: bool, annotations: tuple[str, ...] = ()) -> tuple[list, ReadStats]:
+    """The records iter_records yields from `lines` written as one 3-frame shard, in quarantine mode, and its stats."""
     path = tmp_path / "mix.jsonl.zst"
     path.write_bytes(compress(b"\n".join(lines) + b"\n", frames=3))
     stats = ReadStats()
     with QuarantineWriter(tmp_path / "q.jsonl") as q:
         got = list(iter_records(InputShard("mix", str(path), None, None, "src"), corpus="v4" if v4 else "v3",
-                                bad_records="quarantine", quarantine=q, stats=stats))
+                                bad_records="quarantine", quarantine=q, stats=stats, annotations=annotations))
+    return got, stats
+
+
+@pytest.mark.parametrize("v4", [True, False], ids=["v4", "v3"])
+def test_iter_records_agrees_with_strict(tmp_path, v4: bool) -> None:
+    """Through the real hot loop: the records it yields and the reasons it counts are the strict path's."""
+    lines = corpus(v4)
+    got, stats = _read_mix(tmp_path, lines, v4)
     want, reasons = [], {}
     for n, raw in enumerate(lines, 1):
         r = strict_record(raw, n, v4)
@@ -192,12 +198,7 @@ def test_annotations_are_the_plain_json_values_of_every_kept_line(tmp_path, v4: 
 
     fields = resolve_fields("quality,register,lid,cluster_size,pii", "v4" if v4 else "v3")
     lines = corpus(v4)
-    path = tmp_path / "mix.jsonl.zst"
-    path.write_bytes(compress(b"\n".join(lines) + b"\n", frames=3))
-    stats = ReadStats()
-    with QuarantineWriter(tmp_path / "q.jsonl") as q:
-        got = list(iter_records(InputShard("mix", str(path), None, None, "src"), corpus="v4" if v4 else "v3",
-                                bad_records="quarantine", quarantine=q, stats=stats, annotations=fields))
+    got, _ = _read_mix(tmp_path, lines, v4, fields)
     want = [r for n, raw in enumerate(lines, 1) if isinstance(r := strict_record(raw, n, v4, fields), HpltRecord)]
     assert [tuple(r) for r in got] == [tuple(r) for r in want] and len(got) > 1000
     for rec in got:
