@@ -198,3 +198,44 @@ def test_fields_missing_from_some_records_are_reported_when_done(tmp_path: Path)
     (tmp_path / FIELDS_NAME).write_bytes(fields_bytes(report))
     notes = null_notes(tmp_path)
     assert len(notes) == 1 and "'web-register'" in notes[0]
+
+
+def test_partition_carries_each_records_fields_into_its_spill_row(tmp_path: Path) -> None:
+    """With --annotations the read keeps every record's fields (the compiled loop does not: it is not taken),
+    and the sorted run carries them beside their rows."""
+    from types import SimpleNamespace
+
+    from shard_pipeline.input.synth import write_jsonl_zst
+    from shard_pipeline.stages.partition import _Buffer, read_into
+    from shard_pipeline.stages.spill import ANNOTATED_SPILL_SCHEMA, ANNOTATIONS
+
+    recs = [{**V4, "id": f"{9 - i:032x}", "cluster_size": i} for i in range(6)]
+    path = tmp_path / "in.jsonl.zst"
+    write_jsonl_zst(path, [orjson.dumps(r) for r in recs])
+    inp = SimpleNamespace(name="in", location=str(path), size=None, mtime=None, source_id="src")
+    cfg = SimpleNamespace(content=SimpleNamespace(clean=None, corpus="v4", bad_records="fail",
+                                                  annotations=("cluster_size",)))
+    buf = _Buffer(5, annotated=True)
+    read_into(buf, inp, 0, cfg, None, lambda: None, 1 << 30)
+    table = buf.sorted_table()
+    assert table.schema == ANNOTATED_SPILL_SCHEMA
+    by_id = dict(zip(table.column("id").to_pylist(), table.column(ANNOTATIONS).to_pylist()))
+    assert by_id == {r["id"]: orjson.dumps([r["cluster_size"]]) for r in recs}
+
+
+def test_a_written_shards_annotation_file_must_be_the_one_its_receipt_names(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from shard_pipeline.contract.annotations import annotations_differ
+    from shard_pipeline.files import file_sha256
+
+    path = tmp_path / annotation_name("shard-00000-of-00001.parquet")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"written")
+    shard = SimpleNamespace(name="shard-00000-of-00001.parquet", annotations_sha256=file_sha256(path))
+    assert annotations_differ(tmp_path, shard) is None
+    assert annotations_differ(tmp_path, SimpleNamespace(name=shard.name, annotations_sha256=None)) is None
+    path.write_bytes(b"edited!")
+    assert annotations_differ(tmp_path, shard) is not None
+    path.unlink()
+    assert annotations_differ(tmp_path, shard) is not None
