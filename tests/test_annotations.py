@@ -239,3 +239,37 @@ def test_a_written_shards_annotation_file_must_be_the_one_its_receipt_names(tmp_
     assert annotations_differ(tmp_path, shard) is not None
     path.unlink()
     assert annotations_differ(tmp_path, shard) is not None
+
+
+@pytest.mark.parametrize("corpus", ["v4", "v3"])
+def test_partition_reads_the_same_with_and_without_the_native_scan(tmp_path: Path, monkeypatch, corpus: str) -> None:
+    """The native scan keeps the fields as the strict path takes them: the same runs (rows, annotations, order) and
+    the same quarantine, with a mistyped value among good lines (the scan's records before it are undone)."""
+    from types import SimpleNamespace
+
+    from shard_pipeline.input.reader import QuarantineWriter, native_scan
+    from shard_pipeline.input.synth import make_record, write_jsonl_zst
+    from shard_pipeline.stages import partition
+
+    if native_scan is None:
+        pytest.skip("the compiled read loop is not built")
+    recs = [make_record(i, __import__("random").Random(i), corpus=corpus, text_bytes=200) for i in range(40)]
+    for k in (0, 17, 18, 39):
+        recs[k]["cluster_size"] = 2.5  # not an int: a bad record, annotation_type
+    path = tmp_path / "in.jsonl.zst"
+    write_jsonl_zst(path, [orjson.dumps(r) for r in recs])
+    inp = SimpleNamespace(name="in", location=str(path), size=None, mtime=None, source_id="src")
+    fields = resolve_fields("quality,register,lid,cluster_size", corpus)
+    cfg = SimpleNamespace(content=SimpleNamespace(clean=None, corpus=corpus, bad_records="quarantine", annotations=fields))
+
+    def read(native) -> tuple:
+        monkeypatch.setattr(partition, "native_scan", native)
+        buf, runs = partition._Buffer(5, annotated=True), []
+        with QuarantineWriter(tmp_path / f"q-{native is None}.jsonl") as q:
+            stats = partition.read_into(buf, inp, 0, cfg, q, lambda: runs.append(buf.sorted_table().to_pylist())
+                                        or buf.clear(), 3000)  # a run's texts are a view: read before the next
+        runs.append(buf.sorted_table().to_pylist())
+        return runs, stats.quarantined, (tmp_path / f"q-{native is None}.jsonl").read_bytes()
+
+    native, python = read(native_scan), read(None)
+    assert native == python and native[1] == {"annotation_type": 4} and len(native[0]) > 3

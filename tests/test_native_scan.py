@@ -271,3 +271,34 @@ def test_head_sample_is_the_python_loops(tmp_path, monkeypatch, per: int) -> Non
         assert len(native["ids"]) == 30 and not native["complete"] and native["compressed_per_doc"] > 0
     if per == 10_000:  # read to the end: every line counted, bad ones too
         assert len(native["complete"]) == 3 and sum(native["complete"].values()) == total > len(native["ids"])
+
+
+MISTYPED = [b'{"id":"m1","text":"t","u":"x","doc_scores":"high"}', b'{"id":"m2","text":"t","u":"x","cluster_size":2.5}',
+            b'{"id":"m3","text":"t","u":"x","web-register":{"NA":"x"}}', b'{"id":"m4","text":"t","u":"x","pii":[["a"]]}',
+            b'{"id":"m5","text":"t","u":"x","openlid_v3":{"lang":"eng_Latn"}}', b'{"id":"m6","text":"t","u":"x","doc_scores":[[[[1]]]]}']
+
+
+@pytest.mark.parametrize("v4", [True, False], ids=["v4", "v3"])
+def test_scan_keeps_the_annotations_the_strict_path_takes(v4: bool) -> None:
+    """--annotations: whatever line the scan takes, its kept values type to what the strict path gives the line
+    (the same bytes, or the same bad-record reason)."""
+    from shard_pipeline.input.annotations import from_scan, resolve_fields, scan_keys
+
+    corpus_name = "v4" if v4 else "v3"
+    fields = resolve_fields("quality,register,lid,cluster_size,pii", corpus_name)
+    scan = _scan()
+    took = mistyped = 0
+    for n, raw in enumerate(corpus(v4) + MISTYPED, 1):
+        kept: list = []
+        _, _, refused = scan([raw], n, 0, v4, bytearray(), 0, 1 << 40, [], [], [], bytearray(), scan_keys(fields), kept)
+        if refused:
+            continue
+        took += 1
+        strict = strict_record(raw, n, v4, fields)
+        got = from_scan(kept[0], fields, corpus_name)
+        if isinstance(strict, HpltRecord):
+            assert got == strict.annotations, raw[:300]
+        else:
+            mistyped += 1
+            assert isinstance(got, tuple) and got[0] == strict[0] == "annotation_type", raw[:300]
+    assert took > 1000 and mistyped >= len(MISTYPED)

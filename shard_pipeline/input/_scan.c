@@ -388,15 +388,32 @@ static int key_of(const unsigned char *k, Py_ssize_t n, int v4) {
     }
 }
 
+#define MAX_WANTED 64
+
+/* The keys whose raw JSON values a caller keeps (--annotations), and where each record has them. */
+typedef struct {
+    Py_ssize_t n;
+    const char *key[MAX_WANTED];
+    Py_ssize_t len[MAX_WANTED];
+    const unsigned char *start[MAX_WANTED];  /* per record: NULL when the key is absent */
+    const unsigned char *stop[MAX_WANTED];
+} Wanted;
+
 typedef struct {
     Slot id, text, url, lid, lid_dash, lang;
     Py_ssize_t pii;
     Py_ssize_t text_chars;
 } Rec;
 
+static Py_ssize_t wanted_index(const Wanted *w, const unsigned char *k, Py_ssize_t n) {
+    for (Py_ssize_t j = 0; j < w->n; j++)
+        if (w->len[j] == n && memcmp(w->key[j], k, n) == 0) return j;
+    return -1;
+}
+
 /* One line -> *r, its text written at `text_out`; 0 when refused. */
 static int record(const unsigned char *line, Py_ssize_t size, int v4, unsigned char *text_out,
-                  unsigned char *scratch, Rec *r) {
+                  unsigned char *scratch, Rec *r, Wanted *w) {
     Cur c = {line, line + size};
     unsigned char *s_id = scratch, *s_url = scratch + size, *s_lang = scratch + 2 * size,
                   *s_lang2 = scratch + 3 * size;
@@ -405,6 +422,7 @@ static int record(const unsigned char *line, Py_ssize_t size, int v4, unsigned c
     Py_ssize_t len;
     int esc, more;
     memset(r, 0, sizeof *r);
+    for (Py_ssize_t j = 0; j < w->n; j++) w->start[j] = NULL;
     ws(&c);
     if (c.p >= c.end || *c.p != '{') return 0;
     c.p++;
@@ -419,6 +437,11 @@ static int record(const unsigned char *line, Py_ssize_t size, int v4, unsigned c
         }
         if (c.p >= c.end) return 0;
         unsigned char b = *c.p;
+        Py_ssize_t kept = w->n ? wanted_index(w, key, len) : -1;
+        if (kept >= 0) {
+            if (w->start[kept]) return 0;  /* repeated: the strict path keeps the last */
+            w->start[kept] = c.p;
+        }
         switch (k) {
             case K_ID:
             case K_TEXT:
@@ -463,6 +486,7 @@ static int record(const unsigned char *line, Py_ssize_t size, int v4, unsigned c
             default:
                 if (!value(&c, 1)) return 0;
         }
+        if (kept >= 0) w->stop[kept] = c.p;
     } while ((more = member_end(&c)) == 1);
     if (more != 2) return 0;
     ws(&c);
@@ -506,6 +530,29 @@ static PyObject *lang_str(Rec *r, int v4, LangCache *cache, PyObject *und) {
     return o;
 }
 
+/* A record's kept values as one JSON array, in the order of the wanted keys (null for an absent one):
+ * the line's own bytes, which the scan checked as orjson would, so orjson reads the values it reads in it. */
+static PyObject *kept_json(const Wanted *w) {
+    Py_ssize_t n = 1 + (w->n ? w->n - 1 : 0) + 1;
+    for (Py_ssize_t j = 0; j < w->n; j++) n += w->start[j] ? w->stop[j] - w->start[j] : 4;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n);
+    if (!out) return NULL;
+    char *o = PyBytes_AS_STRING(out);
+    *o++ = '[';
+    for (Py_ssize_t j = 0; j < w->n; j++) {
+        if (j) *o++ = ',';
+        if (w->start[j]) {
+            memcpy(o, w->start[j], w->stop[j] - w->start[j]);
+            o += w->stop[j] - w->start[j];
+        } else {
+            memcpy(o, "null", 4);
+            o += 4;
+        }
+    }
+    *o = ']';
+    return out;
+}
+
 static int append_new(PyObject *list, PyObject *o) {
     if (!o) return -1;
     int rc = PyList_Append(list, o);
@@ -514,22 +561,41 @@ static int append_new(PyObject *list, PyObject *o) {
 }
 
 PyDoc_STRVAR(scan_doc,
-"scan(lines, number, start, v4, texts, fill, budget, ids, urls, langs, meta) -> (next, fill, refused)\n\n"
+"scan(lines, number, start, v4, texts, fill, budget, ids, urls, langs, meta[, wanted, kept]) -> (next, fill, refused)\n\n"
 "Take lines[start:] while they are records the strict path would accept: each one's text goes to\n"
 "texts[fill:], its id, url and language to the three lists, and (text end, line number, characters,\n"
 "PII spans) as four int64 to meta (lines[0] is line `number` of its shard). Stops after the record that brings fill to budget, at the end,\n"
 "or at a line it does not take (refused=True: lines[next] is for the strict path). On an error (no\n"
 "memory, a view of texts that stops it growing) the lists may hold records taken before it: the\n"
-"caller's task fails with it.");
+"caller's task fails with it. With `wanted` (a tuple of at most 64 keys, as bytes), each record also appends\n"
+"to `kept` its values of those keys as one JSON array, null for an absent key; a repeated wanted key is refused.");
 
 static PyObject *scan(PyObject *self, PyObject *args) {
-    PyObject *lines, *texts, *ids, *urls, *langs, *meta;
+    PyObject *lines, *texts, *ids, *urls, *langs, *meta, *wanted = Py_None, *kept = Py_None;
     Py_ssize_t number, start, fill, budget;
     int v4;
-    if (!PyArg_ParseTuple(args, "O!nnpO!nnO!O!O!O!", &PyList_Type, &lines, &number, &start, &v4, &PyByteArray_Type, &texts,
-                          &fill, &budget, &PyList_Type, &ids, &PyList_Type, &urls, &PyList_Type, &langs,
-                          &PyByteArray_Type, &meta))
+    if (!PyArg_ParseTuple(args, "O!nnpO!nnO!O!O!O!|OO", &PyList_Type, &lines, &number, &start, &v4, &PyByteArray_Type,
+                          &texts, &fill, &budget, &PyList_Type, &ids, &PyList_Type, &urls, &PyList_Type, &langs,
+                          &PyByteArray_Type, &meta, &wanted, &kept))
         return NULL;
+    Wanted w;
+    w.n = 0;
+    if (wanted != Py_None) {
+        if (!PyTuple_Check(wanted) || PyTuple_GET_SIZE(wanted) > MAX_WANTED || !PyList_Check(kept)) {
+            PyErr_SetString(PyExc_TypeError, "wanted must be a tuple of at most 64 bytes keys, kept a list");
+            return NULL;
+        }
+        w.n = PyTuple_GET_SIZE(wanted);
+        for (Py_ssize_t j = 0; j < w.n; j++) {
+            PyObject *k = PyTuple_GET_ITEM(wanted, j);
+            if (!PyBytes_Check(k)) {
+                PyErr_SetString(PyExc_TypeError, "wanted keys must be bytes");
+                return NULL;
+            }
+            w.key[j] = PyBytes_AS_STRING(k);
+            w.len[j] = PyBytes_GET_SIZE(k);
+        }
+    }
     Py_ssize_t n = PyList_GET_SIZE(lines), orig_len = PyByteArray_GET_SIZE(texts);
     if (fill < 0 || fill > orig_len || start < 0) {
         PyErr_SetString(PyExc_ValueError, fill < 0 || fill > orig_len ? "fill is outside texts" : "start is negative");
@@ -572,13 +638,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         }
         Rec r;
         unsigned char *text_out = (unsigned char *)PyByteArray_AS_STRING(texts) + fill;
-        if (!record(line, size, v4, text_out, scratch, &r)) {
+        if (!record(line, size, v4, text_out, scratch, &r, &w)) {
             refused = 1;
             break;
         }
         if (append_new(ids, PyUnicode_DecodeUTF8((const char *)r.id.buf, r.id.len, "strict")) < 0 ||
             append_new(urls, PyUnicode_DecodeUTF8((const char *)r.url.buf, r.url.len, "strict")) < 0 ||
-            append_new(langs, lang_str(&r, v4, &cache, und)) < 0) {
+            append_new(langs, lang_str(&r, v4, &cache, und)) < 0 || (w.n && append_new(kept, kept_json(&w)) < 0)) {
             failed = 1;
             break;
         }

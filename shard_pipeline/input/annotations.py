@@ -129,6 +129,18 @@ def annotation_values(obj: dict, fields: tuple[str, ...], corpus: str) -> bytes 
     return orjson.dumps(out)
 
 
+def scan_keys(fields: tuple[str, ...]) -> tuple[bytes, ...]:
+    """The keys the native scan keeps for `fields`: each field's, then the pool spellings of those that have one."""
+    return tuple(f.encode() for f in fields) + tuple(ALIASES[f].encode() for f in fields if f in ALIASES)
+
+
+def from_scan(raw: bytes, fields: tuple[str, ...], corpus: str) -> bytes | tuple[str, str]:
+    """`annotation_values` of the JSON array the native scan kept for a record (`scan_keys` order, null where
+    absent): the values orjson reads in the line, since they are the line's own checked bytes."""
+    keys = [k.decode() for k in scan_keys(fields)]
+    return annotation_values(dict(zip(keys, orjson.loads(raw))), fields, corpus)
+
+
 def _shape(v: object) -> str:
     try:
         text = orjson.dumps(v).decode()

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from shard_pipeline.input.annotations import from_scan, scan_keys
 from shard_pipeline.input.corpus import check_unchanged
 from shard_pipeline.input.reader import HpltRecord, QuarantineWriter, ReadStats, ShardLines, iter_records, native_scan
 from shard_pipeline.run.faults import fault_point
@@ -180,9 +181,9 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
     assert not len(buf) or buf.source == index, "a run never spans two inputs"
     buf.source = index
     fields = cfg.content.annotations
-    if cfg.content.clean is None and native_scan is not None and not fields:
+    if cfg.content.clean is None and native_scan is not None:
         lines = ShardLines(shard, corpus=cfg.content.corpus, bad_records=cfg.content.bad_records,
-                           quarantine=quarantine, stats=stats)
+                           quarantine=quarantine, stats=stats, annotations=fields)
         _scan_into(buf, lines, spill, budget)
         return stats
     policy = None
@@ -213,12 +214,19 @@ def _scan_into(buf: _Buffer, lines: ShardLines, spill, budget: int) -> None:
     stats, v4 = lines.stats, lines.v4
     meta = bytearray()  # (text end, line, characters, PII spans) per record the scan took
     taken = array("q")
+    kept: list[bytes] = []  # --annotations: each record's values of the wanted keys, as a JSON array
+    wanted = (scan_keys(lines.annotations), kept) if lines.annotations else ()
     fill = buf.fill
     for first, batch in lines:
         i, n = 0, len(batch)
         while i < n:
-            start = fill
-            i, fill, refused = native_scan(batch, first, i, v4, texts, fill, budget, ids, urls, langs, meta)
+            start, i0 = fill, i
+            i, fill, refused = native_scan(batch, first, i, v4, texts, fill, budget, ids, urls, langs, meta, *wanted)
+            scanned = len(kept)  # == i - i0: the records the scan took
+            if kept:  # the records up to the budget or to a mistyped value; that one is the strict path's
+                take, bad = _keep_annotations(buf, kept, lines, meta, budget)
+                if take < scanned:
+                    fill, i, refused = _text_end(meta, start), i0 + take, bad
             if meta:
                 taken.frombytes(meta)
                 del meta[:]
@@ -241,11 +249,43 @@ def _scan_into(buf: _Buffer, lines: ShardLines, spill, budget: int) -> None:
                     buf.fill = fill
                     buf.add(rec, rec.text.encode("utf-8"))
                     fill = buf.fill
-            if fill >= budget:
+            if fill + buf.annotation_bytes >= budget:
                 buf.fill = fill
                 spill()
                 fill = buf.fill
     buf.fill = fill
+
+
+def _keep_annotations(buf: _Buffer, kept: list[bytes], lines: ShardLines, meta: bytearray, budget: int) -> tuple[int, bool]:
+    """Type the kept values of the records the scan just took (emptying `kept`) and keep the records up to the one
+    that brings text plus annotations to the budget, as the Python loop spills, or up to the first whose value is
+    not of its field's type (then True: that line is the strict path's to decide and name). The records after
+    the cut leave the id, url and language lists and `meta`; (records kept, mistyped)."""
+    corpus = "v4" if lines.v4 else "v3"
+    ends, n = array("q", bytes(meta))[0::4], len(kept)
+    take, bad, held = n, False, buf.annotation_bytes
+    typed: list[bytes] = []  # the kept records' values: typed[:take]
+    for k, raw in enumerate(kept):
+        value = from_scan(raw, lines.annotations, corpus)
+        if value.__class__ is tuple:
+            take, bad = k, True
+            break
+        typed.append(value)
+        held += len(value)
+        if ends[k] + held >= budget:
+            take = k + 1
+            break
+    del kept[:]
+    if take < n:
+        del buf.ids[take - n:], buf.urls[take - n:], buf.langs[take - n:], meta[32 * take:]
+    buf.annotations.extend(typed)
+    buf.annotation_bytes = held
+    return take, bad
+
+
+def _text_end(meta: bytearray, start: int) -> int:
+    """The text fill after the records left in `meta` (each row's first int64 is its text's end)."""
+    return array("q", bytes(meta[-32:-24]))[0] if meta else start
 
 
 def run_partition(run: RunDir, task: int) -> PartitionReceipt:
@@ -265,10 +305,7 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
         nonlocal pii_spans
         pii_spans += _spill(buf, writer, keys)
 
-    if native_scan is not None and cfg.content.annotations:
-        log.info(f"partition task {task}: reading with the Python loop: --annotations takes its fields from the strict "
-                 "path's parse (the compiled read loop does not keep them)")
-    elif native_scan is None and cfg.content.clean is None:
+    if native_scan is None and cfg.content.clean is None:
         log.info(f"partition task {task}: reading with the Python loop, slower: the compiled read loop "
                  "(shard_pipeline/input/_scan.c) is not built; `pip install -e .` with a C compiler builds it")
     qpath = run.quarantine_file(task)
