@@ -324,3 +324,9 @@ def test_a_controller_that_does_not_answer_is_said_not_read_as_no_jobs():
     queued = _squeue_answers(0, stdout="41_0|PENDING|JobHeldAdmin\n")
     assert squeue_states(["41"], queued, strict=True) == {"41_0": "PENDING|JobHeldAdmin"}
     assert SlurmUnreachable.exit_code == ExitCode.FAILED
+
+
+def test_help_gives_every_exit_code_of_status():
+    from shard_pipeline.submit.args import status_exit_codes
+
+    assert status_exit_codes() == "0 done; 1 failed or interrupted; 3 queued or running; 4 stuck"
