@@ -157,6 +157,9 @@ def test_after_out_of_memory_the_advice_never_stays_below_what_a_unit_needs():
     floor, not twice what could never have run."""
     assert reason_step(Path("/r"), "OUT_OF_MEMORY", StageResources("40M", "01:00:00", 1), 1) == \
         "./hplt-shard --resume /r --mem 512M"
+    # the stage's finished tasks measured 3 GB: twice 1G would be killed again
+    assert reason_step(Path("/r"), "OUT_OF_MEMORY", StageResources("1G", "01:00:00", 1), 1, peak_mb=3000.0) == \
+        "./hplt-shard --resume /r --mem 4501M"
 
 
 
