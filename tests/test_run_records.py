@@ -24,10 +24,9 @@ from shard_pipeline.run.records import (
     RecordRefused,
     Why,
     made_here,
-    parse_as,
     read_record,
-    WrongType,
 )
+from shard_pipeline.run.typed import WrongType, parse_as
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.resume import plan_resume
 from shard_pipeline.run.runconfig import load_config
@@ -304,7 +303,7 @@ def test_parse_as_checks_every_field_against_its_dataclass():
     assert parse_as(Made, {"run_format": 4, "config_sha256": "a", "code_version": "b"}) == Made(4, "a", "b")
     for bad, said in (({"run_format": True, "config_sha256": "a", "code_version": "b"}, "run_format is true"),
                       ({"run_format": 4, "config_sha256": 5, "code_version": "b"}, "config_sha256 is 5, not a string"),
-                      ({"run_format": 4, "config_sha256": "a"}, "no field 'code_version'"),
+                      ({"run_format": 4, "config_sha256": "a"}, "code_version is missing"),
                       ({"run_format": 4, "config_sha256": "a", "code_version": "b", "x": 1}, "'x'")):
         with pytest.raises(WrongType, match=said):
             parse_as(Made, bad)
