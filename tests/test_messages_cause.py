@@ -122,8 +122,9 @@ def test_atomic_writes_and_spills_name_their_path_on_a_full_disk(tmp_path, small
 
 def test_a_partition_checkpoint_names_its_receipts_log_on_a_full_disk(tmp_path, small_disk):
     """The receipts log is appended, not written atomically: its ENOSPC names it too (CI met it bare)."""
-    from shard_pipeline.run.rundir import RunDir
+    from shard_pipeline.run.receipts import InputReceipt
     from shard_pipeline.run.records import made_here
+    from shard_pipeline.run.rundir import RunDir
     from shard_pipeline.stages.checkpoint import PartitionCheckpoint
     from shard_pipeline.stages.spill import SpillWriter
 
@@ -133,7 +134,8 @@ def test_a_partition_checkpoint_names_its_receipts_log_on_a_full_disk(tmp_path, 
     w = SpillWriter(0, tmp_path / "task-00000.spill", tmp_path / "task-00000.index.arrow")  # the spill has room
     fill(disk)
     with pytest.raises(OSError) as got:
-        PartitionCheckpoint(run, 0, made_here("0" * 64)).save(w, [{"input": "x" * 5000, "read": 1, "compressed_bytes": 1}], 0)
+        receipt = InputReceipt(0, "x" * 5000, "x", None, None, 1, 1, {}, 1, 1)
+        PartitionCheckpoint(run, 0, made_here("0" * 64)).save(w, [receipt], 0)
     assert got.value.errno == errno.ENOSPC and got.value.filename == str(run.partition_receipts_log(0))
     assert f"the disk holding {run.partition_receipts_log(0).parent}" in str(got.value)
 

@@ -157,6 +157,9 @@ def test_after_out_of_memory_the_advice_never_stays_below_what_a_unit_needs():
     floor, not twice what could never have run."""
     assert reason_step(Path("/r"), "OUT_OF_MEMORY", StageResources("40M", "01:00:00", 1), 1) == \
         "./hplt-shard --resume /r --mem 512M"
+    # the stage's finished tasks measured 3 GB: twice 1G would be killed again
+    assert reason_step(Path("/r"), "OUT_OF_MEMORY", StageResources("1G", "01:00:00", 1), 1, peak_mb=3000.0) == \
+        "./hplt-shard --resume /r --mem 4501M"
 
 
 
@@ -324,3 +327,9 @@ def test_a_controller_that_does_not_answer_is_said_not_read_as_no_jobs():
     queued = _squeue_answers(0, stdout="41_0|PENDING|JobHeldAdmin\n")
     assert squeue_states(["41"], queued, strict=True) == {"41_0": "PENDING|JobHeldAdmin"}
     assert SlurmUnreachable.exit_code == ExitCode.FAILED
+
+
+def test_help_gives_every_exit_code_of_status():
+    from shard_pipeline.submit.args import status_exit_codes
+
+    assert status_exit_codes() == "0 done; 1 failed or interrupted; 3 queued or running; 4 stuck"

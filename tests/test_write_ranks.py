@@ -34,7 +34,7 @@ def test_one_write_unit_orders_each_bucket_once_and_writes_the_same_shards(tmp_p
 
     assert cli.main(["--resume", str(run_dir)]) == 0
     assert sorted(orders) == [b for b, bk in enumerate(plan["sets"][0]["buckets"]) if bk["rows"]]
-    assert [s["sha256"] for s in receipt["shards"]] == [s["sha256"] for s in manifest(out)["shards"]]
+    assert [s.sha256 for s in receipt.shards] == [s["sha256"] for s in manifest(out)["shards"]]
 
 
 def test_shard_ranks_joined_keeps_rank_order_and_sections_by_bucket():

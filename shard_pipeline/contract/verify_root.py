@@ -110,8 +110,9 @@ def summary_line(res: RootResult) -> str:
     e, n = res.entries, len(res.results)
     if res.ok:
         rows, shards = sum(r.rows for r in res.results), sum(r.shards for r in res.results)
-        return f"OK: {n} languages verified ({rows} rows in {shards} shards) in {e.root}"
-    parts = [f"{n - len(res.failed)} of {n} languages verified"]
+        return (f"OK: {plural(n, 'language')} verified ({plural(rows, 'row')} in {plural(shards, 'shard')}) "
+                f"in {e.root}")
+    parts = [f"{n - len(res.failed)} of {plural(n, 'language')} verified"]
     failed, unread = [r for r in res.failed if not r.unread], [r for r in res.failed if r.unread]
     if failed:
         names = ", ".join(r.lang for r in failed)

@@ -20,7 +20,7 @@ from shard_pipeline.contract.replace import tmp_dir_for, tmp_owner
 from shard_pipeline.run import codeversion, outcome, unit_table
 from shard_pipeline.run.claim import claim_path, holder
 from shard_pipeline.run.outcome import Kind, Outcome
-from shard_pipeline.run.records import DamagedRunFile, OtherCode, Problem, WrongType, Why, parse_as
+from shard_pipeline.run.records import DamagedRunFile, OtherCode, Problem, Why
 from shard_pipeline.run.rundir import (
     RunDir,
     check_format,
@@ -30,6 +30,7 @@ from shard_pipeline.run.rundir import (
     read_json,
     submitted_commit,
 )
+from shard_pipeline.run.typed import WrongType, parse_as
 
 _DROPPED = {"--run-dir": 1, "--dry-run": 0}  # option -> how many values follow it
 FLAGS = ("--dry-run", "--replace-other", "--clean", "--dataset-card", "--keep-spill", "--release-changed", "--version",

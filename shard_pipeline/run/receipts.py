@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shard_pipeline.contract.rules import ShardFile
+
 
 @dataclass(frozen=True)
 class Stamp:
@@ -164,17 +166,11 @@ class Plan:
 
 
 @dataclass(frozen=True)
-class WrittenShard:
-    """One shard a write task finished in OUT.tmp: the manifest's entry, its split counts and its stamp."""
+class WrittenShard(ShardFile):
+    """One shard a write task finished in OUT.tmp (what writing it produced: contract/rules.py ShardFile), which
+    of the plan's shards it is, and its stamp."""
 
     index: int  # into the plan's shard list
-    name: str
-    rows: int
-    bytes: int
-    sha256: str
-    text_bytes: int
-    train: int
-    val: int
     stamp: Stamp
     annotations_sha256: str | None = None  # --annotations: the sha256 of its annotation file (contract/annotations.py)
 

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import enum
 import json
-import types
-import typing
-from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
-from functools import cache
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 from shard_pipeline.errors import UserError
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run import codeversion
+from shard_pipeline.run.typed import WrongType, parse_as
 
 # The format of a run directory: the files stages hand each other (spill index, plan.json, receipts)
 # and config.json. A run directory is read only by code of the same format (no shims before the first
@@ -152,85 +150,6 @@ def read_json(path: Path) -> Any:
     if not isinstance(value, dict):
         raise DamagedRunFile(path, f"a JSON {type(value).__name__}, not the object hplt-shard writes")
     return value
-
-
-class WrongType(ValueError):
-    """A JSON value that is not of the type its record's dataclass declares (`parse_as`)."""
-
-
-def parse_as(tp: Any, value: Any, where: str = "") -> Any:
-    """`value` (parsed JSON) as type `tp`: a dataclass, int, float, str, bool, None, a union, list[X],
-    tuple[X, ...], tuple[X, Y], dict[str, X] or Any; WrongType names the field and what it holds."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any:
-        return value
-    if is_dataclass(tp):
-        return _parse_dataclass(tp, value, where)
-    if origin in (Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return parse_as(arg, value, where)
-            except WrongType:
-                continue
-        raise _wrong(where, value, " or ".join(_name(a) for a in args))
-    if origin in (list, tuple) and isinstance(value, list):
-        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
-            if len(value) != len(args):
-                raise _wrong(where, value, _name(tp))
-            return tuple(parse_as(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
-        items = [parse_as(args[0] if args else Any, v, f"{where}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple else items
-    if (origin is dict or tp is dict) and isinstance(value, dict):
-        vt = args[1] if args else Any
-        return {k: parse_as(vt, v, f"{where}.{k}") for k, v in value.items()}
-    if _is_scalar(tp, value):
-        return value
-    raise _wrong(where, value, _name(tp))
-
-
-def _is_scalar(tp: Any, value: Any) -> bool:
-    if tp is bool or tp is str or tp is type(None):
-        return type(value) is tp
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return False
-
-
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _parse_dataclass(cls: type[T], value: Any, where: str) -> T:
-    if not isinstance(value, dict):
-        raise _wrong(where, value, "an object")
-    hints = _hints(cls)
-    known = {f.name for f in fields(cls)}
-    unknown = [k for k in value if k not in known]
-    if unknown:
-        raise WrongType(f"{where or 'it'} has a field hplt-shard does not write: {unknown[0]!r}")
-    kwargs = {}
-    for f in fields(cls):
-        if f.name in value:
-            kwargs[f.name] = parse_as(hints[f.name], value[f.name], f"{where}.{f.name}" if where else f.name)
-        elif f.default is MISSING and f.default_factory is MISSING:
-            raise WrongType(f"it has no field {(where + '.' if where else '') + f.name!r}")
-    return cls(**kwargs)
-
-
-def _name(tp: Any) -> str:
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false", type(None): "null"}.get(
-        tp, getattr(tp, "__name__", None) or str(tp))
-
-
-def _wrong(where: str, value: Any, expected: str) -> WrongType:
-    shown = json.dumps(value, ensure_ascii=False, default=str)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return WrongType(f"{where or 'it'} is {shown}, not {expected}")
 
 
 @dataclass(frozen=True)

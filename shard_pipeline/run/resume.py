@@ -13,6 +13,7 @@ from shard_pipeline.input.corpus import why_changed
 from shard_pipeline.run import live
 from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.runconfig import RunConfig
+from shard_pipeline.units import plural
 from shard_pipeline.run.rundir import RunDir
 
 
@@ -103,7 +104,7 @@ def refuse_live_tasks(*roots, local: bool, squeue_answered: bool, done: bool = F
                             "files. Ask that user (ls -l names them); once no such task runs, remove those records, "
                             "then resume again")
     if busy:
-        raise ResumeRefused(f"{len(busy)} task(s) of this run are still running: "
+        raise ResumeRefused(f"{plural(len(busy), 'task')} of this run {'is' if len(busy) == 1 else 'are'} still running: "
                             + "; ".join(t.describe() for t in busy[:10])
                             + ("; ..." if len(busy) > 10 else "")
                             + ". Wait for them to end or stop them, then resume again")

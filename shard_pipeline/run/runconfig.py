@@ -18,14 +18,13 @@ from shard_pipeline.run.records import (
     EditedRecord,
     OtherFormat,
     Problem,
-    WrongType,
     Why,
     header_of,
     made_here,
-    parse_as,
     read_json,
     record_json,
 )
+from shard_pipeline.run.typed import WrongType, parse_as
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.units import parse_mem, scale_mem, share_of_mem, slurm_minutes
 

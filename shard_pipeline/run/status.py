@@ -196,7 +196,8 @@ def slurm_reason(log: Path, run=subprocess.run) -> str | None:
     return None
 
 
-def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str, given: dict[str, Any] | None = None) -> str:
+def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str, given: dict[str, Any] | None = None,
+                peak_mb: float | None = None) -> str:
     """The command that helps after this reason: more memory, more time, or just another try.
 
     `--mem` on resume means what it meant at submission, one unit's memory, so the hint doubles
@@ -207,17 +208,19 @@ def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str, given: dic
         given = read_json(run.run_json).get("resources", {}) if run.run_json.exists() else {}
     ex = cfg.execution.with_resources(given.get("mem"), given.get("time"))
     return reason_step(run.root, reason, ex.resources.get(stage) or StageResources("4G", "01:00:00"),
-                       ex.units_per_task(stage))
+                       ex.units_per_task(stage), peak_mb)
 
 
-def reason_step(root: Path, reason: str, res: StageResources, units: int) -> str:
+def reason_step(root: Path, reason: str, res: StageResources, units: int, peak_mb: float | None = None) -> str:
     """The resume command after Slurm ended a task for `reason`, whose array task had `res` for `units` units:
-    twice one unit's memory after OUT_OF_MEMORY, twice the time after TIMEOUT, the same again otherwise
+    after OUT_OF_MEMORY the most of twice one unit's memory, twice the floor a unit needs, and 1.5x the peak
+    the stage's finished tasks measured (`peak_mb`); twice the time after TIMEOUT; the same again otherwise
     (NODE_FAIL, PREEMPTED: the node, not the task, was at fault)."""
     if reason == "OUT_OF_MEMORY":
-        doubled = Memory.parse(res.mem).share(units).times(2)
-        floor = Memory(UNIT_MEMORY_FLOOR >> 20, "M").times(2)
-        return resume_command(root, "--mem", doubled if doubled.bytes >= floor.bytes else floor)
+        options = [Memory.parse(res.mem).share(units).times(2), Memory(UNIT_MEMORY_FLOOR >> 20, "M").times(2)]
+        if peak_mb is not None:
+            options.append(Memory(int(peak_mb * 1.5) + 1, "M"))
+        return resume_command(root, "--mem", max(options, key=lambda m: m.bytes))
     if reason == "TIMEOUT":
         return resume_command(root, "--time", WallTime.parse(res.time).times(2))
     return resume_command(root)
@@ -253,6 +256,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
         # squeue -r lists every task Slurm holds: a task of the last submission that it does not list and that
         # has no log never started and never will (scancel of the task or its array, a dependency killed it)
         submitted = bool(chunks)
+        slurm_ended: list[tuple[int, str]] = []  # failed tasks Slurm ended, with its reason
         for task in range(st.total):
             problem, touched = reg.problem_and_touched(rs, task)
             if problem is None:
@@ -295,9 +299,14 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
             elif state is TaskState.INTERRUPTED:
                 st.interrupted.append(task)
             elif state is TaskState.FAILED:
-                if reason:
-                    err = f"{reason} ({resume_hint(run, rs.cfg, stage, reason, record.get('resources', {}))}); last line: {err}"
                 st.failed.append((task, str(log), err))
+                if reason:
+                    slurm_ended.append((len(st.failed) - 1, reason))
+        for i, reason in slurm_ended:  # after the loop: the stage's finished tasks measured their peak by now
+            task, log_path, err = st.failed[i]
+            peak = max((f.max_rss_mb for f in st.figures), default=None)
+            hint = resume_hint(run, rs.cfg, stage, reason, record.get("resources", {}), peak)
+            st.failed[i] = (task, log_path, f"{reason} ({hint}); last line: {err}")
         out.append(st)
     return out
 

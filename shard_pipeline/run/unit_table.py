@@ -20,7 +20,8 @@ from typing import Any, Iterable, Sequence
 from shard_pipeline.run.registry import STAGE_NAMES as STAGES
 from shard_pipeline.run.registry import STAGES as STAGE_DEFS
 from shard_pipeline.files import write_json_atomic
-from shard_pipeline.run.records import DamagedRunFile, WrongType, parse_as
+from shard_pipeline.run.records import DamagedRunFile
+from shard_pipeline.run.typed import WrongType, parse_as
 from shard_pipeline.run.rundir import RunDir, read_json
 
 MULTI_FORMAT = 1
@@ -171,7 +172,7 @@ def load(root: Path) -> UnitTable:
     try:
         doc = parse_as(LanguagesFile, read_json(path))
         if missing := [s for s in STAGES if s not in doc.units]:
-            raise WrongType(f"it has no units of {missing[0]}")
+            raise WrongType("is missing", f"units.{missing[0]}")
     except WrongType as exc:
         raise DamagedRunFile(path, str(exc)) from None
     if doc.format != MULTI_FORMAT:

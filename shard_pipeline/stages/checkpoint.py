@@ -19,7 +19,8 @@ import orjson
 from shard_pipeline.files import atomic_file, fsync_file, json_bytes, naming
 from shard_pipeline.run.receipts import InputReceipt
 from shard_pipeline.run.receipts import PartitionCheckpoint as Saved
-from shard_pipeline.run.records import Made, Problem, WrongType, parse_as, read_record, record_json
+from shard_pipeline.run.records import Made, Problem, read_record, record_json
+from shard_pipeline.run.typed import WrongType, parse_as
 from shard_pipeline.run.rundir import CHECKPOINT_FORMAT as _FORMAT
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.tasklog import log

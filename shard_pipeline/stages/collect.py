@@ -1,6 +1,7 @@
 """What finalize proves of OUT.tmp before it writes a manifest: every shard the plan promised is there, is the file
-its writer's receipt names (size, sha256), and holds what that receipt says (rows, text bytes, split counts, read
-from the file); nothing else is there. The manifest's entries are made from the files, never from a receipt.
+its writer's receipt names (size, sha256) and holds what that receipt says (rows and split counts, read from the
+file); the receipts' text bytes add up, per shard set, to what partition counted (the plan); nothing else is there.
+The manifest's entries are the files' own size, sha256, rows and splits.
 """
 from __future__ import annotations
 
@@ -97,8 +98,8 @@ def written(run: RunDir, cfg: RunConfig, plan: Plan) -> tuple[dict[int, tuple[in
 
 
 def collect_shards(run: RunDir, cfg: RunConfig, plan: Plan) -> list[ShardFile]:
-    """Shard entries in manifest order, each read from its file (size, sha256, rows, text bytes, splits) and
-    checked against its receipt and the plan; a write task whose receipt disagrees loses it, so --resume redoes it."""
+    """Shard entries in manifest order, each read from its file (size, sha256, rows, splits) and checked against its
+    receipt and the plan; a write task whose receipt disagrees loses it, so --resume redoes it."""
     by_index, problems = written(run, cfg, plan)
     tmp = Path(plan.tmp_dir)
     planned = plan.shard_list
@@ -123,7 +124,10 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: Plan) -> list[ShardFile]:
             damaged.add(task)
             continue
         f = disk[p.name]
-        shards.append(ShardFile(p.name, f.counts.rows, f.bytes, f.sha256, f.counts.text_bytes, f.counts.train, f.counts.val))
+        shards.append(ShardFile(p.name, f.counts.rows, f.bytes, f.sha256, s.text_bytes, f.counts.train, f.counts.val))
+    for why, tasks in text_bytes_disagree(plan, by_index):
+        problems.append(why)
+        damaged |= tasks
     kept = {annotation_name(p.name) for p in planned} | {FIELDS_NAME} if cfg.content.annotations else set()
     stray = unexpected_files(tmp, {p.name for p in planned} | {MANIFEST_NAME, TMP_MARKER, *EXTRA_NAMES} | kept)
     if stray:
@@ -143,11 +147,25 @@ def _disagrees(path: Path, s: WrittenShard, f: OnDisk | None, receipt: Path) -> 
         return f"{path}: bytes or sha256 differ from its receipt"
     if f.counts is None:
         return f"{path}: not a readable shard ({f.unreadable})"
-    said = ShardCounts(s.rows, s.text_bytes, s.train, s.val)
+    said = ShardCounts(s.rows, s.train, s.val)
     if f.counts != said:
         return f"{receipt} says {s.name} holds {_counts(said)}, the file holds {_counts(f.counts)}"
     return None
 
 
 def _counts(c: ShardCounts) -> str:
-    return f"{c.rows} rows, {c.text_bytes} text bytes, {c.train} train, {c.val} val"
+    return f"{c.rows} rows ({c.train} train, {c.val} val)"
+
+
+def text_bytes_disagree(plan: Plan, by_index: dict[int, tuple[int, WrittenShard]]) -> list[tuple[str, set[int]]]:
+    """Per shard set whose write receipts' text bytes do not add up to the partition's count of it (the plan): why,
+    and the write tasks of that set (which receipt is wrong cannot be told). Counting them from the files would
+    decompress every text; `--verify OUT` does, shard by shard."""
+    out = []
+    for k, planned in enumerate(plan.sets):
+        mine = [by_index[i] for i, p in enumerate(plan.shard_list) if p.set == k and i in by_index]
+        said = sum(s.text_bytes for _, s in mine)
+        if said != planned.text_bytes and len(mine) == sum(1 for p in plan.shard_list if p.set == k):
+            out.append((f"the write receipts of {planned.folder or 'OUT'}/ say its shards hold {said} text bytes, "
+                        f"partition counted {planned.text_bytes}", {task for task, _ in mine}))
+    return out

@@ -221,9 +221,8 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: Plan, tmp: Path,
                             "run to read the inputs as they are now")
     remove_own_leftovers(run, tmp)
     shards = collect_shards(run, cfg, plan)
-    held = (sum(s.rows for s in shards), sum(s.text_bytes for s in shards))
-    if held != (plan.rows, plan.text_bytes):
-        raise FinalizeError(f"shards hold {held[0]} rows and {held[1]} text bytes, the plan {plan.rows} and {plan.text_bytes}")
+    if sum(s.rows for s in shards) != plan.rows:
+        raise FinalizeError(f"shards hold {sum(s.rows for s in shards)} rows, the plan {plan.rows}")
     def manifest_with(files: list[dict[str, Any]]) -> dict[str, Any]:
         return build_manifest(
             dataset=c.dataset,

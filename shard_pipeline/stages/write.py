@@ -263,8 +263,7 @@ def run_write(run: RunDir, task: int) -> WriteReceipt:
             fault_point("write-start", task)
             started = time.monotonic()
             sf, kept = write_one_shard(asm, out_tmp, planned.name, start, stop, cfg.content.row_group_bytes, task)
-            shards.append(WrittenShard(i, sf.name, sf.rows, sf.bytes, sf.sha256, sf.text_bytes, sf.train, sf.val,
-                                       file_stamp(out_tmp / sf.name), kept))
+            shards.append(WrittenShard(**vars(sf), index=i, stamp=file_stamp(out_tmp / sf.name), annotations_sha256=kept))
             save_record(run.write_progress(task), made, WriteProgress(shards))
             log.info(shard_line(task, i - a + 1, b - a, sf.name, sf.rows, sf.bytes, time.monotonic() - started))
     finally:

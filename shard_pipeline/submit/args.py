@@ -34,6 +34,16 @@ class _QuietParser(argparse.ArgumentParser):
         raise ValueError(message)
 
 
+def status_exit_codes() -> str:
+    """`0 done; 1 failed or interrupted; ...`: --status's exit code of each phase (runstate.PHASE_EXIT)."""
+    from shard_pipeline.run.runstate import PHASE_EXIT
+
+    by_code: dict[int, list[str]] = {}
+    for phase, code in PHASE_EXIT.items():
+        by_code.setdefault(int(code), []).append(phase.value)
+    return "; ".join(f"{code} {' or '.join(names)}" for code, names in sorted(by_code.items()))
+
+
 def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argparse.ArgumentParser, dict[str, str]]:
     """The parser, and each option's flag by its dest (for messages that name an option).
 
@@ -136,7 +146,7 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
     g = p.add_mutually_exclusive_group()
     add(g, "--resume", type=path_arg, metavar="RUNDIR", help="finish an interrupted run: redo only what is unfinished")
     add(g, "--status", type=path_arg, metavar="RUNDIR", help="show where a run stands (per stage, failures, ETA); "
-           "exit 0 done, 1 failed or stopped (--resume continues it), 3 still queued or running")
+           f"exit {status_exit_codes()}")
     add(g, "--verify", type=path_arg, metavar="OUT", help="check an output folder against its manifest and the contract")
     add(g, "--publish", nargs=2, metavar=("OUT", "DEST"),
            help="verify OUT, upload it to an rclone destination (remote:bucket/prefix) and check it there; "
