@@ -134,9 +134,10 @@ def test_verify_passes_and_fails_on_a_reordered_annotation_file(runs, tmp_path) 
     assert name in {p.file for p in verify_output(copy)}
 
 
-def test_a_resume_after_a_kill_mid_shard_gives_the_same_bytes(runs, tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("fault", ["partition-after-input:0:kill", "write-mid-shard:0:kill", "finalize-before-swap::kill"])
+def test_a_resume_after_a_kill_gives_the_same_bytes(runs, tmp_path, monkeypatch, fault: str) -> None:
     corpus, root, _, kept = runs
-    monkeypatch.setenv("HPLT_SHARD_FAULT", "write-mid-shard:0:kill")
+    monkeypatch.setenv("HPLT_SHARD_FAULT", fault)
     args = (*OPTIONS, "--annotations", FIELDS[corpus])
     assert run_cli(root, tmp_path / "out", tmp_path / "run", *args, corpus=corpus) != 0
     monkeypatch.delenv("HPLT_SHARD_FAULT")
