@@ -8,6 +8,7 @@ reported with its file and line like every other bad line, never coerced.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import orjson
@@ -77,44 +78,57 @@ def _is_int(v: object) -> bool:
 
 
 def _is_float(v: object) -> bool:
-    return v.__class__ is float or _is_int(v)
+    return (v.__class__ is float and math.isfinite(v)) or _is_int(v)  # type: ignore[arg-type]
 
 
-def _fits(v: object, t: pa.DataType) -> bool:
-    """True when the JSON value `v` (not None) is of Arrow type `t` as this module types fields."""
+def _same(v: object) -> object:
+    return v
+
+
+def _fits(t: pa.DataType):  # noqa: ANN202
+    """A check that a JSON value (not None) is of Arrow type `t` as this module types fields: built once per
+    field (`_field`), since comparing Arrow types per value cost most of a record's time."""
     if t == _STR:
-        return v.__class__ is str
+        return lambda v: v.__class__ is str
     if t == _INT:
-        return _is_int(v)
+        return _is_int
     if t == _FLOAT:
-        return _is_float(v) and math.isfinite(v)  # type: ignore[arg-type]
+        return _is_float
     if t == _BOOL:
-        return v.__class__ is bool
+        return lambda v: v.__class__ is bool
     if t == _SCORES:
-        return v.__class__ is dict and all(_fits(x, _FLOAT) for x in v.values())  # type: ignore[attr-defined]
+        return lambda v: v.__class__ is dict and all(map(_is_float, v.values()))
     if pa.types.is_struct(t):
-        return (v.__class__ is dict and set(v) <= {f.name for f in t}  # type: ignore[arg-type]
-                and all(x is None or _fits(x, t.field(k).type) for k, x in v.items()))  # type: ignore[attr-defined]
-    return v.__class__ is list and all(_fits(x, t.value_type) for x in v)  # type: ignore[attr-defined]
+        members = {f.name: _fits(f.type) for f in t}
+        return lambda v: v.__class__ is dict and all(k in members and (x is None or members[k](x)) for k, x in v.items())
+    item = _fits(t.value_type)
+    return lambda v: v.__class__ is list and all(map(item, v))
 
 
-def _typed(v: object, t: pa.DataType) -> object:
+def _typed(t: pa.DataType):  # noqa: ANN202
     """A fitting value as the column holds it: ints of a float column as floats (JSON does not tell 1 from 1.0)."""
     if t == _FLOAT:
-        return float(v)  # type: ignore[arg-type]
+        return float
     if pa.types.is_list(t) and t.value_type == _FLOAT:
-        return [float(x) for x in v]  # type: ignore[union-attr]
+        return lambda v: [float(x) for x in v]
     if t == _SCORES:
-        return {k: float(x) for k, x in v.items()}  # type: ignore[union-attr]  # an object in the spill: compact
+        return lambda v: {k: float(x) for k, x in v.items()}  # an object in the spill: compact
     if pa.types.is_struct(t):
-        return {k: _typed(x, t.field(k).type) if x is not None else None for k, x in v.items()}  # type: ignore[union-attr]
-    return v
+        members = {f.name: _typed(f.type) for f in t}
+        return lambda v: {k: None if x is None else members[k](x) for k, x in v.items()}
+    return _same
+
+
+@functools.cache
+def _field(corpus: str, name: str):  # noqa: ANN202
+    """(type, check, conversion) of one field."""
+    t = FIELD_TYPES[corpus][name]
+    return t, _fits(t), _typed(t)
 
 
 def annotation_values(obj: dict, fields: tuple[str, ...], corpus: str) -> bytes | tuple[str, str]:
     """The kept fields of one parsed record as the spill carries them (a JSON list, null where absent), or
     ("annotation_type", detail) when a value is not of its field's type."""
-    types = FIELD_TYPES[corpus]
     out = []
     for name in fields:
         v = obj.get(name)
@@ -122,13 +136,17 @@ def annotation_values(obj: dict, fields: tuple[str, ...], corpus: str) -> bytes 
             v = obj.get(ALIASES[name])
         if v is not None and name in JSON_TEXT_FIELDS:
             v = orjson.dumps(v).decode() if v.__class__ is dict else v
-        t = types[name]
-        if v is not None and not _fits(v, t):
+        if v is None:
+            out.append(None)
+            continue
+        t, fits, typed = _field(corpus, name)
+        if not fits(v):
             return "annotation_type", f"{name!r} is {_shape(v)}, --annotations keeps it as {t}"
-        out.append(None if v is None else _typed(v, t))
+        out.append(typed(v))
     return orjson.dumps(out)
 
 
+@functools.cache
 def scan_keys(fields: tuple[str, ...]) -> tuple[bytes, ...]:
     """The keys the native scan keeps for `fields`: each field's, then the pool spellings of those that have one."""
     return tuple(f.encode() for f in fields) + tuple(ALIASES[f].encode() for f in fields if f in ALIASES)
@@ -137,8 +155,12 @@ def scan_keys(fields: tuple[str, ...]) -> tuple[bytes, ...]:
 def from_scan(raw: bytes, fields: tuple[str, ...], corpus: str) -> bytes | tuple[str, str]:
     """`annotation_values` of the JSON array the native scan kept for a record (`scan_keys` order, null where
     absent): the values orjson reads in the line, since they are the line's own checked bytes."""
-    keys = [k.decode() for k in scan_keys(fields)]
-    return annotation_values(dict(zip(keys, orjson.loads(raw))), fields, corpus)
+    return annotation_values(dict(zip(_scan_names(fields), orjson.loads(raw))), fields, corpus)
+
+
+@functools.cache
+def _scan_names(fields: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(k.decode() for k in scan_keys(fields))
 
 
 def _shape(v: object) -> str:
