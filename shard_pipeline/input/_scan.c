@@ -560,6 +560,27 @@ static int append_new(PyObject *list, PyObject *o) {
     return rc;
 }
 
+/* `wanted` (None, or a tuple of at most MAX_WANTED bytes keys) into *w; 0 with an exception when it is not. */
+static int wanted_keys(PyObject *wanted, PyObject *kept, Wanted *w) {
+    w->n = 0;
+    if (wanted == Py_None) return 1;
+    if (!PyTuple_Check(wanted) || PyTuple_GET_SIZE(wanted) > MAX_WANTED || !PyList_Check(kept)) {
+        PyErr_SetString(PyExc_TypeError, "wanted must be a tuple of at most 64 bytes keys, kept a list");
+        return 0;
+    }
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(wanted); j++) {
+        PyObject *k = PyTuple_GET_ITEM(wanted, j);
+        if (!PyBytes_Check(k)) {
+            PyErr_SetString(PyExc_TypeError, "wanted keys must be bytes");
+            return 0;
+        }
+        w->key[j] = PyBytes_AS_STRING(k);
+        w->len[j] = PyBytes_GET_SIZE(k);
+    }
+    w->n = PyTuple_GET_SIZE(wanted);
+    return 1;
+}
+
 PyDoc_STRVAR(scan_doc,
 "scan(lines, number, start, v4, texts, fill, budget, ids, urls, langs, meta[, wanted, kept]) -> (next, fill, refused)\n\n"
 "Take lines[start:] while they are records the strict path would accept: each one's text goes to\n"
@@ -579,23 +600,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                           &PyByteArray_Type, &meta, &wanted, &kept))
         return NULL;
     Wanted w;
-    w.n = 0;
-    if (wanted != Py_None) {
-        if (!PyTuple_Check(wanted) || PyTuple_GET_SIZE(wanted) > MAX_WANTED || !PyList_Check(kept)) {
-            PyErr_SetString(PyExc_TypeError, "wanted must be a tuple of at most 64 bytes keys, kept a list");
-            return NULL;
-        }
-        w.n = PyTuple_GET_SIZE(wanted);
-        for (Py_ssize_t j = 0; j < w.n; j++) {
-            PyObject *k = PyTuple_GET_ITEM(wanted, j);
-            if (!PyBytes_Check(k)) {
-                PyErr_SetString(PyExc_TypeError, "wanted keys must be bytes");
-                return NULL;
-            }
-            w.key[j] = PyBytes_AS_STRING(k);
-            w.len[j] = PyBytes_GET_SIZE(k);
-        }
-    }
+    if (!wanted_keys(wanted, kept, &w)) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(lines), orig_len = PyByteArray_GET_SIZE(texts);
     if (fill < 0 || fill > orig_len || start < 0) {
         PyErr_SetString(PyExc_ValueError, fill < 0 || fill > orig_len ? "fill is outside texts" : "start is negative");
