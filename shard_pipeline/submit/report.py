@@ -22,8 +22,11 @@ def describe(args, ms, executor: str, settings, rundir: Path | None, several: bo
         (lang,) = ms.langs
         sc = ms.scopes[lang]
         text = describe_one(args, sc.subset, sc.shards, sc.lay, executor, settings, rundir)
-        if args.annotations is not None:
-            text += "\n" + annotations_line(args.annotations, sc.annotation_bytes, sc.lay.est_docs)
+    if args.annotations is not None:
+        scopes = [ms.scopes[l] for l in ms.langs]
+        docs = sum(sc.lay.est_docs for sc in scopes)
+        total = sum(sc.annotation_bytes * sc.lay.est_docs for sc in scopes)
+        text += "\n" + annotations_line(args.annotations, total / docs if docs else 0.0, docs)
     return text + ("\n" + bulk_line(rundir, [ms.scopes[l].lay for l in ms.langs]) if rundir is not None else "")
 
 
