@@ -684,4 +684,15 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_scan", "The native read loop of partition (see scan).", -1, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
+#ifndef SOURCE_SHA256
+#define SOURCE_SHA256 "unknown"
+#endif
+
+PyMODINIT_FUNC PyInit__scan(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_SHA256", SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

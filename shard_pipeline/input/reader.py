@@ -51,11 +51,11 @@ from shard_pipeline.input.records import (
     without_newline,
 )
 from shard_pipeline.input.zstd_stream import inflate, open_decompressed
+from shard_pipeline.native import compiled
 
-try:  # the compiled read loop (setup.py); without it partition reads with iter_records, to the same bytes
-    from shard_pipeline.input._scan import scan as native_scan
-except ImportError:  # pragma: no cover - an install without a C compiler
-    native_scan = None
+# the compiled read loop (setup.py); without it (or built from another source) partition reads with
+# iter_records, to the same bytes
+native_scan = compiled("shard_pipeline.input._scan", "scan", "input/_scan.c")
 
 if TYPE_CHECKING:  # pragma: no cover
     from shard_pipeline.contract.rules import Doc

@@ -66,4 +66,15 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_gather", "Byte runs gathered end to end (see gather).", -1, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__gather(void) { return PyModule_Create(&module); }
+#ifndef SOURCE_SHA256
+#define SOURCE_SHA256 "unknown"
+#endif
+
+PyMODINIT_FUNC PyInit__gather(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_SHA256", SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-try:  # compiled by pip install (setup.py); without it the same bytes come from a Python loop
-    from shard_pipeline.stages._gather import gather as native_gather
-except ImportError:  # pragma: no cover - an install without a C compiler
-    native_gather = None
+from shard_pipeline.native import compiled
+
+# compiled by pip install (setup.py); without it (or built from another source) a Python loop, same bytes
+native_gather = compiled("shard_pipeline.stages._gather", "gather", "stages/_gather.c")
 
 MAX_STRING_BYTES = (1 << 31) - 1  # pa.string() offsets are int32
 

@@ -307,7 +307,8 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
 
     if native_scan is None and cfg.content.clean is None:
         log.info(f"partition task {task}: reading with the Python loop, slower: the compiled read loop "
-                 "(shard_pipeline/input/_scan.c) is not built; `pip install -e .` with a C compiler builds it")
+                 "(shard_pipeline/input/_scan.c) is not built, or built from another version of it; `pip install -e .` "
+                 "with a C compiler builds it")
     qpath = run.quarantine_file(task)
     quarantine = QuarantineWriter(qpath) if cfg.content.bad_records == "quarantine" else None
     try:

@@ -1,0 +1,28 @@
+"""The compiled parts (setup.py), used only when built from the source beside them.
+
+An editable install keeps the modules it built; after a `git pull` that changed a `.c` file they would
+be called with another signature. Each module records the sha256 of its source; one that differs from the
+file is not used, and the stage takes its Python path, to the same bytes, until `pip install -e .`
+builds it again.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+from pathlib import Path
+from typing import Any
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+def compiled(module: str, name: str, source: str) -> Any | None:
+    """`module`'s `name` when it was built from `source` (relative to the package), else None."""
+    try:
+        built = importlib.import_module(module)
+    except ImportError:  # an install without a C compiler
+        return None
+    try:
+        current = hashlib.sha256((PACKAGE / source).read_bytes()).hexdigest()
+    except OSError:  # an installed wheel ships no source: what was built is what there is
+        return getattr(built, name)
+    return getattr(built, name) if getattr(built, "SOURCE_SHA256", None) == current else None
