@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from shard_pipeline.contract.manifest import MANIFEST_NAME
+from shard_pipeline.contract.beside import root_work_folder
 from shard_pipeline.contract.replace import TMP_MARKER, check_tmp_free, parking_dir_for, tmp_dir_for, tmp_owner
 from shard_pipeline.errors import UsageError
 
@@ -110,10 +111,11 @@ def check_counts_index_path(index: Path | None, outs: list[Path], input_root: Pa
 
 def beside_out(out: Path) -> dict[str, Path]:
     """What runs and publishes keep beside an OUT (or a root of several languages): no run dir or input there."""
-    from shard_pipeline.run.claim import claim_path, publish_lock_path
+    from shard_pipeline.run.claim import claim_lock_path, claim_path, publish_lock_path
 
     return {"OUT.tmp": tmp_dir_for(out), "OUT.replaced": parking_dir_for(out), "OUT's claim": claim_path(out),
-            "OUT's claim lock": Path(f"{claim_path(out)}.lock"), "OUT's publish lock": publish_lock_path(out)}
+            "OUT's claim lock": claim_lock_path(out), "OUT's publish lock": publish_lock_path(out),
+            "the work folder beside OUT (a root's)": root_work_folder(out)}
 
 
 def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None) -> None:
