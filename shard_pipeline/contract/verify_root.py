@@ -97,6 +97,13 @@ def verify_root(root: Path, verify_one: Verifier, *, deep: bool = True,
     return RootResult(entries, tuple(results), *against_root_manifest(Path(root), entries.languages))
 
 
+def not_landed(missing: tuple[str, ...], e: RootEntries) -> list[str]:
+    """The missing languages ROOT shows no trace of: one being written, or a folder without its manifest, is
+    named as that instead."""
+    named = {s.lang for s in e.unlanded} | {f.split("/")[0].split(" ")[0] for f in e.other_folders}
+    return [l for l in missing if l not in named]
+
+
 def against_root_manifest(root: Path, outputs: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     """(missing, unlisted, changed) languages by ROOT's root manifest; nothing to compare without one."""
     m = read_root_manifest(root)
@@ -141,8 +148,7 @@ def summary_line(res: RootResult) -> str:
     if unread:
         parts.append(f"{len(unread)} not readable by this user, so not checked: {', '.join(r.lang for r in unread)} "
                      "(the lines above say whose files and the way on)")
-    being_written = {s.lang for s in e.unlanded}  # named below, with the run writing it
-    if gone := [l for l in res.missing if l not in being_written]:
+    if gone := not_landed(res.missing, e):
         parts.append(f"{len(gone)} asked for and not landed: {', '.join(gone)} (its run's --status "
                      "says why; --resume or run it again)")
     if res.unlisted:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from shard_pipeline.contract.beside import ROOT_MANIFEST_NAME
 from shard_pipeline.contract.root import RootEntries, scan, staged_line
-from shard_pipeline.contract.verify_root import against_root_manifest
+from shard_pipeline.contract.verify_root import against_root_manifest, not_landed
 from shard_pipeline.errors import EXIT_FAILED, EXIT_USAGE, ExitCode, UserError
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit.dest import mask
@@ -89,10 +89,9 @@ def entry_outcomes(entries: RootEntries) -> list[LangOutcome]:
     be a broken language: they fail the root."""
     out = [LangOutcome(s.lang, EXIT_FAILED, f"not landed: {staged_line(s)}; finish that run, then run the same "
                        "command again") for s in entries.unlanded]
-    being_written = {s.lang for s in entries.unlanded}
     missing, _, _ = against_root_manifest(entries.root, entries.languages)
     out += [LangOutcome(l, EXIT_FAILED, f"asked for in {ROOT_MANIFEST_NAME} and not landed: its run's --status says "
-                        "why; land it, then run the same command again") for l in missing if l not in being_written]
+                        "why; land it, then run the same command again") for l in not_landed(missing, entries)]
     out += [LangOutcome(f, EXIT_FAILED, "not a language output (no _MANIFEST.json), not published: move it out of "
                         "ROOT, or rebuild the language with its run") for f in entries.other_folders]
     return out
