@@ -122,3 +122,24 @@ def test_a_damaged_root_manifest_is_a_named_refusal(tmp_path, text):
 def test_small_languages_come_first():
     assert smallest_first({"deu": 200_000, "est": 2_000, "isl": 300, "aaa": 300}) == ["aaa", "isl", "est", "deu"]
     assert RootManifest(("a", "b"), {"a": "x"}).unlisted(["a", "c"]) == ("c",)
+
+
+def test_a_root_on_a_mount_point_is_refused_for_its_languages(tmp_path, monkeypatch):
+    """The staging folder beside ROOT would lie on another filesystem than ROOT/LANG: the swap could not rename."""
+    from shard_pipeline.contract import replace
+
+    root = new_root(tmp_path)
+    monkeypatch.setattr(replace, "mount_points", lambda: frozenset({str(root)}))
+    with pytest.raises(NotReplaceable) as exc:
+        replace.check_not_mounted(root / "est_Latn")
+    assert str(root) in str(exc.value)
+    replace.check_not_mounted(tmp_path / "plain")  # a plain OUT beside ROOT's folder: nothing to refuse
+
+
+def test_publish_root_fails_for_a_language_asked_for_and_not_landed(tmp_path):
+    from shard_pipeline.submit.publish_root import entry_outcomes
+
+    root = new_root(tmp_path, ("est_Latn", "isl_Latn"))
+    (root / "est_Latn").mkdir()  # a folder without its manifest is named as that, not twice
+    assert [(o.lang, o.code) for o in entry_outcomes(scan(root))] == [("isl_Latn", ExitCode.FAILED),
+                                                                       ("est_Latn/", ExitCode.FAILED)]
