@@ -175,11 +175,15 @@ def test_failed_write_in_one_language_lets_the_others_land_then_resume(slurm_clu
     assert "failed (write)" in status and status.count("  landed 20") == 2
     assert cli.main(["--status", str(run_dir / "swe_Latn")]) == 1
     assert "FAILED write task 0" in capsys.readouterr().out
+    assert cli.main(["--verify", str(out)]) == 1  # ROOT names the language it was asked for and that did not land
+    assert "1 asked for and not landed: swe_Latn" in capsys.readouterr().out.splitlines()[-1]
     landed = {l: tree_bytes(out / l) for l in ("fin_Latn", "est_Latn")}
     assert cli.main(["--resume", str(run_dir), "--conf", str(conf(tmp_path))]) == 0
     resumed = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
     assert [j["stage"] for j in resumed] == ["write", "finalize"]
-    assert resumed[0]["array"].split("%")[0] == str(json.loads((run_dir / "languages.json").read_text())["units"]["write"][1][1])
+    units = json.loads((run_dir / "languages.json").read_text())["units"]["write"]
+    assert [u[0] for u in units] == ["est_Latn", "swe_Latn", "fin_Latn"]  # the smallest language's units first
+    assert resumed[0]["array"].split("%")[0] == str(units[1][1])
     wait_for_jobs(job_ids(run_dir, last=True), timeout=TIMEOUT)
     assert (run_dir / "swe_Latn" / "DONE").exists()
     assert {l: tree_bytes(out / l) for l in landed} == landed  # the landed languages were left alone

@@ -1,5 +1,7 @@
 """Which run holds an output folder: a small claim file beside OUT, taken under a file lock.
 
+Beside OUT means where contract/beside.py says: for a language of a root, the work folder beside ROOT.
+
 Slurm jobs of one run live in many processes over hours, so a process lock cannot express
 "this run owns OUT": the claim is a file naming the run directory, released by finalize.
 `--publish` reads OUT for minutes to hours from one process, so it holds a shared flock on

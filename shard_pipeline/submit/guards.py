@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import Iterable
 
 from shard_pipeline.contract.manifest import MANIFEST_NAME
+from shard_pipeline.contract import root_manifest
 from shard_pipeline.contract.beside import root_work_folder
 from shard_pipeline.contract.replace import TMP_MARKER, check_tmp_free, parking_dir_for, tmp_dir_for, tmp_owner
 from shard_pipeline.errors import UsageError
@@ -137,3 +139,19 @@ def doing(what: str):
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         raise UsageError(f"{what} failed: {where}{exc.strerror or exc}") from None
+
+
+def name_languages(outs: Iterable[Path], several: bool, root: Path) -> None:
+    """ROOT's root manifest names the languages asked for, before anything is claimed: a run of several makes it,
+    a run of one language into ROOT/LANG adds its language to a root that has one (contract/root_manifest.py).
+    From then on each language's working files live beside ROOT (contract/beside.py): checked free there too."""
+    from shard_pipeline.run.claim import check_not_held
+
+    for out in outs:
+        run_root = root / out.name if several else root
+        check_not_held(out, run_root)  # where the claim is now: a run of one language may hold ROOT/LANG there
+        root_manifest.ask(out.parent, [out.name], make=several)
+        try:
+            check_tmp_free(out, str(run_root))
+        except FileExistsError as exc:
+            raise UsageError(str(exc)) from None

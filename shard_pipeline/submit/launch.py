@@ -12,13 +12,12 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from shard_pipeline import slurm
 from shard_pipeline.access import place_refusal, resume_refusal, share_like
 from shard_pipeline.commands import resume_command
 from shard_pipeline.contract.replace import NotReplaceable, check_out_for_resume, check_replaceable, check_tmp_free
-from shard_pipeline.contract import root_manifest
 from shard_pipeline.contract.root import LANG_CODE, is_root, scan
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
@@ -88,7 +87,7 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
         raise UsageError("--out is required (" + ("the root folder; each language goes to OUT/<LANG>/)" if several
                                                   else "the output folder)"))
     check_new(root)
-    name_languages([out for out, _ in outs.values()], several, root)
+    guards.name_languages([out for out, _ in outs.values()], several, root)
     cfgs = create_all(args, argv, settings, executor, ms, {l: out for l, (out, _) in outs.items()}, root, several)
     claims = {Path(cfg.execution.out): root / l if several else root for l, cfg in cfgs.items()}
     with until_started(root, claims, executor), run_lock(root):
@@ -120,18 +119,6 @@ def until_started(root: Path, held: dict[Path, Path], executor: str):
         kept = "OUT stays claimed by this run" if executor != "local" else "OUT is as it was, its claim released"
         raise StoppedBeforeStart(f"interrupted before any task ran ({kept}); to continue: "
                                  f"{resume_command(root)}") from None
-
-
-def name_languages(outs: Iterable[Path], several: bool, root: Path) -> None:
-    """ROOT's root manifest names the languages asked for, before anything is claimed: a run of several makes it,
-    a run of one language into ROOT/LANG adds its language to a root that has one (contract/root_manifest.py).
-    From then on each language's working files live beside ROOT (contract/beside.py): checked free there too."""
-    for out in outs:
-        root_manifest.ask(out.parent, [out.name], make=several)
-        try:
-            check_tmp_free(out, str(root / out.name if several else root))
-        except FileExistsError as exc:
-            raise UsageError(str(exc)) from None
 
 
 def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bool) -> dict[str, tuple[Path, Any]]:
