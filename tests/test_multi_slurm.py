@@ -118,7 +118,9 @@ def test_a_small_language_lands_while_a_large_one_still_writes(slurm_cluster, tm
     status = capsys.readouterr().out
     rows = {l.split()[0]: l for l in status.splitlines() if l.split() and l.split()[0] in SIZES}
     assert rows["fin_Latn"].endswith("  running") and "  landed 20" in rows["est_Latn"], status
-    fin0 = json.loads((run_dir / "languages.json").read_text())["units"]["write"][0][1]
+    write_units = json.loads((run_dir / "languages.json").read_text())["units"]["write"]
+    assert [u[0] for u in write_units] == ["est_Latn", "swe_Latn", "fin_Latn"]  # smallest first
+    fin0 = next(first for lang, first, _ in write_units if lang == "fin_Latn")
     subprocess.run(["scancel", f"{jobs[2]}_{fin0}"], check=True)
     wait_for_jobs(jobs, timeout=TIMEOUT)
     finalize_log = (run_dir / "logs" / "finalize" / f"{jobs[3]}_0.log").read_text()
