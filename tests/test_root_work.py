@@ -143,3 +143,20 @@ def test_publish_root_fails_for_a_language_asked_for_and_not_landed(tmp_path):
     (root / "est_Latn").mkdir()  # a folder without its manifest is named as that, not twice
     assert [(o.lang, o.code) for o in entry_outcomes(scan(root))] == [("isl_Latn", ExitCode.FAILED),
                                                                        ("est_Latn/", ExitCode.FAILED)]
+
+
+def test_a_submission_that_fails_takes_back_the_root_manifest_it_made(tmp_path):
+    from shard_pipeline.submit.guards import languages_named
+
+    root = tmp_path / "root"
+    outs = [root / "est_Latn", root / "isl_Latn"]
+    with pytest.raises(OSError):
+        with languages_named(outs, True, tmp_path / "run"):
+            assert read_root_manifest(root).asked == ("est_Latn", "isl_Latn") and in_root(outs[0])
+            raise OSError("the run dir cannot be made")
+    assert not root.exists()  # ROOT and its root manifest were this submission's
+    root = new_root(tmp_path, ("fin_Latn",))
+    with pytest.raises(OSError):
+        with languages_named(outs, True, tmp_path / "run"):
+            raise OSError("the run dir cannot be made")
+    assert read_root_manifest(root).asked == ("fin_Latn",)  # an earlier root's: as it was

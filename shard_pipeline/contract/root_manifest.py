@@ -119,6 +119,16 @@ def ask(root: Path, langs: Iterable[str], make: bool = True) -> None:
                           RootManifest(tuple(sorted({*now.asked, *langs})), now.landed).to_json())
 
 
+def take_back(root: Path, langs: Iterable[str]) -> None:
+    """A submission that failed: the languages it added leave the list again (a landed one stays)."""
+    with _updating(root):
+        now = read_root_manifest(root)
+        if now is not None:
+            gone = set(langs) - set(now.landed)
+            write_json_atomic(root_manifest_path(root),
+                              RootManifest(tuple(l for l in now.asked if l not in gone), now.landed).to_json())
+
+
 def land(out: Path) -> bool:
     """OUT, a language of a root that has a root manifest, has landed: its manifest's sha256 is recorded.
     False (nothing written) for any other OUT."""

@@ -141,10 +141,31 @@ def doing(what: str):
         raise UsageError(f"{what} failed: {where}{exc.strerror or exc}") from None
 
 
-def name_languages(outs: Iterable[Path], several: bool, root: Path) -> None:
+@contextlib.contextmanager
+def languages_named(outs: list[Path], several: bool, root: Path):
     """ROOT's root manifest names the languages asked for, before anything is claimed: a run of several makes it,
     a run of one language into ROOT/LANG adds its language to a root that has one (contract/root_manifest.py).
-    From then on each language's working files live beside ROOT (contract/beside.py): checked free there too."""
+    From then on each language's working files live beside ROOT (contract/beside.py): checked free there too.
+    A submission that fails inside the block removes the root manifest (and ROOT) it made: nothing stays."""
+    roots = {out.parent for out in outs if several}
+    before = {r: (r.exists(), root_manifest.read_root_manifest(r)) for r in roots}
+    try:
+        name_languages(outs, several, root)
+        yield
+    except BaseException:
+        for r, (had_root, earlier) in before.items():
+            if earlier is None:
+                root_manifest.root_manifest_path(r).unlink(missing_ok=True)
+            else:
+                root_manifest.take_back(r, {o.name for o in outs} - set(earlier.asked))
+            if not had_root:
+                with contextlib.suppress(OSError):
+                    r.rmdir()  # only when empty
+        raise
+
+
+def name_languages(outs: Iterable[Path], several: bool, root: Path) -> None:
+    """Each language joins its root's manifest, checked free where its working files now live."""
     from shard_pipeline.run.claim import check_not_held
 
     for out in outs:

@@ -87,8 +87,8 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
         raise UsageError("--out is required (" + ("the root folder; each language goes to OUT/<LANG>/)" if several
                                                   else "the output folder)"))
     check_new(root)
-    guards.name_languages([out for out, _ in outs.values()], several, root)
-    cfgs = create_all(args, argv, settings, executor, ms, {l: out for l, (out, _) in outs.items()}, root, several)
+    with guards.languages_named([out for out, _ in outs.values()], several, root):
+        cfgs = create_all(args, argv, settings, executor, ms, {l: out for l, (out, _) in outs.items()}, root, several)
     claims = {Path(cfg.execution.out): root / l if several else root for l, cfg in cfgs.items()}
     with until_started(root, claims, executor), run_lock(root):
         for out, held in outs.values():
