@@ -133,8 +133,11 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
         guards.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given, **guards.beside_out(given)})
         guards.check_out_not_enclosed(given)
         check_not_held(given, root)  # a queued run of one language into the root itself would fail on our folders
-    for folder, what, option in ((given if several else given.parent, f"--out {given} cannot be written here", "--out"),
-                                 (root.parent, f"the run directory {root} cannot be made here", "--run-dir")):
+    places = [(given if several else given.parent, f"--out {given} cannot be written here", "--out"),
+              (root.parent, f"the run directory {root} cannot be made here", "--run-dir")]
+    if several:  # the languages' working files live beside ROOT (contract/beside.py)
+        places.append((given.parent, f"the work folder beside --out {given} cannot be made here", "--out"))
+    for folder, what, option in places:
         if (why := place_refusal(folder, what, option)) is not None:  # found now, not when the run makes or swaps them
             raise UsageError(why)
     if not several and is_root(given):
