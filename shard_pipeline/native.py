@@ -8,18 +8,17 @@ builds it again.
 from __future__ import annotations
 
 import hashlib
-import importlib
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 PACKAGE = Path(__file__).resolve().parent
 
 
-def compiled(module: str, name: str, source: str) -> Any | None:
-    """`module`'s `name` when it was built from `source` (relative to the package), else None."""
-    try:
-        built = importlib.import_module(module)
-    except ImportError:  # an install without a C compiler
+def compiled(built: ModuleType | None, name: str, source: str) -> Any | None:
+    """`built`'s `name` when the module was built from `source` (relative to the package), else None (`built`
+    None: an install without a C compiler)."""
+    if built is None:
         return None
     try:
         current = hashlib.sha256((PACKAGE / source).read_bytes()).hexdigest()

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from shard_pipeline.contract.beside import ROOT_MANIFEST_NAME
+from shard_pipeline.contract.root_manifest import read_root_manifest
 from shard_pipeline.contract.shard import write_shards
 from shard_pipeline.errors import UsageError
 from shard_pipeline.input.corpus import find_shards
@@ -20,7 +22,7 @@ from shard_pipeline.run import unit_table
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.executors.slurm import job_tag
-from shard_pipeline.submit.languages import languages, read_langs_file, share_budget, wants_several
+from shard_pipeline.submit.languages import languages, read_langs_file, share_budget, smallest_first, wants_several
 from tests.pipeline_util import LICENSE, config_sha, tree_bytes
 
 
@@ -191,12 +193,14 @@ def test_twenty_languages_with_three_cores_per_task_equal_write_shards_and_their
                      "--run-dir", str(run_dir), "--executor", "local", "--license", LICENSE, "--jobs", "3",
                      "--shard-rows", "20", "--cpus-per-task", "3"]) == 0
     m = unit_table.load(run_dir)
-    assert m.langs == tuple(sizes) and m.size("partition") >= 20 and m.size("plan") == 1 * 20
+    input_bytes = {l: sum(f.stat().st_size for f in (root / l).rglob("*.zst")) for l in sizes}
+    assert m.langs == tuple(smallest_first(input_bytes)) != tuple(sizes)  # every array: the smallest language first
+    assert m.size("partition") >= 20 and m.size("plan") == 1 * 20
     assert m.units_per_task("write") == 3 and {m.locate("write", g)[0] for g in m.units_of("write", 0)} != set()
     # every language landed when its last write unit ended: the finalize job found each one done
     fin_log = (run_dir / "logs" / "finalize" / "local_0.log").read_text()
     assert fin_log.count("landed before (its last write unit finalized it), skipped") == 20
-    assert sorted(p.name for p in out.iterdir()) == sorted(sizes)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*sizes, ROOT_MANIFEST_NAME])  # nothing else in ROOT
     for lang, (n, _) in sizes.items():
         expected = tmp_path / "expected" / lang
         expected_for(root, lang, expected, run_dir / lang, shard_rows=20)
@@ -254,6 +258,10 @@ def test_a_small_language_lands_while_a_large_one_is_still_writing(tmp_path, cap
         assert (out / "est_Latn" / "_MANIFEST.json").exists()
         assert not (out / "fin_Latn").exists() and not (run_dir / "fin_Latn" / "DONE").exists()
         assert proc.poll() is None  # the run is still going: fin_Latn's write unit 0 hangs
+        assert_root_holds_only_landed(out, ["est_Latn"])
+        assert (tmp_path / "out.hplt-shard" / "fin_Latn.tmp").is_dir()  # fin_Latn is staged beside ROOT
+        units = json.loads((run_dir / "languages.json").read_text())["units"]
+        assert [u[0] for u in units["partition"]] == ["est_Latn", "fin_Latn"]  # the small language first
         capsys.readouterr()
         assert cli.main(["--status", str(run_dir)]) == 3
         status = capsys.readouterr().out
@@ -277,6 +285,22 @@ def test_a_small_language_lands_while_a_large_one_is_still_writing(tmp_path, cap
     expected = tmp_path / "expected"
     expected_for(root, "fin_Latn", expected, run_dir / "fin_Latn", shard_rows=20)
     assert tree_bytes(out / "fin_Latn") == tree_bytes(expected)
+    assert_root_holds_only_landed(out, ["est_Latn", "fin_Latn"])
+    assert not (tmp_path / "out.hplt-shard").exists()  # nothing stays beside ROOT after the run
+
+
+def assert_root_holds_only_landed(root: Path, landed: list[str]) -> None:
+    """ROOT holds the landed languages and its root manifest, nothing else: what a reader globs or opens is data."""
+    import glob
+
+    import pyarrow.parquet as pq
+
+    assert sorted(p.name for p in root.iterdir()) == sorted([*landed, ROOT_MANIFEST_NAME])
+    files = glob.glob(str(root / "*" / "*.parquet"))
+    assert files and {Path(f).parent.name for f in files} == set(landed)
+    rows = sum(json.loads((root / l / "_MANIFEST.json").read_text())["rows"] for l in landed)
+    assert pq.read_table(root).num_rows == rows
+    assert sorted(read_root_manifest(root).landed) == sorted(landed)
 
 
 @pytest.mark.slow
@@ -465,4 +489,4 @@ def test_status_of_several_languages_whose_logs_this_user_may_not_read_shows_eve
     assert "languages landed 2/2" in out and out.rstrip().endswith("state: done")
     unread = [l for l in out.splitlines() if l.startswith("UNREAD ")]
     assert len(unread) == 1 and "not readable by this user, so their figures and errors are not shown;" in unread[0]
-    assert unread[0].startswith("UNREAD ") and "(the first: fin_Latn partition task 0, " in unread[0]
+    assert unread[0].startswith("UNREAD ") and "(the first: swe_Latn partition task 0, " in unread[0]  # smaller: first

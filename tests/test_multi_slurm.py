@@ -118,7 +118,9 @@ def test_a_small_language_lands_while_a_large_one_still_writes(slurm_cluster, tm
     status = capsys.readouterr().out
     rows = {l.split()[0]: l for l in status.splitlines() if l.split() and l.split()[0] in SIZES}
     assert rows["fin_Latn"].endswith("  running") and "  landed 20" in rows["est_Latn"], status
-    fin0 = json.loads((run_dir / "languages.json").read_text())["units"]["write"][0][1]
+    write_units = json.loads((run_dir / "languages.json").read_text())["units"]["write"]
+    assert [u[0] for u in write_units] == ["est_Latn", "swe_Latn", "fin_Latn"]  # smallest first
+    fin0 = next(first for lang, first, _ in write_units if lang == "fin_Latn")
     subprocess.run(["scancel", f"{jobs[2]}_{fin0}"], check=True)
     wait_for_jobs(jobs, timeout=TIMEOUT)
     finalize_log = (run_dir / "logs" / "finalize" / f"{jobs[3]}_0.log").read_text()
@@ -175,11 +177,15 @@ def test_failed_write_in_one_language_lets_the_others_land_then_resume(slurm_clu
     assert "failed (write)" in status and status.count("  landed 20") == 2
     assert cli.main(["--status", str(run_dir / "swe_Latn")]) == 1
     assert "FAILED write task 0" in capsys.readouterr().out
+    assert cli.main(["--verify", str(out)]) == 1  # ROOT names the language it was asked for and that did not land
+    assert "not landed: swe_Latn" in capsys.readouterr().out.splitlines()[-1]
     landed = {l: tree_bytes(out / l) for l in ("fin_Latn", "est_Latn")}
     assert cli.main(["--resume", str(run_dir), "--conf", str(conf(tmp_path))]) == 0
     resumed = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
     assert [j["stage"] for j in resumed] == ["write", "finalize"]
-    assert resumed[0]["array"].split("%")[0] == str(json.loads((run_dir / "languages.json").read_text())["units"]["write"][1][1])
+    units = json.loads((run_dir / "languages.json").read_text())["units"]["write"]
+    assert [u[0] for u in units] == ["est_Latn", "swe_Latn", "fin_Latn"]  # the smallest language's units first
+    assert resumed[0]["array"].split("%")[0] == str(units[1][1])
     wait_for_jobs(job_ids(run_dir, last=True), timeout=TIMEOUT)
     assert (run_dir / "swe_Latn" / "DONE").exists()
     assert {l: tree_bytes(out / l) for l in landed} == landed  # the landed languages were left alone

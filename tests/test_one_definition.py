@@ -121,3 +121,13 @@ def test_a_recorded_command_line_of_another_version_is_read_in_silence(capsys):
     assert made_with(["hplt-shard", "eng_Latn", "--shard-rows", "3"]) == {"lang": "eng_Latn", "shard_rows": 3}
     assert check_resume_options(["--resume", "r", "--mem", "4G"], ["hplt-shard", "--old-option"]) == {"mem": "4G"}
     assert capsys.readouterr() == ("", "")
+
+
+# --- what a run keeps beside OUT -----------------------------------------------------------------
+
+def test_the_paths_beside_an_out_are_spelled_only_by_beside():
+    """OUT.tmp, OUT.replaced, the claim, its lock, the publish lock, the work folder beside ROOT and the root
+    manifest are named by contract/beside.py alone: every other module asks it where they are."""
+    spelled = r"[\"'](\.tmp|\.replaced|\.hplt-shard(-claim|-publish)?(\.lock)?|_LANGUAGES\.json)[\"']"
+    assert places(spelled, {"contract/beside.py", "files.py"}) == []  # files.py: an atomic write's own temp file
+    assert places(r"with_name\((out|root)\.name \+", {"contract/beside.py"}) == []

@@ -15,6 +15,8 @@ import pytest
 from shard_pipeline.contract.root import is_root, scan
 from shard_pipeline.contract.verify import main as verify_main
 from shard_pipeline.contract.verify import verify_output
+from shard_pipeline.contract.beside import ROOT_MANIFEST_NAME, root_work_folder
+from shard_pipeline.run.claim import claim_path
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.publish import PUBLISHED_NAME, SUMS_NAME
 from shard_pipeline.submit.publish_root import sub_dest
@@ -244,7 +246,8 @@ def test_one_language_refused_the_others_published_and_the_same_command_finishes
     dest = tmp_path / "pub"
     (dest / "fin_Latn").mkdir(parents=True)
     (dest / "fin_Latn" / "theirs.txt").write_text("not ours")  # fin's DEST holds another's file: refused
-    (root / "swe_Latn.hplt-shard-claim").write_text(f"{tmp_path / 'live-run'}\n")  # swe held by an unfinished run
+    claim_path(root / "swe_Latn").parent.mkdir(exist_ok=True)  # the claim lives beside ROOT, in its work folder
+    claim_path(root / "swe_Latn").write_text(f"{tmp_path / 'live-run'}\n")  # swe held by an unfinished run
     assert cli.main(["--publish", str(root), str(dest)]) == 1
     err = capsys.readouterr().err
     assert f"hplt-shard: not published from {root} to {dest}/LANG: 2 of 3 (published: est_Latn):" in err
@@ -254,8 +257,10 @@ def test_one_language_refused_the_others_published_and_the_same_command_finishes
     assert sorted(p.name for p in (dest / "fin_Latn").iterdir()) == ["theirs.txt"] and not (dest / "swe_Latn").exists()
     # the user does what the messages say; the same command publishes the rest, est_Latn checked, not re-sent
     (dest / "fin_Latn" / "theirs.txt").unlink()
-    (root / "swe_Latn.hplt-shard-claim").unlink()
+    claim_path(root / "swe_Latn").unlink()
     assert cli.main(["--publish", str(root), str(dest)]) == 0
+    assert sorted(p.name for p in root.iterdir()) == sorted([*LANGS, ROOT_MANIFEST_NAME])  # nothing of the publish stays
+    assert not root_work_folder(root).exists()
     out = capsys.readouterr().out
     assert out.count("already published: ") == 1 and f"already published: {dest}/est_Latn" in out
     for lang in LANGS:

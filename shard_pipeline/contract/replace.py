@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from shard_pipeline.access import access_step, replace_refusal
+from shard_pipeline.contract.beside import PARKING_SUFFIX, TMP_SUFFIX, beside, drop_work_folder, in_root
 from shard_pipeline.commands import resume_command, status_command
 from shard_pipeline.contract.manifest import MANIFEST_FORMAT, MANIFEST_NAME, load_manifest
 from shard_pipeline.contract.previous import Holdings, counted, foreign_message, holdings, listed_sizes, shown
@@ -30,7 +31,8 @@ class NotReplaceable(UserError, FileExistsError):
 
 
 def tmp_dir_for(out: Path) -> Path:
-    return out.with_name(out.name + ".tmp")
+    """OUT's staging folder: `OUT.tmp`, or `ROOT.hplt-shard/LANG.tmp` for a language of a root (contract/beside.py)."""
+    return beside(out, TMP_SUFFIX)
 
 
 # The marker a writer leaves inside `out.tmp` when it creates it: its text names the owner (a run
@@ -209,7 +211,11 @@ def check_not_mounted(out: Path, new_run: bool = True) -> None:
     filesystem unless one of them is a mount point (rename across filesystems fails, EXDEV).
     `new_run` False: a run under way, whose --out is fixed (check_replaceable)."""
     tmp = tmp_dir_for(out)
-    for path, what in ((out, f"--out {out}"), (tmp, f"{tmp}, the staging folder of --out {out},")):
+    places = [(out, f"--out {out}"), (tmp, f"{tmp}, the staging folder of --out {out},")]
+    if in_root(out):  # the staging folder lives beside ROOT: ROOT and the work folder must share a filesystem
+        places += [(out.parent, f"{out.parent}, the root of --out {out},"),
+                   (tmp.parent, f"{tmp.parent}, the work folder of --out {out},")]
+    for path, what in places:
         if path.is_symlink() or not path.is_dir():
             continue
         if os.path.ismount(path) or os.path.abspath(path) in mount_points():
@@ -260,7 +266,7 @@ def parking_dir_for(out: Path) -> Path:
     A folder this run makes (exclusively) and marks, never a name the user may already use:
     `OUT.old` is where users keep a previous output by hand, and it must never be deleted.
     """
-    return out.with_name(out.name + ".replaced")
+    return beside(out, PARKING_SUFFIX)
 
 
 PARKED = "previous"  # the previous OUT, inside the parking folder
@@ -464,7 +470,8 @@ def swap_into_place(tmp: Path, out: Path) -> Swapped:
         except OSError as exc:  # OUT is the new version already: the swap stands
             notices = (notice(f"{out} holds the new version; the previous one, now at {old}, could not be deleted "
                               f"({exc}): remove {old} by hand"),)
-        if old.parent != out.parent:  # parked: the parking folder goes; unmarked (never ours again) if it keeps files
+        if old != tmp:  # parked: the parking folder goes; unmarked (never ours again) if it keeps files
             unpark(old.parent)
     fsync_dir(out.parent)
+    drop_work_folder(out)  # empty once a run without a claim (write_shards) has swapped
     return Swapped(held, notices)

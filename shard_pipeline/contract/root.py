@@ -1,13 +1,15 @@
 """A multi-language output root (`--out ROOT` of a run of several languages) told apart from anything else.
 
-A run of several languages writes each language's output to `ROOT/<LANG>/`, and beside it the
-files every single-language OUT has beside it (the claim, its lock, the publish lock) and, while
-a language is being written, its marked `ROOT/<LANG>.tmp`. ROOT itself holds no manifest.
+A run of several languages writes each language's output to `ROOT/<LANG>/` and names the languages it was
+asked for, and those that landed, in ROOT's root manifest (`_LANGUAGES.json`, contract/root_manifest.py).
+What a run works with (the claim, its lock, the publish lock and, while a language is being written, its
+marked `<LANG>.tmp`) lives in the work folder beside ROOT (`ROOT.hplt-shard/`, contract/beside.py), never in
+ROOT. ROOT itself holds no `_MANIFEST.json`.
 
-So a folder is a multi-language root when it holds no `_MANIFEST.json` and at least one
-subfolder (a real folder, not a symbolic link) that holds one: those subfolders are its language
+So a folder is a multi-language root when it holds no `_MANIFEST.json` and a root manifest or at least
+one subfolder (a real folder, not a symbolic link) that holds one: those subfolders are its language
 outputs. Everything else in it is named, never passed over: an unfinished language (a marked
-`.tmp` with no output beside it), a run writing a language's next version, other folders (a
+`.tmp` with no output), a run writing a language's next version, other folders (a
 language whose manifest is gone looks exactly like this), and other files. A folder with no
 manifest and no language output is neither an output nor a root: `--verify` and `--publish` say so.
 """
@@ -18,16 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shard_pipeline.commands import status_command
+from shard_pipeline.contract.beside import BOOKKEEPING_SUFFIXES, TMP_SUFFIX, root_work_folder
 from shard_pipeline.contract.replace import tmp_owner
 from shard_pipeline.contract.manifest import MANIFEST_NAME
+from shard_pipeline.contract.beside import ROOT_MANIFEST_NAME
 
 # How a language folder of a root is usually named (HPLT: ISO 639-3 and the script, `fin_Latn`); a folder
 # of outputs named otherwise is no root a person meant, whatever it holds.
 LANG_CODE = re.compile(r"[a-z]{2,3}(_[A-Z][a-z]{3})?")
-
-# Written beside every OUT (run/claim.py): hplt-shard's own, never part of an output.
-BOOKKEEPING_SUFFIXES = (".hplt-shard-claim", ".hplt-shard-claim.lock", ".hplt-shard-publish")
-
 
 @dataclass(frozen=True)
 class Staged:
@@ -51,33 +51,46 @@ def is_language_output(p: Path) -> bool:
     return p.is_dir() and not p.is_symlink() and (p / MANIFEST_NAME).is_file()
 
 
+def staged_in(folder: Path) -> list[Staged]:
+    """The marked `<name>.tmp` folders in `folder`: outputs being written."""
+    try:
+        entries = sorted(Path(folder).iterdir(), key=lambda p: p.name)
+    except OSError:
+        return []
+    return [Staged(p.name[: -len(TMP_SUFFIX)], owner) for p in entries
+            if p.name.endswith(TMP_SUFFIX) and p.is_dir() and not p.is_symlink() and (owner := tmp_owner(p)) is not None]
+
+
 def scan(root: Path) -> RootEntries:
-    """What ROOT holds, entry by entry (one listing; the language outputs are not read here)."""
+    """What ROOT holds, entry by entry, and the languages being written in the work folder beside it
+    (one listing each; the language outputs are not read here)."""
     entries = sorted(Path(root).iterdir(), key=lambda p: p.name)
     langs = [p.name for p in entries if is_language_output(p)]
-    unlanded, replacing, folders, files = [], [], [], []
+    staged = {s.lang: s for s in staged_in(root) + staged_in(root_work_folder(Path(root)))}
+    folders, files = [], []
     for p in entries:
         name = p.name
-        if name in langs or (name.endswith(BOOKKEEPING_SUFFIXES) and p.is_file() and not p.is_symlink()):
+        plain_file = p.is_file() and not p.is_symlink()
+        if name in langs or (plain_file and (name.endswith(BOOKKEEPING_SUFFIXES) or name == ROOT_MANIFEST_NAME)):
             continue
-        owner = tmp_owner(p) if name.endswith(".tmp") and p.is_dir() and not p.is_symlink() else None
-        if owner is not None:
-            staged = Staged(name[: -len(".tmp")], owner)
-            (replacing if staged.lang in langs else unlanded).append(staged)
-        elif p.is_symlink() or p.is_dir():
+        if name.endswith(TMP_SUFFIX) and name[: -len(TMP_SUFFIX)] in staged:
+            continue
+        if p.is_symlink() or p.is_dir():
             folders.append(f"{name}/" if not p.is_symlink() else f"{name} (a symbolic link)")
         else:
             files.append(name)
-    return RootEntries(Path(root), tuple(langs), tuple(unlanded), tuple(replacing), tuple(folders), tuple(files))
+    unlanded = tuple(s for s in staged.values() if s.lang not in langs)
+    replacing = tuple(s for s in staged.values() if s.lang in langs)
+    return RootEntries(Path(root), tuple(langs), unlanded, replacing, tuple(folders), tuple(files))
 
 
 def is_root(folder: Path) -> bool:
-    """A folder without a manifest that holds at least one language output."""
+    """A folder without a manifest that holds a root manifest or at least one language output."""
     folder = Path(folder)
     if not folder.is_dir() or (folder / MANIFEST_NAME).exists() or (folder / MANIFEST_NAME).is_symlink():
         return False
     try:
-        return any(is_language_output(p) for p in folder.iterdir())
+        return (folder / ROOT_MANIFEST_NAME).is_file() or any(is_language_output(p) for p in folder.iterdir())
     except OSError:
         return False
 

@@ -2,8 +2,9 @@
 
 Each `ROOT/<LANG>/` is checked by `verify_output` as if it were given alone; ROOT passes only when
 every language output verifies and nothing in ROOT could be a language that is missing or broken:
-a marked `<LANG>.tmp` with no output beside it (a language that has not landed) and any other
-folder (e.g. a language whose manifest is gone) fail it. Other files are named, not checked.
+a language its root manifest (`_LANGUAGES.json`) names as asked for and not landed, a language output
+it does not name or whose manifest is not the one that landed, a marked `<LANG>.tmp` with no output
+(a language being written) and any other folder (e.g. a language whose manifest is gone) fail it. Other files are named, not checked.
 What makes a folder a root: contract/root.py.
 """
 from __future__ import annotations
@@ -15,7 +16,10 @@ from typing import Callable
 
 from shard_pipeline.commands import command, program
 from shard_pipeline.contract.root import RootEntries, scan, staged_line
+from shard_pipeline.contract.beside import ROOT_MANIFEST_NAME
 from shard_pipeline.contract.manifest import MANIFEST_NAME
+from shard_pipeline.contract.replace import manifest_sha
+from shard_pipeline.contract.root_manifest import read_root_manifest
 from shard_pipeline.contract.verify_manifest import Problem
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.units import plural
@@ -44,6 +48,9 @@ class LangResult:
 class RootResult:
     entries: RootEntries
     results: tuple[LangResult, ...]
+    missing: tuple[str, ...] = ()  # asked for by a run into ROOT (its root manifest), not landed
+    unlisted: tuple[str, ...] = ()  # a language output the root manifest does not name
+    changed: tuple[str, ...] = ()  # a language output whose manifest is not the one that landed
 
     @property
     def failed(self) -> tuple[LangResult, ...]:
@@ -51,14 +58,20 @@ class RootResult:
 
     @property
     def ok(self) -> bool:
-        return not self.failed and not self.entries.unlanded and not self.entries.other_folders
+        return not self.failed and not self.incomplete
+
+    @property
+    def incomplete(self) -> bool:
+        """ROOT is not what its runs were asked for: a language not landed, or one it does not name."""
+        e = self.entries
+        return bool(e.unlanded or e.other_folders or self.missing or self.unlisted or self.changed)
 
     @property
     def exit_code(self) -> ExitCode:
         """As for one output: 2 when nothing is wrong but files this user may not read, 1 when anything is."""
         if self.ok:
             return ExitCode.OK
-        unread_only = all(r.unread for r in self.failed) and not (self.entries.unlanded or self.entries.other_folders)
+        unread_only = all(r.unread for r in self.failed) and not self.incomplete
         return ExitCode.USAGE if unread_only else ExitCode.FAILED
 
 
@@ -81,7 +94,23 @@ def verify_root(root: Path, verify_one: Verifier, *, deep: bool = True,
     for lang in entries.languages:
         results.append(verify_language(Path(root) / lang, deep, verify_one))
         each(results[-1])
-    return RootResult(entries, tuple(results))
+    return RootResult(entries, tuple(results), *against_root_manifest(Path(root), entries.languages))
+
+
+def not_landed(missing: tuple[str, ...], e: RootEntries) -> list[str]:
+    """The missing languages ROOT shows no trace of: one being written, or a folder without its manifest, is
+    named as that instead."""
+    named = {s.lang for s in e.unlanded} | {f.split("/")[0].split(" ")[0] for f in e.other_folders}
+    return [l for l in missing if l not in named]
+
+
+def against_root_manifest(root: Path, outputs: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """(missing, unlisted, changed) languages by ROOT's root manifest; nothing to compare without one."""
+    m = read_root_manifest(root)
+    if m is None:
+        return (), (), ()
+    changed = tuple(l for l in outputs if l in m.landed and manifest_sha(root / l) != m.landed[l])
+    return m.missing(outputs), m.unlisted(outputs), changed
 
 
 def language_lines(r: LangResult, shallow: bool) -> list[str]:
@@ -120,6 +149,15 @@ def summary_line(res: RootResult) -> str:
     if unread:
         parts.append(f"{len(unread)} not readable by this user, so not checked: {', '.join(r.lang for r in unread)} "
                      "(the lines above say whose files and the way on)")
+    if gone := not_landed(res.missing, e):
+        parts.append(f"{len(gone)} asked for and not landed: {', '.join(gone)} (its run's --status "
+                     "says why; --resume or run it again)")
+    if res.unlisted:
+        parts.append(f"{len(res.unlisted)} not named in {ROOT_MANIFEST_NAME}: {', '.join(res.unlisted)} (no run into "
+                     "ROOT was asked for it: move it out of ROOT, or run it into ROOT)")
+    if res.changed:
+        parts.append(f"{len(res.changed)} not the output that landed ({ROOT_MANIFEST_NAME} names another "
+                     f"{MANIFEST_NAME}): {', '.join(res.changed)} (run it again into ROOT)")
     if e.unlanded:
         parts.append(f"{len(e.unlanded)} not landed: {', '.join(s.lang for s in e.unlanded)} (finish the run: "
                      "--status, then --resume)")

@@ -55,7 +55,11 @@ from shard_pipeline.native import compiled
 
 # the compiled read loop (setup.py); without it (or built from another source) partition reads with
 # iter_records, to the same bytes
-native_scan = compiled("shard_pipeline.input._scan", "scan", "input/_scan.c")
+try:
+    from shard_pipeline.input import _scan
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _scan = None
+native_scan = compiled(_scan, "scan", "input/_scan.c")
 
 if TYPE_CHECKING:  # pragma: no cover
     from shard_pipeline.contract.rules import Doc

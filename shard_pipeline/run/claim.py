@@ -1,5 +1,7 @@
 """Which run holds an output folder: a small claim file beside OUT, taken under a file lock.
 
+Beside OUT means where contract/beside.py says: for a language of a root, the work folder beside ROOT.
+
 Slurm jobs of one run live in many processes over hours, so a process lock cannot express
 "this run owns OUT": the claim is a file naming the run directory, released by finalize.
 `--publish` reads OUT for minutes to hours from one process, so it holds a shared flock on
@@ -17,6 +19,8 @@ from pathlib import Path
 from filelock import FileLock
 
 from shard_pipeline.access import place_refusal
+from shard_pipeline.contract.beside import (CLAIM_LOCK_SUFFIX, CLAIM_SUFFIX, PUBLISH_SUFFIX, beside, drop_work_folder,
+                                            in_root, work_folder)
 from shard_pipeline.commands import command, program, resume_command, status_command
 from shard_pipeline.errors import UsageError, UserError
 from shard_pipeline.files import write_json_atomic
@@ -28,7 +32,7 @@ class OutHeld(UserError):
 
 
 def claim_path(out: Path) -> Path:
-    return out.with_name(out.name + ".hplt-shard-claim")
+    return beside(out, CLAIM_SUFFIX)
 
 
 def holder(out: Path) -> str | None:
@@ -48,7 +52,8 @@ def _locked(out: Path):
     """OUT's claim lock, bounded: a lock that cannot be taken ends in a message, never a hang."""
     from filelock import Timeout
 
-    lock_file = _lock_path(out)
+    lock_file = claim_lock_path(out)
+    make_work_folder(out)
     probe_writable(lock_file, out)
     lock = FileLock(str(lock_file), timeout=LOCK_TIMEOUT)
     try:
@@ -67,7 +72,7 @@ class OutBeingPublished(UserError):
 
 
 def publish_lock_path(out: Path) -> Path:
-    return out.with_name(out.name + ".hplt-shard-publish")
+    return beside(out, PUBLISH_SUFFIX)
 
 
 def being_published(out: Path) -> bool:
@@ -99,7 +104,8 @@ def held_for_publish(out: Path):
     Yields False (with nothing held) when the folder of OUT is not writable, e.g. someone
     else's output: no run of this user can replace such an OUT either, and the caller says so.
     """
-    if not out.parent.is_dir() or not os.access(out.parent, os.W_OK | os.X_OK):
+    folder = work_folder(out) if work_folder(out).is_dir() else work_folder(out).parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         yield False
         return
     fd = _take_publish_lock(out)
@@ -141,6 +147,8 @@ def _drop_publish_lock(out: Path, fd: int) -> None:
         pass  # the lock file stays; a later probe finds it unlocked
     finally:
         os.close(fd)
+    if holder(out) is None:  # no run holds OUT: the claim lock was this publish's
+        tidy(out)
 
 
 def check_not_held(out: Path, rundir: Path) -> None:
@@ -160,13 +168,13 @@ def check_claimable(out: Path, rundir: Path) -> None:
         if (why := place_refusal(p.parent, f"--out {out} cannot be made here", "--out")) is not None:
             raise UsageError(why)
         return
-    probe_writable(_lock_path(out), out)
+    probe_writable(claim_lock_path(out), out)
     check_not_held(out, rundir)
     _refuse_if_published(out)
 
 
-def _lock_path(out: Path) -> Path:
-    return Path(str(claim_path(out)) + ".lock")
+def claim_lock_path(out: Path) -> Path:
+    return beside(out, CLAIM_LOCK_SUFFIX)
 
 
 def probe_writable(lock_file: Path, out: Path) -> None:
@@ -201,7 +209,19 @@ def release(out: Path, rundir: Path) -> None:
     with _locked(out):
         if holder(out) == str(rundir):
             p.unlink()
-    _lock_path(out).unlink(missing_ok=True)
+    tidy(out)
+
+
+def tidy(out: Path) -> None:
+    """Nothing stays behind: the claim lock goes, and the work folder beside ROOT once it is empty."""
+    claim_lock_path(out).unlink(missing_ok=True)
+    drop_work_folder(out)
+
+
+def make_work_folder(out: Path) -> None:
+    """The work folder beside ROOT, made when a language of ROOT first needs it (never ROOT's parent)."""
+    if in_root(out) and out.parent.parent.is_dir():
+        work_folder(out).mkdir(exist_ok=True)
 
 
 def run_lock(root: Path):

@@ -12,7 +12,11 @@ import pyarrow as pa
 from shard_pipeline.native import compiled
 
 # compiled by pip install (setup.py); without it (or built from another source) a Python loop, same bytes
-native_gather = compiled("shard_pipeline.stages._gather", "gather", "stages/_gather.c")
+try:
+    from shard_pipeline.stages import _gather
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _gather = None
+native_gather = compiled(_gather, "gather", "stages/_gather.c")
 
 MAX_STRING_BYTES = (1 << 31) - 1  # pa.string() offsets are int32
 

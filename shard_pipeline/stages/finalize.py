@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from shard_pipeline.commands import resume_command
+from shard_pipeline.contract import root_manifest
 from shard_pipeline.contract.extras import (
     BALANCE_NAME,
     CARD_NAME,
@@ -196,6 +197,7 @@ def finish(run: RunDir, cfg: RunConfig, plan: Plan, manifest: dict[str, Any], ou
         **index,
     )
     save_record(run.validation_json, made_here(c.sha256()), validation)
+    root_manifest.land(out)  # before DONE: a resume after a kill here records it again
     run.done_marker.write_text("ok\n")
     release(out, run.root)
     if not cfg.execution.keep_spill:

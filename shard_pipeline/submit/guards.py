@@ -9,8 +9,11 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import Iterable
 
 from shard_pipeline.contract.manifest import MANIFEST_NAME
+from shard_pipeline.contract import root_manifest
+from shard_pipeline.contract.beside import root_work_folder
 from shard_pipeline.contract.replace import TMP_MARKER, check_tmp_free, parking_dir_for, tmp_dir_for, tmp_owner
 from shard_pipeline.errors import UsageError
 
@@ -110,10 +113,11 @@ def check_counts_index_path(index: Path | None, outs: list[Path], input_root: Pa
 
 def beside_out(out: Path) -> dict[str, Path]:
     """What runs and publishes keep beside an OUT (or a root of several languages): no run dir or input there."""
-    from shard_pipeline.run.claim import claim_path, publish_lock_path
+    from shard_pipeline.run.claim import claim_lock_path, claim_path, publish_lock_path
 
     return {"OUT.tmp": tmp_dir_for(out), "OUT.replaced": parking_dir_for(out), "OUT's claim": claim_path(out),
-            "OUT's claim lock": Path(f"{claim_path(out)}.lock"), "OUT's publish lock": publish_lock_path(out)}
+            "OUT's claim lock": claim_lock_path(out), "OUT's publish lock": publish_lock_path(out),
+            "the work folder beside OUT (a root's)": root_work_folder(out)}
 
 
 def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None) -> None:
@@ -135,3 +139,40 @@ def doing(what: str):
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         raise UsageError(f"{what} failed: {where}{exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def languages_named(outs: list[Path], several: bool, root: Path):
+    """ROOT's root manifest names the languages asked for, before anything is claimed: a run of several makes it,
+    a run of one language into ROOT/LANG adds its language to a root that has one (contract/root_manifest.py).
+    From then on each language's working files live beside ROOT (contract/beside.py): checked free there too.
+    A submission that fails inside the block removes the root manifest (and ROOT) it made: nothing stays."""
+    roots = {out.parent for out in outs if several}
+    before = {r: (r.exists(), root_manifest.read_root_manifest(r)) for r in roots}
+    try:
+        name_languages(outs, several, root)
+        yield
+    except BaseException:
+        for r, (had_root, earlier) in before.items():
+            if earlier is None:
+                root_manifest.root_manifest_path(r).unlink(missing_ok=True)
+            else:
+                root_manifest.take_back(r, {o.name for o in outs} - set(earlier.asked))
+            if not had_root:
+                with contextlib.suppress(OSError):
+                    r.rmdir()  # only when empty
+        raise
+
+
+def name_languages(outs: Iterable[Path], several: bool, root: Path) -> None:
+    """Each language joins its root's manifest, checked free where its working files now live."""
+    from shard_pipeline.run.claim import check_not_held
+
+    for out in outs:
+        run_root = root / out.name if several else root
+        check_not_held(out, run_root)  # where the claim is now: a run of one language may hold ROOT/LANG there
+        root_manifest.ask(out.parent, [out.name], make=several)
+        try:
+            check_tmp_free(out, str(run_root))
+        except FileExistsError as exc:
+            raise UsageError(str(exc)) from None

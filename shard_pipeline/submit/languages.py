@@ -104,6 +104,13 @@ def share_budget(sizes: Sequence[int], room: int) -> list[int]:
 PARTITION_SHARE = 0.7  # at most this part of a language's units partition (docs/DESIGN.md, Many languages)
 
 
+def smallest_first(sizes: dict[str, int]) -> list[str]:
+    """The order of the languages' units in every array of the run: smallest input first (then by name), so small
+    languages land first even on a throttled array, whose tasks start in index order. A language's own bytes
+    do not depend on it: its run dir is the same wherever its units sit."""
+    return sorted(sizes, key=lambda lang: (sizes[lang], lang))
+
+
 def partition_units(inputs: int, share: int) -> int:
     """A language's partition units out of its `share`: the fewest input shards per unit whose unit
     count fits in PARTITION_SHARE of the share (the rest write).

@@ -87,7 +87,8 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
         raise UsageError("--out is required (" + ("the root folder; each language goes to OUT/<LANG>/)" if several
                                                   else "the output folder)"))
     check_new(root)
-    cfgs = create_all(args, argv, settings, executor, ms, {l: out for l, (out, _) in outs.items()}, root, several)
+    with guards.languages_named([out for out, _ in outs.values()], several, root):
+        cfgs = create_all(args, argv, settings, executor, ms, {l: out for l, (out, _) in outs.items()}, root, several)
     claims = {Path(cfg.execution.out): root / l if several else root for l, cfg in cfgs.items()}
     with until_started(root, claims, executor), run_lock(root):
         for out, held in outs.values():
@@ -132,8 +133,11 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
         guards.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given, **guards.beside_out(given)})
         guards.check_out_not_enclosed(given)
         check_not_held(given, root)  # a queued run of one language into the root itself would fail on our folders
-    for folder, what, option in ((given if several else given.parent, f"--out {given} cannot be written here", "--out"),
-                                 (root.parent, f"the run directory {root} cannot be made here", "--run-dir")):
+    places = [(given if several else given.parent, f"--out {given} cannot be written here", "--out"),
+              (root.parent, f"the run directory {root} cannot be made here", "--run-dir")]
+    if several:  # the languages' working files live beside ROOT (contract/beside.py)
+        places.append((given.parent, f"the work folder beside --out {given} cannot be made here", "--out"))
+    for folder, what, option in places:
         if (why := place_refusal(folder, what, option)) is not None:  # found now, not when the run makes or swaps them
             raise UsageError(why)
     if not several and is_root(given):
@@ -270,8 +274,9 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
     if not several:
         (lang,) = ms.langs
         return {lang: create_run(args, argv, settings, executor, ms.scopes[lang], outs[lang], RunDir(root))}
+    order = languages.smallest_first({l: ms.scopes[l].lay.compressed_bytes for l in ms.langs})
     table = unit_table.table_of(root, [(l, ms.scopes[l].lay.partition_tasks, ms.scopes[l].lay.write_tasks)
-                                    for l in ms.langs], settings.cpus_per_task)
+                                    for l in order], settings.cpus_per_task)
     root_out = guards.check_out_path(args.out)
     RunDir(root).create_root_of_languages(STAGE_NAMES)
     cfgs, made = {}, []

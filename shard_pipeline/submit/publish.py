@@ -28,10 +28,11 @@ from typing import Any, Sequence
 
 from shard_pipeline.commands import verify_command
 from shard_pipeline.contract.manifest import MANIFEST_NAME
-from shard_pipeline.contract.replace import TMP_MARKER, parking_dir_for
+from shard_pipeline.contract.replace import TMP_MARKER
 from shard_pipeline.errors import EXIT_FAILED, ExitCode, UserError
 from shard_pipeline.files import file_sha256, json_bytes, write_bytes_atomic
-from shard_pipeline.run.claim import claim_path, held_for_publish, publish_lock_path
+from shard_pipeline.run.claim import held_for_publish
+from shard_pipeline.submit.guards import beside_out
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.submit.dest import is_local, lands_inside, local_targets, mask, resolved
 from shard_pipeline.submit.rclone import Rclone, RcloneFailed, RcloneMissing
@@ -182,10 +183,7 @@ def refuse_dest_inside(rclone: Rclone, dest: str, out: Path, run_dir: Path | Non
             return {}  # an unreadable config: the listing of DEST fails next, with rclone's reason
 
     targets = local_targets(dest, config)
-    protected = {"OUT": out, "OUT.tmp": out.with_name(out.name + ".tmp"), "OUT.replaced": parking_dir_for(out),
-                 "the claim file of OUT": claim_path(out), "the claim lock of OUT": Path(f"{claim_path(out)}.lock"),
-                 "the publish lock of OUT": publish_lock_path(out),
-                 **{f"the runs folder {r}": r for r in runs_roots()}}
+    protected = {"OUT": out, **beside_out(out), **{f"the runs folder {r}": r for r in runs_roots()}}
     if run_dir is not None:
         protected["--run-dir"] = run_dir
     for target in targets:

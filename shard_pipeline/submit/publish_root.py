@@ -6,12 +6,12 @@ with `_MANIFEST.json` last, checked at DEST, recorded in its run dir, and an alr
 
 - DEST is checked once for the whole root, with ROOT as OUT: a DEST (or any `DEST/<LANG>`)
   inside ROOT, ROOT.tmp, ROOT.replaced, the runs folder or `--run-dir` is refused before anything.
-- The lock: each language's own (`ROOT/<LANG>.hplt-shard-publish`, under its claim lock), held
+- The lock: each language's own (`ROOT.hplt-shard/<LANG>.hplt-shard-publish`, under its claim lock), held
   only while that language is published. A run claims each `ROOT/<LANG>` as one OUT, so that is
   the lock a run checks; ROOT has none of its own, and a run may land another language meanwhile.
 - One language's failure (refused, does not verify, upload broke) does not stop the others; the
   summary names each with its message. Ctrl-C stops them all.
-- Languages that have not landed (a marked `<LANG>.tmp` with no output) and folders that are no
+- Languages that have not landed (a marked `<LANG>.tmp`, or named in ROOT's root manifest) and folders that are no
   language output fail the root, as in `--verify ROOT`; other files are named, not published.
 - Exit 0 when every language is at DEST complete and checked; 2 when every language was refused
   before anything was uploaded; else 1. Running the same command again finishes: a published
@@ -23,7 +23,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from shard_pipeline.contract.beside import ROOT_MANIFEST_NAME
 from shard_pipeline.contract.root import RootEntries, scan, staged_line
+from shard_pipeline.contract.verify_root import against_root_manifest, not_landed
 from shard_pipeline.errors import EXIT_FAILED, EXIT_USAGE, ExitCode, UserError
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit.dest import mask
@@ -83,9 +85,13 @@ def publish_language(rclone: Rclone, out: Path, dest: str, run_dir: Path | None)
 
 
 def entry_outcomes(entries: RootEntries) -> list[LangOutcome]:
-    """Languages that have not landed, and folders that may be a broken language: they fail the root."""
+    """Languages that have not landed (being written, or asked for in the root manifest), and folders that may
+    be a broken language: they fail the root."""
     out = [LangOutcome(s.lang, EXIT_FAILED, f"not landed: {staged_line(s)}; finish that run, then run the same "
                        "command again") for s in entries.unlanded]
+    missing, _, _ = against_root_manifest(entries.root, entries.languages)
+    out += [LangOutcome(l, EXIT_FAILED, f"asked for in {ROOT_MANIFEST_NAME} and not landed: its run's --status says "
+                        "why; land it, then run the same command again") for l in not_landed(missing, entries)]
     out += [LangOutcome(f, EXIT_FAILED, "not a language output (no _MANIFEST.json), not published: move it out of "
                         "ROOT, or rebuild the language with its run") for f in entries.other_folders]
     return out

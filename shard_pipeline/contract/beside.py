@@ -1,0 +1,67 @@
+"""Where the working files of an OUT live: one definition of every path a run or a publish keeps beside OUT.
+
+An OUT whose folder holds a root manifest (`ROOT/_LANGUAGES.json`, written by a run of several languages
+before it claims anything: contract/root_manifest.py) is a language of a root, ROOT/LANG (a run of several
+languages, or a run of one language into ROOT/LANG): its staging folder, parking folder, claim, claim lock
+and publish lock live in the work folder beside ROOT, `ROOT.hplt-shard/`, so ROOT holds only landed
+languages and files a reader may open (`ROOT/*/*.parquet` never sees a half-written shard). The work
+folder shares ROOT's parent, so it lies on ROOT's filesystem unless ROOT is a mount point (refused,
+contract/replace.py): the swap stays a rename. Any other OUT keeps them beside itself, `OUT.tmp` and so on.
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+ROOT_MANIFEST_NAME = "_LANGUAGES.json"  # in ROOT: the languages asked for and landed (a `_` file readers skip)
+
+WORK_SUFFIX = ".hplt-shard"  # ROOT.hplt-shard/: the working files of ROOT's languages
+TMP_SUFFIX = ".tmp"
+PARKING_SUFFIX = ".replaced"
+CLAIM_SUFFIX = ".hplt-shard-claim"
+CLAIM_LOCK_SUFFIX = CLAIM_SUFFIX + ".lock"
+PUBLISH_SUFFIX = ".hplt-shard-publish"
+# hplt-shard's own files beside an OUT, never part of an output
+BOOKKEEPING_SUFFIXES = (CLAIM_SUFFIX, CLAIM_LOCK_SUFFIX, PUBLISH_SUFFIX)
+
+
+def in_root(out: Path) -> bool:
+    """True when OUT is a language of a root (ROOT/LANG, ROOT holding a root manifest): its working files
+    live beside ROOT."""
+    out = Path(out)
+    return out.parent.name not in ("", ".", "..") and (out.parent / ROOT_MANIFEST_NAME).is_file()
+
+
+def root_work_folder(root: Path) -> Path:
+    """`ROOT.hplt-shard`, beside ROOT."""
+    root = Path(root)
+    return root.with_name(root.name + WORK_SUFFIX)
+
+
+def work_folder(out: Path) -> Path:
+    """The folder that holds OUT's working files: the work folder beside ROOT, or OUT's own folder."""
+    out = Path(out)
+    return root_work_folder(out.parent) if in_root(out) else out.parent
+
+
+def beside(out: Path, suffix: str) -> Path:
+    """OUT's working file `OUT<suffix>` where it lives."""
+    out = Path(out)
+    return work_folder(out) / (out.name + suffix)
+
+
+def drop_work_folder(out: Path) -> None:
+    """Remove the work folder beside ROOT once it holds nothing (another language's files keep it)."""
+    if in_root(Path(out)):
+        drop_root_work_folder(Path(out).parent)
+
+
+def drop_root_work_folder(root: Path) -> None:
+    """Remove `ROOT.hplt-shard` once it holds nothing."""
+    with contextlib.suppress(OSError):
+        root_work_folder(Path(root)).rmdir()
+
+
+def root_manifest_lock_path(root: Path) -> Path:
+    """The lock under which a landing updates ROOT's root manifest: in the work folder, never in ROOT."""
+    return root_work_folder(Path(root)) / (ROOT_MANIFEST_NAME + ".lock")
