@@ -225,3 +225,26 @@ def sha256_of(f: BinaryIO) -> tuple[int, str]:
 def file_sha256(path: Path) -> str:
     with open(path, "rb") as f:
         return sha256_of(f)[1]
+
+
+SHORT_LOCK_SECONDS = 60.0  # a lock held for milliseconds: a longer wait means a stuck lock
+
+
+@contextmanager
+def short_lock(lock_file: Path) -> Iterator[None]:
+    """A lock held for milliseconds (an OUT's claim, a root's manifest), bounded: one that cannot be taken
+    ends in a message, never a hang."""
+    from filelock import FileLock, Timeout
+
+    from shard_pipeline.errors import UsageError
+
+    lock = FileLock(str(lock_file), timeout=SHORT_LOCK_SECONDS)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise UsageError(f"could not lock {lock_file} within {SHORT_LOCK_SECONDS:.0f} s: another hplt-shard "
+                         "process holds it, or the filesystem does not support locks") from None
+    try:
+        yield
+    finally:
+        lock.release()

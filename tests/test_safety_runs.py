@@ -150,12 +150,13 @@ def test_lock_waits_are_bounded_and_end_in_a_message(tmp_path, monkeypatch):
     import pytest
     from filelock import FileLock
 
+    from shard_pipeline import files
     from shard_pipeline.errors import UsageError
     from shard_pipeline.input import counts_index
     from shard_pipeline.run import claim as claim_mod
 
     out = tmp_path / "out"
-    monkeypatch.setattr(claim_mod, "LOCK_TIMEOUT", 0.3)
+    monkeypatch.setattr(files, "SHORT_LOCK_SECONDS", 0.3)
     held = FileLock(str(claim_mod.claim_path(out)) + ".lock")
     held.acquire()
     try:

@@ -15,15 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from filelock import FileLock, Timeout
 
 from shard_pipeline.contract.beside import ROOT_MANIFEST_NAME, drop_root_work_folder, in_root, root_manifest_lock_path
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.errors import UsageError, UserError
-from shard_pipeline.files import file_sha256, write_json_atomic
+from shard_pipeline.files import file_sha256, short_lock, write_json_atomic
 
 ROOT_MANIFEST_FORMAT = "hplt-shard-root/1"
-LOCK_TIMEOUT = 60.0  # seconds; held for milliseconds
 
 
 class DamagedRootManifest(UserError, ValueError):
@@ -94,16 +92,10 @@ def _updating(root: Path) -> Iterator[None]:
     """ROOT's root-manifest lock; the lock file and an emptied work folder go afterwards."""
     lock_file = root_manifest_lock_path(root)
     lock_file.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(lock_file), timeout=LOCK_TIMEOUT)
     try:
-        lock.acquire()
-    except Timeout:
-        raise UsageError(f"could not lock {lock_file} within {LOCK_TIMEOUT:.0f} s: another hplt-shard process "
-                         "holds it, or the filesystem does not support locks") from None
-    try:
-        yield
+        with short_lock(lock_file):
+            yield
     finally:
-        lock.release()
         lock_file.unlink(missing_ok=True)
         drop_root_work_folder(root)
 

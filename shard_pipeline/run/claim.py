@@ -16,14 +16,13 @@ import os
 import socket
 from pathlib import Path
 
-from filelock import FileLock
 
 from shard_pipeline.access import place_refusal
 from shard_pipeline.contract.beside import (CLAIM_LOCK_SUFFIX, CLAIM_SUFFIX, PUBLISH_SUFFIX, beside, drop_work_folder,
                                             in_root, work_folder)
 from shard_pipeline.commands import command, program, resume_command, status_command
 from shard_pipeline.errors import UsageError, UserError
-from shard_pipeline.files import write_json_atomic
+from shard_pipeline.files import short_lock, write_json_atomic
 from shard_pipeline.run.rundir import RunDir, read_json
 
 
@@ -44,27 +43,16 @@ def holder(out: Path) -> str | None:
     return text[:-1] if text.endswith("\n") else text
 
 
-LOCK_TIMEOUT = 60.0  # seconds; the claim is held for milliseconds, so a longer wait means a stuck lock
 
 
 @contextlib.contextmanager
 def _locked(out: Path):
     """OUT's claim lock, bounded: a lock that cannot be taken ends in a message, never a hang."""
-    from filelock import Timeout
-
     lock_file = claim_lock_path(out)
     make_work_folder(out)
     probe_writable(lock_file, out)
-    lock = FileLock(str(lock_file), timeout=LOCK_TIMEOUT)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise UsageError(f"could not lock {lock_file} within {LOCK_TIMEOUT:.0f} s: another hplt-shard "
-                         "process holds it, or the filesystem does not support locks") from None
-    try:
+    with short_lock(lock_file):
         yield
-    finally:
-        lock.release()
 
 
 class OutBeingPublished(UserError):
