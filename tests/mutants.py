@@ -230,9 +230,10 @@ def run_tier(copy: Path, tests: list[str], timeout: float) -> Outcome:
 
 def run_mutant(copy: Path, tests: list[str], timeout: float) -> Outcome:
     """`tests`, or else the invariants' own tests first (most mutants die there in seconds), then the whole tier."""
-    if tests:
+    first_files = sorted(str(p.relative_to(copy)) for p in (copy / "tests").glob(FIRST))
+    if tests or not first_files:
         return run_tier(copy, tests, timeout)
-    first = run_tier(copy, sorted(str(p.relative_to(copy)) for p in (copy / "tests").glob(FIRST)), timeout)
+    first = run_tier(copy, first_files, timeout)
     if first.verdict != "survived":
         return first
     rest = run_tier(copy, [], timeout)
