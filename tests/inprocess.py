@@ -16,10 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import pytest
+
+from shard_pipeline.contract.replace import swap_into_place
 from shard_pipeline.run.registry import stage as registered
 from shard_pipeline.run.rundir import RunDir
-from shard_pipeline.worker.entries import stage_main
 from shard_pipeline.submit import cli
+from shard_pipeline.worker.entries import stage_main
 from tests.pipeline_util import expected_output, make_corpus, run_cli
 
 
@@ -116,10 +119,6 @@ def resume(run: RunDir, *extra: str) -> int:
 def newer_output_at_out(made: Made, monkeypatch) -> None:
     """Finalize stopped after it recorded what it replaces (swap.json); then a run of another configuration
     landed its output at OUT."""
-    import pytest
-
-    from shard_pipeline.contract.replace import swap_into_place
-
     monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap::enospc")
     with pytest.raises(OSError):
         stage_main("finalize")(made.run)
