@@ -280,3 +280,21 @@ def hf(tmp_path_factory):
         mp.setattr(datasets.config, "HF_DATASETS_CACHE", home / "datasets")  # if imported before they were set
         datasets.disable_progress_bars()
         yield datasets
+
+
+# --------------------------------------------------------------------------------------------
+# The local executor with every task run in this process (tests/inprocess.py): `run_cli` then
+# makes a real run dir, with the stages' own receipts, spills and shards, in tenths of a second.
+# fsync is skipped (a test's files need no durability; it was a third of a run's time).
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    from shard_pipeline.submit.executors import local
+    from tests.inprocess import InProcess
+
+    runner = InProcess()
+    monkeypatch.setattr(local, "run_stage", runner.run_stage)
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+    return runner

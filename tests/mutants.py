@@ -1,0 +1,297 @@
+"""Mutants of the code that keeps each invariant: does the fast tier notice when that code is gone?
+
+Each mutant removes or weakens one check (a file, an exact snippet found there once, its
+replacement, the invariant it breaks). This script applies them one at a time to a scratch copy
+of the checkout (the working tree is never written), runs the fast tier there
+(`pytest -x -q -m "not slow"`: tests/test_invariants_*.py first, the whole tier only if those
+pass) and reports, per mutant, the test that killed it or that it survived. A surviving mutant
+is an invariant the fast tier does not guard: add a fast test that fails without that code
+(tests/test_invariants_*.py), then run the mutant again.
+
+    .venv/bin/python -m tests.mutants                 # every mutant: ~15 minutes on 2 cores
+    .venv/bin/python -m tests.mutants NAME ...        # only these mutants
+    .venv/bin/python -m tests.mutants --list          # the mutants and their invariants
+    .venv/bin/python -m tests.mutants --tests tests/test_invariants_done.py NAME
+                                                      # only some test files: quick, while writing a test
+
+It first runs the unchanged copy (skip with --no-baseline): a tier that fails there would make
+every mutant look killed. Exit status: 0 when every mutant was killed, 1 when one survived or
+broke the run (a collection error, a timeout), 2 when the baseline fails. It is not part of the
+test run; tests/test_mutants.py checks, in the fast tier, that every snippet is still in the
+source exactly once, so this list cannot silently fall behind the code.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+# The invariants the mutants break: docs/DESIGN.md's table ("Invariants and where they hold"), and
+# the rules of "Submission, faults and resume" that keep a resumed run's output right.
+INVARIANTS = {
+    "memory": "a partition task's memory is bounded whatever its input shard's size",
+    "scratch-files": "scratch files grow with tasks, not tasks x buckets",
+    "read-once": "each text byte is written to scratch once and read back once",
+    "order": "the order is right for any id distribution",
+    "conservation": "read = kept + quarantined",
+    "out-old-or-new": "OUT is always the complete old or the complete new version",
+    "same-bytes": "same documents, same bytes",
+    "done-rule": "a task is done only when its receipt agrees with its files; what follows a redone task is redone",
+    "resume-refuses-early": "a resume refuses at once what its finalize would refuse",
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    invariant: str  # a key of INVARIANTS
+    file: str  # relative to the checkout
+    snippet: str  # exact source text, found exactly once in `file`
+    replacement: str
+
+    def apply(self, source: str) -> str:
+        if source.count(self.snippet) != 1:
+            raise ValueError(f"{self.name}: the snippet is in {self.file} {source.count(self.snippet)} times, not once")
+        return source.replace(self.snippet, self.replacement)
+
+
+PLAN = "shard_pipeline/stages/plan.py"
+PARTITION = "shard_pipeline/stages/partition.py"
+WRITE = "shard_pipeline/stages/write.py"
+FINALIZE = "shard_pipeline/stages/finalize.py"
+REGISTRY = "shard_pipeline/run/registry.py"
+LAUNCH = "shard_pipeline/submit/launch.py"
+REPLACE = "shard_pipeline/contract/replace.py"
+SPILL = "shard_pipeline/stages/spill.py"
+
+MUTANTS: tuple[Mutant, ...] = (
+    # read = kept + quarantined: partition counts, plan proves, finalize records
+    Mutant("plan-skips-read-kept-quarantined", "conservation", PLAN,
+           'if inp["read"] != inp["kept"] + q:', "if False:"),
+    Mutant("plan-skips-input-read-twice", "conservation", PLAN,
+           'if inp["index"] in seen:', "if False:"),
+    Mutant("plan-skips-input-never-read", "conservation", PLAN,
+           "    if missing:\n", "    if False:\n"),
+    Mutant("plan-skips-kept-vs-spilled", "conservation", PLAN,
+           'if kept != rc["rows"]:', "if False:"),
+    Mutant("plan-skips-index-vs-receipt", "conservation", PLAN,
+           'if sum(index.column("rows").to_pylist()) != rc["rows"]:', "if False:"),
+    Mutant("validation-omits-conservation", "conservation", FINALIZE,
+           '"conservation": plan["conservation"],', '"conservation": None,'),
+    # the done rule (run/registry.py), which --status and --resume share
+    Mutant("done-ignores-size", "done-rule", REGISTRY,
+           'if st.st_size != stamp.get("bytes"):', "if False:"),
+    Mutant("done-ignores-mtime", "done-rule", REGISTRY,
+           'if "mtime_ns" in stamp and st.st_mtime_ns != stamp["mtime_ns"]:', "if False:"),
+    Mutant("done-trusts-any-ctime", "done-rule", REGISTRY,
+           'if st.st_ctime_ns == stamp.get("ctime_ns"):', "if True:"),
+    Mutant("done-ignores-ctime", "done-rule", REGISTRY,
+           'if st.st_ctime_ns == stamp.get("ctime_ns"):', "if False:"),
+    Mutant("done-skips-sha256", "done-rule", REGISTRY,
+           "if sha256 and file_sha256(path) != sha256:", "if False:"),
+    Mutant("done-without-index", "done-rule", REGISTRY,
+           "if not run.spill_index(task).is_file():", "if False:"),
+    Mutant("done-plan-without-sections", "done-rule", REGISTRY,
+           "if not state.run.sections.is_file():", "if False:"),
+    Mutant("done-write-ignores-its-shards", "done-rule", REGISTRY,
+           "        if why:\n            return why\n", "        if False:\n            return why\n"),
+    Mutant("resume-keeps-what-follows-a-redone-task", "done-rule", "shard_pipeline/run/resume.py",
+           'why = f"{upstream} redone" if upstream else stage.problem(state, t)', "why = stage.problem(state, t)"),
+    # finalize: nothing reaches OUT but every planned shard as its writer recorded it
+    Mutant("finalize-skips-changed-inputs", "out-old-or-new", FINALIZE,
+           "if changed:  # the output would describe", "if False:  # the output would describe"),
+    Mutant("finalize-skips-stray-files", "out-old-or-new", FINALIZE,
+           "    if stray:\n", "    if False:\n"),
+    Mutant("finalize-skips-shard-hash", "out-old-or-new", FINALIZE,
+           'if path.stat().st_size != s["bytes"] or hashes[name] != s["sha256"]:', "if False:"),
+    Mutant("finalize-skips-receipt-vs-plan", "out-old-or-new", FINALIZE,
+           'if s["name"] != name or s["rows"] != stop - start:', "if False:"),
+    Mutant("finalize-keeps-damaged-receipts", "out-old-or-new", FINALIZE,
+           "run.write_receipt(task).unlink(missing_ok=True)", "pass"),
+    Mutant("finalize-skips-plan-config", "out-old-or-new", FINALIZE,
+           'if plan["config_sha256"] != c.sha256():', "if False:"),
+    Mutant("finalize-replaces-a-newer-output", "out-old-or-new", FINALIZE,
+           'if theirs.get("config_sha256") == cfg.content.sha256():', "if True:"),
+    Mutant("write-into-out-not-staging", "out-old-or-new", WRITE,
+           'out_tmp = staging_dir(Path(cfg.execution.out), str(run.root), "move it away, then --resume this run")',
+           "out_tmp = Path(cfg.execution.out)"),
+    Mutant("swap-skips-replaceable-check", "out-old-or-new", REPLACE,
+           "held = check_replaceable(out, new_run=False)  # the run's own finalize", "held = None  #"),
+    Mutant("swap-fallback-leaves-out-absent", "out-old-or-new", REPLACE,
+           "os.rename(old, out)  # OUT back as it was", "pass  # OUT back as it was"),
+    Mutant("staging-takes-a-foreign-tmp", "out-old-or-new", REPLACE,
+           "if mine or (owner.startswith(WRITE_SHARDS_OWNER) and abandoned_write_shards(made_by)):", "if True:"),
+    # a resume says at once what finalize would refuse
+    Mutant("resume-skips-finalize-refusals", "resume-refuses-early", LAUNCH,
+           "            refuse_what_finalize_would(dirs[l], cfgs[l])\n", "            pass\n"),
+    Mutant("resume-skips-newer-output", "resume-refuses-early", LAUNCH,
+           "        check_still_replacing(run, cfg, out)\n", "        pass\n"),
+    Mutant("resume-skips-out-replaceable", "resume-refuses-early", LAUNCH,
+           "        check_out_for_resume(out, str(run.root))\n", "        pass\n"),
+    Mutant("resume-skips-changed-inputs", "resume-refuses-early", LAUNCH,
+           "        if changed:\n            fresh =", "        if False:\n            fresh ="),
+    # memory: a partition task spills when its buffered text reaches the budget
+    Mutant("partition-scan-never-spills", "memory", PARTITION,
+           "            if fill >= budget:\n", "            if False:\n"),
+    Mutant("partition-python-loop-never-spills", "memory", PARTITION,
+           "        if buf.fill >= budget:\n", "        if False:\n"),
+    # scratch: sections only for buckets a run has rows of
+    Mutant("spill-writes-empty-sections", "scratch-files", SPILL,
+           "            if hi == lo:\n                continue\n", ""),
+    # each batch decompressed once, each bucket ordered once per writer
+    Mutant("cursor-decompresses-every-time", "read-once", SPILL,
+           "        if i != self._index:\n", "        if True:\n"),
+    Mutant("writer-new-cursor-per-row-group", "read-once", WRITE,
+           "if (b, k) not in self._cursors:", "if True:"),
+    Mutant("writer-orders-a-bucket-per-piece", "read-once", WRITE,
+           "if self._order is None or self._order.bucket != b:", "if True:"),
+    # order
+    Mutant("partition-run-unsorted", "order", PARTITION,
+           "order = sorted(range(len(ids)), key=ids.__getitem__)", "order = list(range(len(ids)))"),
+    Mutant("bucket-order-unsorted", "order", "shard_pipeline/stages/order.py",
+           "perm = pc.sort_indices(ids).to_numpy()", "perm = np.arange(len(ids))"),
+    Mutant("plan-sections-by-task-first", "order", PLAN,
+           '[("bucket", "ascending"), ("task", "ascending"), ("run", "ascending")]',
+           '[("task", "ascending"), ("bucket", "ascending"), ("run", "ascending")]'),
+    Mutant("repeated-ids-pass", "order", "shard_pipeline/stages/order.py",
+           "if not pc.any(same).as_py():", "if True:"),
+    # same documents, same bytes
+    Mutant("config-hash-covers-paths", "same-bytes", "shard_pipeline/run/runconfig.py",
+           '"inputs": [[i.source_id, i.size] for i in self.inputs],',
+           '"inputs": [[i.location, i.size] for i in self.inputs],'),
+    Mutant("config-hash-ignores-shard-rows", "same-bytes", "shard_pipeline/run/runconfig.py",
+           '"shard_rows": self.shard_rows,', ""),
+    Mutant("cluster-index-per-shard", "same-bytes", WRITE,
+           "pa.array(np.arange(first + a, first + b, dtype=np.int64)),", "pa.array(np.arange(a, b, dtype=np.int64)),"),
+    Mutant("val-split-off-by-one", "same-bytes", PARTITION,
+           "return heads % 1000 < val_permille", "return heads % 1000 <= val_permille"),
+)
+
+
+def scratch_copy(dest: Path) -> Path:
+    """The checkout as it is now (uncommitted changes included), without its venv or caches, committed
+    to a git repository of its own (the checkout's is never written)."""
+    ignore = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", ".pytest_cache", "*.egg-info", "build",
+                                    "runs", "counts-index")
+    shutil.copytree(CHECKOUT, dest, ignore=ignore, symlinks=True)
+    git = ["git", "-C", str(dest), "-c", "user.name=mutants", "-c", "user.email=mutants@localhost"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the checkout, copied for mutants"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)  # tests ask git for the commit
+    return dest
+
+
+def _write(path: Path, text: str) -> None:
+    """Write `text` and drop the file's cached bytecode: a pyc is trusted by mtime in seconds and size,
+    so a mutant of the same length written within the second would run the old code."""
+    path.write_text(text, encoding="utf-8")
+    Path(importlib.util.cache_from_source(str(path))).unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: str  # killed, survived, broken (collection error, usage), timeout
+    by: str  # the first failing test, or what broke
+    seconds: float
+
+
+FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
+FIRST = "test_invariants_*.py"  # run before the whole tier
+
+
+def run_tier(copy: Path, tests: list[str], timeout: float) -> Outcome:
+    """The fast tier (or only `tests`) in the copy, stopped at its first failure."""
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    argv = [sys.executable, "-m", "pytest", "-x", "-q", "-m", "not slow", "-p", "no:cacheprovider", "-rfE", *tests]
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(argv, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return Outcome("timeout", f"over {timeout:.0f} s", time.monotonic() - started)
+    seconds = time.monotonic() - started
+    found = FAILED_LINE.search(proc.stdout)
+    if proc.returncode == 0:
+        return Outcome("survived", "", seconds)
+    if proc.returncode == 1 and found:
+        return Outcome("killed", found.group(1), seconds)
+    tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+    return Outcome("broken", f"pytest exit {proc.returncode}: {tail}", seconds)
+
+
+def run_mutant(copy: Path, tests: list[str], timeout: float) -> Outcome:
+    """`tests`, or else the invariants' own tests first (most mutants die there in seconds), then the whole tier."""
+    first_files = sorted(str(p.relative_to(copy)) for p in (copy / "tests").glob(FIRST))
+    if tests or not first_files:
+        return run_tier(copy, tests, timeout)
+    first = run_tier(copy, first_files, timeout)
+    if first.verdict != "survived":
+        return first
+    rest = run_tier(copy, [], timeout)
+    return Outcome(rest.verdict, rest.by, first.seconds + rest.seconds)
+
+
+def imports_from(copy: Path) -> Path:
+    """Where the copy's interpreter finds shard_pipeline: it must be the copy, not the editable install."""
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    out = subprocess.run([sys.executable, "-c", "import shard_pipeline; print(shard_pipeline.__file__)"], cwd=copy,
+                         env=env, capture_output=True, text=True, check=True).stdout.strip()
+    return Path(out).resolve()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.mutants", description=__doc__.split("\n\n")[0])
+    p.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    p.add_argument("--list", action="store_true", help="list the mutants and exit")
+    p.add_argument("--tests", action="append", default=[], help="test files or ids to run (default: the fast tier)")
+    p.add_argument("--timeout", type=float, default=900, help="seconds per run of the tier")
+    p.add_argument("--no-baseline", action="store_true", help="skip the run of the unchanged copy")
+    a = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # the scratch copy is removed
+    if a.list:
+        for m in MUTANTS:
+            print(f"{m.name:<44} {m.invariant:<22} {m.file}")
+        return 0
+    unknown = set(a.names) - {m.name for m in MUTANTS}
+    if unknown:
+        p.error(f"no mutant {', '.join(sorted(unknown))} (see --list)")
+    chosen = [m for m in MUTANTS if not a.names or m.name in a.names]
+    with tempfile.TemporaryDirectory(prefix="hplt-shard-mutants-") as scratch:
+        copy = scratch_copy(Path(scratch) / "checkout")
+        if not imports_from(copy).is_relative_to(copy):
+            print(f"the copy imports shard_pipeline from outside {copy}: nothing would be mutated", file=sys.stderr)
+            return 2
+        if not a.no_baseline:
+            base = run_tier(copy, a.tests, a.timeout)
+            print(f"baseline: {base.verdict} in {base.seconds:.0f} s {base.by}", flush=True)
+            if base.verdict != "survived":
+                print("the unchanged copy does not pass: fix that first", file=sys.stderr)
+                return 2
+        results = []
+        for m in chosen:
+            path = copy / m.file
+            original = path.read_text(encoding="utf-8")
+            _write(path, m.apply(original))
+            try:
+                outcome = run_mutant(copy, a.tests, a.timeout)
+            finally:
+                _write(path, original)
+            results.append((m, outcome))
+            print(f"{outcome.verdict:<9} {m.name:<44} {outcome.seconds:5.0f} s  {outcome.by}", flush=True)
+    survivors = [m.name for m, o in results if o.verdict != "killed"]
+    print(f"\n{len(results) - len(survivors)} of {len(results)} mutants killed"
+          + (f"; not killed: {', '.join(survivors)}" if survivors else ""))
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
