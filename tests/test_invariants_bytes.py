@@ -54,7 +54,7 @@ OTHER_VALUES = {  # another value of every Content field
     "shard_rows": 11, "val_permille": 6, "row_group_bytes": 1 << 21, "bad_records": "quarantine",
     "inputs": (InputRef("1_1", "/data/1_1.jsonl.zst", 101, 1700000000, "hplt-v4/clean/x/1_1"),),
     "dataset_card": True, "clean": {"min_chars": 1}, "shard_bytes": 1000, "dp_ranks": (2,), "split_layout": "dirs",
-    "hplt": False,
+    "hplt": False, "annotations": ("doc_scores",),
 }
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.contract.replace import NotReplaceable, SwapFailed, swap_into_place, tmp_dir_for
+from shard_pipeline.run.records import OtherConfig, Why
 from shard_pipeline.run.resume import plan_resume
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.run.rundir import read_json
@@ -106,7 +107,7 @@ def test_a_shard_changed_without_a_trace_in_its_metadata_is_refused_and_its_writ
 
 def test_finalize_refuses_a_plan_of_another_configuration(written):
     edit_json(written.run.plan_json, lambda plan: plan.update(config_sha256=OTHER_CONFIG))
-    refused(written)
+    assert refused(written, OtherConfig).problem.why is Why.OTHER_CONFIG
 
 
 def test_finalize_never_swaps_out_a_folder_that_is_not_a_previous_output(written):
