@@ -49,6 +49,8 @@ INVARIANTS = {
     "same-bytes": "same documents, same bytes",
     "done-rule": "a task is done only when its receipt agrees with its files; what follows a redone task is redone",
     "resume-refuses-early": "a resume refuses at once what its finalize would refuse",
+    "next-step": "a failure a resume cannot go past (a bad record, a repeated id, a broken or short input) names a new run",
+    "short-input": "an input the counts index knows as larger is refused, before anything is written",
 }
 
 
@@ -70,6 +72,10 @@ PLAN = "shard_pipeline/stages/plan.py"
 PARTITION = "shard_pipeline/stages/partition.py"
 WRITE = "shard_pipeline/stages/write.py"
 FINALIZE = "shard_pipeline/stages/finalize.py"
+COLLECT = "shard_pipeline/stages/collect.py"
+RECORDS = "shard_pipeline/run/records.py"
+OUTCOME = "shard_pipeline/run/outcome.py"
+INDEX_CHECK = "shard_pipeline/input/index_check.py"
 REGISTRY = "shard_pipeline/run/registry.py"
 LAUNCH = "shard_pipeline/submit/launch.py"
 REPLACE = "shard_pipeline/contract/replace.py"
@@ -78,49 +84,56 @@ SPILL = "shard_pipeline/stages/spill.py"
 MUTANTS: tuple[Mutant, ...] = (
     # read = kept + quarantined: partition counts, plan proves, finalize records
     Mutant("plan-skips-read-kept-quarantined", "conservation", PLAN,
-           'if inp["read"] != inp["kept"] + q:', "if False:"),
+           'if inp.read != inp.kept + q:', "if False:"),
     Mutant("plan-skips-input-read-twice", "conservation", PLAN,
-           'if inp["index"] in seen:', "if False:"),
+           'if inp.index in seen:', "if False:"),
     Mutant("plan-skips-input-never-read", "conservation", PLAN,
            "    if missing:\n", "    if False:\n"),
     Mutant("plan-skips-kept-vs-spilled", "conservation", PLAN,
-           'if kept != rc["rows"]:', "if False:"),
+           'if kept != rc.rows:', "if False:"),
     Mutant("plan-skips-index-vs-receipt", "conservation", PLAN,
-           'if sum(index.column("rows").to_pylist()) != rc["rows"]:', "if False:"),
+           'if sum(index.column("rows").to_pylist()) != rc.rows:', "if False:"),
     Mutant("validation-omits-conservation", "conservation", FINALIZE,
-           '"conservation": plan["conservation"],', '"conservation": None,'),
+           "conservation=plan.conservation,", "conservation=None,"),
     # the done rule (run/registry.py), which --status and --resume share
     Mutant("done-ignores-size", "done-rule", REGISTRY,
-           'if st.st_size != stamp.get("bytes"):', "if False:"),
+           "if st.st_size != stamp.bytes:", "if False:"),
     Mutant("done-ignores-mtime", "done-rule", REGISTRY,
-           'if "mtime_ns" in stamp and st.st_mtime_ns != stamp["mtime_ns"]:', "if False:"),
+           "if st.st_mtime_ns != stamp.mtime_ns:", "if False:"),
     Mutant("done-trusts-any-ctime", "done-rule", REGISTRY,
-           'if st.st_ctime_ns == stamp.get("ctime_ns"):', "if True:"),
+           "if st.st_ctime_ns == stamp.ctime_ns:", "if True:"),
     Mutant("done-ignores-ctime", "done-rule", REGISTRY,
-           'if st.st_ctime_ns == stamp.get("ctime_ns"):', "if False:"),
+           "if st.st_ctime_ns == stamp.ctime_ns:", "if False:"),
     Mutant("done-skips-sha256", "done-rule", REGISTRY,
-           "if sha256 and file_sha256(path) != sha256:", "if False:"),
+           "if file_sha256(path) != sha256:", "if False:"),
     Mutant("done-without-index", "done-rule", REGISTRY,
-           "if not run.spill_index(task).is_file():", "if False:"),
+           "return (file_matches(run.spill_index(task), rc.index_stamp, rc.index_sha256, state.rehash, state.touched)\n"
+           "            or file_matches(", "return (file_matches("),
     Mutant("done-plan-without-sections", "done-rule", REGISTRY,
-           "if not state.run.sections.is_file():", "if False:"),
+           "return file_matches(state.run.sections, plan.sections_stamp, plan.sections_sha256, state.rehash, state.touched)",
+           "return None"),
     Mutant("done-write-ignores-its-shards", "done-rule", REGISTRY,
            "        if why:\n            return why\n", "        if False:\n            return why\n"),
+    Mutant("done-counts-a-record-of-another-config", "done-rule", RECORDS,
+           "    if made.config_sha256 != expect.config_sha256:\n", "    if False:\n"),
+    Mutant("done-counts-a-record-of-another-code", "done-rule", RECORDS,
+           "    if not any_code and made.code_version != expect.code_version:\n", "    if False:\n"),
     Mutant("resume-keeps-what-follows-a-redone-task", "done-rule", "shard_pipeline/run/resume.py",
            'why = f"{upstream} redone" if upstream else stage.problem(state, t)', "why = stage.problem(state, t)"),
     # finalize: nothing reaches OUT but every planned shard as its writer recorded it
     Mutant("finalize-skips-changed-inputs", "out-old-or-new", FINALIZE,
            "if changed:  # the output would describe", "if False:  # the output would describe"),
-    Mutant("finalize-skips-stray-files", "out-old-or-new", FINALIZE,
+    Mutant("finalize-skips-stray-files", "out-old-or-new", COLLECT,
            "    if stray:\n", "    if False:\n"),
-    Mutant("finalize-skips-shard-hash", "out-old-or-new", FINALIZE,
-           'if path.stat().st_size != s["bytes"] or hashes[name] != s["sha256"]:', "if False:"),
-    Mutant("finalize-skips-receipt-vs-plan", "out-old-or-new", FINALIZE,
-           'if s["name"] != name or s["rows"] != stop - start:', "if False:"),
-    Mutant("finalize-keeps-damaged-receipts", "out-old-or-new", FINALIZE,
+    Mutant("finalize-skips-shard-hash", "out-old-or-new", COLLECT,
+           "if f.bytes != s.bytes or f.sha256 != s.sha256:", "if False:"),
+    Mutant("finalize-skips-receipt-vs-plan", "out-old-or-new", COLLECT,
+           "if s.name != p.name or s.rows != stop - start:", "if False:"),
+    Mutant("finalize-keeps-damaged-receipts", "out-old-or-new", COLLECT,
            "run.write_receipt(task).unlink(missing_ok=True)", "pass"),
     Mutant("finalize-skips-plan-config", "out-old-or-new", FINALIZE,
-           'if plan["config_sha256"] != c.sha256():', "if False:"),
+           "plan = load_record(run.plan_json, Plan, made_here(cfg.content.sha256()), step=REDO_STEP)",
+           'plan = load_record(run.plan_json, Plan, made_here(read_json(run.plan_json)["config_sha256"]), step=REDO_STEP)'),
     Mutant("finalize-replaces-a-newer-output", "out-old-or-new", FINALIZE,
            'if theirs.get("config_sha256") == cfg.content.sha256():', "if True:"),
     Mutant("write-into-out-not-staging", "out-old-or-new", WRITE,
@@ -141,11 +154,23 @@ MUTANTS: tuple[Mutant, ...] = (
            "        check_out_for_resume(out, str(run.root))\n", "        pass\n"),
     Mutant("resume-skips-changed-inputs", "resume-refuses-early", LAUNCH,
            "        if changed:\n            fresh =", "        if False:\n            fresh ="),
+    # the next step after a failure comes from the kind of its outcome record
+    Mutant("short-input-is-a-plain-failure", "next-step", OUTCOME,
+           "    if isinstance(exc, InputShorterThanIndex):\n        return Kind.SHORT_INPUT\n", ""),
+    Mutant("repeated-id-is-a-plain-failure", "next-step", OUTCOME,
+           "    if isinstance(exc, RepeatedId):\n        return Kind.REPEATED_ID\n", ""),
+    Mutant("resume-goes-past-a-repeated-id", "next-step", OUTCOME,
+           "NEEDS_NEW_RUN = frozenset({Kind.BAD_RECORD, Kind.REPEATED_ID,", "NEEDS_NEW_RUN = frozenset({Kind.BAD_RECORD,"),
+    # an input shorter than the counts index knows it is refused
+    Mutant("short-input-by-bytes-passes", "short-input", INDEX_CHECK,
+           "        if inp.size is not None and row.bytes > inp.size:\n", "        if False:\n"),
+    Mutant("short-input-by-documents-passes", "short-input", INDEX_CHECK,
+           "        elif docs is not None and docs < row.docs and", "        elif False and"),
     # memory: a partition task spills when its buffered text reaches the budget
     Mutant("partition-scan-never-spills", "memory", PARTITION,
-           "            if fill >= budget:\n", "            if False:\n"),
+           "            if fill + buf.annotation_bytes >= budget:\n", "            if False:\n"),
     Mutant("partition-python-loop-never-spills", "memory", PARTITION,
-           "        if buf.fill >= budget:\n", "        if False:\n"),
+           "        if buf.full(budget):\n", "        if False:\n"),
     # scratch: sections only for buckets a run has rows of
     Mutant("spill-writes-empty-sections", "scratch-files", SPILL,
            "            if hi == lo:\n                continue\n", ""),
