@@ -93,6 +93,17 @@ def test_finalize_refuses_a_write_receipt_that_disagrees_with_the_plan_even_when
     refused(written)
 
 
+def test_finalize_refuses_a_plan_whose_shard_rows_its_writers_receipts_do_not_hold(written):
+    """Receipts and files agree, the totals agree, but the plan cut shards 0 and 1 one row apart."""
+    def move_a_cut(plan):
+        first, second = plan["shard_list"][0], plan["shard_list"][1]
+        first["rows"][1] -= 1
+        second["rows"][0] -= 1
+
+    edit_json(written.run.plan_json, move_a_cut)
+    refused(written)
+
+
 def test_a_shard_changed_without_a_trace_in_its_metadata_is_refused_and_its_writer_redone(written):
     """Bytes changed below the filesystem keep size, mtime and ctime: the done rule trusts the shard, finalize's
     hash does not, and it removes that writer's receipt so that the resume rewrites it (and not the others)."""
