@@ -8,7 +8,7 @@ pass) and reports, per mutant, the test that killed it or that it survived. A su
 is an invariant the fast tier does not guard: add a fast test that fails without that code
 (tests/test_invariants_*.py), then run the mutant again.
 
-    .venv/bin/python -m tests.mutants                 # every mutant: ~15 minutes on 2 cores
+    .venv/bin/python -m tests.mutants                 # every mutant: about an hour on 2 cores
     .venv/bin/python -m tests.mutants NAME ...        # only these mutants
     .venv/bin/python -m tests.mutants --list          # the mutants and their invariants
     .venv/bin/python -m tests.mutants --tests tests/test_invariants_done.py NAME
