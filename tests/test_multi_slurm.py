@@ -203,7 +203,9 @@ def test_requeued_task_holds_the_afterany_chain(slurm_cluster, tmp_path, monkeyp
     monkeypatch.setenv("HPLT_SHARD_FAULT", "partition-after-input:0:hang-once:fin_Latn")
     jobs = submit_multi(root, out, run_dir, tmp_path, "--shard-rows", "40")
     monkeypatch.delenv("HPLT_SHARD_FAULT")
-    log = wait_for_log(run_dir / "logs" / "partition" / f"{jobs[0]}_0.log", "fault injected")
+    units = json.loads((run_dir / "languages.json").read_text())["units"]["partition"]
+    fin0 = next(first for lang, first, _ in units if lang == "fin_Latn")  # the largest language's units come last
+    log = wait_for_log(run_dir / "logs" / "partition" / f"{jobs[0]}_{fin0}.log", "fault injected")
     # while it hangs, every language's row reads squeue through its own task numbers
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 3
@@ -215,7 +217,7 @@ def test_requeued_task_holds_the_afterany_chain(slurm_cluster, tmp_path, monkeyp
     assert cli.main(["--status", str(run_dir / "est_Latn")]) == 3
     est = {l.split()[0]: l.split()[1:] for l in capsys.readouterr().out.splitlines() if l.split() and l.split()[0] in ("plan", "write")}
     assert est["plan"][3] == "1" and est["write"][3] == "1", est  # pending on the dependency
-    subprocess.run(["scancel", "--batch", "--signal=USR1", f"{jobs[0]}_0"], check=False)  # 228 here though delivered
+    subprocess.run(["scancel", "--batch", "--signal=USR1", f"{jobs[0]}_{fin0}"], check=False)  # 228 here though delivered
     wait_for_log(log, "requeueing", timeout=60)
     # held by Slurm before it starts again (BeginTime): the summary says it was requeued, and by whom
     deadline = time.monotonic() + 60
