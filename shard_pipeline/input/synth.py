@@ -357,9 +357,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return ExitCode.OK
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
 
 def _annotate(rng: random.Random | None, corpus: str, lang: str, rec: dict) -> dict:
     """`rec` with the annotations only some records carry, when `rng` is given: v4's extra quality scores for
@@ -377,3 +374,7 @@ def _annotate(rng: random.Random | None, corpus: str, lang: str, rec: dict) -> d
         rec["propella-4b"] = {"content_quality": round(rng.uniform(0, 5), 2), "content_safety": rng.choice(["safe", "unsafe"]),
                               "educational_value": round(rng.uniform(0, 5), 2), "is_boilerplate": rng.random() < 0.2}
     return rec
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
