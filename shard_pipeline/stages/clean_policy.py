@@ -247,22 +247,32 @@ def quarantine_reasons(text: str, text_bytes: int, policy: CleanPolicy, *, utf8:
     if nbytes != text_bytes:
         raise ValueError(f"text_bytes {text_bytes} is not the text's UTF-8 length {nbytes}")
     n = len(text)
-    found: list[str] = []
-
-    if nbytes > p.max_bytes:
-        found.append("max_bytes")
-
+    found: list[str] = ["max_bytes"] if nbytes > p.max_bytes else []
     # Count control characters and newlines together in one pass; separate them only if either
     # could be over its threshold (each is <= the joint count).
     ctrl_limit = p.control_char_ratio * n
     both = nbytes - len(raw.translate(None, _CTRL_NL))
-    if both > ctrl_limit or both + 1 >= p.repeated_lines_min_lines:
-        newlines = raw.count(b"\n")
-        ctrl = both - newlines
-    else:
-        newlines = ctrl = 0
+    newlines = raw.count(b"\n") if both > ctrl_limit or both + 1 >= p.repeated_lines_min_lines else 0
+    found += _line_reasons(raw, newlines, p)
+    if both - newlines > ctrl_limit:  # newlines uncounted (0) only where both <= ctrl_limit
+        found.append("control_chars")
+    if n > p.max_char_run and _has_char_run(text, p.max_char_run + 1):
+        found.append("char_run")
+    # `in` finds a character with memchr (fast); count only when there is one
+    if n >= p.replacement_min_chars and not text.isascii() and "\ufffd" in text:
+        bad = text.count("\ufffd")
+        if bad >= p.replacement_min_chars and bad > p.replacement_ratio * n:
+            found.append("replacement_chars")
+    if n >= p.whitespace_min_chars and _whitespace_padding(text, raw, p):
+        found.append("whitespace_padding")
+    if n >= p.base64_min_run and _has_base64_run(raw, p.base64_min_run):
+        found.append("base64_blob")
+    return tuple(found)
 
-    lines = None
+
+def _line_reasons(raw: bytes, newlines: int, p: CleanPolicy) -> list[str]:
+    """``repeated_lines`` and ``one_line``: lines are split once, and only when a rule may match."""
+    found, lines = [], None
     if newlines + 1 >= p.repeated_lines_min_lines:
         lines = raw.split(b"\n")
         nonempty = len(lines) - lines.count(b"")
@@ -271,39 +281,19 @@ def quarantine_reasons(text: str, text_bytes: int, policy: CleanPolicy, *, utf8:
             distinct.discard(b"")
             if len(distinct) <= p.repeated_lines_max_unique_ratio * nonempty:
                 found.append("repeated_lines")
-
-    if nbytes >= p.one_line_min_bytes:
+    if len(raw) >= p.one_line_min_bytes:
         if lines is None:
             lines = raw.split(b"\n")
-        if max(map(len, lines)) >= p.one_line_share * nbytes:
+        if max(map(len, lines)) >= p.one_line_share * len(raw):
             found.append("one_line")
+    return found
 
-    if ctrl > ctrl_limit:
-        found.append("control_chars")
 
-    if n > p.max_char_run and _has_char_run(text, p.max_char_run + 1):
-        found.append("char_run")
-
-    # `in` finds a character with memchr (fast); count only when there is one
-    if n >= p.replacement_min_chars and not text.isascii() and "\ufffd" in text:
-        bad = text.count("\ufffd")
-        if bad >= p.replacement_min_chars and bad > p.replacement_ratio * n:
-            found.append("replacement_chars")
-
-    if n >= p.whitespace_min_chars:
-        space_limit = p.whitespace_ratio * n
-        if _space_bound(np.frombuffer(raw, dtype=np.uint8), text.isascii()) <= space_limit:
-            space = 0
-        elif text.isascii():
-            space = nbytes - len(raw.translate(None, _ASCII_SPACE))
-        else:
-            space = _count_space(text)
-        if space > space_limit:
-            alnum = len(_NOT_ALNUM_RUN.sub("", text))
-            if alnum < p.alnum_ratio_below * n:
-                found.append("whitespace_padding")
-
-    if n >= p.base64_min_run and _has_base64_run(raw, p.base64_min_run):
-        found.append("base64_blob")
-
-    return tuple(found)
+def _whitespace_padding(text: str, raw: bytes, p: CleanPolicy) -> bool:
+    """Mostly whitespace and few letters or digits; a cheap bound first, counting only when it may match."""
+    n = len(text)
+    space_limit = p.whitespace_ratio * n
+    if _space_bound(np.frombuffer(raw, dtype=np.uint8), text.isascii()) <= space_limit:
+        return False
+    space = len(raw) - len(raw.translate(None, _ASCII_SPACE)) if text.isascii() else _count_space(text)
+    return space > space_limit and len(_NOT_ALNUM_RUN.sub("", text)) < p.alnum_ratio_below * n
