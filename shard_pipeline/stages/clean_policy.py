@@ -209,11 +209,7 @@ def _has_char_run(text: str, need: int) -> bool:
         c = text[p]
         if not ((p > 0 and text[p - 1] == c) or (p + 1 < n and text[p + 1] == c)):
             continue
-        left_part = text[max(0, p - need + 1) : p + 1]
-        right_part = text[p : p + need]
-        left = len(left_part) - len(left_part.rstrip(c))
-        right = len(right_part) - len(right_part.lstrip(c))
-        if left + right - 1 >= need:
+        if _run_through(text, p, need, c) >= need:
             return True
     return False
 
@@ -226,13 +222,16 @@ def _has_base64_run(raw: bytes, need: int) -> bool:
     for p in range(0, n, need):
         if raw[p] not in _B64_MEMBER:
             continue
-        left_part = raw[max(0, p - need + 1) : p + 1]
-        right_part = raw[p : p + need]
-        left = len(left_part) - len(left_part.rstrip(_B64_CHARS))
-        right = len(right_part) - len(right_part.lstrip(_B64_CHARS))
-        if left + right - 1 >= need:
+        if _run_through(raw, p, need, _B64_CHARS) >= need:
             return True
     return False
+
+
+def _run_through(seq: str | bytes, p: int, need: int, chars) -> int:
+    """Length of the run of `chars` through position `p`, looking at most `need` - 1 positions each way."""
+    left = seq[max(0, p - need + 1) : p + 1]
+    right = seq[p : p + need]
+    return len(left) - len(left.rstrip(chars)) + len(right) - len(right.lstrip(chars)) - 1
 
 
 def quarantine_reasons(text: str, text_bytes: int, policy: CleanPolicy, *, utf8: bytes | None = None) -> tuple[str, ...]:
