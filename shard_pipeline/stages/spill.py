@@ -185,11 +185,9 @@ class SpillWriter:
         return self._blob
 
     def close(self) -> None:
+        self.flush()
         with naming(self.data_path):
-            f = self._file()
-            f.flush()
-            os.fsync(f.fileno())
-            f.close()
+            self._file().close()
         cols = {name: [getattr(s, name) for s in self.sections] for name in INDEX_SCHEMA.names}
         write_arrow(self.index_path, pa.Table.from_pydict(cols, schema=INDEX_SCHEMA))
 
