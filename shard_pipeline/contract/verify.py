@@ -17,6 +17,7 @@ import heapq
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -38,6 +39,17 @@ from shard_pipeline.units import plural
 _PLAIN_COLUMNS = frozenset(c for c in SCHEMA.names if c not in DICTIONARY_COLUMNS)
 
 
+@dataclass(frozen=True)
+class _SetRules:
+    """What the rows of one shard set must follow: the manifest's params, its cut rule and its split."""
+
+    shard_rows: int
+    val_permille: int
+    row_group_bytes: int
+    byte_balanced: bool  # cut by text bytes (__balance/balance.json), not every shard_rows rows
+    split: str | None  # the split of every row of a set of the dirs layout; None: rows of both
+
+
 # ---------------------------------------------------------------- 3 and 4. shards and rows
 
 
@@ -54,13 +66,13 @@ def _schema_diff(got: pa.Schema) -> str:
     return "schema metadata differs"
 
 
-def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, n: int, params: dict[str, Any],
+def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, n: int, rules: _SetRules,
                  st: RowState, rep: _Report, deep: bool) -> tuple[int, int]:
     """Checks 3 (and 4 when deep) on one open shard; returns its rows and text bytes (the manifest's
     text bytes when not all of it could be read)."""
     name = e["name"]
     rows = pf.metadata.num_rows
-    _check_row_count(name, rows, e["rows"], last, n, params, rep)
+    _check_row_count(name, rows, e["rows"], last, n, rules, rep)
     schema_ok = pf.schema_arrow.equals(SCHEMA)
     if not schema_ok:
         rep.add(name, f"Arrow schema differs from the contract's: {_schema_diff(pf.schema_arrow)}")
@@ -68,18 +80,18 @@ def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, 
     if not schema_ok:  # the columns cannot be trusted to mean what the contract says
         st.mark_unseen(first, first + rows)
         return rows, e["text_bytes"]
-    shard_text = _check_row_groups(pf, name, first, params, st, rep, deep)
+    shard_text = _check_row_groups(pf, name, first, rules, st, rep, deep)
     if shard_text is not None and shard_text != e["text_bytes"]:
         rep.add(name, f"{shard_text} text bytes, the manifest says {e['text_bytes']}")
     return rows, e["text_bytes"] if shard_text is None else shard_text
 
 
-def _check_row_count(name: str, rows: int, listed: int, last: bool, n: int, params: dict[str, Any], rep: _Report) -> None:
+def _check_row_count(name: str, rows: int, listed: int, last: bool, n: int, rules: _SetRules, rep: _Report) -> None:
     """The shard holds the rows the manifest lists and the cut rule allows (shard_rows, or byte-balanced)."""
-    shard_rows = params["shard_rows"]
+    shard_rows = rules.shard_rows
     if rows != listed:
         rep.add(name, f"{rows} rows, the manifest says {listed}")
-    if params.get("byte_balanced"):  # cut by text bytes (__balance/balance.json): every shard holds rows, none is empty
+    if rules.byte_balanced:  # cut by text bytes (__balance/balance.json): every shard holds rows, none is empty
         if rows == 0 and n > 1:
             rep.add(name, "0 rows; a byte-balanced shard set has no empty shard")
     elif not last and rows != shard_rows:
@@ -108,10 +120,10 @@ def _check_encoding(name: str, md: pq.FileMetaData, rep: _Report) -> None:
                 f"(first: {dict_plain[0]})")
 
 
-def _check_row_groups(pf: pq.ParquetFile, name: str, first: int, params: dict[str, Any], st: RowState, rep: _Report,
+def _check_row_groups(pf: pq.ParquetFile, name: str, first: int, rules: _SetRules, st: RowState, rep: _Report,
                       deep: bool) -> int | None:
     """The row-group cuts and (deep) every row; the shard's text bytes, None when a row group could not be read."""
-    cuts = GroupCutChecker(params["row_group_bytes"])
+    cuts = GroupCutChecker(rules.row_group_bytes)
     shard_text, text_complete = 0, True
     row = first
     for g in range(pf.metadata.num_row_groups):
@@ -131,7 +143,7 @@ def _check_row_groups(pf: pq.ParquetFile, name: str, first: int, params: dict[st
         shard_text += sum(sizes)
         if deep:
             try:
-                check_rows(table, row, name, params["val_permille"], st, rep, params.get("set_split"))
+                check_rows(table, row, name, rules.val_permille, st, rep, rules.split)
             except Exception as exc:  # e.g. text that is not valid UTF-8
                 rep.add(name, f"row group {g} (rows {row}..{row + g_rows - 1}): rows cannot be checked: {exc}")
                 st.mark_unseen(row, row + g_rows)
@@ -147,9 +159,10 @@ def _check_shards(out: Path, m: dict[str, Any], rep: _Report, deep: bool) -> Non
     for _, split, entries in manifest_sets(m):
         st = RowState()  # each set is its own shard set: order, row indexes and clusters start again
         first = 0  # the set's index of the shard's first row
-        params = {**m["params"], "byte_balanced": byte_balanced, "set_split": split}
+        rules = _SetRules(m["params"]["shard_rows"], m["params"]["val_permille"], m["params"]["row_group_bytes"],
+                          byte_balanced, split)
         for i, e in enumerate(entries):
-            rows, text = _check_one(out, e, first, i == len(entries) - 1, len(entries), params, st, rep, deep)
+            rows, text = _check_one(out, e, first, i == len(entries) - 1, len(entries), rules, st, rep, deep)
             first += rows
             total_rows += rows
             total_text += text
@@ -203,7 +216,7 @@ def _check_ids_across_sets(out: Path, m: dict[str, Any], rep: _Report) -> None:
         prev = (key, name)
 
 
-def _check_one(out: Path, e: dict[str, Any], first: int, last: bool, n: int, params: dict[str, Any], st: RowState,
+def _check_one(out: Path, e: dict[str, Any], first: int, last: bool, n: int, rules: _SetRules, st: RowState,
                rep: _Report, deep: bool) -> tuple[int, int]:
     """Open one listed shard and check it; one that cannot be opened counts as its manifest entry, unseen."""
     name = e["name"]
@@ -218,7 +231,7 @@ def _check_one(out: Path, e: dict[str, Any], first: int, last: bool, n: int, par
         st.mark_unseen(first, first + e["rows"])
         return e["rows"], e["text_bytes"]
     try:
-        return _check_shard(pf, e, first, last, n, params, st, rep, deep)
+        return _check_shard(pf, e, first, last, n, rules, st, rep, deep)
     finally:
         pf.close()
 
