@@ -105,7 +105,7 @@ class _Buffer:
         Sorted here, not with `pc.sort_indices` + `take`: Python's stable sort of str compares
         code points, which is the order of their UTF-8 bytes, so the rows come out in the order
         Arrow's stable sort gave. Each column is gathered once in that order, and the stage
-        no longer imports pyarrow.compute (60-90 ms of every task's start-up).
+        does not import pyarrow.compute (60-90 ms of every task's start-up).
         """
         ids = self.ids
         order = sorted(range(len(ids)), key=ids.__getitem__)

@@ -261,9 +261,8 @@ class SpillReader:
 class _SectionFile(io.RawIOBase):
     """One section of a spill file as a file of its own, read with pread.
 
-    Writers used to memory-map the spill files, and every page they touched stayed in their
-    RSS (file-backed: reclaimable, but a cgroup charges it to the job), so a writer's RSS grew
-    with its bucket. Through this window Arrow copies only the buffers it asks for (with
+    A memory map of the spill file would keep every page a writer touched in its RSS (file-backed:
+    reclaimable, but a cgroup charges it to the job), so a writer's RSS would grow with its bucket. Through this window Arrow copies only the buffers it asks for (with
     `included_fields`, only those columns' bytes), and they are freed with the batch.
     """
 
