@@ -10,7 +10,8 @@ from pathlib import Path
 from shard_pipeline.run.registry import STAGE_NAMES, STAGES, RunState
 from shard_pipeline.run.resume import plan_resume
 from shard_pipeline.run.rundir import RunDir
-from shard_pipeline.run.status import stage_statuses, status_report
+from shard_pipeline.run.status import status_report
+from shard_pipeline.run.view import stage_statuses
 from tests.pipeline_util import make_corpus, run_cli
 
 ARGS = ("--shard-rows", "25", "--partition-tasks", "2", "--write-tasks", "3", "--buckets", "4")

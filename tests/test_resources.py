@@ -14,7 +14,7 @@ from shard_pipeline.run import unit_table
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.runconfig import RunConfig, StageResources
-from shard_pipeline.run.status import resume_hint
+from shard_pipeline.run.queue import resume_hint
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.layout import lay_out_jobs
 from shard_pipeline.units import parse_mem, scale_mem, share_of_mem

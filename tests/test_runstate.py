@@ -23,16 +23,16 @@ from shard_pipeline.run.runstate import (
     stuck_step,
     task_state,
 )
-from shard_pipeline.run.status import (
+from shard_pipeline.run.queue import (
     SlurmUnreachable,
     parse_squeue,
-    reason_hint,
     reason_step,
-    requeued_line,
     slurm_reason,
     split_queued,
     squeue_states,
 )
+from shard_pipeline.run.render import requeued_line
+from shard_pipeline.run.status import reason_hint
 from shard_pipeline.submit import slurm_limits
 from shard_pipeline.submit.executors.slurm import refusal_step
 

@@ -9,7 +9,7 @@ import pytest
 
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.errors import ExitCode
-from shard_pipeline.run.status import slurm_reason
+from shard_pipeline.run.queue import slurm_reason
 
 EXIT_DONE, EXIT_STOPPED, EXIT_BUSY = ExitCode.OK, ExitCode.FAILED, ExitCode.BUSY
 from shard_pipeline.submit import cli

@@ -191,7 +191,7 @@ class Ticker:
         self.last = line
 
     def _tick(self) -> None:
-        from shard_pipeline.run.status import live_line
+        from shard_pipeline.run.render import live_line
 
         line = live_line(self.run, self.stage, self.started)
         with self.lock:
