@@ -9,6 +9,7 @@ import pytest
 
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.input.failures import BadRecord, CorruptShard, RepeatedId
+from shard_pipeline.run.steps import render
 from shard_pipeline.run import outcome
 from shard_pipeline.run.next_step import new_run, new_run_step
 from shard_pipeline.run.outcome import DamagedOutcome, Kind, kind_of
@@ -81,7 +82,7 @@ def test_the_next_step_comes_from_the_outcome_kind(tmp_path, exc, bad_records, n
         assert step.kind is failed[0].kind and step.cause == str(exc)
         assert step.fixed.endswith(f"--run-dir {run.root}-fixed")  # a new run dir, never this one again
         assert (step.quarantine is not None) == (step.kind is Kind.BAD_RECORD)
-        assert new_run_step(run, failed) == step.render()
+        assert new_run_step(run, failed) == render(step)
     # the same decision when new_run reads the records itself
     assert (new_run(run) is not None) == new_run_expected
 

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from dataclasses import replace
 
 from shard_pipeline.errors import ExitCode, UsageError, signal_exit
 from shard_pipeline.slurm import refusal_kind
@@ -32,7 +33,7 @@ from shard_pipeline.run.queue import (
     squeue_states,
 )
 from shard_pipeline.run.render import requeued_line
-from shard_pipeline.run.status import reason_hint
+from shard_pipeline.run.steps import Resume, render
 from shard_pipeline.submit import slurm_limits
 from shard_pipeline.submit.executors.slurm import refusal_step
 
@@ -140,37 +141,34 @@ def test_next_step_after_ctrl_c_is_the_exact_resume_command():
     assert interrupted_step(Path("/runs/r"), "slurm").endswith("to continue: ./hplt-shard --resume /runs/r")
 
 
-@pytest.mark.parametrize("reason,units,step", [
-    ("OUT_OF_MEMORY", 1, "./hplt-shard --resume /r --mem 8G"),
-    ("OUT_OF_MEMORY", 4, "./hplt-shard --resume /r --mem 4G"),  # one unit's memory, as --mem means at submission
-    ("TIMEOUT", 1, "./hplt-shard --resume /r --time 02:30:00"),
-    ("NODE_FAIL", 1, "./hplt-shard --resume /r"),
-    ("PREEMPTED", 1, "./hplt-shard --resume /r"),
+@pytest.mark.parametrize("reason,units,options", [
+    ("OUT_OF_MEMORY", 1, ("--mem", "8G")),
+    ("OUT_OF_MEMORY", 4, ("--mem", "4G")),  # one unit's memory, as --mem means at submission
+    ("TIMEOUT", 1, ("--time", "02:30:00")),
+    ("NODE_FAIL", 1, ()),
+    ("PREEMPTED", 1, ()),
 ])
-def test_next_step_after_slurm_ended_a_task(reason, units, step):
+def test_next_step_after_slurm_ended_a_task(reason, units, options):
     mem = {1: "4G", 4: "8G"}[units]
-    assert reason_step(Path("/r"), reason, StageResources(mem, "01:15:00", units), units) == step
+    assert reason_step(Path("/r"), reason, StageResources(mem, "01:15:00", units), units) == Resume(Path("/r"), options)
 
 
 def test_after_out_of_memory_the_advice_never_stays_below_what_a_unit_needs():
     """A unit that had less than the floor (a run dir of another version, an edited config) is told twice the
     floor, not twice what could never have run."""
-    assert reason_step(Path("/r"), "OUT_OF_MEMORY", StageResources("40M", "01:00:00", 1), 1) == \
-        "./hplt-shard --resume /r --mem 512M"
+    assert reason_step(Path("/r"), "OUT_OF_MEMORY", StageResources("40M", "01:00:00", 1), 1).options == ("--mem", "512M")
     # the stage's finished tasks measured 3 GB: twice 1G would be killed again
-    assert reason_step(Path("/r"), "OUT_OF_MEMORY", StageResources("1G", "01:00:00", 1), 1, peak_mb=3000.0) == \
-        "./hplt-shard --resume /r --mem 4501M"
+    assert reason_step(Path("/r"), "OUT_OF_MEMORY", StageResources("1G", "01:00:00", 1), 1,
+                       peak_mb=3000.0).options == ("--mem", "4501M")
 
 
-
-def test_the_reason_hint_is_read_back_whole_with_a_parenthesis_in_the_run_dir():
+def test_a_resume_step_renders_its_exact_command():
     import shlex
 
     root = Path("/scratch/run (retry)")
     step = reason_step(root, "OUT_OF_MEMORY", StageResources("4G", "01:00:00", 1), 1)
-    failed = ["exit 1; last line: ERROR: x", f"OUT_OF_MEMORY ({step}); last line: ERROR: MemoryError (a) b"]
-    assert reason_hint(failed) == step and shlex.split(step)[1:4] == ["--resume", str(root), "--mem"]
-    assert reason_hint(["exit 1; last line: ERROR: (not a hint)"]) is None
+    assert shlex.split(render(replace(step, after="failed")))[1:] == ["./hplt-shard", "--resume", str(root), "--mem", "8G"]
+
 
 @pytest.mark.parametrize("line,reason", [
     ("slurmstepd: error: *** JOB 77 ON vm CANCELLED AT 2026-12-04T01:00:00 ***", "CANCELLED"),  # scancel

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from shard_pipeline import slurm
-from shard_pipeline.commands import resume_command
 from shard_pipeline.errors import ExitCode, UserError
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.steps import Resume
 from shard_pipeline.units import UNIT_MEMORY_FLOOR, Memory, WallTime
 
 
@@ -100,7 +100,7 @@ def slurm_reason(log: Path, run=subprocess.run) -> str | None:
 
 
 def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str, given: dict[str, Any] | None = None,
-                peak_mb: float | None = None) -> str:
+                peak_mb: float | None = None) -> Resume:
     """The command that helps after this reason: more memory, more time, or just another try.
 
     `--mem` on resume means what it meant at submission, one unit's memory, so the hint doubles
@@ -114,7 +114,7 @@ def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str, given: dic
                        ex.units_per_task(stage), peak_mb)
 
 
-def reason_step(root: Path, reason: str, res: StageResources, units: int, peak_mb: float | None = None) -> str:
+def reason_step(root: Path, reason: str, res: StageResources, units: int, peak_mb: float | None = None) -> Resume:
     """The resume command after Slurm ended a task for `reason`, whose array task had `res` for `units` units:
     after OUT_OF_MEMORY the most of twice one unit's memory, twice the floor a unit needs, and 1.5x the peak
     the stage's finished tasks measured (`peak_mb`); twice the time after TIMEOUT; the same again otherwise
@@ -123,9 +123,9 @@ def reason_step(root: Path, reason: str, res: StageResources, units: int, peak_m
         options = [Memory.parse(res.mem).share(units).times(2), Memory(UNIT_MEMORY_FLOOR >> 20, "M").times(2)]
         if peak_mb is not None:
             options.append(Memory(int(peak_mb * 1.5) + 1, "M"))
-        return resume_command(root, "--mem", max(options, key=lambda m: m.bytes))
+        return Resume(root, ("--mem", str(max(options, key=lambda m: m.bytes))))
     if reason == "TIMEOUT":
-        return resume_command(root, "--time", WallTime.parse(res.time).times(2))
-    return resume_command(root)
+        return Resume(root, ("--time", str(WallTime.parse(res.time).times(2))))
+    return Resume(root)
 
 

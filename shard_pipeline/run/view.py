@@ -21,6 +21,7 @@ from shard_pipeline.run.queue import latest_jobs, resume_hint, slurm_reason, spl
 from shard_pipeline.run.registry import STAGES, RunState, manifest_is_this_runs
 from shard_pipeline.run.rundir import RunDir, read_json, unit_log
 from shard_pipeline.run.runstate import Counts, RunPhase, TaskState, ran_locally, run_phase, task_state
+from shard_pipeline.run.steps import Resume
 from shard_pipeline.run.tasklog import TaskFigures, ended_well, last_error_line, last_figures, last_progress_line, unit_ended
 
 
@@ -38,6 +39,7 @@ class StageStatus:
     requeued: list[int] = field(default_factory=list)  # pending tasks that had started: Slurm requeued them
     figures: list[TaskFigures] = field(default_factory=list)  # of finished tasks whose log has them
     touched: list[int] = field(default_factory=list)  # done tasks with a file touched since (chmod, chgrp): done by size and mtime
+    resumes: list[Resume] = field(default_factory=list)  # what Slurm's reasons for failed tasks call for
     unread: dict[int, Path] = field(default_factory=dict)  # task -> the log (or its folder) this user may not read
 
     @property
@@ -89,89 +91,120 @@ def _multi_root(run: RunDir) -> Path | None:
     return run.root.parent if unit_table.is_multi(run.root.parent) else None
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """What every task's state is judged against: the run's records, the scheduler's answer, live processes."""
+
+    run: RunDir
+    rs: RunState
+    record: dict[str, Any]
+    jobs: dict[str, list[dict[str, Any]]]
+    queue: dict[str, str]
+    local: bool  # the local executor ran the last submission
+    alive: frozenset  # (stage, task) of local processes alive now, whoever started them (run/live.py)
+    killed: frozenset  # local tasks killed without a word (their submitter SIGKILLed): their records are left
+    stopped: bool  # Ctrl-C / SIGTERM / SIGHUP stopped the local executor (its marker)
+    held: bool  # a live local submitter: a task whose log has no trailer yet is starting
+    strict: bool
+
+
 def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: bool = False,
                    record: dict[str, Any] | None = None) -> list[StageStatus]:
     """Each stage's tasks by state (runstate.task_state), with the reasons and lines --status shows.
 
-    `strict` (--status, whose squeue answered; a run of several passes its queue): a task that never started and whose job has left the queue
-    (scancel, or cancelled for a dependency that can never be met) will not run: interrupted, not waiting."""
+    `strict` (--status, whose squeue answered; a run of several passes its queue): a task that never started and
+    whose job has left the queue (scancel, or cancelled for a dependency that can never be met) will not run:
+    interrupted, not waiting."""
     rs = RunState(run, rehash=False, trust_touched=True)  # a stat per file: --status is run often, on terabytes
     if record is None:  # run.json, unless the caller read it already
         record = read_json(run.run_json)
     jobs = latest_jobs(record)
     if queue is None:
-        queue = unit_table.queue_of_language(run, jobs, squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks],
-                                                                      strict=strict))
+        ids = [j["job_id"] for chunks in jobs.values() for j in chunks]
+        queue = unit_table.queue_of_language(run, jobs, squeue_states(ids, strict=strict))
     local = ran_locally(record)
     tasks = live.scan(run.root)
-    alive = tasks.running(local)  # local tasks alive now, whoever started them (run/live.py)
-    stopped = run.interrupted_marker.exists()  # Ctrl-C / SIGTERM / SIGHUP stopped the local executor
-    # A local task killed without a word (its submitter SIGKILLed) left its record; under Slurm a killed
-    # task (OOM, a fault) failed, and Slurm's own reason says why.
-    killed = tasks.killed() if local else set()
-    held = run_is_held(run)  # a live local submitter: a task whose log has no trailer yet is starting
-    out = []
-    for reg in STAGES:
-        stage = reg.name
-        st = StageStatus(stage, reg.tasks(rs.cfg))
-        chunks = jobs.get(stage, [])
-        cpus = rs.cfg.execution.units_per_task(stage)
-        # squeue -r lists every task Slurm holds: a task of the last submission that it does not list and that
-        # has no log never started and never will (scancel of the task or its array, a dependency killed it)
-        submitted = bool(chunks)
-        slurm_ended: list[tuple[int, str]] = []  # failed tasks Slurm ended, with its reason
-        for task in range(st.total):
-            problem, touched = reg.problem_and_touched(rs, task)
-            if problem is None:
-                st.done += 1
-                if touched:
-                    st.touched.append(task)
-                done_log = _readable_log(st, run, task, chunks, cpus)
-                fig = last_figures(done_log) if done_log is not None else None
-                if fig is not None:
-                    st.figures.append(fig)
-                elif done_log is not None and not os.access(done_log, os.R_OK):
-                    st.unread[task] = done_log
-                continue
-            queued, why = split_queued(next((queue[k] for j in chunks
-                                             for k in [f"{j['job_id']}_{task // cpus - j['offset']}"] if k in queue), None))
-            log = _readable_log(st, run, task, chunks, cpus) if queued is None or queued == "RUNNING" else None
-            err = last_error_line(log, run.root.name if _multi_root(run) else None) if log is not None else ""
-            if log is not None and ended_well(log) and not re.search("ERROR|Error", err):  # it finished, and what
-                err = f"it finished, but {problem}: --resume does it again"  # it made is gone or changed since
-            reason = slurm_reason(log) if log is not None and queued is None else None
-            starting = held and log is not None and not unit_ended(log)
-            # A local unit that ended by itself has its trailer (worker/group.py), even a crash; one without it that no
-            # process runs lost its parent: the submitter was killed (SIGKILL) while it started or ran the unit.
-            orphaned = (local and log is not None and not starting and (stage, task) not in alive and not unit_ended(log)
-                        and not ended_well(log))
-            cut = reason == "CANCELLED" or ((stopped or (stage, task) in killed or orphaned) and not err.startswith("ERROR"))
-            never = strict and not local and log is None and queued is None and submitted
-            state = task_state(done=False, queued=queued, alive=(stage, task) in alive or starting, has_log=log is not None,
-                               interrupted=(log is not None and cut) or never)
-            if state is TaskState.RUNNING:
-                st.running += 1
-                line = last_progress_line(log) if log is not None else None
-                if line:
-                    st.progress.append((task, line))
-            elif state is TaskState.PENDING:
-                st.pending += 1
-                st.reasons.append((task, why))
-                if _readable_log(st, run, task, chunks, cpus) is not None:  # started in this submission
-                    st.requeued.append(task)
-            elif state is TaskState.INTERRUPTED:
-                st.interrupted.append(task)
-            elif state is TaskState.FAILED:
-                st.failed.append((task, str(log), err))
-                if reason:
-                    slurm_ended.append((len(st.failed) - 1, reason))
-        for i, reason in slurm_ended:  # after the loop: the stage's finished tasks measured their peak by now
-            task, log_path, err = st.failed[i]
-            peak = max((f.max_rss_mb for f in st.figures), default=None)
-            hint = resume_hint(run, rs.cfg, stage, reason, record.get("resources", {}), peak)
-            st.failed[i] = (task, log_path, f"{reason} ({hint}); last line: {err}")
-        out.append(st)
-    return out
+    # under Slurm a killed task (OOM, a fault) failed, and Slurm's own reason says why
+    seen = _Seen(run, rs, record, jobs, queue, local, frozenset(tasks.running(local)),
+                 frozenset(tasks.killed() if local else ()), run.interrupted_marker.exists(), run_is_held(run), strict)
+    return [_stage_status(seen, reg) for reg in STAGES]
+
+
+def _stage_status(seen: _Seen, reg) -> StageStatus:
+    st = StageStatus(reg.name, reg.tasks(seen.rs.cfg))
+    chunks = seen.jobs.get(reg.name, [])
+    cpus = seen.rs.cfg.execution.units_per_task(reg.name)
+    slurm_ended: list[tuple[int, str]] = []  # failed tasks Slurm ended, with its reason
+    for task in range(st.total):
+        problem, touched = reg.problem_and_touched(seen.rs, task)
+        if problem is None:
+            _count_done(st, seen.run, task, touched, chunks, cpus)
+            continue
+        reason = _count_unfinished(st, seen, task, str(problem), chunks, cpus)
+        if reason:
+            slurm_ended.append((len(st.failed) - 1, reason))
+    peak = max((f.max_rss_mb for f in st.figures), default=None)  # the stage's finished tasks measured it by now
+    for i, reason in slurm_ended:
+        task, log_path, err = st.failed[i]
+        step = resume_hint(seen.run, seen.rs.cfg, reg.name, reason, seen.record.get("resources", {}), peak)
+        st.resumes.append(step)
+        st.failed[i] = (task, log_path, f"{reason} ({step.command()}); last line: {err}")
+    return st
+
+
+def _count_done(st: StageStatus, run: RunDir, task: int, touched: bool, chunks: list[dict[str, Any]],
+                cpus: int) -> None:
+    st.done += 1
+    if touched:
+        st.touched.append(task)
+    done_log = _readable_log(st, run, task, chunks, cpus)
+    fig = last_figures(done_log) if done_log is not None else None
+    if fig is not None:
+        st.figures.append(fig)
+    elif done_log is not None and not os.access(done_log, os.R_OK):
+        st.unread[task] = done_log
+
+
+def _count_unfinished(st: StageStatus, seen: _Seen, task: int, problem: str, chunks: list[dict[str, Any]],
+                      cpus: int) -> str | None:
+    """Counts a task that is not done in its state; returns why Slurm ended it, if it failed for that."""
+    run, stage = seen.run, st.stage
+    queued, why = split_queued(next((seen.queue[k] for j in chunks
+                                     for k in [f"{j['job_id']}_{task // cpus - j['offset']}"] if k in seen.queue), None))
+    log = _readable_log(st, run, task, chunks, cpus) if queued is None or queued == "RUNNING" else None
+    err = last_error_line(log, run.root.name if _multi_root(run) else None) if log is not None else ""
+    if log is not None and ended_well(log) and not re.search("ERROR|Error", err):  # it finished, and what
+        err = f"it finished, but {problem}: --resume does it again"  # it made is gone or changed since
+    reason = slurm_reason(log) if log is not None and queued is None else None
+    starting = seen.held and log is not None and not unit_ended(log)
+    # A local unit that ended by itself has its trailer (worker/group.py), even a crash; one without it that no
+    # process runs lost its parent: the submitter was killed (SIGKILL) while it started or ran the unit.
+    orphaned = (seen.local and log is not None and not starting and (stage, task) not in seen.alive
+                and not unit_ended(log) and not ended_well(log))
+    cut = reason == "CANCELLED" or ((seen.stopped or (stage, task) in seen.killed or orphaned)
+                                    and not err.startswith("ERROR"))
+    # squeue -r lists every task Slurm holds: a task of the last submission that it does not list and that
+    # has no log never started and never will (scancel of the task or its array, a dependency killed it)
+    never = seen.strict and not seen.local and log is None and queued is None and bool(chunks)
+    state = task_state(done=False, queued=queued, alive=(stage, task) in seen.alive or starting,
+                       has_log=log is not None, interrupted=(log is not None and cut) or never)
+    if state is TaskState.RUNNING:
+        st.running += 1
+        line = last_progress_line(log) if log is not None else None
+        if line:
+            st.progress.append((task, line))
+    elif state is TaskState.PENDING:
+        st.pending += 1
+        st.reasons.append((task, why))
+        if _readable_log(st, run, task, chunks, cpus) is not None:  # started in this submission
+            st.requeued.append(task)
+    elif state is TaskState.INTERRUPTED:
+        st.interrupted.append(task)
+    elif state is TaskState.FAILED:
+        st.failed.append((task, str(log), err))
+        return reason
+    return None
+
 
 def phase_of(run: RunDir, statuses: list[StageStatus]) -> RunPhase:
     """The run's phase (runstate.run_phase) from its stages, its DONE marker and its lock."""
