@@ -16,12 +16,9 @@ from shard_pipeline.run.runstate import (
     Counts,
     RunPhase,
     TaskState,
-    interrupted_step,
     is_stuck,
     refusal_next_step,
-    refused_step,
     run_phase,
-    stuck_step,
     task_state,
 )
 from shard_pipeline.run.queue import (
@@ -33,7 +30,7 @@ from shard_pipeline.run.queue import (
     squeue_states,
 )
 from shard_pipeline.run.render import requeued_line
-from shard_pipeline.run.steps import Resume, render
+from shard_pipeline.run.steps import CancelThenResume, Resubmit, Resume, render
 from shard_pipeline.submit import slurm_limits
 from shard_pipeline.submit.executors.slurm import refusal_step
 
@@ -123,22 +120,22 @@ def test_squeue_lines_give_state_and_reason():
 # -- the next step of every failure kind (docs/operations.md, "The next step after each failure") -------------
 
 def test_next_step_after_a_stuck_job_names_scancel_and_resume():
-    text = stuck_step(Path("/runs/r1"), ["PartitionConfig", "Dependency"], ["301", "302"])
+    text = render(CancelThenResume(Path("/runs/r1"), ("301", "302"), ("PartitionConfig", "Dependency")))
     assert "PartitionConfig: it asks more cores or memory than any node of the partition has" in text
     assert "\n    scancel 301 302\n    ./hplt-shard --resume /runs/r1 ..." in text
     assert "--cpus-per-task and --mem that fit a node" in text and "Dependency" not in text.split("(")[1]
 
 
 def test_an_allocation_used_up_names_the_account_as_the_way_on():
-    text = stuck_step(Path("/runs/r1"), ["AssocGrpBillingMinutes"], ["301"])
+    text = render(CancelThenResume(Path("/runs/r1"), ("301",), ("AssocGrpBillingMinutes",)))
     assert "AssocGrpBillingMinutes: the project's allocation (billing units) is used up" in text
     assert "--account of a project with allocation left" in text and "scancel 301" in text
 
 
 def test_next_step_after_ctrl_c_is_the_exact_resume_command():
-    assert interrupted_step(Path("/runs/my run"), "local") == (
+    assert render(Resume(Path("/runs/my run"), ("--executor", "local"), "interrupted")) == (
         "interrupted before the end (not a failure): to continue: ./hplt-shard --resume '/runs/my run' --executor local")
-    assert interrupted_step(Path("/runs/r"), "slurm").endswith("to continue: ./hplt-shard --resume /runs/r")
+    assert render(Resume(Path("/runs/r"), after="interrupted")).endswith("to continue: ./hplt-shard --resume /runs/r")
 
 
 @pytest.mark.parametrize("reason,units,options", [
@@ -193,7 +190,7 @@ def test_a_refused_submission_has_one_next_step_at_submit_and_in_status(words, k
     """One definition of the way on after sbatch refused: what the submit prints ends with what --status says."""
     assert refusal_kind(words) == kind
     step = refusal_next_step("/r", words)
-    assert step in refusal_step(words, Path("/r"), 2) and step in refused_step("/r", {"message": words})
+    assert step in refusal_step(words, Path("/r"), 2) and step in render(Resubmit(Path("/r"), {"message": words}))
     assert ("./hplt-shard --resume /r --cpus-per-task C" in step) == (kind == "cap")  # fewer jobs fit the cap
     assert ("--account" in step) == (kind == "request")  # what to change comes first
     if kind == "cap":  # the cap is named as the cluster names it
@@ -203,7 +200,7 @@ def test_a_refused_submission_has_one_next_step_at_submit_and_in_status(words, k
 def test_a_refusal_says_how_many_of_the_runs_jobs_were_cancelled():
     assert "the 2 arrays already queued for this run were cancelled" in refusal_step("AssocMaxSubmitJobLimit", Path("/r"), 2)
     assert "already queued" not in refusal_step("AssocMaxSubmitJobLimit", Path("/r"), 0)
-    said = refused_step("/r", {"message": "sbatch for partition failed (1): Invalid account", "cancelled": ["7"]})
+    said = render(Resubmit(Path("/r"), {"message": "sbatch for partition failed (1): Invalid account", "cancelled": ["7"]}))
     assert said.startswith("not queued: sbatch refused the last submission (sbatch for partition failed (1): Invalid "
                            "account); the 1 job it had queued was cancelled, nothing of it runs. Change what")
 

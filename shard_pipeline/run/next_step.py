@@ -20,7 +20,7 @@ from shard_pipeline.run import codeversion, outcome, unit_table
 from shard_pipeline.run.claim import claim_path, holder
 from shard_pipeline.run.outcome import Kind, Outcome
 from shard_pipeline.run.records import DamagedRunFile, OtherCode, Problem, Why
-from shard_pipeline.run.steps import NewRun, render
+from shard_pipeline.run.steps import EachLanguage, NewRun, render
 from shard_pipeline.run.rundir import (
     RunDir,
     check_format,
@@ -126,6 +126,13 @@ def new_run(run: RunDir, failed: Sequence[Outcome] | None = None) -> NewRun | No
     quarantine = (new_run_command(run, "quarantine", ["--bad-records", "quarantine"])
                   if first.kind is Kind.BAD_RECORD else None)
     return NewRun(first.kind, first.detail, fixed, quarantine)
+
+
+def each_language(root: Path, langs: dict[str, Path], how: str = "failed", brief: bool = False) -> EachLanguage:
+    """The next step of a run of several whose `langs` (language -> its run dir) did not land: a resume for
+    those it finishes, the new run of each other (`new_run`, from its outcome records)."""
+    new_runs = tuple((lang, new) for lang, d in langs.items() if (new := new_run(RunDir(d))) is not None)
+    return EachLanguage(root, how, tuple(langs), new_runs, brief)
 
 
 def new_run_step(run: RunDir, failed: Sequence[Outcome] | None = None) -> str | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from shard_pipeline.errors import ExitCode, UsageError
 from shard_pipeline.run import unit_table
-from shard_pipeline.run.next_step import check_this_version, new_run
+from shard_pipeline.run.next_step import check_this_version, each_language, new_run
 from shard_pipeline.run.queue import latest_jobs, squeue_states
 from shard_pipeline.run.receipts import Validation
 from shard_pipeline.run.registry import done_warnings, run_history, since_done
@@ -141,7 +141,7 @@ def languages_step(m: unit_table.UnitTable, rows: list[LanguageRow], queue: dict
     phase = run_phase(counts(every), done_marker=landed, held=alive)
     failed = [row.lang for row in rows if row.phase is RunPhase.FAILED]
     settled = phase not in (RunPhase.RUNNING, RunPhase.QUEUED, RunPhase.DONE, RunPhase.STUCK)
-    new_runs = tuple((lang, new) for lang in failed if settled and (new := new_run(RunDir(m.lang_dir(lang)))))
+    new_runs = each_language(m.root, {lang: m.lang_dir(lang) for lang in failed}).new_runs if settled else ()
     facts = StepFacts(m.root, phase, ", ".join(failed), tuple(r for st in every for _, r in st.reasons),
                       tuple(dict.fromkeys(k.partition("_")[0] for k in queue)),
                       refusal=last_refusal(read_json(RunDir(m.root).run_json)), new_runs=new_runs,

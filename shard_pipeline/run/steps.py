@@ -13,7 +13,7 @@ from typing import Union
 
 from shard_pipeline.commands import command, resume_command, status_command
 from shard_pipeline.run.outcome import Kind
-from shard_pipeline.run.runstate import RunPhase, refused_step, stuck_step
+from shard_pipeline.run.runstate import STUCK_FIX, STUCK_REASONS, RunPhase, is_stuck, refusal_next_step
 from shard_pipeline.units import plural
 
 
@@ -90,6 +90,7 @@ class EachLanguage:
     how: str
     unfinished: tuple[str, ...]
     new_runs: tuple[tuple[str, NewRun], ...] = ()
+    brief: bool = False  # one line that points at --status for the new runs (a task's log)
 
     @property
     def resumable(self) -> tuple[str, ...]:
@@ -162,7 +163,7 @@ def render(step: Step) -> str:
     if isinstance(step, Wait):
         return _render_wait(step)
     if isinstance(step, Resubmit):
-        return refused_step(step.root, step.refusal)
+        return _render_resubmit(step)
     if isinstance(step, NewRun):
         return _render_new_run(step)
     if isinstance(step, EachLanguage):
@@ -171,10 +172,24 @@ def render(step: Step) -> str:
 
 
 def _render_cancel(step: CancelThenResume) -> str:
+    """Stuck: why, then the scancel of its jobs and the resume with what fits; or the jobs left the queue."""
     if step.reasons:
-        return stuck_step(step.root, step.reasons, step.job_ids)
+        known = sorted({r.split(",")[0].strip() for r in step.reasons if is_stuck(r)})
+        why = "; ".join(f"{r}: {STUCK_REASONS[r]}" for r in known)
+        fix = "; ".join(f"for {r}: {STUCK_FIX[r]}" for r in known)
+        cancel = command("scancel", *step.job_ids) if step.job_ids else "scancel the run's jobs"
+        return (f"stuck: jobs pend for a reason that does not clear by itself ({why}). Cancel them and resume "
+                f"with what fits:\n    {cancel}\n    {resume_command(step.root)} ...  ({fix})")
     return (f"but {plural(step.cut, 'task')} will not run (their jobs left the queue, e.g. scancel): the run cannot "
             f"finish as queued; {command('scancel', *step.job_ids)}, then {resume_command(step.root)}")
+
+
+def _render_resubmit(step: Resubmit) -> str:
+    n = len(step.refusal.get("cancelled", []))
+    cancelled = f"the {plural(n, 'job')} it had queued {'was' if n == 1 else 'were'} cancelled, " if n else ""
+    message = step.refusal.get("message", "")
+    return (f"not queued: sbatch refused the last submission ({message}); {cancelled}nothing of it "
+            f"runs. {refusal_next_step(step.root, message)}")
 
 
 def _render_wait(step: Wait) -> str:
@@ -186,6 +201,11 @@ def _render_wait(step: Wait) -> str:
 
 def _render_languages(step: EachLanguage) -> str:
     unfinished = ", ".join(step.unfinished)
+    if step.brief:
+        fresh = [lang for lang, _ in step.new_runs]
+        return "; ".join(([f"fix the cause, then {resume_command(step.root)}"] if step.resumable else [])
+                         + ([f"a resume cannot finish {', '.join(fresh)}: {status_command(step.root)} gives the new run"]
+                            if fresh else []))
     if step.resumable:
         head = (f"{step.how}, unfinished ({unfinished}): {resume_command(step.root)}  "
                 f"(details: {status_command(step.root)}/LANG)")
