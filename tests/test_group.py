@@ -247,7 +247,7 @@ def test_array_task_of_a_group_skips_its_finished_units(tmp_path, monkeypatch, r
 
 def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, reference_run):
     from shard_pipeline.run.rundir import RunDir
-    from shard_pipeline.run.view import stage_statuses
+    from shard_pipeline.run.stage_status import stage_statuses
 
     root, _ = reference_run
     run_dir = failed_write_unit(tmp_path, monkeypatch, root)

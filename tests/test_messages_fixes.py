@@ -69,7 +69,7 @@ def test_a_starting_task_is_not_failed_in_status(tmp_path, monkeypatch):
     """Its log holds its first line, /proc does not know it as a task yet: a held run shows it running."""
     from shard_pipeline.run.claim import run_lock
     from shard_pipeline.run.rundir import RunDir
-    from shard_pipeline.run.view import stage_statuses
+    from shard_pipeline.run.stage_status import stage_statuses
 
     root, run = make_corpus(tmp_path / "in", n_docs=60), tmp_path / "run"
     monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:kill")

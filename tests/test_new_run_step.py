@@ -63,7 +63,7 @@ def commands_in(text: str) -> list[list[str]]:
 @pytest.mark.slow
 def test_a_truncated_input_of_one_language_leads_to_a_new_run_of_that_language_alone(tmp_path, capsys):
     from shard_pipeline.run.outcome import Kind
-    from shard_pipeline.run.runview import view_of
+    from shard_pipeline.run.view import view_of
     from shard_pipeline.run.steps import EachLanguage
     from tests.test_multi_local import make_langs, multi_cli
 

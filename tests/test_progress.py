@@ -71,7 +71,7 @@ def test_a_task_logs_its_figures_and_status_sums_them_per_stage(tmp_path):
     """The figures line a finished task logs reads back as what it measured; --status takes the
     longest elapsed and the highest peak of a stage's finished tasks, and their CPU time summed."""
     from shard_pipeline.run.render import figures_summary
-    from shard_pipeline.run.view import StageStatus
+    from shard_pipeline.run.stage_status import StageStatus
     from shard_pipeline.run.tasklog import TaskFigures, figures_line, last_figures, own_figures
 
     mine = own_figures(time.monotonic() - 2.0)

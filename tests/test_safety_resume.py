@@ -37,7 +37,7 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
     assert (EXIT_DONE, EXIT_STOPPED, EXIT_BUSY) == (0, 1, 3)
     assert cli.main(["--status", str(run_dir)]) == EXIT_STOPPED
     from shard_pipeline.run.outcome import Kind
-    from shard_pipeline.run.runview import view_of
+    from shard_pipeline.run.view import view_of
     from shard_pipeline.run.steps import FixCause
 
     view = view_of(run_dir)  # a full disk: fix the cause, then resume

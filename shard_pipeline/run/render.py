@@ -12,7 +12,7 @@ from shard_pipeline.run.records import Problem, made_here, read_record
 from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.runstate import is_stuck
-from shard_pipeline.run.view import StageStatus
+from shard_pipeline.run.stage_status import StageStatus
 from shard_pipeline.run.tasklog import count_progress_lines
 from shard_pipeline.units import human_bytes, plural
 

@@ -1,4 +1,4 @@
-"""--status: a run's view (run/runview.py) rendered, with its state line and exit code; the table of a run of
+"""--status: a run's view (run/view.py) rendered, with its state line and exit code; the table of a run of
 one language is run/render.py's, the rows of a run of several are here.
 """
 from __future__ import annotations
@@ -14,9 +14,9 @@ from shard_pipeline.run.render import cell, progress, render, requeued_line, tou
 from shard_pipeline.run.runconfig import load_config
 from shard_pipeline.run.rundir import RunDir, check_whole, read_json
 from shard_pipeline.run.runstate import RunPhase
-from shard_pipeline.run.runview import LanguageRow, RunView, languages_view, run_view
+from shard_pipeline.run.stage_status import LANGUAGE_WORD
 from shard_pipeline.run.steps import render as render_step
-from shard_pipeline.run.view import LANGUAGE_WORD
+from shard_pipeline.run.view import LanguageRow, RunView, languages_view, run_view
 from shard_pipeline.units import plural
 
 
