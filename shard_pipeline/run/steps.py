@@ -136,7 +136,7 @@ def decide(f: StepFacts) -> Step:
         return CancelThenResume(f.root, f.queued_ids, f.pending_reasons)
     if f.phase in (RunPhase.RUNNING, RunPhase.QUEUED):
         cancel = (CancelThenResume(f.root, f.queued_ids, cut=f.cut)
-                  if f.cut and f.queued_ids and not f.failed and f.unfinished is None else None)
+                  if f.cut and f.queued_ids and not f.failed else None)
         return Wait(f.phase, f.root, f.here, f.failed, cancel)
     if f.refusal is not None:
         return Resubmit(f.root, f.refusal)
