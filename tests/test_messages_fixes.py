@@ -75,8 +75,8 @@ def test_a_starting_task_is_not_failed_in_status(tmp_path, monkeypatch):
     monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:kill")
     assert run_cli(root, tmp_path / "out", run) != 0
     (write,) = [s for s in stage_statuses(RunDir(run)) if s.stage == "write"]
-    assert [t for t, _, _ in write.failed] == [0]  # ended with its trailer: failed
-    log = Path(write.failed[0][1])
+    assert [f.task for f in write.failed] == [0]  # ended with its trailer: failed
+    log = write.failed[0].log
     log.write_text(log.read_text().splitlines()[0] + "\n")  # only the rerun line a task writes first
     with run_lock(run):  # a live local submitter is starting the task again
         (write,) = [s for s in stage_statuses(RunDir(run)) if s.stage == "write"]

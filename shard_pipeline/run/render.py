@@ -12,7 +12,7 @@ from shard_pipeline.run.records import Problem, made_here, read_record
 from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.runstate import is_stuck
-from shard_pipeline.run.stage_status import StageStatus
+from shard_pipeline.run.stage_status import FailedTask, StageStatus
 from shard_pipeline.run.tasklog import count_progress_lines
 from shard_pipeline.units import human_bytes, plural
 
@@ -125,9 +125,8 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state
         if st.interrupted:
             lines.append(f"INTERRUPTED {st.stage} {plural(len(st.interrupted), 'task')}: "
                          f"{', '.join(map(str, st.interrupted[:10]))}{' ...' if len(st.interrupted) > 10 else ''}")
-    failed = [(st.stage, t, log, err) for st in statuses for t, log, err in st.failed]
-    for stage, t, log, err in failed[:20]:
-        lines.append(f"FAILED {stage} task {t}: {err}\n       log: {log}")
+    failed = [(st.stage, f) for st in statuses for f in st.failed]
+    lines += [failed_line(stage, f) for stage, f in failed[:20]]
     if len(failed) > 20:
         lines.append(f"... and {len(failed) - 20} more failed tasks")
     lines.append(f"state: {state}")
@@ -169,6 +168,12 @@ def figures_summary(st: StageStatus) -> str:
     cpu = sum(f.cpu_s for f in st.figures) / 60
     return (f"FINISHED {st.stage} {plural(len(st.figures), 'task')}: elapsed up to {_hms(wall)}, "
             f"peak memory {peak:.1f} MB, cpu {cpu:.1f} min in all")
+
+
+def failed_line(stage: str, f: FailedTask) -> str:
+    """`FAILED write task 3: OUT_OF_MEMORY (RESUME); last line: ...` and its log on the next line."""
+    why = f"{f.reason} ({f.resume.command()}); last line: " if f.reason and f.resume else ""
+    return f"FAILED {stage} task {f.task}: {why}{f.last_line}\n       log: {f.log}"
 
 
 def cell(st: StageStatus) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,18 @@ from shard_pipeline.run.steps import Resume
 from shard_pipeline.run.tasklog import TaskFigures, ended_well, last_error_line, last_figures, last_progress_line, unit_ended
 
 
+@dataclass(frozen=True)
+class FailedTask:
+    """A task that failed: its log and the log's last error line; when Slurm ended it, why (`reason`:
+    OUT_OF_MEMORY, TIMEOUT, ...) and the resume that reason calls for."""
+
+    task: int
+    log: Path
+    last_line: str
+    reason: str | None = None
+    resume: Resume | None = None
+
+
 @dataclass
 class StageStatus:
     stage: str
@@ -32,14 +44,13 @@ class StageStatus:
     done: int = 0
     running: int = 0
     pending: int = 0
-    failed: list[tuple[int, str, str]] = field(default_factory=list)  # (task, log, last error line)
+    failed: list[FailedTask] = field(default_factory=list)
     progress: list[tuple[int, str]] = field(default_factory=list)  # (running task, its last progress line)
     interrupted: list[int] = field(default_factory=list)  # tasks stopped from outside (Ctrl-C, scancel)
     reasons: list[tuple[int, str]] = field(default_factory=list)  # (pending task, squeue's reason)
     requeued: list[int] = field(default_factory=list)  # pending tasks that had started: Slurm requeued them
     figures: list[TaskFigures] = field(default_factory=list)  # of finished tasks whose log has them
     touched: list[int] = field(default_factory=list)  # done tasks with a file touched since (chmod, chgrp): done by size and mtime
-    resumes: list[Resume] = field(default_factory=list)  # what Slurm's reasons for failed tasks call for
     unread: dict[int, Path] = field(default_factory=dict)  # task -> the log (or its folder) this user may not read
 
     @property
@@ -134,21 +145,15 @@ def _stage_status(seen: _Seen, reg) -> StageStatus:
     st = StageStatus(reg.name, reg.tasks(seen.rs.cfg))
     chunks = seen.jobs.get(reg.name, [])
     cpus = seen.rs.cfg.execution.units_per_task(reg.name)
-    slurm_ended: list[tuple[int, str]] = []  # failed tasks Slurm ended, with its reason
     for task in range(st.total):
         problem, touched = reg.problem_and_touched(seen.rs, task)
         if problem is None:
             _count_done(st, seen.run, task, touched, chunks, cpus)
-            continue
-        reason = _count_unfinished(st, seen, task, str(problem), chunks, cpus)
-        if reason:
-            slurm_ended.append((len(st.failed) - 1, reason))
+        else:
+            _count_unfinished(st, seen, task, str(problem), chunks, cpus)
     peak = max((f.max_rss_mb for f in st.figures), default=None)  # the stage's finished tasks measured it by now
-    for i, reason in slurm_ended:
-        task, log_path, err = st.failed[i]
-        step = resume_hint(seen.run, seen.rs.cfg, reg.name, reason, seen.record.get("resources", {}), peak)
-        st.resumes.append(step)
-        st.failed[i] = (task, log_path, f"{reason} ({step.command()}); last line: {err}")
+    st.failed = [replace(f, resume=resume_hint(seen.run, seen.rs.cfg, reg.name, f.reason, seen.record.get("resources", {}),
+                                               peak)) if f.reason else f for f in st.failed]
     return st
 
 
@@ -166,8 +171,8 @@ def _count_done(st: StageStatus, run: RunDir, task: int, touched: bool, chunks: 
 
 
 def _count_unfinished(st: StageStatus, seen: _Seen, task: int, problem: str, chunks: list[dict[str, Any]],
-                      cpus: int) -> str | None:
-    """Counts a task that is not done in its state; returns why Slurm ended it, if it failed for that."""
+                      cpus: int) -> None:
+    """Counts a task that is not done in its state."""
     run, stage = seen.run, st.stage
     queued, why = split_queued(next((seen.queue[k] for j in chunks
                                      for k in [f"{j['job_id']}_{task // cpus - j['offset']}"] if k in seen.queue), None))
@@ -200,10 +205,8 @@ def _count_unfinished(st: StageStatus, seen: _Seen, task: int, problem: str, chu
             st.requeued.append(task)
     elif state is TaskState.INTERRUPTED:
         st.interrupted.append(task)
-    elif state is TaskState.FAILED:
-        st.failed.append((task, str(log), err))
-        return reason
-    return None
+    elif state is TaskState.FAILED and log is not None:
+        st.failed.append(FailedTask(task, log, err, reason))
 
 
 def phase_of(run: RunDir, statuses: list[StageStatus]) -> RunPhase:

@@ -86,7 +86,7 @@ def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
                       cut=sum(len(st.interrupted) for st in statuses),
                       here=not any(st.running or st.pending for st in statuses),
                       refusal=last_refusal(record), local=ex.executor == "local",
-                      slurm_resume=next((replace(r, after="failed") for st in statuses for r in st.resumes), None),
+                      slurm_resume=next((replace(f.resume, after="failed") for st in statuses for f in st.failed if f.resume), None),
                       new_runs=(("", new),) if new is not None else (), done=done)
     away = elsewhere(record, run.root) if phase is not RunPhase.DONE else ""
     return RunView(run.root, phase, decide(facts), stages=statuses, failures=failures, elsewhere=away)
