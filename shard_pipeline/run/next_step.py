@@ -4,7 +4,7 @@ read to its end (truncated, corrupt); or a resume refused because an input chang
 
 A resume redoes the task on the same input, refuses a changed input (its size and mtime are in
 shard_inventory.tsv and in the content hash) and refuses `--bad-records` (it decides the content).
-Every way on is a new run, so this prints the exact commands: the run's own command line with a
+Every way on is a new run (a steps.NewRun, which steps.render words), with the exact commands: the run's own command line with a
 fresh `--run-dir` (after fixing the file; or with `--bad-records quarantine`). For a language of a
 run of several, the new run is that language alone into ROOT/<LANG>, so the languages that landed
 are not made again.
@@ -20,7 +20,7 @@ from shard_pipeline.run import codeversion, outcome, unit_table
 from shard_pipeline.run.claim import claim_path, holder
 from shard_pipeline.run.outcome import Kind, Outcome
 from shard_pipeline.run.records import DamagedRunFile, OtherCode, Problem, Why
-from shard_pipeline.run.steps import EachLanguage, NewRun, render
+from shard_pipeline.run.steps import EachLanguage, NewRun
 from shard_pipeline.run.rundir import (
     RunDir,
     check_format,
@@ -133,12 +133,6 @@ def each_language(root: Path, langs: dict[str, Path], how: str = "failed", brief
     those it finishes, the new run of each other (`new_run`, from its outcome records)."""
     new_runs = tuple((lang, new) for lang, d in langs.items() if (new := new_run(RunDir(d))) is not None)
     return EachLanguage(root, how, tuple(langs), new_runs, brief)
-
-
-def new_run_step(run: RunDir, failed: Sequence[Outcome] | None = None) -> str | None:
-    """`new_run`, rendered: the text --status, the executors and a landing print."""
-    step = new_run(run, failed)
-    return render(step) if step is not None else None
 
 
 def check_this_version(root: Path, record: dict) -> None:
