@@ -4,10 +4,10 @@ read to its end (truncated, corrupt); or a resume refused because an input chang
 
 A resume redoes the task on the same input, refuses a changed input (its size and mtime are in
 shard_inventory.tsv and in the content hash) and refuses `--bad-records` (it decides the content).
-Every way on is a new run (a steps.NewRun, which steps.render words), with the exact commands: the run's own command line with a
-fresh `--run-dir` (after fixing the file; or with `--bad-records quarantine`). For a language of a
-run of several, the new run is that language alone into ROOT/<LANG>, so the languages that landed
-are not made again.
+Every way on is a new run (a steps.NewRun, which steps.render words) with the exact commands: the
+run's own command line with a fresh `--run-dir` (after fixing the file; or with `--bad-records
+quarantine`). For a language of a run of several, the new run is that language alone into ROOT/<LANG>,
+so the languages that landed are not made again.
 """
 from __future__ import annotations
 
