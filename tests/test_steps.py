@@ -30,18 +30,20 @@ NEW = NewRun(Kind.REPEATED_ID, "repeated document id 'a'", "./hplt-shard x --run
     (StepFacts(ROOT, RunPhase.DONE, done=Done(Path("/out"))), Done(Path("/out"))),
     (StepFacts(ROOT, RunPhase.STUCK, pending_reasons=("PartitionConfig",), queued_ids=("7",)),
      CancelThenResume(ROOT, ("7",), ("PartitionConfig",))),
-    (StepFacts(ROOT, RunPhase.RUNNING, failed="2 tasks"), Wait(RunPhase.RUNNING, ROOT, failed="2 tasks")),
+    (StepFacts(ROOT, RunPhase.RUNNING, failed_tasks=2), Wait(RunPhase.RUNNING, ROOT, failed_tasks=2)),
+    (StepFacts(ROOT, RunPhase.RUNNING, failed_tasks=2, failed_languages=("de",)),
+     Wait(RunPhase.RUNNING, ROOT, failed_tasks=2, failed_languages=("de",))),
     (StepFacts(ROOT, RunPhase.QUEUED, queued_ids=("7",), cut=3),
      Wait(RunPhase.QUEUED, ROOT, cancel=CancelThenResume(ROOT, ("7",), cut=3))),
     (StepFacts(ROOT, RunPhase.RUNNING, here=True), Wait(RunPhase.RUNNING, ROOT, here=True)),
     (StepFacts(ROOT, RunPhase.INTERRUPTED, refusal={"message": "m"}), Resubmit(ROOT, {"message": "m"})),
-    (StepFacts(ROOT, RunPhase.FAILED, failed="1 task", new_runs=(("", NEW),)), NEW),
-    (StepFacts(ROOT, RunPhase.FAILED, failed="1 task", slurm_resume=Resume(ROOT, ("--mem", "8G"), "failed")),
+    (StepFacts(ROOT, RunPhase.FAILED, failed_tasks=1, new_runs=(("", NEW),)), NEW),
+    (StepFacts(ROOT, RunPhase.FAILED, failed_tasks=1, slurm_resume=Resume(ROOT, ("--mem", "8G"), "failed")),
      Resume(ROOT, ("--mem", "8G"), "failed")),
-    (StepFacts(ROOT, RunPhase.FAILED, failed="1 task"), FixCause(ROOT)),
+    (StepFacts(ROOT, RunPhase.FAILED, failed_tasks=1), FixCause(ROOT)),
     (StepFacts(ROOT, RunPhase.INTERRUPTED, local=True), Resume(ROOT, ("--executor", "local"), "interrupted")),
     (StepFacts(ROOT, RunPhase.INTERRUPTED), Resume(ROOT, (), "interrupted")),
-    (StepFacts(ROOT, RunPhase.FAILED, failed="de", new_runs=(("de", NEW),), unfinished=("de", "fr")),
+    (StepFacts(ROOT, RunPhase.FAILED, failed_tasks=1, failed_languages=("de",), new_runs=(("de", NEW),), unfinished=("de", "fr")),
      EachLanguage(ROOT, "failed", ("de", "fr"), (("de", NEW),))),
     (StepFacts(ROOT, RunPhase.INTERRUPTED, unfinished=("fr",)), EachLanguage(ROOT, "interrupted", ("fr",))),
 ])
@@ -56,8 +58,10 @@ def test_a_failed_language_that_needs_a_new_run_is_not_resumable():
 
 def test_a_run_that_still_runs_says_what_failed_so_far_and_the_resume_after():
     """Golden text of the waiting family."""
-    assert render(Wait(RunPhase.RUNNING, ROOT, failed="2 tasks")) == (
+    assert render(Wait(RunPhase.RUNNING, ROOT, failed_tasks=2)) == (
         "running; failed so far: 2 tasks (after the jobs end: ./hplt-shard --resume /runs/r)")
+    assert render(Wait(RunPhase.QUEUED, ROOT, failed_tasks=2, failed_languages=("de", "fr"))) == (
+        "queued; failed so far: de, fr (after the jobs end: ./hplt-shard --resume /runs/r)")
     assert render(Wait(RunPhase.QUEUED, ROOT, cancel=CancelThenResume(ROOT, ("7", "8"), cut=3))) == (
         "queued; but 3 tasks will not run (their jobs left the queue, e.g. scancel): the run cannot finish as "
         "queued; scancel 7 8, then ./hplt-shard --resume /runs/r")

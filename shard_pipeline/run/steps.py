@@ -52,13 +52,14 @@ class CancelThenResume:
 
 @dataclass(frozen=True)
 class Wait:
-    """The jobs (or a local process, `here`) still run or wait: nothing to do yet. `failed`: what failed so far
-    (tasks, or languages), resumed once they end; `cancel`: queued jobs that can never finish the run."""
+    """The jobs (or a local process, `here`) still run or wait: nothing to do yet. What failed so far (tasks, or
+    the languages of a run of several) is resumed once they end; `cancel`: queued jobs that can never finish the run."""
 
     phase: RunPhase
     root: Path
     here: bool = False
-    failed: str = ""
+    failed_tasks: int = 0
+    failed_languages: tuple[str, ...] = ()
     cancel: CancelThenResume | None = None
 
 
@@ -115,7 +116,8 @@ class StepFacts:
 
     root: Path
     phase: RunPhase
-    failed: str = ""  # what failed ("3 tasks", or "de, fr"); empty if nothing did
+    failed_tasks: int = 0
+    failed_languages: tuple[str, ...] = ()  # a run of several: its failed languages
     pending_reasons: tuple[str, ...] = ()
     queued_ids: tuple[str, ...] = ()
     cut: int = 0  # tasks that will not run: their jobs left the queue
@@ -136,8 +138,8 @@ def decide(f: StepFacts) -> Step:
         return CancelThenResume(f.root, f.queued_ids, f.pending_reasons)
     if f.phase in (RunPhase.RUNNING, RunPhase.QUEUED):
         cancel = (CancelThenResume(f.root, f.queued_ids, cut=f.cut)
-                  if f.cut and f.queued_ids and not f.failed else None)
-        return Wait(f.phase, f.root, f.here, f.failed, cancel)
+                  if f.cut and f.queued_ids and not f.failed_tasks else None)
+        return Wait(f.phase, f.root, f.here, f.failed_tasks, f.failed_languages, cancel)
     if f.refusal is not None:
         return Resubmit(f.root, f.refusal)
     if f.unfinished is not None:
@@ -194,8 +196,9 @@ def _render_resubmit(step: Resubmit) -> str:
 
 def _render_wait(step: Wait) -> str:
     text = step.phase.value + (" (an hplt-shard process is running or resuming it here)" if step.here else "")
-    if step.failed:
-        text += f"; failed so far: {step.failed} (after the jobs end: {resume_command(step.root)})"
+    failed = ", ".join(step.failed_languages) or (plural(step.failed_tasks, "task") if step.failed_tasks else "")
+    if failed:
+        text += f"; failed so far: {failed} (after the jobs end: {resume_command(step.root)})"
     return text + (f"; {_render_cancel(step.cancel)}" if step.cancel is not None else "")
 
 

@@ -28,7 +28,6 @@ from shard_pipeline.run.stage_status import (
     rebuilt_by,
     stage_statuses,
 )
-from shard_pipeline.units import plural
 
 
 @dataclass(frozen=True)
@@ -80,9 +79,9 @@ def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
     if phase is RunPhase.DONE:
         done = Done(Path(ex.out), since_done(run, Path(ex.out)) + "".join(f"; warning: {w}" for w in done_warnings(run)))
     new = new_run(run, failures) if phase is RunPhase.FAILED else None
-    failed = sum(len(st.failed) for st in statuses)
-    facts = StepFacts(run.root, phase, plural(failed, "task") if failed else "",
-                      tuple(r for st in statuses for _, r in st.reasons), tuple(queued_job_ids(run, list(statuses))),
+    facts = StepFacts(run.root, phase, failed_tasks=sum(len(st.failed) for st in statuses),
+                      pending_reasons=tuple(r for st in statuses for _, r in st.reasons),
+                      queued_ids=tuple(queued_job_ids(run, list(statuses))),
                       cut=sum(len(st.interrupted) for st in statuses),
                       here=not any(st.running or st.pending for st in statuses),
                       refusal=last_refusal(record), local=ex.executor == "local",
@@ -123,8 +122,9 @@ def languages_view(root: Path) -> RunView:
     phase = run_phase(counts(every), done_marker=all(row.phase is RunPhase.DONE for row in rows), held=alive)
     failed = [row.lang for row in rows if row.phase is RunPhase.FAILED]
     settled = phase not in (RunPhase.RUNNING, RunPhase.QUEUED, RunPhase.DONE, RunPhase.STUCK)
-    facts = StepFacts(m.root, phase, ", ".join(failed), tuple(r for st in every for _, r in st.reasons),
-                      tuple(dict.fromkeys(k.partition("_")[0] for k in queue)), refusal=last_refusal(record),
+    facts = StepFacts(m.root, phase, failed_tasks=sum(len(st.failed) for st in every), failed_languages=tuple(failed),
+                      pending_reasons=tuple(r for st in every for _, r in st.reasons),
+                      queued_ids=tuple(dict.fromkeys(k.partition("_")[0] for k in queue)), refusal=last_refusal(record),
                       new_runs=each_language(m.root, {l: m.lang_dir(l) for l in failed}).new_runs if settled else (),
                       unfinished=tuple(row.lang for row in rows if row.phase is not RunPhase.DONE))
     away = elsewhere(record, root, *(m.lang_dir(l) for l in m.langs)) if phase is not RunPhase.DONE else ""
