@@ -199,7 +199,7 @@ def stage_resources(table, cfgs: dict, stage: str, units: int, fixed_time: bool)
     """What a stage's array task asks for when it may run any language's units: C x the most one of them needs.
 
     A run of one language asks what its run dir holds. In a run of several, each language's run
-    dir keeps one unit's resources (submit/launch.py unit_scope; a run dir made before C applied
+    dir keeps one unit's resources (submit/prepare.py unit_scope; a run dir made before C applied
     to several languages has C = 1, the same thing), so an array task of C units asks C x the
     largest unit memory of the stage, the longest time, C cores (group_resources). plan and
     finalize run their languages in turn in one job: their time grows by a few minutes per
