@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -29,12 +30,36 @@ from shard_pipeline.submit.slurm_limits import check_layout
 __all__ = ["new_run", "resume_run", "start"]
 
 
+@dataclass(frozen=True)
+class NewRun:
+    """A new run's plan, checked: what --dry-run renders and `apply_new_run` executes."""
+
+    args: Request
+    settings: Any
+    executor: str
+    several: bool
+    ms: Languages
+    root: Path  # RUNDIR
+    fits: list  # per language: what the partition's limits say of its layout (None: it fits)
+    outs: dict[str, tuple[Path, Any]]  # per language: its OUT and what OUT holds now
+
+    def lang_dir(self, lang: str) -> Path:
+        """The language's run dir: RUNDIR itself, or RUNDIR/<LANG> in a run of several."""
+        return self.root / lang if self.several else self.root
+
+
 def new_run(args: Request, argv: Sequence[str]) -> int:
     """Find the inputs of every language, lay out the jobs, and (unless --dry-run) write the run dir and start it.
 
     One LANG makes a run dir for that language and OUT is its output. A list of languages (a
     comma list, `all`, --langs-file) makes RUNDIR/<LANG>/ for each, written by the same code, and
     OUT is a root holding OUT/<LANG>/; the languages share one chain (run/unit_table.py's unit table)."""
+    plan = plan_new_run(args)
+    return render_dry_run(plan) if args.dry_run else apply_new_run(plan, argv)
+
+
+def plan_new_run(args: Request) -> NewRun:
+    """The languages, their scopes and layouts, RUNDIR and each OUT, with every refusal known before writing."""
     settings = scope.resolve_settings(args)
     option_checks.check_content_args(args)
     clean_policy(settings)  # a bad CLEAN_* value of the conf is refused at --dry-run too, --clean or not
@@ -62,33 +87,44 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
     guards.check_counts_index_path(settings.counts_index, list(dict.fromkeys(
         [*([Path(os.path.realpath(args.out))] if args.out is not None else []), *(o for o, _ in outs.values())])),
                                    scope.input_root(args, settings))
-    if args.dry_run:
-        print(describe(args, ms, executor, settings, root, several))
-        if not several:
-            print(scope.index_line(args, settings))
-        for out, held in outs.values():
-            print(guards.out_holds(out, held))
-        for line in dict.fromkeys(f for f in fits if f):
-            print(line)
-        check_new(root)  # after the scope: what the run itself would refuse, said here too (reading only)
-        for out, _ in outs.values():
-            check_not_held(out, root / out.name if several else root)
-        print("dry run: nothing written, nothing submitted")
-        return ExitCode.OK
+    return NewRun(args, settings, executor, several, ms, root, fits, outs)
+
+
+def render_dry_run(plan: NewRun) -> int:
+    """--dry-run: the plan, and what the run itself would refuse (reading only)."""
+    args = plan.args
+    print(describe(args, plan.ms, plan.executor, plan.settings, plan.root, plan.several))
+    if not plan.several:
+        print(scope.index_line(args, plan.settings))
+    for out, held in plan.outs.values():
+        print(guards.out_holds(out, held))
+    for line in dict.fromkeys(f for f in plan.fits if f):
+        print(line)
+    check_new(plan.root)  # after the scope: what the run itself would refuse, said here too (reading only)
+    for out, _ in plan.outs.values():
+        check_not_held(out, plan.lang_dir(out.name))
+    print("dry run: nothing written, nothing submitted")
+    return ExitCode.OK
+
+
+def apply_new_run(plan: NewRun, argv: Sequence[str]) -> int:
+    """Write the run dirs, claim each OUT, start the chain; a failure before the start leaves nothing behind."""
+    args, root = plan.args, plan.root
     if args.out is None:
-        raise UsageError("--out is required (" + ("the root folder; each language goes to OUT/<LANG>/)" if several
-                                                  else "the output folder)"))
+        raise UsageError("--out is required (" + ("the root folder; each language goes to OUT/<LANG>/)"
+                                                  if plan.several else "the output folder)"))
     check_new(root)
-    with guards.languages_named([out for out, _ in outs.values()], several, root):
-        cfgs = create_all(args, argv, settings, executor, ms, {l: out for l, (out, _) in outs.items()}, root, several)
-    claims = {Path(cfg.execution.out): root / l if several else root for l, cfg in cfgs.items()}
-    with until_started(root, claims, executor), run_lock(root):
-        for out, held in outs.values():
+    with guards.languages_named([out for out, _ in plan.outs.values()], plan.several, root):
+        cfgs = create_all(args, argv, plan.settings, plan.executor, plan.ms,
+                          {l: out for l, (out, _) in plan.outs.items()}, root, plan.several)
+    claims = {Path(cfg.execution.out): plan.lang_dir(l) for l, cfg in cfgs.items()}
+    with until_started(root, claims, plan.executor), run_lock(root):
+        for out, held in plan.outs.values():
             if held is not None:
                 print(f"hplt-shard: {guards.out_holds(out, held)}", file=sys.stderr)
         table = unit_table.load(root)
-        return start(table, cfgs, {s: list(range(table.size(s))) for s in STAGE_NAMES}, executor, args.jobs, settings,
-                     "submit")
+        return start(table, cfgs, {s: list(range(table.size(s))) for s in STAGE_NAMES}, plan.executor, args.jobs,
+                     plan.settings, "submit")
 
 
 def check_outs(args: Request, settings, ms: Languages, root: Path, several: bool) -> dict[str, tuple[Path, Any]]:
