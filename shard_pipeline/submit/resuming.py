@@ -73,7 +73,7 @@ def check_cpus(table: unit_table.UnitTable, asked: Any) -> None:
                          "groups of units across languages; resume without --cpus-per-task")
 
 
-def refuse_running(root: Path, table: unit_table.UnitTable, dirs: dict[str, RunDir], record: dict) -> None:
+def refuse_running(root: Path, dirs: dict[str, RunDir], record: dict) -> None:
     """No job of the run queued, no task of it alive: else two attempts would write the same files."""
     from shard_pipeline.run.runstate import ran_locally
     from shard_pipeline.submit.executors.slurm import queued_jobs_of
@@ -84,7 +84,7 @@ def refuse_running(root: Path, table: unit_table.UnitTable, dirs: dict[str, RunD
         if queued:
             raise ResumeRefused(f"jobs of this run are still queued or running: {', '.join(queued)}; "
                                 "wait for them or scancel them first")
-    refuse_live_tasks(root, *([d.root for d in dirs.values()] if table.several else []),
+    refuse_live_tasks(*dict.fromkeys([root, *(d.root for d in dirs.values())]),  # RUNDIR and each language's
                       local=ran_locally(record), squeue_answered=answered,
                       done=all(d.done_marker.exists() for d in dirs.values()))
 
@@ -183,7 +183,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     executor = scope.choose_executor(args, record["executor"])
     dirs = {l: RunDir(table.lang_dir(l)) for l in table.langs}
     with run_lock(root):
-        refuse_running(root, table, dirs, record)
+        refuse_running(root, dirs, record)
         cfgs = {l: with_resources(load_config(d), resources) for l, d in dirs.items()}
         refuse_changed_inputs(table, dirs, cfgs)
         if not table.several:  # a resume may regroup the units of one language (--cpus-per-task): no byte depends on C
