@@ -78,6 +78,7 @@ OUTCOME = "shard_pipeline/run/outcome.py"
 INDEX_CHECK = "shard_pipeline/input/index_check.py"
 REGISTRY = "shard_pipeline/run/registry.py"
 RESUMING = "shard_pipeline/submit/resuming.py"
+LANDING = "shard_pipeline/worker/landing.py"
 REPLACE = "shard_pipeline/contract/replace.py"
 SPILL = "shard_pipeline/stages/spill.py"
 
@@ -118,6 +119,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "    if made.config_sha256 != expect.config_sha256:\n", "    if False:\n"),
     Mutant("done-counts-a-record-of-another-code", "done-rule", RECORDS,
            "    if not any_code and made.code_version != expect.code_version:\n", "    if False:\n"),
+    Mutant("landing-waits-on-receipt-files", "done-rule", LANDING,
+           "if before.problem(state, t) is not None]", "if not run.write_receipt(t).exists()]"),
     Mutant("resume-keeps-what-follows-a-redone-task", "done-rule", "shard_pipeline/run/resume.py",
            'why = f"{upstream} redone" if upstream else stage.problem(state, t)', "why = stage.problem(state, t)"),
     # finalize: nothing reaches OUT but every planned shard as its writer recorded it
