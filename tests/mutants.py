@@ -77,7 +77,8 @@ RECORDS = "shard_pipeline/run/records.py"
 OUTCOME = "shard_pipeline/run/outcome.py"
 INDEX_CHECK = "shard_pipeline/input/index_check.py"
 REGISTRY = "shard_pipeline/run/registry.py"
-LAUNCH = "shard_pipeline/submit/launch.py"
+RESUMING = "shard_pipeline/submit/resuming.py"
+LANDING = "shard_pipeline/worker/landing.py"
 REPLACE = "shard_pipeline/contract/replace.py"
 SPILL = "shard_pipeline/stages/spill.py"
 
@@ -118,6 +119,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "    if made.config_sha256 != expect.config_sha256:\n", "    if False:\n"),
     Mutant("done-counts-a-record-of-another-code", "done-rule", RECORDS,
            "    if not any_code and made.code_version != expect.code_version:\n", "    if False:\n"),
+    Mutant("landing-waits-on-receipt-files", "done-rule", LANDING,
+           "if before.problem(state, t) is not None]", "if not run.write_receipt(t).exists()]"),
     Mutant("resume-keeps-what-follows-a-redone-task", "done-rule", "shard_pipeline/run/resume.py",
            'why = f"{upstream} redone" if upstream else stage.problem(state, t)', "why = stage.problem(state, t)"),
     # finalize: nothing reaches OUT but every planned shard as its writer recorded it
@@ -146,14 +149,14 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("staging-takes-a-foreign-tmp", "out-old-or-new", REPLACE,
            "if mine or (owner.startswith(WRITE_SHARDS_OWNER) and abandoned_write_shards(made_by)):", "if True:"),
     # a resume says at once what finalize would refuse
-    Mutant("resume-skips-finalize-refusals", "resume-refuses-early", LAUNCH,
-           "            refuse_what_finalize_would(dirs[l], cfgs[l])\n", "            pass\n"),
-    Mutant("resume-skips-newer-output", "resume-refuses-early", LAUNCH,
+    Mutant("resume-skips-finalize-refusals", "resume-refuses-early", RESUMING,
+           "        refuse_what_finalize_would(dirs[l], cfgs[l])\n", "        pass\n"),
+    Mutant("resume-skips-newer-output", "resume-refuses-early", RESUMING,
            "        check_still_replacing(run, cfg, out)\n", "        pass\n"),
-    Mutant("resume-skips-out-replaceable", "resume-refuses-early", LAUNCH,
+    Mutant("resume-skips-out-replaceable", "resume-refuses-early", RESUMING,
            "        check_out_for_resume(out, str(run.root))\n", "        pass\n"),
-    Mutant("resume-skips-changed-inputs", "resume-refuses-early", LAUNCH,
-           "        if changed:\n            fresh =", "        if False:\n            fresh ="),
+    Mutant("resume-skips-changed-inputs", "resume-refuses-early", RESUMING,
+           "    if changed:\n        fresh =", "    if False:\n        fresh ="),
     # the next step after a failure comes from the kind of its outcome record
     Mutant("short-input-is-a-plain-failure", "next-step", OUTCOME,
            "    if isinstance(exc, InputShorterThanIndex):\n        return Kind.SHORT_INPUT\n", ""),

@@ -67,7 +67,7 @@ def names_for(corpus: str, folder: str, corpus_name: str | None = None) -> Corpu
 
 
 def is_hplt(corpus: str, subset: str) -> bool:
-    """True when `subset` is one of the release's subset folders (launch.dataset_name's rule, with no --corpus-name)."""
+    """True when `subset` is one of the release's subset folders (create.dataset_name's rule, with no --corpus-name)."""
     return subset in HPLT_SUBSETS.get(corpus, ())
 
 

@@ -199,7 +199,7 @@ def stage_resources(table, cfgs: dict, stage: str, units: int, fixed_time: bool)
     """What a stage's array task asks for when it may run any language's units: C x the most one of them needs.
 
     A run of one language asks what its run dir holds. In a run of several, each language's run
-    dir keeps one unit's resources (submit/launch.py unit_scope; a run dir made before C applied
+    dir keeps one unit's resources (submit/prepare.py unit_scope; a run dir made before C applied
     to several languages has C = 1, the same thing), so an array task of C units asks C x the
     largest unit memory of the stage, the longest time, C cores (group_resources). plan and
     finalize run their languages in turn in one job: their time grows by a few minutes per
@@ -234,6 +234,22 @@ def estimate_docs(sizes: Sequence[int | None], known: dict[int, int], compressed
     """Exact where known (counts index, or a shard the head sample read to its end), else from bytes."""
     per = compressed_per_doc or COMPRESSED_BYTES_PER_DOC
     return sum(known[i] if i in known else int((s or 0) / per) for i, s in enumerate(sizes))
+
+
+def layout_resources(worker_mem: str, need: StageMemory, cpus: int, sizes: Sequence[int],
+                     packing: Sequence[Sequence[int]], w: int, json_bytes: int, time_limit: str | None) -> dict[str, StageResources]:
+    """What each stage's job asks: --mem at least, C cores where a stage has C units to run, and the time of
+    the longest unit with half again as margin (or the run's fixed --time)."""
+    p = len(packing)
+    part_s = max((sum(sizes[i] for i in pk) / 1e6 / PARTITION_MB_S + len(pk) * PARTITION_SECONDS_PER_INPUT
+                  for pk in packing), default=0)
+    part_min = part_s / 60 * 1.5
+    write_min = json_bytes / max(1, w) / 1e6 / WRITE_MB_S / 60 * 1.5
+    return sbatch_resources(worker_mem=worker_mem, need=need, partition_cpus=max(1, min(cpus, p)),
+                            write_cpus=max(1, min(cpus, w)),
+                            partition_time=time_limit or minutes_to_slurm(part_min),
+                            write_time=time_limit or minutes_to_slurm(write_min),
+                            job_time=time_limit or minutes_to_slurm(30), finalize_cores=finalize_cpus(json_bytes))
 
 
 def lay_out_jobs(
@@ -279,41 +295,20 @@ def lay_out_jobs(
     compressed = sum(sizes_)
     json_bytes = int(compressed * JSON_PER_COMPRESSED)
     biggest = max((sum(sizes_[i] for i in pk) for pk in packing), default=0)
-    part_s = max((sum(sizes_[i] for i in pk) / 1e6 / PARTITION_MB_S + len(pk) * PARTITION_SECONDS_PER_INPUT
-                  for pk in packing), default=0)
-    part_min = part_s / 60 * 1.5
-    write_min = json_bytes / max(1, w) / 1e6 / WRITE_MB_S / 60 * 1.5
     spill = spill_bytes or max(8 << 20, parse_mem(worker_mem) // 8)
     need = stage_memory(docs=est_docs, text_bytes=int(est_docs * per_doc), spill_bytes=spill, inputs=n,
                         buckets=buckets, row_group_bytes=row_group_bytes, text_per_doc=per_doc,
                         largest_text=largest_text, largest_line=largest_line)
     return Layout(
-        partition_tasks=p,
-        write_tasks=w,
-        buckets=buckets,
-        packing=tuple(tuple(pk) for pk in packing),
-        est_docs=est_docs,
-        docs_known=sum(known_docs.values()),
-        inputs_unknown=n - len(known_docs),
-        est_shards=est_shards,
-        compressed_bytes=compressed,
-        est_json_bytes=json_bytes,
-        resources=sbatch_resources(worker_mem=worker_mem, need=need, partition_cpus=max(1, min(cpus, p)),
-                                   write_cpus=max(1, min(cpus, w)),
-                                   partition_time=time_limit or minutes_to_slurm(part_min),
-                                   write_time=time_limit or minutes_to_slurm(write_min),
-                                   job_time=time_limit or minutes_to_slurm(30), finalize_cores=finalize_cpus(json_bytes)),
-        spill_bytes=spill,
-        throttle=array_throttle(-(-p // cpus), -(-w // cpus), task_budget),
-        sorted_runs=need.sorted_runs,
-        sections=need.sections,
-        cpus=cpus,
-        partition_groups=-(-p // cpus),
-        write_groups=-(-w // cpus),
-        biggest_unit_bytes=biggest,
-        most_unit_inputs=max((len(pk) for pk in packing), default=0),
-        text_bytes=int(est_docs * per_doc),
-        largest_text=largest_text,
+        partition_tasks=p, write_tasks=w, buckets=buckets, packing=tuple(tuple(pk) for pk in packing),
+        est_docs=est_docs, docs_known=sum(known_docs.values()), inputs_unknown=n - len(known_docs),
+        est_shards=est_shards, compressed_bytes=compressed, est_json_bytes=json_bytes,
+        resources=layout_resources(worker_mem, need, cpus, sizes_, packing, w, json_bytes, time_limit),
+        spill_bytes=spill, throttle=array_throttle(-(-p // cpus), -(-w // cpus), task_budget),
+        sorted_runs=need.sorted_runs, sections=need.sections,
+        cpus=cpus, partition_groups=-(-p // cpus), write_groups=-(-w // cpus),
+        biggest_unit_bytes=biggest, most_unit_inputs=max((len(pk) for pk in packing), default=0),
+        text_bytes=int(est_docs * per_doc), largest_text=largest_text,
         doc_need=max(doc_memory(largest_text, largest_line, spill)),
     )
 

@@ -20,9 +20,9 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode
@@ -59,6 +59,71 @@ class Owner(Protocol):
     def release(self, pid: int) -> None: ...
 
 
+@dataclass
+class _Group:
+    """The units of one group while they run: their processes, results, and the lock between the threads."""
+
+    argv_of: Callable[[int], list[str]]
+    log_of: Callable[[int], Path]
+    label: str
+    append: bool
+    env: dict[str, str] | None
+    owner: Owner | None
+    results: dict[int, UnitRun] = field(default_factory=dict)
+    live: dict[int, Any] = field(default_factory=dict)  # unit -> subprocess.Popen or Forked
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def one(self, u: int) -> None:
+        try:
+            self.run_one(u)
+        except (OSError, _Stopping) as exc:  # the log or the process could not be made: the unit failed
+            now = time.time()
+            why = None if isinstance(exc, _Stopping) else f"ERROR: did not start: {exc}"
+            self.results[u] = UnitRun(u, 127, now, now, 0.0, 0.0, self.log_of(u), why)
+            if why is not None:  # a stop is the owner's to report, once, not each unit's
+                print(f"ERROR: {self.label} unit {u} did not start: {exc}", file=sys.stderr, flush=True)
+
+    def spawn(self, u: int, argv: list[str], f) -> Any:
+        """The unit's process, adopted by the owner (if any) before another can be started or stopped."""
+        with self.lock:
+            if self.owner is not None and self.owner.stopping:
+                raise _Stopping
+            if forkable(argv, self.env):
+                p: subprocess.Popen | Forked = fork_unit(argv, f.fileno(), self.env, new_session=self.owner is not None)
+            else:
+                p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=self.env,
+                                     start_new_session=self.owner is not None)
+            self.live[u] = p
+            if self.owner is not None:
+                self.owner.adopt(p.pid)
+        return p
+
+    def run_one(self, u: int) -> None:
+        log = self.log_of(u)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        argv = self.argv_of(u)
+        with open(log, "ab" if self.append else "wb") as f:  # the unit's first line is its own: the rerun command
+            start = time.time()
+            p = self.spawn(u, argv, f)
+            _, status, ru = os.wait4(p.pid, 0)
+            end = time.time()
+            rc = os.waitstatus_to_exitcode(status)
+            with self.lock:
+                p.returncode = rc  # reaped here: keep Popen from waiting again
+                del self.live[u]
+                if self.owner is not None:
+                    self.owner.release(p.pid)
+            cpu = ru.ru_utime + ru.ru_stime
+            f.write(f"# hplt-shard {self.label} unit {u} exit {rc}: {iso_time(start)} -> {iso_time(end)}, "
+                    f"wall {end - start:.2f} s, cpu {cpu:.2f} s, max rss {ru.ru_maxrss / 1024:.0f} MiB\n".encode())
+        self.results[u] = UnitRun(u, rc, start, end, cpu, ru.ru_maxrss / 1024, log)
+
+    def forward(self, signum, _frame) -> None:  # requeue or scancel: the units stop at their checkpoints
+        with self.lock:
+            for p in self.live.values():
+                p.send_signal(signum)
+
+
 def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of: Callable[[int], Path],
               label: str, *, append: bool, env: dict[str, str] | None = None,
               owner: Owner | None = None) -> list[UnitRun]:
@@ -77,59 +142,11 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
     base = dict(os.environ if env is None else env)
     env = child_env(base) if DIE_WITH_ENV in base else env  # a local run's units die with this process
     preload([argv_of(u) for u in units], env)  # the stage's imports, once for all units (fork_unit)
-    results: dict[int, UnitRun] = {}
-    live: dict[int, subprocess.Popen] = {}
-    lock = threading.Lock()
-
-    def one(u: int) -> None:
-        try:
-            run_one(u)
-        except (OSError, _Stopping) as exc:  # the log or the process could not be made: the unit failed
-            now = time.time()
-            why = None if isinstance(exc, _Stopping) else f"ERROR: did not start: {exc}"
-            results[u] = UnitRun(u, 127, now, now, 0.0, 0.0, log_of(u), why)
-            if why is not None:  # a stop is the owner's to report, once, not each unit's
-                print(f"ERROR: {label} unit {u} did not start: {exc}", file=sys.stderr, flush=True)
-
-    def run_one(u: int) -> None:
-        log = log_of(u)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        argv = argv_of(u)
-        with open(log, "ab" if append else "wb") as f:  # the unit's first line is its own: the rerun command
-            start = time.time()
-            with lock:
-                if owner is not None and owner.stopping:
-                    raise _Stopping
-                if forkable(argv, env):
-                    p: subprocess.Popen | Forked = fork_unit(argv, f.fileno(), env, new_session=owner is not None)
-                else:
-                    p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=owner is not None)
-                live[u] = p
-                if owner is not None:
-                    owner.adopt(p.pid)
-            _, status, ru = os.wait4(p.pid, 0)
-            end = time.time()
-            rc = os.waitstatus_to_exitcode(status)
-            with lock:
-                p.returncode = rc  # reaped here: keep Popen from waiting again
-                del live[u]
-                if owner is not None:
-                    owner.release(p.pid)
-            cpu = ru.ru_utime + ru.ru_stime
-            f.write(f"# hplt-shard {label} unit {u} exit {rc}: {iso_time(start)} -> {iso_time(end)}, "
-                    f"wall {end - start:.2f} s, cpu {cpu:.2f} s, max rss {ru.ru_maxrss / 1024:.0f} MiB\n".encode())
-        results[u] = UnitRun(u, rc, start, end, cpu, ru.ru_maxrss / 1024, log)
-
-    def forward(signum, _frame) -> None:  # requeue or scancel: the units stop at their checkpoints
-        with lock:
-            for p in live.values():
-                p.send_signal(signum)
-
+    group = _Group(argv_of, log_of, label, append, env, owner)
     in_main = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGTERM, forward) if in_main else None
+    old = signal.signal(signal.SIGTERM, group.forward) if in_main else None
     try:
-        threads = [threading.Thread(target=one, args=(u,), daemon=True) for u in units]
+        threads = [threading.Thread(target=group.one, args=(u,), daemon=True) for u in units]
         for t in threads:
             t.start()
         for t in threads:
@@ -137,7 +154,7 @@ def run_units(argv_of: Callable[[int], list[str]], units: Sequence[int], log_of:
     finally:
         if in_main:
             signal.signal(signal.SIGTERM, old)
-    return [results[u] for u in units]
+    return [group.results[u] for u in units]
 
 
 def summary(label: str, runs: Sequence[UnitRun]) -> str:

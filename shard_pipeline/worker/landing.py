@@ -24,18 +24,19 @@ LANG_ENV = "HPLT_SHARD_LANG"  # set while a unit runs: fault injection can aim a
 
 
 def upstream_problem(run: RunDir, stage: str) -> str | None:
-    """Why a unit cannot start because an earlier stage of its language is unfinished: its receipts are missing."""
-    if stage in ("write", "finalize") and not run.plan_json.exists():
+    """Why a unit cannot start because an earlier stage of its language is unfinished, by the registry's done
+    rule (the one --status and --resume apply): its plan, or a unit of the stage before, is not done."""
+    from shard_pipeline.run.registry import RunState
+    from shard_pipeline.run.registry import stage as registered
+
+    state = RunState(run, rehash=False)
+    if stage in ("write", "finalize") and state.plan is None:
         return "no plan.json: an earlier stage of this language failed"
     if stage in ("plan", "finalize"):
-        from shard_pipeline.run.runconfig import load_config
-
-        ex = load_config(run).execution
-        before, count, receipt = (("partition", ex.partition_tasks, run.partition_receipt) if stage == "plan"
-                                  else ("write", ex.write_tasks, run.write_receipt))
-        missing = [t for t in range(count) if not receipt(t).exists()]
+        before = registered("partition" if stage == "plan" else "write")
+        missing = [t for t in range(before.tasks(state.cfg)) if before.problem(state, t) is not None]
         if missing:
-            return f"{before} task(s) {', '.join(map(str, missing[:10]))} left no receipt"
+            return f"{before.name} task(s) {', '.join(map(str, missing[:10]))} not done"
     return None
 
 

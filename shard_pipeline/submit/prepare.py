@@ -1,0 +1,123 @@
+"""The plan of a new run, before anything is written: each language's inputs, head sample and job
+layout, with its share of the task budget (a run of one language is a run of several with one element)."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from shard_pipeline.errors import UsageError
+from shard_pipeline.submit import languages, option_checks, scope
+from shard_pipeline.submit import layout as layout_mod
+from shard_pipeline.submit.request import Request
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One language's inputs and job layout: what --dry-run shows and a run dir is made from."""
+
+    subset: str
+    shards: list
+    sample: Any  # buckets.HeadSample
+    lay: layout_mod.Layout
+    known: dict[int, int]  # input index -> documents, from the counts index
+    disagree: tuple = ()  # counts-index rows that no longer match their file
+    impossible: tuple = ()  # counts-index rows of these inputs that cannot be true (ignored)
+    annotation_bytes: float = 0.0  # --annotations: the kept fields' mean bytes per document, from the first records
+
+
+def prepare(args: Request, settings, executor: str, budget: int | None = None) -> Scope:
+    """Inputs, known counts, head sample and layout of args.lang (`budget`: this language's share of the tasks)."""
+    if not settings.license:
+        raise UsageError("no license: give --license SPDX or LICENSE in the conf (HPLT presets use CC0-1.0)")
+    subset, shards = scope.find_inputs(args, settings)
+    key = scope.index_key(args, settings)
+    note = scope.index_warning(settings)
+    if note:
+        print(f"hplt-shard: warning: {note}", file=sys.stderr)
+    index = scope.index_rows(settings, key, args.lang)
+    rows = index.rows if index is not None else {}
+    impossible = index.impossible_of(shards) if index is not None else []
+    if impossible:  # ignored: lookup never sees them, so the run counts these files itself
+        scope.warn_first([row.describe(index.path) for row in impossible], f"rows of {index.path} cannot be true")
+    known = scope.known_counts(rows, shards)
+    from shard_pipeline.input.shape import annotation_probe, check_record_shape
+    from shard_pipeline.stages.buckets import sample_heads
+
+    sample = sample_heads(shards, corpus=args.corpus)
+    check_record_shape(shards, args.corpus)
+    fields = option_checks.annotation_fields(args)
+    per_doc = annotation_probe(shards, fields) if fields else 0.0
+    # by size, and by documents where the sample read a file to its end; a file cut mid-frame is skipped by the sample
+    scope.refuse_short_inputs(args, index, shards, {shards[i].name: n for i, n in sample.complete.items()})
+    disagree = scope.index_disagreements(rows, shards, sample.complete)
+    # HPLT releases are immutable: a file that no longer matches its row is a signal
+    scope.warn_first([f"{d.describe()} (was the file replaced?)" for d in disagree],
+                     "input shards disagree with the counts index")
+    lay = scope.make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc,
+                            sample.text_per_doc, budget=budget, sample=sample)
+    big = layout_mod.doc_memory_warning(lay, settings.worker_mem, sample.largest_at)
+    if big:  # the layout already raised the tasks; where memory is enforced, --mem is the user's to know
+        print(f"hplt-shard: warning: {big}", file=sys.stderr)
+    dp = option_checks.dp_ranks_note(args, lay.est_docs, lay.inputs_unknown == 0)
+    if dp:
+        print(f"hplt-shard: warning: {dp}", file=sys.stderr)
+    return Scope(subset, shards, sample, lay, known, tuple(disagree), tuple(impossible), per_doc)
+
+
+@dataclass(frozen=True)
+class Languages:
+    """The languages of a run, each with its scope (with its share of the task budget when there are several)."""
+
+    langs: list[str]
+    scopes: dict[str, Scope]
+    alone: dict[str, Any]  # layout.Layout each language would get in a run of its own
+    budget: int | None  # the queued tasks the languages share (several), None for one language
+
+
+def lang_args(args: Request, lang: str) -> Request:
+    return args.for_language(lang)
+
+
+def total_budget(args: Request, settings, executor: str, n: int) -> int:
+    if executor == "slurm":
+        return scope.task_budget(args, settings, executor)
+    # locally tasks are process starts, not queue slots; as a single run, groups of C count once
+    return max(scope.local_budget(args.jobs, settings.cpus_per_task), 2 * n + 2)
+
+
+def prepare_all(args: Request, settings, executor: str, langs: list[str], several: bool) -> Languages:
+    """Lay out every language; several share the budget's units in proportion to bytes, and the
+    dry-run also shows the layout each would get alone.
+
+    Several languages are laid out in units (one core each): their array tasks of C units are
+    packed across languages (run/unit_table.py), so a language's units, not array tasks, are its
+    share, and every unit reads about the same bytes: one time limit fits the array."""
+    if not several:
+        sc = prepare(args, settings, executor)
+        return Languages(langs, {langs[0]: sc}, {langs[0]: sc.lay}, None)
+    budget = total_budget(args, settings, executor, len(langs))
+    first = {l: prepare(lang_args(args, l), settings, executor, budget=budget) for l in langs}
+    room = languages.unit_room(budget, settings.cpus_per_task)
+    shares = languages.share_budget([first[l].lay.compressed_bytes for l in langs], room)
+    scopes = {}
+    for l, share in zip(langs, shares):
+        sc = first[l]
+        p = args.partition_tasks or languages.partition_units(len(sc.shards), share)
+        lay = scope.make_layout(lang_args(args, l), settings, sc.shards, {**sc.sample.complete, **sc.known}, executor,
+                                sc.sample.compressed_per_doc, sc.sample.text_per_doc, budget=share + 2,
+                                sample=sc.sample, cpus=1, partition_tasks=p)
+        scopes[l] = dataclasses.replace(sc, lay=lay)
+    return Languages(langs, scopes, {l: first[l].lay for l in langs}, budget)
+
+
+def unit_scope(sc: Scope) -> Scope:
+    """A language's scope with one unit's resources: in a run of several languages the array task, not the
+    language's run dir, groups units (C global units, of any language; run/unit_table.py), so the
+    language's run dir keeps what one unit needs and its --status counts units as a C = 1 run."""
+    return dataclasses.replace(sc, lay=dataclasses.replace(sc.lay, resources=layout_mod.unit_resources(sc.lay.resources),
+                                                           cpus=1, partition_groups=sc.lay.partition_tasks,
+                                                           write_groups=sc.lay.write_tasks))
+
+

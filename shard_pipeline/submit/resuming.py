@@ -1,0 +1,240 @@
+"""`--resume RUNDIR`: a plan of what is left (per language), checked as the stages would check it, then
+applied as a new run is (apply.py), with one rollback if the submission is refused."""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from shard_pipeline import slurm
+from shard_pipeline.access import resume_refusal, share_like
+from shard_pipeline.commands import resume_command
+from shard_pipeline.contract.replace import NotReplaceable, check_out_for_resume, check_tmp_free
+from shard_pipeline.errors import ExitCode, UsageError
+from shard_pipeline.files import write_bytes_atomic
+from shard_pipeline.run import unit_table
+from shard_pipeline.run.claim import check_claimable, check_not_held, claim, run_lock
+from shard_pipeline.run.registry import STAGE_NAMES, RunState, already_swapped, since_done
+from shard_pipeline.run.resume import ResumeRefused, changed_inputs, plan_resume, refuse_live_tasks, run_job_ids
+from shard_pipeline.run.resume import describe as describe_resume
+from shard_pipeline.run.rundir import RunDir, check_whole, read_json
+from shard_pipeline.run.runconfig import RunConfig, load_config
+from shard_pipeline.submit import layout as layout_mod
+from shard_pipeline.submit import option_checks, scope
+from shard_pipeline.submit.apply import start, until_started
+from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.slurm_limits import check_layout
+from shard_pipeline.units import plural
+
+
+@dataclass
+class Left:
+    """What a resume has left to do: the global units per stage, the unfinished languages (those whose plan
+    runs again apart: it makes OUT.tmp), and one report line per language."""
+
+    tasks: dict[str, list[int]] = field(default_factory=lambda: {s: [] for s in STAGE_NAMES})
+    todo: list[str] = field(default_factory=list)
+    planning: list[str] = field(default_factory=list)
+    report: list[str] = field(default_factory=list)
+
+
+def multi_parent(root: Path) -> list[Path]:
+    """The multi-language run dir this language's run dir belongs to, if any: its units run there too, and a
+    resume of the language is a resume of that run (two chains for one language would race)."""
+    return [root.parent] if unit_table.is_multi(root.parent) else []
+
+
+def resume_root(args: Request) -> Path:
+    """The run dir a resume works on (a language of a run of several resumes that run), refused early
+    when it is no run dir, not whole, or not ours to write."""
+    option_checks.check_numbers(args)  # --jobs -3 on a resume too
+    root = args.resume.resolve()
+    for whole in multi_parent(root):  # a language of a run of several: that run numbers, queues and resumes its units
+        print(f"hplt-shard: {root} is {root.name} of the run {whole}: resuming that run (only what is unfinished, "
+              "in every language)", file=sys.stderr)
+        root = whole
+    check_whole(root)
+    if not unit_table.is_multi(root) and not RunDir(root).config_json.exists():
+        raise UsageError(f"{root} is not a hplt-shard run directory (no config.json)")
+    if (why := resume_refusal(root)) is not None:  # a colleague's run made under umask 022: before any lock or warning
+        raise ResumeRefused(why)
+    if (group_note := share_like(root)) is not None:  # a colleague's resume writes what the run's owner can still read
+        print(f"hplt-shard: warning: {group_note}", file=sys.stderr)
+    return root
+
+
+def check_cpus(table: unit_table.UnitTable, asked: Any) -> None:
+    if table.several and asked is not None and int(asked) != table.units_per_task("partition"):
+        raise UsageError(f"--cpus-per-task {asked}: a run of several languages keeps the cores per array task it was "
+                         f"submitted with ({table.units_per_task('partition')}), because its array indices name "
+                         "groups of units across languages; resume without --cpus-per-task")
+
+
+def refuse_running(root: Path, dirs: dict[str, RunDir], record: dict) -> None:
+    """No job of the run queued, no task of it alive: else two attempts would write the same files."""
+    from shard_pipeline.run.runstate import ran_locally
+    from shard_pipeline.submit.executors.slurm import queued_jobs_of
+
+    answered = shutil.which("squeue") is not None
+    if answered:  # first: once none is queued, records of Slurm tasks are stale
+        queued = queued_jobs_of(run_job_ids(RunDir(root)))
+        if queued:
+            raise ResumeRefused(f"jobs of this run are still queued or running: {', '.join(queued)}; "
+                                "wait for them or scancel them first")
+    refuse_live_tasks(*dict.fromkeys([root, *(d.root for d in dirs.values())]),  # RUNDIR and each language's
+                      local=ran_locally(record), squeue_answered=answered,
+                      done=all(d.done_marker.exists() for d in dirs.values()))
+
+
+def refuse_changed_inputs(table: unit_table.UnitTable, dirs: dict[str, RunDir], cfgs: dict[str, RunConfig]) -> None:
+    from shard_pipeline.run.next_step import new_run_command
+
+    changes = {l: changed_inputs(d, cfgs[l]) for l, d in dirs.items()}
+    changed = [(f"{l}: " if table.several else "") + c for l, cs in changes.items() for c in cs]
+    if changed:
+        fresh = [cmd for l, cs in changes.items() if cs and (cmd := new_run_command(dirs[l], "new"))]
+        raise ResumeRefused("input shards changed since the run was submitted (shard_inventory.tsv): "
+                            + "; ".join(changed) + "; a run reads its inputs exactly as listed: restore them "
+                            "(same size and mtime) and resume again, or start a new run to read them as they are now"
+                            + (":\n" + "\n".join(f"    {cmd}" for cmd in fresh) if fresh else ""))
+
+
+def what_is_left(table: unit_table.UnitTable, dirs: dict[str, RunDir], cfgs: dict[str, RunConfig]) -> Left:
+    """Each language's resume plan, in global units; finished languages are left alone."""
+    left = Left()
+    for l, d in dirs.items():
+        rp = plan_resume(d)
+        if rp.done:
+            left.report.append(f"  {l}: done{since_done(d, Path(cfgs[l].execution.out))}")
+            continue
+        left.todo.append(l)
+        if rp.tasks.get("plan"):  # the plan makes OUT.tmp: a staging folder not this run's would stop it there
+            left.planning.append(l)
+        left.report.append(f"  {l}:\n" + "\n".join("  " + line for line in describe_resume(rp).splitlines())
+                           if table.several else describe_resume(rp))
+        for stage, ts in rp.tasks.items():
+            left.tasks[stage] += [table.global_index(stage, l, t) for t in ts]
+    return left
+
+
+def say_done(root: Path, table: unit_table.UnitTable, record: dict, dirs: dict[str, RunDir],
+             cfgs: dict[str, RunConfig], left: Left) -> None:
+    if table.several:
+        print("\n".join([f"{root}: already done; outputs under {record.get('out')}"]
+                        + [line for line in left.report if "; but " in line]))  # an output changed since
+    else:
+        out = Path(cfgs[table.langs[0]].execution.out)
+        print(f"{root}: already done; output at {out}{since_done(dirs[table.langs[0]], out)}")
+
+
+def say_left(root: Path, table: unit_table.UnitTable, left: Left) -> None:
+    if table.several:
+        print("\n".join(left.report))
+        print(f"resuming {root}: {len(left.todo)} of {plural(len(table.langs), 'language')} unfinished "
+              f"({', '.join(left.todo)})")
+    else:
+        print(f"resuming {root}:\n{left.report[0]}")
+
+
+def refuse_what_finalize_would(run: RunDir, cfg: RunConfig) -> None:
+    """What the run's finalize would refuse about OUT, said by its --resume before any stage runs (reading only),
+    unless OUT is provably this run's output already (registry.already_swapped: then finalize does not swap)."""
+    from shard_pipeline.stages.finalize import FinalizeError, check_still_replacing
+
+    out, plan = Path(cfg.execution.out), RunState(run).plan
+    if plan is not None and already_swapped(run, cfg, plan, out, rehash=False) is not None:
+        return
+    try:
+        check_out_for_resume(out, str(run.root))
+        check_still_replacing(run, cfg, out)
+    except (NotReplaceable, FinalizeError) as exc:
+        raise ResumeRefused(f"{exc}; nothing was started") from None
+
+
+def refuse_early(args: Request, root: Path, dirs: dict[str, RunDir], cfgs: dict[str, RunConfig], left: Left) -> None:
+    """What reading alone can refuse (another run, a staging folder not ours): a dry run says it too."""
+    from shard_pipeline.run.short_inputs import read_so_far, refuse_short_inputs
+
+    for l in left.todo:
+        check_not_held(Path(cfgs[l].execution.out), dirs[l].root)
+        refuse_what_finalize_would(dirs[l], cfgs[l])
+        if l in left.planning:  # else the plan refuses it, after the whole partition stage
+            check_tmp_free(Path(cfgs[l].execution.out), str(dirs[l].root),
+                           f"move it away, then {resume_command(root)}; nothing was started")
+            refuse_short_inputs(cfgs[l], dirs[l].root, read_so_far(dirs[l], cfgs[l]),
+                                args.release_changed or cfgs[l].execution.release_changed)
+
+
+def resume_run(args: Request, argv: Sequence[str]) -> int:
+    """Redo, per language, only what is unfinished; same bytes as an uninterrupted run. Finished
+    languages are left alone."""
+    from shard_pipeline.run.next_step import check_this_version
+    from shard_pipeline.submit.resume_args import resume_resources, with_resources, with_settings
+
+    root = resume_root(args)
+    record = read_json(RunDir(root).run_json)
+    check_this_version(root, record)  # before anything of it is read
+    table = unit_table.load(root)
+    resources = resume_resources(argv, record)  # a later resume keeps an earlier --mem
+    check_cpus(table, resources.get("cpus_per_task"))
+    executor = scope.choose_executor(args, record["executor"])
+    dirs = {l: RunDir(table.lang_dir(l)) for l in table.langs}
+    with run_lock(root):
+        refuse_running(root, dirs, record)
+        cfgs = {l: with_resources(load_config(d), resources) for l, d in dirs.items()}
+        refuse_changed_inputs(table, dirs, cfgs)
+        if not table.several:  # a resume may regroup the units of one language (--cpus-per-task): no byte depends on C
+            table = dataclasses.replace(table, cpus={s: cfgs[table.langs[0]].execution.units_per_task(s)
+                                                     for s in table.cpus or {}})
+        left = what_is_left(table, dirs, cfgs)
+        if not left.todo:
+            say_done(root, table, record, dirs, cfgs, left)
+            return ExitCode.OK
+        cfgs = {l: cfgs[l] for l in left.todo}
+        settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
+        if settings is not None:  # what the chain would queue, with this resume's --mem/--time/--cpus-per-task/--partition
+            fixed_time = bool(record.get("time_limit"))
+            check_layout(layout_mod.chain_resources(table, cfgs, left.tasks, fixed_time), settings.worker_partition)
+        say_left(root, table, left)
+        refuse_early(args, root, dirs, cfgs, left)
+        if args.dry_run:
+            print("dry run: nothing submitted")
+            return ExitCode.OK
+        return apply_resume(args, root, table, dirs, cfgs, left, executor, settings, resources, record)
+
+
+def apply_resume(args: Request, root: Path, table: unit_table.UnitTable, dirs: dict[str, RunDir],
+                 cfgs: dict[str, RunConfig], left: Left, executor: str, settings, resources: dict[str, Any],
+                 record: dict) -> int:
+    """Claim every unfinished language's OUT and start what is left; a refused submission puts back
+    what this resume changed in the run dir."""
+    from shard_pipeline.submit.executors.slurm import SubmitError
+    from shard_pipeline.submit.resume_args import (keep_cpus, keep_release_changed, keep_resources,
+                                                   restore_resources, with_resources)
+
+    for l in left.todo:  # refused (a folder that cannot take a claim, a publish) before anything below changes
+        check_claimable(Path(cfgs[l].execution.out), dirs[l].root)
+    if table.several:
+        for g in left.tasks["plan"]:  # a stale plan must not feed the writes of a chain that waits with afterany
+            dirs[table.locate("plan", g)[0]].plan_json.unlink(missing_ok=True)
+    with until_started(root, {Path(cfgs[l].execution.out): dirs[l].root for l in left.todo}, executor):
+        for l in left.todo:
+            claim(Path(cfgs[l].execution.out), dirs[l].root)
+        config_before = None if table.several else RunDir(root).config_json.read_bytes()
+        if not table.several:
+            keep_cpus(RunDir(root), resources)
+        if args.release_changed:  # the plan and finalize of each unfinished language read it there
+            cfgs = {l: with_resources(keep_release_changed(dirs[l]), resources) for l in left.todo}
+        kept = record.get("resources")
+        keep_resources(RunDir(root).run_json, resources)
+        try:
+            return start(table, cfgs, left.tasks, executor, args.jobs, settings, "resume")
+        except SubmitError as exc:  # nothing of this submission stays queued
+            if config_before is not None:  # units stay grouped as the jobs that ran them (--status maps by it)
+                write_bytes_atomic(RunDir(root).config_json, config_before)
+            if slurm.refusal_kind(str(exc).split("\n")[0]) == "request":  # a bad --account: not for the next resume
+                restore_resources(RunDir(root).run_json, kept)
+            raise
