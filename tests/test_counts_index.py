@@ -241,7 +241,7 @@ _WRITER = textwrap.dedent(
     from shard_pipeline.input.counts_index import CountRow, record
     root, tag, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     for k in range(n):
-        row = CountRow(f"{k}_{tag}.jsonl.zst", k, k, k, "test", "2026-01-01T00:00:00Z")
+        row = CountRow(f"{k}_{tag}.jsonl.zst", 1000 * k, k, k, "test", "2026-01-01T00:00:00Z")
         record(root, "v4", "clean", "eng_Latn", [row])
     """
 )
