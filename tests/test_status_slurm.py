@@ -139,6 +139,17 @@ def test_an_allocation_used_up_is_stuck_and_another_account_finishes_the_run(slu
     assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == 40
 
 
+def interrupted_then_resumed(run_dir: Path, conf: Path, capsys) -> str:
+    """Once every job has left the queue: --status says interrupted (its text is returned), --resume finishes."""
+    assert cli.main(["--status", str(run_dir)]) == ExitCode.FAILED
+    text = capsys.readouterr().out
+    assert "state: interrupted before the end" in text, text
+    assert cli.main(["--resume", str(run_dir), "--conf", str(conf)]) == 0
+    wait_for_jobs([j["job_id"] for j in jobs_of(run_dir)], timeout=TIMEOUT)
+    assert cli.main(["--status", str(run_dir)]) == ExitCode.OK
+    return text
+
+
 def test_tasks_whose_jobs_were_cancelled_before_they_started_are_interrupted_not_waiting(slurm_cluster, tmp_path,
                                                                                         capsys):
     """scancel of the plan job while partition is held: write and finalize go with it (--kill-on-invalid-dep).
@@ -170,11 +181,7 @@ def test_tasks_whose_jobs_were_cancelled_before_they_started_are_interrupted_not
                     f"scancel {part}, then ./hplt-shard --resume {run_dir}") in text, text
             subprocess.run(["scancel", part], check=True, timeout=30)
             wait_for_jobs(ids, timeout=TIMEOUT)
-        assert cli.main(["--status", str(run_dir)]) == ExitCode.FAILED
-        assert "state: interrupted before the end" in capsys.readouterr().out
-        assert cli.main(["--resume", str(run_dir), "--conf", str(conf)]) == 0
-        wait_for_jobs([j["job_id"] for j in jobs_of(run_dir)], timeout=TIMEOUT)
-        assert cli.main(["--status", str(run_dir)]) == ExitCode.OK
+        interrupted_then_resumed(run_dir, conf, capsys)
     finally:
         subprocess.run(["scancel", *ids, *[j["job_id"] for j in jobs_of(run_dir)]], capture_output=True, timeout=30)
     assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == 40
@@ -204,12 +211,7 @@ def test_one_waiting_task_scancelled_is_interrupted_at_once_and_resume_finishes(
         assert code == ExitCode.BUSY and f"./hplt-shard --resume {run_dir}" in text, text  # the step: scancel, resume
         subprocess.run(["scontrol", "release", part], capture_output=True, timeout=30)
         wait_for_jobs(ids, timeout=TIMEOUT)
-        assert cli.main(["--status", str(run_dir)]) == ExitCode.FAILED
-        text = capsys.readouterr().out
-        assert "state: interrupted before the end" in text and f"--resume {run_dir}" in text, text
-        assert cli.main(["--resume", str(run_dir), "--conf", str(conf)]) == 0
-        wait_for_jobs([j["job_id"] for j in jobs_of(run_dir)], timeout=TIMEOUT)
-        assert cli.main(["--status", str(run_dir)]) == ExitCode.OK
+        assert f"--resume {run_dir}" in interrupted_then_resumed(run_dir, conf, capsys)
     finally:
         subprocess.run(["scancel", *ids, *[j["job_id"] for j in jobs_of(run_dir)]], capture_output=True, timeout=30)
     assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == 40
