@@ -72,9 +72,12 @@ def test_a_mismatch_names_file_expected_and_got_and_stops_as_a_broken_input(tmp_
 def test_a_run_with_checksums_gives_the_same_bytes_and_a_wrong_one_stops_partition(tmp_path, in_process):
     plain = make_run(tmp_path / "plain", in_process)
     root = plain.root
+    sums = []
     for shard in (root / LANG).glob("*.jsonl.zst"):
         decoded = zstandard.ZstdDecompressor().decompressobj().decompress(shard.read_bytes())
         (shard.parent / f".{shard.name[:-4]}.md5").write_text(f"{_md5(decoded)}  {shard.name[:-4]}\n")
+        sums.append(f"{_md5(shard.read_bytes())}  {LANG}/{shard.name}\n")
+    (root / f"{LANG}.md5").write_text("".join(sums))  # beside the language folder, as v3 publishes it
     checked = make_run(tmp_path / "checked", in_process, None, corpus_root=root)
     assert checked.code == 0
     shards = sorted(p.name for p in plain.out.glob("*.parquet"))
