@@ -10,7 +10,7 @@ import zstandard
 
 from shard_pipeline.input.corpus import InputShard
 from shard_pipeline.input.reader import ReadStats, iter_records
-from shard_pipeline.input.release_md5 import COMPRESSED, DECODED, ChecksumMismatch, release_checksums, stream_hashes
+from shard_pipeline.input.release_md5 import COMPRESSED, ChecksumMismatch, release_checksums, stream_hashes
 from shard_pipeline.run.outcome import Kind, kind_of
 from tests.inprocess import make_run
 from tests.pipeline_util import LANG, records, write_records
@@ -43,13 +43,13 @@ def test_without_checksum_files_nothing_is_hashed(tmp_path):
     assert _read(path).read == 30
 
 
-def test_matching_checksums_of_both_files_read_as_before(tmp_path):
+def test_matching_checksums_read_as_before_and_of_two_the_compressed_ones_is_taken(tmp_path):
     path, decoded = _shard(tmp_path)
     (path.parent / ".9_1.jsonl.md5").write_text(f"{_md5(decoded)}  9_1.jsonl\n")
     (tmp_path / f"{LANG}.md5").write_text(f"{'0' * 32}  {LANG}/8_1.jsonl.zst\n"
                                           f"{_md5(path.read_bytes())}  {LANG}/9_1.jsonl.zst\n")
     found = release_checksums(str(path))
-    assert [c.covers for c in found] == [DECODED, COMPRESSED]
+    assert [c.covers for c in found] == [COMPRESSED]  # a quarter of the bytes to hash
     assert _read(path).read == 30
 
 
@@ -84,8 +84,7 @@ def test_a_run_with_checksums_gives_the_same_bytes_and_a_wrong_one_stops_partiti
     assert shards and shards == sorted(p.name for p in checked.out.glob("*.parquet"))
     for name in shards:
         assert (plain.out / name).read_bytes() == (checked.out / name).read_bytes()
-    victim = next((root / LANG).glob(".*.jsonl.md5"))
-    victim.write_text("0" * 32 + "\n")
+    (root / f"{LANG}.md5").write_text("".join("0" * 32 + line[32:] for line in sums))
     in_process.errors.clear()
     broken = make_run(tmp_path / "broken", in_process, None, corpus_root=root)
     assert broken.code != 0

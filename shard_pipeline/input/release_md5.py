@@ -6,7 +6,8 @@ the decoded `.jsonl`, as its name says). A line that names its file says which b
 name ending in `.zst` the compressed file, in `.jsonl` the decoded lines. v4 publishes none, and a
 local copy fetched with the catalogue's recipe has none: without a checksum file nothing changes.
 The hashes are taken from the chunks the reader reads anyway, so no byte is read twice and the
-shards' bytes do not depend on them.
+shards' bytes do not depend on them. MD5 runs at about 540 MB/s a core, against partition's 130 MB/s of
+JSON: the compressed file's checksum adds about 6% to a partition task's CPU, the decoded lines' about 25%.
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ def _covers(named: str | None, default: str) -> str:
 
 
 def release_checksums(location: str) -> tuple[ReleaseChecksum, ...]:
-    """The published checksums found beside a local input (none for a URL or without checksum files)."""
+    """The published checksums found beside a local input (none for a URL or without checksum files). With
+    both, the one over the compressed bytes alone: a quarter of the bytes to hash, and a copy whose decoded
+    lines differ differs there too."""
     if is_url(location):
         return ()
     folder, name = os.path.split(os.path.abspath(location))
@@ -84,7 +87,7 @@ def release_checksums(location: str) -> tuple[ReleaseChecksum, ...]:
         if named is not None and os.path.basename(named) in (name, stem):
             found.append(ReleaseChecksum(_covers(named, COMPRESSED), hexdigest, lang))
             break
-    return tuple(found)
+    return tuple([c for c in found if c.covers == COMPRESSED] or found)
 
 
 class StreamHashes:
