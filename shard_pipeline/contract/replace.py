@@ -80,8 +80,7 @@ def owned(path: Path, owner: str) -> tuple[bool, str | None]:
     return made_by == owner, made_by
 
 
-def check_tmp_free(out: Path, owner: str, step: str = "move it away or choose another --out",
-                   of_a_root: bool = False) -> None:
+def check_tmp_free(out: Path, owner: str, step: str = "move it away or choose another --out", of_a_root: bool = False) -> None:
     """Refuse an existing `out.tmp` or `out.replaced` that `owner` did not make; nothing is removed here.
     `step`: what to do about a folder not made by hplt-shard (a resume cannot choose another --out)."""
     check_parking_free(out, owner, of_a_root)
