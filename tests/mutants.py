@@ -51,6 +51,9 @@ INVARIANTS = {
     "resume-refuses-early": "a resume refuses at once what its finalize would refuse",
     "next-step": "a failure a resume cannot go past (a bad record, a repeated id, a broken or short input) names a new run",
     "short-input": "an input the counts index knows as larger is refused, before anything is written",
+    "release-checksum": "a local input whose release MD5 differs never reaches OUT",
+    "staging-place": "the dry-run and the submit look for a language's staging folder in the same place",
+    "index-floor": "a counts-index row below the bytes-per-document floor is impossible, never projected",
 }
 
 
@@ -169,6 +172,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "        if inp.size is not None and row.bytes > inp.size:\n", "        if False:\n"),
     Mutant("short-input-by-documents-passes", "short-input", INDEX_CHECK,
            "        elif docs is not None and docs < row.docs and", "        elif False and"),
+    Mutant("release-checksum-never-checked", "release-checksum", "shard_pipeline/input/reader.py",
+           "                hashes.check(line)\n", "                pass\n"),
+    Mutant("staging-checked-where-the-manifest-says", "staging-place", "shard_pipeline/submit/guards.py",
+           "check_tmp_free(out, str(owner), of_a_root=several)", "check_tmp_free(out, str(owner))"),
+    Mutant("index-floor-gone", "index-floor", "shard_pipeline/input/counts_index.py",
+           "    if _below_floor(size, docs):\n        return (", "    if False:\n        return ("),
     # memory: a partition task spills when its buffered text reaches the budget
     Mutant("partition-scan-never-spills", "memory", PARTITION,
            "            if fill + buf.annotation_bytes >= budget:\n", "            if False:\n"),

@@ -30,9 +30,9 @@ class NotReplaceable(UserError, FileExistsError):
     """OUT exists and is not a previous output: it is never replaced."""
 
 
-def tmp_dir_for(out: Path) -> Path:
+def tmp_dir_for(out: Path, of_a_root: bool = False) -> Path:
     """OUT's staging folder: `OUT.tmp`, or `ROOT.hplt-shard/LANG.tmp` for a language of a root (contract/beside.py)."""
-    return beside(out, TMP_SUFFIX)
+    return beside(out, TMP_SUFFIX, of_a_root)
 
 
 # The marker a writer leaves inside `out.tmp` when it creates it: its text names the owner (a run
@@ -80,11 +80,11 @@ def owned(path: Path, owner: str) -> tuple[bool, str | None]:
     return made_by == owner, made_by
 
 
-def check_tmp_free(out: Path, owner: str, step: str = "move it away or choose another --out") -> None:
+def check_tmp_free(out: Path, owner: str, step: str = "move it away or choose another --out", of_a_root: bool = False) -> None:
     """Refuse an existing `out.tmp` or `out.replaced` that `owner` did not make; nothing is removed here.
     `step`: what to do about a folder not made by hplt-shard (a resume cannot choose another --out)."""
-    check_parking_free(out, owner)
-    tmp = tmp_dir_for(out)
+    check_parking_free(out, owner, of_a_root)
+    tmp = tmp_dir_for(out, of_a_root)
     mine, made_by = owned(tmp, owner)
     if mine or (owner.startswith(WRITE_SHARDS_OWNER) and abandoned_write_shards(made_by)):
         return
@@ -260,21 +260,21 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, f"renameat2({a}, {b}, RENAME_EXCHANGE): {os.strerror(err)}")
 
 
-def parking_dir_for(out: Path) -> Path:
+def parking_dir_for(out: Path, of_a_root: bool = False) -> Path:
     """Where the fallback swap parks the previous OUT for the two syscalls between its renames.
 
     A folder this run makes (exclusively) and marks, never a name the user may already use:
     `OUT.old` is where users keep a previous output by hand, and it must never be deleted.
     """
-    return beside(out, PARKING_SUFFIX)
+    return beside(out, PARKING_SUFFIX, of_a_root)
 
 
 PARKED = "previous"  # the previous OUT, inside the parking folder
 
 
-def check_parking_free(out: Path, owner: str) -> None:
+def check_parking_free(out: Path, owner: str, of_a_root: bool = False) -> None:
     """Refuse an existing OUT.replaced that `owner` did not make; nothing is removed here."""
-    park = parking_dir_for(out)
+    park = parking_dir_for(out, of_a_root)
     mine, made_by = owned(park, owner)
     if mine:
         return

@@ -120,13 +120,21 @@ def beside_out(out: Path) -> dict[str, Path]:
             "the work folder beside OUT (a root's)": root_work_folder(out)}
 
 
-def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None) -> None:
+def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None, several: bool = False) -> None:
     """Before anything is written: the run dir, the inputs, OUT and what a run keeps beside OUT (OUT.tmp,
     OUT.replaced, the claim and lock files) apart, OUT in no other output, and no OUT.tmp this run did not make."""
     check_no_overlap({"--run-dir": run_root, "input root": input_root, "--out": out, **beside_out(out)})
     check_out_not_enclosed(out)
+    check_staging_free(out, run_root, several)
+
+
+def check_staging_free(out: Path, run_root: Path, several: bool) -> None:
+    """OUT's staging and parking folders free where this run keeps them (beside ROOT for a language of a run
+    of several, even before the submit writes ROOT's root manifest): the dry-run and the submit ask here.
+    `run_root`: the run's --run-dir; a language of several is staged by its own run dir inside it."""
+    owner = run_root / out.name if several else run_root
     try:
-        check_tmp_free(out, str(run_root))
+        check_tmp_free(out, str(owner), of_a_root=several)
     except FileExistsError as exc:
         raise UsageError(str(exc)) from None
 
@@ -172,7 +180,4 @@ def name_languages(outs: Iterable[Path], several: bool, root: Path) -> None:
         run_root = root / out.name if several else root
         check_not_held(out, run_root)  # where the claim is now: a run of one language may hold ROOT/LANG there
         root_manifest.ask(out.parent, [out.name], make=several)
-        try:
-            check_tmp_free(out, str(run_root))
-        except FileExistsError as exc:
-            raise UsageError(str(exc)) from None
+        check_staging_free(out, root, several)

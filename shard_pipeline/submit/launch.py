@@ -160,6 +160,6 @@ def check_outs(args: Request, settings, ms: Languages, root: Path, several: bool
         held = check_replaceable(out)
         guards.check_same_dataset(out, held, dataset_name(lang_args(args, lang), ms.scopes[lang].subset),
                                   args.replace_other)
-        guards.check_new_run_paths(out, root, input_root)
+        guards.check_new_run_paths(out, root, input_root, several)
         outs[lang] = (out, held)
     return outs
