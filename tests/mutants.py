@@ -79,6 +79,7 @@ INDEX_CHECK = "shard_pipeline/input/index_check.py"
 REGISTRY = "shard_pipeline/run/registry.py"
 LAUNCH = "shard_pipeline/submit/launch.py"
 REPLACE = "shard_pipeline/contract/replace.py"
+RULEBOOK = "shard_pipeline/run/rulebook.py"
 SPILL = "shard_pipeline/stages/spill.py"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -134,8 +135,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("finalize-skips-plan-config", "out-old-or-new", FINALIZE,
            "plan = load_record(run.plan_json, Plan, made_here(cfg.content.sha256()), step=REDO_STEP)",
            'plan = load_record(run.plan_json, Plan, made_here(read_json(run.plan_json)["config_sha256"]), step=REDO_STEP)'),
-    Mutant("finalize-replaces-a-newer-output", "out-old-or-new", FINALIZE,
-           'if theirs.get("config_sha256") == cfg.content.sha256():', "if True:"),
+    Mutant("finalize-replaces-a-newer-output", "out-old-or-new", RULEBOOK,
+           'if theirs.get("config_sha256") == ctx.cfg.content.sha256():', "if True:"),
     Mutant("write-into-out-not-staging", "out-old-or-new", WRITE,
            'out_tmp = staging_dir(Path(cfg.execution.out), str(run.root), "move it away, then --resume this run")',
            "out_tmp = Path(cfg.execution.out)"),
@@ -147,11 +148,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "if mine or (owner.startswith(WRITE_SHARDS_OWNER) and abandoned_write_shards(made_by)):", "if True:"),
     # a resume says at once what finalize would refuse
     Mutant("resume-skips-finalize-refusals", "resume-refuses-early", LAUNCH,
-           "            refuse_what_finalize_would(dirs[l], cfgs[l])\n", "            pass\n"),
-    Mutant("resume-skips-newer-output", "resume-refuses-early", LAUNCH,
-           "        check_still_replacing(run, cfg, out)\n", "        pass\n"),
-    Mutant("resume-skips-out-replaceable", "resume-refuses-early", LAUNCH,
-           "        check_out_for_resume(out, str(run.root))\n", "        pass\n"),
+           "            resume_preflight(dirs[l], cfgs[l], l in planning, root)\n", "            pass\n"),
+    Mutant("resume-skips-newer-output", "resume-refuses-early", RULEBOOK,
+           "Rule(\"newer-output\", frozenset({RESUME, FINALIZE})", "Rule(\"newer-output\", frozenset({FINALIZE})"),
+    Mutant("resume-skips-out-replaceable", "resume-refuses-early", RULEBOOK,
+           "        check_out_for_resume(ctx.out, str(ctx.run_root))\n", "        pass\n"),
     Mutant("resume-skips-changed-inputs", "resume-refuses-early", LAUNCH,
            "        if changed:\n            fresh =", "        if False:\n            fresh ="),
     # the next step after a failure comes from the kind of its outcome record

@@ -128,7 +128,7 @@ def test_finalize_never_swaps_out_a_folder_that_is_not_a_previous_output(written
 
 def test_a_resumed_finalize_does_not_replace_a_newer_output_of_another_configuration(written, monkeypatch):
     newer_output_at_out(written, monkeypatch)
-    refused(written)
+    assert refused(written, NotReplaceable).refusal.kind == "newer-output"
 
 
 def test_a_swap_whose_second_rename_fails_puts_the_previous_output_back(tmp_path, monkeypatch):

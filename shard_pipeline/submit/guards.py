@@ -14,8 +14,9 @@ from typing import Iterable
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.contract import root_manifest
 from shard_pipeline.contract.beside import root_work_folder
-from shard_pipeline.contract.replace import TMP_MARKER, check_tmp_free, parking_dir_for, tmp_dir_for, tmp_owner
+from shard_pipeline.contract.replace import TMP_MARKER, parking_dir_for, tmp_dir_for, tmp_owner
 from shard_pipeline.errors import UsageError
+from shard_pipeline.run.rulebook import Context, Moment, preflight
 
 
 def inside(a: Path, b: Path) -> bool:
@@ -125,10 +126,6 @@ def check_new_run_paths(out: Path, run_root: Path, input_root: Path | None) -> N
     OUT.replaced, the claim and lock files) apart, OUT in no other output, and no OUT.tmp this run did not make."""
     check_no_overlap({"--run-dir": run_root, "input root": input_root, "--out": out, **beside_out(out)})
     check_out_not_enclosed(out)
-    try:
-        check_tmp_free(out, str(run_root))
-    except FileExistsError as exc:
-        raise UsageError(str(exc)) from None
 
 
 @contextlib.contextmanager
@@ -172,7 +169,4 @@ def name_languages(outs: Iterable[Path], several: bool, root: Path) -> None:
         run_root = root / out.name if several else root
         check_not_held(out, run_root)  # where the claim is now: a run of one language may hold ROOT/LANG there
         root_manifest.ask(out.parent, [out.name], make=several)
-        try:
-            check_tmp_free(out, str(run_root))
-        except FileExistsError as exc:
-            raise UsageError(str(exc)) from None
+        preflight(Moment.SUBMIT, Context(out, run_root))

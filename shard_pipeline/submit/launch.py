@@ -17,13 +17,14 @@ from typing import Any, Sequence
 from shard_pipeline import slurm
 from shard_pipeline.access import place_refusal, resume_refusal, share_like
 from shard_pipeline.commands import resume_command
-from shard_pipeline.contract.replace import NotReplaceable, check_out_for_resume, check_replaceable, check_tmp_free
+from shard_pipeline.contract.replace import check_replaceable
 from shard_pipeline.contract.root import LANG_CODE, is_root, scan
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.run import codeversion, unit_table
 from shard_pipeline.run.claim import check_claimable, check_not_held, claim, release, run_lock
-from shard_pipeline.run.registry import STAGE_NAMES, RunState, already_swapped, since_done
+from shard_pipeline.run.rulebook import Context, Moment, preflight, resume_preflight
+from shard_pipeline.run.registry import STAGE_NAMES, since_done
 from shard_pipeline.run.receipts import Buckets, PartitionTask
 from shard_pipeline.run.records import made_here, save_record
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig, load_config
@@ -80,7 +81,7 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
             print(line)
         check_new(root)  # after the scope: what the run itself would refuse, said here too (reading only)
         for out, _ in outs.values():
-            check_not_held(out, root / out.name if several else root)
+            preflight(Moment.DRY_RUN, Context(out, root / out.name if several else root))
         print("dry run: nothing written, nothing submitted")
         return ExitCode.OK
     if args.out is None:
@@ -298,22 +299,6 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
         shutil.rmtree(root, ignore_errors=True)
         raise
     return cfgs
-
-
-def refuse_what_finalize_would(run: RunDir, cfg: RunConfig) -> None:
-    """What the run's finalize would refuse about OUT, said by its --resume before any stage runs (reading only),
-    unless OUT is provably this run's output already (registry.already_swapped: then finalize does not swap)."""
-    from shard_pipeline.run.resume import ResumeRefused
-    from shard_pipeline.stages.finalize import FinalizeError, check_still_replacing
-
-    out, plan = Path(cfg.execution.out), RunState(run).plan
-    if plan is not None and already_swapped(run, cfg, plan, out, rehash=False) is not None:
-        return
-    try:
-        check_out_for_resume(out, str(run.root))
-        check_still_replacing(run, cfg, out)
-    except (NotReplaceable, FinalizeError) as exc:
-        raise ResumeRefused(f"{exc}; nothing was started") from None
 
 
 def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: Scope, out: Path,
@@ -541,11 +526,8 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         else:
             print(f"resuming {root}:\n{report[0]}")
         for l in todo:  # what reading alone can refuse (another run, a staging folder not ours): a dry run says it too
-            check_not_held(Path(cfgs[l].execution.out), dirs[l].root)
-            refuse_what_finalize_would(dirs[l], cfgs[l])
+            resume_preflight(dirs[l], cfgs[l], l in planning, root)
             if l in planning:  # else the plan refuses it, after the whole partition stage
-                check_tmp_free(Path(cfgs[l].execution.out), str(dirs[l].root),
-                               f"move it away, then {resume_command(root)}; nothing was started")
                 refuse_short_inputs(cfgs[l], dirs[l].root, read_so_far(dirs[l], cfgs[l]),
                                     args.release_changed or cfgs[l].execution.release_changed)
         if args.dry_run:

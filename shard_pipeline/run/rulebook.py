@@ -1,0 +1,194 @@
+"""The rule book: each safety rule about OUT, defined once with the moments it applies to.
+
+A moment (a dry run, a submit, a resume, a stage, a publish) checks its rules through one call,
+`preflight(moment, context)`: a rule added here is checked at every moment it names, and
+docs/operations.md's table of these rules is rendered from this book (`python -m
+shard_pipeline.run.rulebook --table`). A refused rule raises its own error carrying a typed
+`Refusal` (`.refusal`): the rule's kind, the paths, the owner of what is in the way, the next step.
+"""
+from __future__ import annotations
+
+import enum
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from shard_pipeline.commands import resume_command
+from shard_pipeline.contract.manifest import load_manifest
+from shard_pipeline.contract.replace import (NotReplaceable, check_out_for_resume, check_tmp_free, folder_identity,
+                                             parking_dir_for, tmp_dir_for, tmp_owner)
+from shard_pipeline.errors import UserError
+from shard_pipeline.run.claim import check_not_held, claim_path, holder
+from shard_pipeline.run.registry import RunState, already_swapped, swap_receipt
+from shard_pipeline.run.resume import ResumeRefused
+from shard_pipeline.run.rundir import RunDir
+
+
+class Moment(enum.Enum):
+    """When a rule is checked."""
+
+    DRY_RUN = "--dry-run"
+    SUBMIT = "submit"
+    RESUME = "--resume"
+    FINALIZE = "finalize"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a moment knows about one OUT: the run that means to write it, and (at a resume and at finalize)
+    the run's records. `step`: the way on for a folder in the way that hplt-shard did not make."""
+
+    out: Path
+    run_root: Path
+    step: str = "move it away or choose another --out"
+    cfg: Any = None  # the run's RunConfig, at a resume and at finalize
+    swapped: bool = False  # OUT is provably this run's output already: finalize will not swap
+    planning: bool = True  # the plan is still to run, so this run's OUT.tmp is not made yet
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A rule refused: which one, the paths in the way, who owns them (None: no run of hplt-shard), the next step."""
+
+    kind: str
+    paths: tuple[Path, ...]
+    owner: str | None
+    next_step: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One safety rule: its kind, the moments that check it, its check, and its row of docs/operations.md."""
+
+    kind: str
+    moments: frozenset[Moment]
+    check: Callable[[Context], None]
+    case: str
+    next_step: str
+    kept: str
+    paths: Callable[[Context], tuple[Path, ...]]
+    owner: Callable[[Context], str | None]
+
+
+def not_held(ctx: Context) -> None:
+    """Another unfinished run holds OUT (its claim file names it)."""
+    check_not_held(ctx.out, ctx.run_root)
+
+
+def staging_ours(ctx: Context) -> None:
+    """OUT.tmp and OUT.replaced are absent or this run's (its marker); only while the plan is still to run."""
+    if ctx.planning:
+        check_tmp_free(ctx.out, str(ctx.run_root), ctx.step)
+
+
+def out_replaceable(ctx: Context) -> None:
+    """What finalize would refuse at OUT, said by reading alone, unless OUT is provably this run's output already."""
+    if not ctx.swapped:
+        check_out_for_resume(ctx.out, str(ctx.run_root))
+
+
+def no_newer_output(ctx: Context) -> None:
+    """Refuse to swap over an output of another configuration that reached OUT after an earlier attempt of this
+    run's finalize recorded what it replaces (swap.json): a newer run's output, which a resume must not replace."""
+    if ctx.swapped:
+        return
+    now = folder_identity(ctx.out)
+    earlier = swap_receipt(RunDir(ctx.run_root)) if ctx.cfg is not None else None
+    if earlier is None or now is None or now["manifest_sha256"] is None:
+        return
+    if now["manifest_sha256"] in ((earlier.previous or {}).get("manifest_sha256"), earlier.manifest_sha256):
+        return
+    try:
+        theirs = load_manifest(ctx.out)
+    except (OSError, ValueError):
+        return
+    if theirs.get("config_sha256") == ctx.cfg.content.sha256():
+        return  # this run's own output, edited or damaged, or the same content again: replaced, as a re-run would
+    raise NotReplaceable(f"{ctx.out} holds another output now (dataset {theirs.get('dataset')!r} version "
+                         f"{theirs.get('version')!r}, another configuration), put there after this run's earlier "
+                         f"finalize attempt: this run does not replace a newer output; to put this run's output "
+                         f"there anyway, move {ctx.out} away, then {resume_command(ctx.run_root)}")
+
+
+def _out(ctx: Context) -> tuple[Path, ...]:
+    return (ctx.out,)
+
+
+def _staging(ctx: Context) -> tuple[Path, ...]:
+    return tmp_dir_for(ctx.out), parking_dir_for(ctx.out)
+
+
+def _no_owner(ctx: Context) -> str | None:
+    return None
+
+
+def _staging_owner(ctx: Context) -> str | None:
+    return next((o for p in _staging(ctx) if (o := tmp_owner(p)) is not None and o != str(ctx.run_root)), None)
+
+
+DRY_RUN, SUBMIT, RESUME, FINALIZE = Moment.DRY_RUN, Moment.SUBMIT, Moment.RESUME, Moment.FINALIZE
+
+RULES: tuple[Rule, ...] = (
+    Rule("out-held", frozenset({DRY_RUN, SUBMIT, RESUME}), not_held,
+         "another unfinished run holds OUT (`OUT.hplt-shard-claim` names it)",
+         "finish that run with `--resume R`, or remove the claim file if it was abandoned",
+         "everything; nothing written", lambda ctx: (ctx.out, claim_path(ctx.out)), lambda ctx: holder(ctx.out)),
+    Rule("out-not-replaceable", frozenset({RESUME}), out_replaceable,
+         "OUT is not what this run's finalize may replace (not a previous output, a mount point, a link, another "
+         "user's, or something else where an interrupted swap parked the previous version)",
+         "move what is at OUT away (or unmount it), then `--resume RUNDIR`", "OUT and the run dir; nothing started",
+         _out, _no_owner),
+    Rule("newer-output", frozenset({RESUME, FINALIZE}), no_newer_output,
+         "OUT holds an output of another configuration put there after this run's earlier finalize attempt",
+         "move OUT away, then `--resume RUNDIR`", "OUT as it is; the run dir", _out, _no_owner),
+    Rule("staging-not-ours", frozenset({DRY_RUN, SUBMIT, RESUME}), staging_ours,
+         "`OUT.tmp` or `OUT.replaced` exists and this run did not make it (no `.hplt-shard-tmp` marker, another "
+         "run's marker, an earlier output); at a resume only while the plan is still to run",
+         "move it away, then run the command again (a new run may choose another `--out`); another run's: "
+         "`--status` or `--resume` that run, or remove the folder if it is abandoned",
+         "that folder and everything in it; no run dir, no claim", _staging, _staging_owner),
+)
+
+
+def rules_for(moment: Moment) -> tuple[Rule, ...]:
+    """The rules a moment checks, in the book's order."""
+    return tuple(rule for rule in RULES if moment in rule.moments)
+
+
+def preflight(moment: Moment, ctx: Context) -> None:
+    """Check every rule of `moment`; the first refused raises its error, carrying its `Refusal`."""
+    for rule in rules_for(moment):
+        try:
+            rule.check(ctx)
+        except UserError as exc:
+            exc.refusal = Refusal(rule.kind, rule.paths(ctx), rule.owner(ctx), rule.next_step)
+            raise
+
+
+def resume_preflight(run: RunDir, cfg: Any, planning: bool, resume_root: Path) -> None:
+    """The RESUME moment for one language: what its finalize (and, while the plan is to run, its plan) would
+    refuse at OUT, said before anything is queued, by reading alone."""
+    out, plan = Path(cfg.execution.out), RunState(run).plan
+    swapped = plan is not None and already_swapped(run, cfg, plan, out, rehash=False) is not None
+    ctx = Context(out, run.root, f"move it away, then {resume_command(resume_root)}", cfg, swapped, planning)
+    try:
+        preflight(Moment.RESUME, ctx)
+    except NotReplaceable as exc:
+        refused = ResumeRefused(f"{exc}; nothing was started")
+        refused.refusal = exc.refusal
+        raise refused from None
+
+
+def table() -> str:
+    """The book as docs/operations.md shows it."""
+    head = ["| Rule | Case | Checked at | Next step | What is kept |", "|---|---|---|---|---|"]
+    rows = [f"| `{r.kind}` | {r.case} | {', '.join(m.value for m in Moment if m in r.moments)} | {r.next_step} | "
+            f"{r.kept} |" for r in RULES]
+    return "\n".join(head + rows)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--table"]:
+        sys.exit("usage: python -m shard_pipeline.run.rulebook --table")
+    print(table())
