@@ -65,6 +65,7 @@ class Rule:
     moments: frozenset[Moment]
     check: Callable[[Context], None]
     case: str
+    exit: str
     next_step: str
     kept: str
     paths: Callable[[Context], tuple[Path, ...]]
@@ -131,23 +132,29 @@ DRY_RUN, SUBMIT, RESUME, FINALIZE = Moment.DRY_RUN, Moment.SUBMIT, Moment.RESUME
 
 RULES: tuple[Rule, ...] = (
     Rule("out-held", frozenset({DRY_RUN, SUBMIT, RESUME}), not_held,
-         "another unfinished run holds OUT (`OUT.hplt-shard-claim` names it)",
-         "finish that run with `--resume R`, or remove the claim file if it was abandoned",
+         "another unfinished run holds OUT (its claim file, `OUT.hplt-shard-claim`, names that run)", "2",
+         "finish that run with `--resume R`, or remove the claim file if that run was abandoned",
          "everything; nothing written", lambda ctx: (ctx.out, claim_path(ctx.out)), lambda ctx: holder(ctx.out)),
     Rule("out-not-replaceable", frozenset({RESUME}), out_replaceable,
-         "OUT is not what this run's finalize may replace (not a previous output, a mount point, a link, another "
-         "user's, or something else where an interrupted swap parked the previous version)",
-         "move what is at OUT away (or unmount it), then `--resume RUNDIR`", "OUT and the run dir; nothing started",
+         "OUT is not what this run's finalize may replace (not a previous output, a link, a mount point, another "
+         "user's; a file added to this run's own output after its swap; something at OUT where an interrupted swap "
+         "puts the previous version back), said before any stage unless OUT is provably this run's output already",
+         "2",
+         "move what is at OUT away (or unmount it), then `--resume RUNDIR`", "OUT; the run dir as it was",
          _out, _no_owner),
     Rule("newer-output", frozenset({RESUME, FINALIZE}), no_newer_output,
-         "OUT holds an output of another configuration put there after this run's earlier finalize attempt",
-         "move OUT away, then `--resume RUNDIR`", "OUT as it is; the run dir", _out, _no_owner),
+         "OUT holds an output of another configuration (a newer run's) put there after this run's earlier finalize "
+         "attempt", "2 / 1 (finalize)",
+         "move OUT away, then `--resume RUNDIR`", "the newer output; the run dir", _out, _no_owner),
     Rule("staging-not-ours", frozenset({DRY_RUN, SUBMIT, RESUME}), staging_ours,
-         "`OUT.tmp` or `OUT.replaced` exists and this run did not make it (no `.hplt-shard-tmp` marker, another "
-         "run's marker, an earlier output); at a resume only while the plan is still to run",
-         "move it away, then run the command again (a new run may choose another `--out`); another run's: "
-         "`--status` or `--resume` that run, or remove the folder if it is abandoned",
-         "that folder and everything in it; no run dir, no claim", _staging, _staging_owner),
+         "`OUT.tmp` or `OUT.replaced` (where a swap without `RENAME_EXCHANGE` parks the previous OUT) exists and "
+         "this run did not make it: no `.hplt-shard-tmp` marker (a user's folder, an earlier output a run could not "
+         "delete, a copy), or another run's or `write_shards` call's marker; at a resume only while the plan is "
+         "still to run (the writers and the swap check it again); a user's own `OUT.old` is never touched",
+         "2 / 1 (a stage)",
+         "move it away, then the same command again (a new run may choose another `--out`); another run's: "
+         "`--status R`, finish it with `--resume R`, or remove the folder if that run is abandoned",
+         "that folder and everything in it, OUT as it was; no run dir, no claim", _staging, _staging_owner),
 )
 
 
@@ -182,9 +189,9 @@ def resume_preflight(run: RunDir, cfg: Any, planning: bool, resume_root: Path) -
 
 def table() -> str:
     """The book as docs/operations.md shows it."""
-    head = ["| Rule | Case | Checked at | Next step | What is kept |", "|---|---|---|---|---|"]
-    rows = [f"| `{r.kind}` | {r.case} | {', '.join(m.value for m in Moment if m in r.moments)} | {r.next_step} | "
-            f"{r.kept} |" for r in RULES]
+    head = ["| Rule | Case | Checked at | Exit | Next step | What is kept |", "|---|---|---|---|---|---|"]
+    rows = [f"| `{r.kind}` | {r.case} | {', '.join(f'`{m.value}`' for m in Moment if m in r.moments)} | {r.exit} | "
+            f"{r.next_step} | {r.kept} |" for r in RULES]
     return "\n".join(head + rows)
 
 
