@@ -80,6 +80,7 @@ REGISTRY = "shard_pipeline/run/registry.py"
 LAUNCH = "shard_pipeline/submit/launch.py"
 REPLACE = "shard_pipeline/contract/replace.py"
 RULEBOOK = "shard_pipeline/run/rulebook.py"
+SWAP = "shard_pipeline/contract/swap.py"
 SPILL = "shard_pipeline/stages/spill.py"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -140,9 +141,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("write-into-out-not-staging", "out-old-or-new", WRITE,
            'out_tmp = staging_dir(Path(cfg.execution.out), str(run.root), "move it away, then --resume this run")',
            "out_tmp = Path(cfg.execution.out)"),
-    Mutant("swap-skips-replaceable-check", "out-old-or-new", REPLACE,
+    Mutant("swap-skips-replaceable-check", "out-old-or-new", SWAP,
            "held = check_replaceable(out, new_run=False)  # the run's own finalize", "held = None  #"),
-    Mutant("swap-fallback-leaves-out-absent", "out-old-or-new", REPLACE,
+    Mutant("swap-fallback-leaves-out-absent", "out-old-or-new", SWAP,
            "os.rename(old, out)  # OUT back as it was", "pass  # OUT back as it was"),
     Mutant("staging-takes-a-foreign-tmp", "out-old-or-new", REPLACE,
            "if mine or (owner.startswith(WRITE_SHARDS_OWNER) and abandoned_write_shards(made_by)):", "if True:"),

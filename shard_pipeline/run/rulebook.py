@@ -16,8 +16,9 @@ from typing import Any, Callable
 
 from shard_pipeline.commands import resume_command
 from shard_pipeline.contract.manifest import load_manifest
-from shard_pipeline.contract.replace import (NotReplaceable, check_out_for_resume, check_tmp_free, folder_identity,
-                                             parking_dir_for, tmp_dir_for, tmp_owner)
+from shard_pipeline.contract.replace import (NotReplaceable, check_out_for_resume, check_tmp_free, parking_dir_for,
+                                             tmp_dir_for, tmp_owner)
+from shard_pipeline.contract.swap import folder_identity
 from shard_pipeline.errors import UserError
 from shard_pipeline.run.claim import check_not_held, claim_path, holder
 from shard_pipeline.run.registry import RunState, already_swapped, swap_receipt

@@ -23,18 +23,9 @@ from shard_pipeline.contract.extras import (
     LEDGER_NAME,
 )
 from shard_pipeline.contract.previous import counted, shown
-from shard_pipeline.contract.manifest import MANIFEST_NAME, build_manifest, load_manifest, manifest_sets, write_manifest
-from shard_pipeline.contract.replace import (
-    PARKED,
-    TMP_MARKER,
-    folder_identity,
-    notice,
-    parking_dir_for,
-    remove_replaced,
-    swap_into_place,
-    tmp_owner,
-    unpark,
-)
+from shard_pipeline.contract.manifest import MANIFEST_NAME, build_manifest, manifest_sets, write_manifest
+from shard_pipeline.contract.replace import PARKED, TMP_MARKER, parking_dir_for, tmp_owner
+from shard_pipeline.contract.swap import folder_identity, notice, remove_replaced, swap_into_place, unpark
 from shard_pipeline.contract.rules import SPLIT_DIRS
 from shard_pipeline.files import atomic_leftovers, file_sha256
 from shard_pipeline.files import write_bytes_atomic
