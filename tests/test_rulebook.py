@@ -54,7 +54,7 @@ def test_another_runs_staging_folder_names_that_run_as_its_owner(tmp_path):
     out, other = tmp_path / "out", tmp_path / "other-run"
     tmp_dir_for(out).mkdir()
     (tmp_dir_for(out) / TMP_MARKER).write_text(f"{other}\n")
-    got = refusal_of(Moment.DRY_RUN, Context(out, tmp_path / "run"))
+    got = refusal_of(Moment.NEW_RUN, Context(out, tmp_path / "run"))
     assert (got.kind, got.owner) == ("staging-not-ours", str(other))
 
 
@@ -77,3 +77,9 @@ def test_operations_md_shows_the_rule_book_as_it_is():
     text = OPERATIONS.read_text(encoding="utf-8")
     shown = text.split("<!-- rulebook:begin -->\n", 1)[1].split("\n<!-- rulebook:end -->", 1)[0]
     assert shown == rulebook.table(), "docs/operations.md: run python -m shard_pipeline.run.rulebook --table"
+
+
+def test_a_run_dir_inside_out_is_refused_at_a_new_run_naming_both(tmp_path):
+    out = tmp_path / "out"
+    got = refusal_of(Moment.NEW_RUN, Context(out, out / "run"))
+    assert (got.kind, got.paths) == ("paths-apart", (out, out / "run"))

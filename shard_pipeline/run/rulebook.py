@@ -20,6 +20,7 @@ from shard_pipeline.contract.replace import (NotReplaceable, check_out_for_resum
                                              tmp_dir_for, tmp_owner)
 from shard_pipeline.contract.swap import folder_identity
 from shard_pipeline.errors import UserError
+from shard_pipeline.run.apart import beside_out, check_no_overlap, check_out_not_enclosed
 from shard_pipeline.run.claim import check_not_held, claim_path, holder
 from shard_pipeline.run.registry import RunState, already_swapped, swap_receipt
 from shard_pipeline.run.resume import ResumeRefused
@@ -29,6 +30,7 @@ from shard_pipeline.run.rundir import RunDir
 class Moment(enum.Enum):
     """When a rule is checked."""
 
+    NEW_RUN = "a new run"  # its --dry-run and its submit, before anything is written
     DRY_RUN = "--dry-run"
     SUBMIT = "submit"
     RESUME = "--resume"
@@ -46,6 +48,8 @@ class Context:
     cfg: Any = None  # the run's RunConfig, at a resume and at finalize
     swapped: bool = False  # OUT is provably this run's output already: finalize will not swap
     planning: bool = True  # the plan is still to run, so this run's OUT.tmp is not made yet
+    run_dir: Path | None = None  # --run-dir as given (the root of a run of several); None: run_root
+    input_root: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,17 @@ class Rule:
     kept: str
     paths: Callable[[Context], tuple[Path, ...]]
     owner: Callable[[Context], str | None]
+
+
+def paths_apart(ctx: Context) -> None:
+    """The run dir, the input root, OUT and what a run keeps beside OUT are apart."""
+    check_no_overlap({"--run-dir": ctx.run_dir or ctx.run_root, "input root": ctx.input_root, "--out": ctx.out,
+                      **beside_out(ctx.out)})
+
+
+def not_nested(ctx: Context) -> None:
+    """OUT lies in no other output and in no other run's staging folder."""
+    check_out_not_enclosed(ctx.out)
 
 
 def not_held(ctx: Context) -> None:
@@ -129,9 +144,19 @@ def _staging_owner(ctx: Context) -> str | None:
     return next((o for p in _staging(ctx) if (o := tmp_owner(p)) is not None and o != str(ctx.run_root)), None)
 
 
-DRY_RUN, SUBMIT, RESUME, FINALIZE = Moment.DRY_RUN, Moment.SUBMIT, Moment.RESUME, Moment.FINALIZE
+NEW_RUN, DRY_RUN, SUBMIT, RESUME, FINALIZE = tuple(Moment)
 
 RULES: tuple[Rule, ...] = (
+    Rule("paths-apart", frozenset({NEW_RUN}), paths_apart,
+         "two of the run dir, the input root, OUT and what a run keeps beside OUT (`OUT.tmp`, `OUT.replaced`, the "
+         "claim and lock files; for ROOT/LANG of a root, these in `ROOT.hplt-shard/`) are the same folder or lie one "
+         "inside the other, however spelled (`..`, a link)", "2",
+         "choose folders apart (`--run-dir`, `--out`, `--local-root`)", "everything; nothing written",
+         lambda ctx: (ctx.out, ctx.run_dir or ctx.run_root), _no_owner),
+    Rule("out-nested", frozenset({NEW_RUN}), not_nested,
+         "OUT lies inside another output (an ancestor holds `_MANIFEST.json`) or inside another run's marked "
+         "staging or parking folder", "2", "choose an `--out` outside it", "everything; nothing written",
+         _out, _no_owner),
     Rule("out-held", frozenset({DRY_RUN, SUBMIT, RESUME}), not_held,
          "another unfinished run holds OUT (its claim file, `OUT.hplt-shard-claim`, names that run)", "2",
          "finish that run with `--resume R`, or remove the claim file if that run was abandoned",
@@ -147,7 +172,7 @@ RULES: tuple[Rule, ...] = (
          "OUT holds an output of another configuration (a newer run's) put there after this run's earlier finalize "
          "attempt", "2 / 1 (finalize)",
          "move OUT away, then `--resume RUNDIR`", "the newer output; the run dir", _out, _no_owner),
-    Rule("staging-not-ours", frozenset({DRY_RUN, SUBMIT, RESUME}), staging_ours,
+    Rule("staging-not-ours", frozenset({NEW_RUN, SUBMIT, RESUME}), staging_ours,
          "`OUT.tmp` or `OUT.replaced` (where a swap without `RENAME_EXCHANGE` parks the previous OUT) exists and "
          "this run did not make it: no `.hplt-shard-tmp` marker (a user's folder, an earlier output a run could not "
          "delete, a copy), or another run's or `write_shards` call's marker; at a resume only while the plan is "

@@ -21,7 +21,7 @@ from shard_pipeline.contract.replace import check_replaceable
 from shard_pipeline.contract.root import LANG_CODE, is_root, scan
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
-from shard_pipeline.run import codeversion, unit_table
+from shard_pipeline.run import apart, codeversion, unit_table
 from shard_pipeline.run.claim import check_claimable, check_not_held, claim, release, run_lock
 from shard_pipeline.run.rulebook import Context, Moment, preflight, resume_preflight
 from shard_pipeline.run.registry import STAGE_NAMES, since_done
@@ -131,8 +131,8 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
         if (given / MANIFEST_NAME).exists():
             raise UsageError(f"--out {given} is itself an output (it holds {MANIFEST_NAME}); a run of several "
                              "languages writes OUT/<LANG>/ into it, which that output does not list: choose another --out")
-        guards.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given, **guards.beside_out(given)})
-        guards.check_out_not_enclosed(given)
+        apart.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given, **apart.beside_out(given)})
+        apart.check_out_not_enclosed(given)
         check_not_held(given, root)  # a queued run of one language into the root itself would fail on our folders
     places = [(given if several else given.parent, f"--out {given} cannot be written here", "--out"),
               (root.parent, f"the run directory {root} cannot be made here", "--run-dir")]
@@ -155,7 +155,7 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
         held = check_replaceable(out)
         guards.check_same_dataset(out, held, dataset_name(lang_args(args, lang), ms.scopes[lang].subset),
                                   args.replace_other)
-        guards.check_new_run_paths(out, root, input_root)
+        preflight(Moment.NEW_RUN, Context(out, root / lang if several else root, run_dir=root, input_root=input_root))
         outs[lang] = (out, held)
     return outs
 
