@@ -31,6 +31,7 @@ class Moment(enum.Enum):
     """When a rule is checked."""
 
     NEW_RUN = "a new run"  # its --dry-run and its submit, before anything is written
+    NEW_ROOT = "a new root"  # the same, for ROOT itself in a run of several languages
     DRY_RUN = "--dry-run"
     SUBMIT = "submit"
     RESUME = "--resume"
@@ -144,20 +145,20 @@ def _staging_owner(ctx: Context) -> str | None:
     return next((o for p in _staging(ctx) if (o := tmp_owner(p)) is not None and o != str(ctx.run_root)), None)
 
 
-NEW_RUN, DRY_RUN, SUBMIT, RESUME, FINALIZE = tuple(Moment)
+NEW_RUN, NEW_ROOT, DRY_RUN, SUBMIT, RESUME, FINALIZE = tuple(Moment)
 
 RULES: tuple[Rule, ...] = (
-    Rule("paths-apart", frozenset({NEW_RUN}), paths_apart,
+    Rule("paths-apart", frozenset({NEW_RUN, NEW_ROOT}), paths_apart,
          "two of the run dir, the input root, OUT and what a run keeps beside OUT (`OUT.tmp`, `OUT.replaced`, the "
          "claim and lock files; for ROOT/LANG of a root, these in `ROOT.hplt-shard/`) are the same folder or lie one "
          "inside the other, however spelled (`..`, a link)", "2",
          "choose folders apart (`--run-dir`, `--out`, `--local-root`)", "everything; nothing written",
          lambda ctx: (ctx.out, ctx.run_dir or ctx.run_root), _no_owner),
-    Rule("out-nested", frozenset({NEW_RUN}), not_nested,
+    Rule("out-nested", frozenset({NEW_RUN, NEW_ROOT}), not_nested,
          "OUT lies inside another output (an ancestor holds `_MANIFEST.json`) or inside another run's marked "
          "staging or parking folder", "2", "choose an `--out` outside it", "everything; nothing written",
          _out, _no_owner),
-    Rule("out-held", frozenset({DRY_RUN, SUBMIT, RESUME}), not_held,
+    Rule("out-held", frozenset({NEW_ROOT, DRY_RUN, SUBMIT, RESUME}), not_held,
          "another unfinished run holds OUT (its claim file, `OUT.hplt-shard-claim`, names that run)", "2",
          "finish that run with `--resume R`, or remove the claim file if that run was abandoned",
          "everything; nothing written", lambda ctx: (ctx.out, claim_path(ctx.out)), lambda ctx: holder(ctx.out)),

@@ -21,8 +21,8 @@ from shard_pipeline.contract.replace import check_replaceable
 from shard_pipeline.contract.root import LANG_CODE, is_root, scan
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.contract.manifest import MANIFEST_NAME
-from shard_pipeline.run import apart, codeversion, unit_table
-from shard_pipeline.run.claim import check_claimable, check_not_held, claim, release, run_lock
+from shard_pipeline.run import codeversion, unit_table
+from shard_pipeline.run.claim import check_claimable, claim, release, run_lock
 from shard_pipeline.run.rulebook import Context, Moment, preflight, resume_preflight
 from shard_pipeline.run.registry import STAGE_NAMES, since_done
 from shard_pipeline.run.receipts import Buckets, PartitionTask
@@ -131,9 +131,7 @@ def check_outs(args: Request, settings, ms: "Languages", root: Path, several: bo
         if (given / MANIFEST_NAME).exists():
             raise UsageError(f"--out {given} is itself an output (it holds {MANIFEST_NAME}); a run of several "
                              "languages writes OUT/<LANG>/ into it, which that output does not list: choose another --out")
-        apart.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given, **apart.beside_out(given)})
-        apart.check_out_not_enclosed(given)
-        check_not_held(given, root)  # a queued run of one language into the root itself would fail on our folders
+        preflight(Moment.NEW_ROOT, Context(given, root, input_root=input_root))  # a run of one language may hold ROOT
     places = [(given if several else given.parent, f"--out {given} cannot be written here", "--out"),
               (root.parent, f"the run directory {root} cannot be made here", "--run-dir")]
     if several:  # the languages' working files live beside ROOT (contract/beside.py)
