@@ -34,6 +34,7 @@ def tmp_dir_for(out: Path) -> Path:
 # a folder the user made (`mydata.tmp/notes.txt`) or another run's is refused and left alone.
 TMP_MARKER = ".hplt-shard-tmp"
 WRITE_SHARDS_OWNER = "write_shards"  # followed by the host and pid of the call (write_shards_owner)
+NEW_RUN_STEP = "move it away or choose another --out"  # about a folder in the way of a run not yet started
 
 
 def write_shards_owner() -> str:
@@ -74,7 +75,7 @@ def owned(path: Path, owner: str) -> tuple[bool, str | None]:
     return made_by == owner, made_by
 
 
-def check_tmp_free(out: Path, owner: str, step: str = "move it away or choose another --out") -> None:
+def check_tmp_free(out: Path, owner: str, step: str = NEW_RUN_STEP) -> None:
     """Refuse an existing `out.tmp` or `out.replaced` that `owner` did not make; nothing is removed here.
     `step`: what to do about a folder not made by hplt-shard (a resume cannot choose another --out)."""
     check_parking_free(out, owner)
@@ -97,7 +98,7 @@ def check_tmp_free(out: Path, owner: str, step: str = "move it away or choose an
                          f"or remove {tmp} if that run is abandoned")
 
 
-def fresh_tmp_dir(out: Path, owner: str, step: str = "move it away or choose another --out") -> Path:
+def fresh_tmp_dir(out: Path, owner: str, step: str = NEW_RUN_STEP) -> Path:
     """`out.tmp`, empty but for its marker naming `owner`: one left by the same owner is removed first.
 
     An `out.tmp` without the marker, or marked by another owner, is refused and never removed.

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from shard_pipeline.commands import resume_command
 from shard_pipeline.contract.manifest import load_manifest
-from shard_pipeline.contract.replace import (NotReplaceable, check_out_for_resume, check_tmp_free, parking_dir_for,
-                                             tmp_dir_for, tmp_owner)
+from shard_pipeline.contract.replace import (NEW_RUN_STEP, NotReplaceable, check_out_for_resume, check_tmp_free,
+                                             parking_dir_for, tmp_dir_for, tmp_owner)
 from shard_pipeline.contract.swap import folder_identity
 from shard_pipeline.errors import UserError
 from shard_pipeline.run.apart import beside_out, check_no_overlap, check_out_not_enclosed
@@ -45,7 +45,7 @@ class Context:
 
     out: Path
     run_root: Path
-    step: str = "move it away or choose another --out"
+    step: str = NEW_RUN_STEP
     cfg: Any = None  # the run's RunConfig, at a resume and at finalize
     swapped: bool = False  # OUT is provably this run's output already: finalize will not swap
     planning: bool = True  # the plan is still to run, so this run's OUT.tmp is not made yet
