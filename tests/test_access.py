@@ -40,16 +40,16 @@ def previous_output(folder: Path) -> Path:
 
 def deny_reading(monkeypatch, closed: Path) -> None:
     """--verify as a user who may not read the shard `closed` (root may read everything)."""
-    from shard_pipeline.contract import verify
+    from shard_pipeline.contract import verify_files
 
-    real_hash, real_access = verify._stream_sha256, os.access
+    real_hash, real_access = verify_files._stream_sha256, os.access
 
     def stream_sha256(path):
         if Path(path) == closed:
             raise PermissionError(13, "Permission denied", str(path))
         return real_hash(path)
 
-    monkeypatch.setattr(verify, "_stream_sha256", stream_sha256)
+    monkeypatch.setattr(verify_files, "_stream_sha256", stream_sha256)
     monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != closed and real_access(p, mode))
 
 
@@ -184,14 +184,12 @@ def test_verify_of_a_shard_this_user_may_not_read_is_one_line_and_exit_2(tmp_pat
 
     out = previous_output(tmp_path / "out")
     closed = sorted(out.glob("shard-*.parquet"))[1]
-    real_hash, real_access = verify._stream_sha256, os.access
     deny_reading(monkeypatch, closed)
     assert verify.main([str(out)]) == 2
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{closed.name}: cannot be read by this user (Permission denied), "
                                                    "so it was not checked; it is this user's: give yourself access")
-    monkeypatch.setattr(verify, "_stream_sha256", real_hash)
-    monkeypatch.setattr(os, "access", real_access)
+    monkeypatch.undo()
     assert verify.main([str(out)]) == 0
 
 

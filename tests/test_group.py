@@ -247,7 +247,7 @@ def test_array_task_of_a_group_skips_its_finished_units(tmp_path, monkeypatch, r
 
 def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, reference_run):
     from shard_pipeline.run.rundir import RunDir
-    from shard_pipeline.run.status import stage_statuses
+    from shard_pipeline.run.stage_status import stage_statuses
 
     root, _ = reference_run
     run_dir = failed_write_unit(tmp_path, monkeypatch, root)
@@ -258,7 +258,7 @@ def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, referenc
     assert (write.done, write.running, write.failed) == (3, 1, [])  # unit 1 runs in array task 0 (group 0)
     (run_dir / "logs" / "write" / "900_0.unit1.log").write_text("# started\nERROR: OSError: disk on fire\n")
     write = {s.stage: s for s in stage_statuses(RunDir(run_dir), queue={})}["write"]
-    assert [(t, Path(log).name, err) for t, log, err in write.failed] == [(1, "900_0.unit1.log", "ERROR: OSError: disk on fire")]
+    assert [(f.task, f.log.name, f.last_line) for f in write.failed] == [(1, "900_0.unit1.log", "ERROR: OSError: disk on fire")]
 
 
 @pytest.mark.parametrize("cpus", ["1", "3"])

@@ -13,7 +13,7 @@ from shard_pipeline.run import registry
 from shard_pipeline.run.registry import BY_NAME, RunState
 from shard_pipeline.run.resume import plan_resume
 from shard_pipeline.run.rundir import RunDir
-from shard_pipeline.run.status import stage_statuses
+from shard_pipeline.run.stage_status import stage_statuses
 from tests.inprocess import make_run
 
 WRITE = BY_NAME["write"]

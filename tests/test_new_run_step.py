@@ -62,6 +62,9 @@ def commands_in(text: str) -> list[list[str]]:
 
 @pytest.mark.slow
 def test_a_truncated_input_of_one_language_leads_to_a_new_run_of_that_language_alone(tmp_path, capsys):
+    from shard_pipeline.run.outcome import Kind
+    from shard_pipeline.run.view import view_of
+    from shard_pipeline.run.steps import EachLanguage
     from tests.test_multi_local import make_langs, multi_cli
 
     root = make_langs(tmp_path, {"fin_Latn": (40, ("9_1", "9_2")), "swe_Latn": (30, ("9_1",))})
@@ -75,6 +78,9 @@ def test_a_truncated_input_of_one_language_leads_to_a_new_run_of_that_language_a
     assert cli.main(["--status", str(run)]) == 1
     status = capsys.readouterr().out
     assert "a resume cannot finish it" in status and f"--resume {run}" not in status.splitlines()[-3]
+    view = view_of(run)  # what --status rendered, as a value
+    assert isinstance(view.step, EachLanguage) and view.step.unfinished == ("swe_Latn",) and not view.step.resumable
+    assert [lang for lang, _ in view.step.new_runs] == ["swe_Latn"] and list(view.by_kind()) == [Kind.BROKEN_INPUT]
     (fixed,) = commands_in(status)
     assert fixed in commands_in(err)  # the run's end and --status say the same
     assert fixed[0] == "swe_Latn" and fixed[fixed.index("--out") + 1] == str(out / "swe_Latn")

@@ -9,7 +9,7 @@ import pytest
 from shard_pipeline.run.records import HEADER
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.runconfig import load_config
-from shard_pipeline.run.status import progress_counts
+from shard_pipeline.run.render import progress_counts
 from shard_pipeline.stages import partition as partition_mod
 from tests.pipeline_util import make_corpus, run_cli
 

@@ -6,7 +6,7 @@ import time
 
 from shard_pipeline.submit.executors.local import Ticker
 from shard_pipeline.run.rundir import RunDir
-from shard_pipeline.run.status import live_line
+from shard_pipeline.run.render import live_line
 from shard_pipeline.run.tasklog import count_progress_lines, last_progress_line
 
 
@@ -70,7 +70,8 @@ def test_on_a_terminal_task_counts_never_run_into_the_live_line_and_the_last_lin
 def test_a_task_logs_its_figures_and_status_sums_them_per_stage(tmp_path):
     """The figures line a finished task logs reads back as what it measured; --status takes the
     longest elapsed and the highest peak of a stage's finished tasks, and their CPU time summed."""
-    from shard_pipeline.run.status import StageStatus, figures_summary
+    from shard_pipeline.run.render import figures_summary
+    from shard_pipeline.run.stage_status import StageStatus
     from shard_pipeline.run.tasklog import TaskFigures, figures_line, last_figures, own_figures
 
     mine = own_figures(time.monotonic() - 2.0)
@@ -91,6 +92,6 @@ def test_a_task_logs_its_figures_and_status_sums_them_per_stage(tmp_path):
 
 
 def test_a_task_of_two_seconds_is_not_shown_as_taking_nothing():
-    from shard_pipeline.run.status import _hms
+    from shard_pipeline.run.render import _hms
 
     assert _hms(2.4) == "2.4s" and _hms(0.04) == "0.0s" and _hms(62) == "0h01m02s" and _hms(3725) == "1h02m05s"

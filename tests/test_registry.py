@@ -10,7 +10,8 @@ from pathlib import Path
 from shard_pipeline.run.registry import STAGE_NAMES, STAGES, RunState
 from shard_pipeline.run.resume import plan_resume
 from shard_pipeline.run.rundir import RunDir
-from shard_pipeline.run.status import stage_statuses, status_report
+from shard_pipeline.run.status import status_report
+from shard_pipeline.run.stage_status import stage_statuses
 from tests.pipeline_util import make_corpus, run_cli
 
 ARGS = ("--shard-rows", "25", "--partition-tasks", "2", "--write-tasks", "3", "--buckets", "4")
@@ -100,13 +101,13 @@ def test_status_of_a_finished_task_whose_files_are_gone_says_so_not_its_exit_0_l
     run.spill_file(0).unlink()
     failed = {s.stage: s.failed for s in stage_statuses(run, queue={})}["partition"]
     said = f"it finished, but {run.spill_file(0).name} missing: --resume does it again"
-    assert [(t, err) for t, _, err in failed] == [(0, said)]
+    assert [(f.task, f.last_line) for f in failed] == [(0, said)]
     # a Slurm job of one unit has no group trailer: its log ends with the task's figures line
     log = run.root / "logs" / "partition" / "local_0.log"
     lines = log.read_text().splitlines()
     assert lines[-1].startswith("# hplt-shard partition") and " figures: wall " in lines[-2]
     log.write_text("\n".join(lines[:-1]) + "\n")
-    assert [err for _, _, err in {s.stage: s.failed for s in stage_statuses(run, queue={})}["partition"]] == [said]
+    assert [f.last_line for f in {s.stage: s.failed for s in stage_statuses(run, queue={})}["partition"]] == [said]
     assert plan_resume(run).tasks["partition"] == [0]
 
 

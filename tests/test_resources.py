@@ -14,7 +14,7 @@ from shard_pipeline.run import unit_table
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.runconfig import RunConfig, StageResources
-from shard_pipeline.run.status import resume_hint
+from shard_pipeline.run.queue import resume_hint
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.layout import lay_out_jobs
 from shard_pipeline.units import parse_mem, scale_mem, share_of_mem
@@ -82,7 +82,7 @@ def test_resume_hint_doubles_a_units_memory(tmp_path, stage, reason, flag):
                       shard_rows=10, val_permille=5, row_group_bytes=1 << 20, bad_records="fail", inputs=())
     cfg = RunConfig(content, Execution(executor="slurm", out="/o", partition_tasks=8, write_tasks=8, buckets=1,
                                        spill_bytes=1, python="python3", resources=res))
-    assert resume_hint(RunDir(tmp_path), cfg, stage, reason).endswith(flag)
+    assert resume_hint(RunDir(tmp_path), cfg, stage, reason).options == tuple(flag.split())
 
 
 def test_share_and_scale_of_a_slurm_memory_size():
@@ -150,9 +150,9 @@ def test_the_status_hint_counts_an_earlier_resumes_mem(tmp_path, fake_slurm):
     assert submit(tmp_path, root, "--mem", "300M", "--executor", "slurm") == 0
     run = RunDir(tmp_path / "run")
     cfg = RunConfig.from_json(json.loads(run.config_json.read_text()))
-    assert resume_hint(run, cfg, "partition", "OUT_OF_MEMORY").endswith("--mem 600M")
+    assert resume_hint(run, cfg, "partition", "OUT_OF_MEMORY").options == ("--mem", "600M")
     assert cli.main(["--resume", str(run.root), "--conf", str(tmp_path / "t.conf"), "--mem", "2G"]) == 0
-    assert resume_hint(run, cfg, "partition", "OUT_OF_MEMORY").endswith("--mem 4G")  # not back down to 600M
+    assert resume_hint(run, cfg, "partition", "OUT_OF_MEMORY").options == ("--mem", "4G")  # not back down to 600M
 
 
 def test_a_later_plain_resume_keeps_an_earlier_partition_and_account(tmp_path, fake_slurm, capsys):

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from dataclasses import replace
 
 from shard_pipeline.errors import ExitCode, UsageError, signal_exit
 from shard_pipeline.slurm import refusal_kind
@@ -15,24 +16,21 @@ from shard_pipeline.run.runstate import (
     Counts,
     RunPhase,
     TaskState,
-    interrupted_step,
     is_stuck,
     refusal_next_step,
-    refused_step,
     run_phase,
-    stuck_step,
     task_state,
 )
-from shard_pipeline.run.status import (
+from shard_pipeline.run.queue import (
     SlurmUnreachable,
     parse_squeue,
-    reason_hint,
     reason_step,
-    requeued_line,
     slurm_reason,
     split_queued,
     squeue_states,
 )
+from shard_pipeline.run.render import requeued_line
+from shard_pipeline.run.steps import CancelThenResume, Resubmit, Resume, render
 from shard_pipeline.submit import slurm_limits
 from shard_pipeline.submit.executors.slurm import refusal_step
 
@@ -122,55 +120,52 @@ def test_squeue_lines_give_state_and_reason():
 # -- the next step of every failure kind (docs/operations.md, "The next step after each failure") -------------
 
 def test_next_step_after_a_stuck_job_names_scancel_and_resume():
-    text = stuck_step(Path("/runs/r1"), ["PartitionConfig", "Dependency"], ["301", "302"])
+    text = render(CancelThenResume(Path("/runs/r1"), ("301", "302"), ("PartitionConfig", "Dependency")))
     assert "PartitionConfig: it asks more cores or memory than any node of the partition has" in text
     assert "\n    scancel 301 302\n    ./hplt-shard --resume /runs/r1 ..." in text
     assert "--cpus-per-task and --mem that fit a node" in text and "Dependency" not in text.split("(")[1]
 
 
 def test_an_allocation_used_up_names_the_account_as_the_way_on():
-    text = stuck_step(Path("/runs/r1"), ["AssocGrpBillingMinutes"], ["301"])
+    text = render(CancelThenResume(Path("/runs/r1"), ("301",), ("AssocGrpBillingMinutes",)))
     assert "AssocGrpBillingMinutes: the project's allocation (billing units) is used up" in text
     assert "--account of a project with allocation left" in text and "scancel 301" in text
 
 
 def test_next_step_after_ctrl_c_is_the_exact_resume_command():
-    assert interrupted_step(Path("/runs/my run"), "local") == (
+    assert render(Resume(Path("/runs/my run"), ("--executor", "local"), "interrupted")) == (
         "interrupted before the end (not a failure): to continue: ./hplt-shard --resume '/runs/my run' --executor local")
-    assert interrupted_step(Path("/runs/r"), "slurm").endswith("to continue: ./hplt-shard --resume /runs/r")
+    assert render(Resume(Path("/runs/r"), after="interrupted")).endswith("to continue: ./hplt-shard --resume /runs/r")
 
 
-@pytest.mark.parametrize("reason,units,step", [
-    ("OUT_OF_MEMORY", 1, "./hplt-shard --resume /r --mem 8G"),
-    ("OUT_OF_MEMORY", 4, "./hplt-shard --resume /r --mem 4G"),  # one unit's memory, as --mem means at submission
-    ("TIMEOUT", 1, "./hplt-shard --resume /r --time 02:30:00"),
-    ("NODE_FAIL", 1, "./hplt-shard --resume /r"),
-    ("PREEMPTED", 1, "./hplt-shard --resume /r"),
+@pytest.mark.parametrize("reason,units,options", [
+    ("OUT_OF_MEMORY", 1, ("--mem", "8G")),
+    ("OUT_OF_MEMORY", 4, ("--mem", "4G")),  # one unit's memory, as --mem means at submission
+    ("TIMEOUT", 1, ("--time", "02:30:00")),
+    ("NODE_FAIL", 1, ()),
+    ("PREEMPTED", 1, ()),
 ])
-def test_next_step_after_slurm_ended_a_task(reason, units, step):
+def test_next_step_after_slurm_ended_a_task(reason, units, options):
     mem = {1: "4G", 4: "8G"}[units]
-    assert reason_step(Path("/r"), reason, StageResources(mem, "01:15:00", units), units) == step
+    assert reason_step(Path("/r"), reason, StageResources(mem, "01:15:00", units), units) == Resume(Path("/r"), options)
 
 
 def test_after_out_of_memory_the_advice_never_stays_below_what_a_unit_needs():
     """A unit that had less than the floor (a run dir of another version, an edited config) is told twice the
     floor, not twice what could never have run."""
-    assert reason_step(Path("/r"), "OUT_OF_MEMORY", StageResources("40M", "01:00:00", 1), 1) == \
-        "./hplt-shard --resume /r --mem 512M"
+    assert reason_step(Path("/r"), "OUT_OF_MEMORY", StageResources("40M", "01:00:00", 1), 1).options == ("--mem", "512M")
     # the stage's finished tasks measured 3 GB: twice 1G would be killed again
-    assert reason_step(Path("/r"), "OUT_OF_MEMORY", StageResources("1G", "01:00:00", 1), 1, peak_mb=3000.0) == \
-        "./hplt-shard --resume /r --mem 4501M"
+    assert reason_step(Path("/r"), "OUT_OF_MEMORY", StageResources("1G", "01:00:00", 1), 1,
+                       peak_mb=3000.0).options == ("--mem", "4501M")
 
 
-
-def test_the_reason_hint_is_read_back_whole_with_a_parenthesis_in_the_run_dir():
+def test_a_resume_step_renders_its_exact_command():
     import shlex
 
     root = Path("/scratch/run (retry)")
     step = reason_step(root, "OUT_OF_MEMORY", StageResources("4G", "01:00:00", 1), 1)
-    failed = ["exit 1; last line: ERROR: x", f"OUT_OF_MEMORY ({step}); last line: ERROR: MemoryError (a) b"]
-    assert reason_hint(failed) == step and shlex.split(step)[1:4] == ["--resume", str(root), "--mem"]
-    assert reason_hint(["exit 1; last line: ERROR: (not a hint)"]) is None
+    assert shlex.split(render(replace(step, after="failed")))[1:] == ["./hplt-shard", "--resume", str(root), "--mem", "8G"]
+
 
 @pytest.mark.parametrize("line,reason", [
     ("slurmstepd: error: *** JOB 77 ON vm CANCELLED AT 2026-12-04T01:00:00 ***", "CANCELLED"),  # scancel
@@ -195,7 +190,7 @@ def test_a_refused_submission_has_one_next_step_at_submit_and_in_status(words, k
     """One definition of the way on after sbatch refused: what the submit prints ends with what --status says."""
     assert refusal_kind(words) == kind
     step = refusal_next_step("/r", words)
-    assert step in refusal_step(words, Path("/r"), 2) and step in refused_step("/r", {"message": words})
+    assert step in refusal_step(words, Path("/r"), 2) and step in render(Resubmit(Path("/r"), {"message": words}))
     assert ("./hplt-shard --resume /r --cpus-per-task C" in step) == (kind == "cap")  # fewer jobs fit the cap
     assert ("--account" in step) == (kind == "request")  # what to change comes first
     if kind == "cap":  # the cap is named as the cluster names it
@@ -205,7 +200,7 @@ def test_a_refused_submission_has_one_next_step_at_submit_and_in_status(words, k
 def test_a_refusal_says_how_many_of_the_runs_jobs_were_cancelled():
     assert "the 2 arrays already queued for this run were cancelled" in refusal_step("AssocMaxSubmitJobLimit", Path("/r"), 2)
     assert "already queued" not in refusal_step("AssocMaxSubmitJobLimit", Path("/r"), 0)
-    said = refused_step("/r", {"message": "sbatch for partition failed (1): Invalid account", "cancelled": ["7"]})
+    said = render(Resubmit(Path("/r"), {"message": "sbatch for partition failed (1): Invalid account", "cancelled": ["7"]}))
     assert said.startswith("not queued: sbatch refused the last submission (sbatch for partition failed (1): Invalid "
                            "account); the 1 job it had queued was cancelled, nothing of it runs. Change what")
 

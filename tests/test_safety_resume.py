@@ -9,7 +9,7 @@ import pytest
 
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.errors import ExitCode
-from shard_pipeline.run.status import slurm_reason
+from shard_pipeline.run.queue import slurm_reason
 
 EXIT_DONE, EXIT_STOPPED, EXIT_BUSY = ExitCode.OK, ExitCode.FAILED, ExitCode.BUSY
 from shard_pipeline.submit import cli
@@ -36,6 +36,12 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
     run_dir = failed_local_run
     assert (EXIT_DONE, EXIT_STOPPED, EXIT_BUSY) == (0, 1, 3)
     assert cli.main(["--status", str(run_dir)]) == EXIT_STOPPED
+    from shard_pipeline.run.outcome import Kind
+    from shard_pipeline.run.view import view_of
+    from shard_pipeline.run.steps import FixCause
+
+    view = view_of(run_dir)  # a full disk: fix the cause, then resume
+    assert view.step == FixCause(run_dir) and list(view.by_kind()) == [Kind.FAILED]
     # the same run seen while Slurm still holds one of its tasks: in progress
     record = json.loads((run_dir / "run.json").read_text())
     record["submissions"].append({"kind": "resume", "jobs": [{"stage": "write", "job_id": "777", "offset": 0}]})
@@ -43,8 +49,7 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
     # (squeue's answer is passed in: the fake squeue knows no job states)
     from shard_pipeline.run import status as status_mod
 
-    statuses = status_mod.stage_statuses(RunDir(run_dir), queue={"777_0": "RUNNING"})
-    assert status_mod.run_state(RunDir(run_dir), statuses)[1] == EXIT_BUSY
+    assert status_mod.status_report(RunDir(run_dir), queue={"777_0": "RUNNING"})[1] == EXIT_BUSY
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == EXIT_DONE

@@ -77,7 +77,7 @@ def test_status_of_a_slurm_run_without_an_answering_squeue(tmp_path, monkeypatch
     from shard_pipeline import slurm
     from shard_pipeline.files import write_json_atomic
     from shard_pipeline.run.rundir import RunDir
-    from shard_pipeline.run.status import stage_statuses
+    from shard_pipeline.run.stage_status import stage_statuses
     from tests.pipeline_util import run_cli
 
     root = make_corpus(tmp_path, n_docs=40)

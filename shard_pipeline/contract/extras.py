@@ -25,7 +25,7 @@ BALANCE_NAME = "__balance/balance.json"  # --dp-ranks / --shard-bytes: load per 
 CLEAN_POLICY_NAME = "__quarantine/clean/policy.json"  # --clean: thresholds and counts by reason
 CLEANED_NAME = "__quarantine/clean/documents.parquet"  # --clean: the documents set aside, whole
 ROOT_EXCEPTIONS = frozenset({CARD_NAME})
-# Outputs written before these names existed (issue 13) recorded the balance here.
+# The balance file's name in older outputs, which still verify.
 OLD_BALANCE_NAME = "balance.json"
 
 

@@ -31,6 +31,7 @@ from shard_pipeline.contract.rules import (
     SCHEMA,
     SPLITS,
     Doc,
+    ShardFile,
     check_positive,
     check_val_permille,
     cluster_column,
@@ -86,6 +87,19 @@ def write_shards(
     check_replaceable(out)
     owner = write_shards_owner()
     check_tmp_free(out, owner)
+    rows, pii = _sorted_rows(docs, val_permille)
+    tmp = fresh_tmp_dir(out, owner)
+    manifest = build_manifest(dataset=dataset, version=version, config_sha256=config_sha256, shard_rows=shard_rows,
+                              val_permille=val_permille, row_group_bytes=row_group_bytes,
+                              shards=_write_files(tmp, rows, shard_rows, row_group_bytes), filters=filters, dedup=dedup,
+                              pii=pii, ledger_ref=ledger_ref)
+    write_manifest(tmp, manifest)
+    swap_into_place(tmp, out)
+    return manifest
+
+
+def _sorted_rows(docs: Iterable[Doc], val_permille: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Every document as a row, sorted by id, with its cluster; and the PII counts of them all. A repeated id is refused."""
     rows = [doc_row(d, val_permille) for d in docs]
     rows.sort(key=lambda r: r["id"])
     for a, b in zip(rows, rows[1:]):
@@ -96,8 +110,11 @@ def write_shards(
     pii: dict[str, int] = {}
     for row in rows:
         sum_counts(pii, row["_pii"])
+    return rows, pii
 
-    tmp = fresh_tmp_dir(out, owner)
+
+def _write_files(tmp: Path, rows: list[dict[str, Any]], shard_rows: int, row_group_bytes: int) -> list[ShardFile]:
+    """The shard files of sorted `rows` in `tmp`, every `shard_rows` rows, row groups cut by text bytes."""
     bounds = shard_bounds(len(rows), shard_rows)
     files = []
     for i, (start, stop) in enumerate(bounds):
@@ -105,22 +122,7 @@ def write_shards(
         groups = row_group_bounds([r["_text_bytes"] for r in shard_rows_], row_group_bytes)
         tables = (rows_to_table(shard_rows_[a:b]) for a, b in groups)
         files.append(write_shard_file(tmp / shard_name(i, len(bounds)), tables))
-    manifest = build_manifest(
-        dataset=dataset,
-        version=version,
-        config_sha256=config_sha256,
-        shard_rows=shard_rows,
-        val_permille=val_permille,
-        row_group_bytes=row_group_bytes,
-        shards=files,
-        filters=filters,
-        dedup=dedup,
-        pii=pii,
-        ledger_ref=ledger_ref,
-    )
-    write_manifest(tmp, manifest)
-    swap_into_place(tmp, out)
-    return manifest
+    return files
 
 
 class TamperedShard(Exception):

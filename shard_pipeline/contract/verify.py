@@ -17,6 +17,7 @@ import heapq
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -24,19 +25,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from shard_pipeline.contract.extras import (
-    BALANCE_NAME,
-    OLD_BALANCE_NAME,
-    ledger_problems,
-    reader_problem,
-)
+from shard_pipeline.contract.extras import BALANCE_NAME, OLD_BALANCE_NAME
 from shard_pipeline.contract.root import is_root
 from shard_pipeline.contract.manifest import MANIFEST_NAME, manifest_sets
 from shard_pipeline.contract.rules import DICTIONARY_COLUMNS, SCHEMA
 from shard_pipeline.errors import ExitCode
-from shard_pipeline.contract.manifest import expected_shard_names as _expected_names
-from shard_pipeline.contract.manifest import safe_relative as _safe_relative
-from shard_pipeline.contract.verify_manifest import Problem, _check_manifest, _Report, _short, _stream_sha256
+from shard_pipeline.contract.verify_files import _check_files
+from shard_pipeline.contract.verify_manifest import Problem, _check_manifest, _Report, _short
 from shard_pipeline.contract.annotations import order_problem, shard_of
 from shard_pipeline.contract.verify_rows import GroupCutChecker, RowState, check_rows
 from shard_pipeline.units import plural
@@ -44,88 +39,15 @@ from shard_pipeline.units import plural
 _PLAIN_COLUMNS = frozenset(c for c in SCHEMA.names if c not in DICTIONARY_COLUMNS)
 
 
-def _check_files(out: Path, m: dict[str, Any], rep: _Report) -> None:
-    shards, files = m["shards"], m["files"]
-    n = len(shards)
-    names = _expected_names(m)
-    listed: dict[str, dict[str, Any]] = {}
-    for i, e in enumerate(shards):
-        name = e["name"]
-        expected = names[i] if i < len(names) else None
-        if name != expected:
-            where = f"listed as shards[{i}] of {n}; " + (f"that shard must be named {expected!r}" if expected
-                                                        else "it belongs to no shard set of the layout")
-            rep.add(name, where)
-        if name in listed:
-            rep.add(name, "listed twice in the manifest")
-        listed[name] = e
-    for folder, _, entries in manifest_sets(m):
-        if folder and not entries:
-            rep.add(MANIFEST_NAME, f"lists no shard in {folder}/: every set of the layout has one at least "
-                    "(an empty split has one empty shard)")
-    for i, e in enumerate(files):
-        name = e["name"]
-        if not _safe_relative(name) or name == MANIFEST_NAME:
-            rep.add(MANIFEST_NAME, f"files[{i}] has an unusable name {name!r} (must be a plain relative path inside OUT)")
-            continue
-        why = reader_problem(name)
-        if why:
-            rep.add(name, why)
-        if name in listed:
-            rep.add(name, "listed twice in the manifest")
-        listed[name] = e
+@dataclass(frozen=True)
+class _SetRules:
+    """What the rows of one shard set must follow: the manifest's params, its cut rule and its split."""
 
-    for what in ledger_problems(m.get("ledger"), {e["name"] for e in files}):
-        rep.add(MANIFEST_NAME, what)
-
-    # Everything on disk must be listed (a folder this user may not list is said, never taken as empty).
-    def unlisted(exc: OSError) -> None:
-        folder = Path(exc.filename)
-        rel = folder.relative_to(out).as_posix() if folder != out else "."
-        if isinstance(exc, PermissionError):
-            rep.denied(rel, folder, exc)
-        else:
-            rep.add(rel, f"cannot be listed: {exc}")
-
-    for root, dirs, names in os.walk(out, onerror=unlisted):
-        rel_root = Path(root).relative_to(out)
-        for d in sorted(dirs):
-            p = Path(root) / d
-            rel = (rel_root / d).as_posix()
-            if p.is_symlink():
-                rep.add(rel, "a symlink in OUT; an output holds only regular files")
-            elif not any(p.iterdir()):
-                rep.add(rel, "an empty directory not listed in the manifest")
-        for f in sorted(names):
-            rel = (rel_root / f).as_posix()
-            if rel == MANIFEST_NAME:
-                continue
-            if rel not in listed:
-                rep.add(rel, "stray file: not listed in the manifest")
-            elif (Path(root) / f).is_symlink():
-                rep.add(rel, "a symlink; an output holds only regular files")
-
-    # Everything listed must be on disk, with its size and hash.
-    for name, e in listed.items():
-        path = out / name
-        if not os.path.lexists(path):
-            rep.add(name, "missing: listed in the manifest but not in OUT")
-            continue
-        if not path.is_file():
-            rep.add(name, "not a regular file")
-            continue
-        try:
-            size, digest = _stream_sha256(path)
-        except PermissionError as exc:
-            rep.denied(name, path, exc)
-            continue
-        except OSError as exc:
-            rep.add(name, f"cannot be read: {exc}")
-            continue
-        if size != e["bytes"]:
-            rep.add(name, f"{size} bytes, the manifest says {e['bytes']}")
-        if digest != e["sha256"]:
-            rep.add(name, f"sha256 {digest} differs from the manifest's {e['sha256']}")
+    shard_rows: int
+    val_permille: int
+    row_group_bytes: int
+    byte_balanced: bool  # cut by text bytes (__balance/balance.json), not every shard_rows rows
+    split: str | None  # the split of every row of a set of the dirs layout; None: rows of both
 
 
 # ---------------------------------------------------------------- 3 and 4. shards and rows
@@ -144,17 +66,32 @@ def _schema_diff(got: pa.Schema) -> str:
     return "schema metadata differs"
 
 
-def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, n: int, params: dict[str, Any],
+def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, n: int, rules: _SetRules,
                  st: RowState, rep: _Report, deep: bool) -> tuple[int, int]:
     """Checks 3 (and 4 when deep) on one open shard; returns its rows and text bytes (the manifest's
     text bytes when not all of it could be read)."""
     name = e["name"]
-    shard_rows, val_permille, budget = params["shard_rows"], params["val_permille"], params["row_group_bytes"]
-    md = pf.metadata
-    rows = md.num_rows
-    if rows != e["rows"]:
-        rep.add(name, f"{rows} rows, the manifest says {e['rows']}")
-    if params.get("byte_balanced"):  # cut by text bytes (__balance/balance.json): every shard holds rows, none is empty
+    rows = pf.metadata.num_rows
+    _check_row_count(name, rows, e["rows"], last, n, rules, rep)
+    schema_ok = pf.schema_arrow.equals(SCHEMA)
+    if not schema_ok:
+        rep.add(name, f"Arrow schema differs from the contract's: {_schema_diff(pf.schema_arrow)}")
+    _check_encoding(name, pf.metadata, rep)
+    if not schema_ok:  # the columns cannot be trusted to mean what the contract says
+        st.mark_unseen(first, first + rows)
+        return rows, e["text_bytes"]
+    shard_text = _check_row_groups(pf, name, first, rules, st, rep, deep)
+    if shard_text is not None and shard_text != e["text_bytes"]:
+        rep.add(name, f"{shard_text} text bytes, the manifest says {e['text_bytes']}")
+    return rows, e["text_bytes"] if shard_text is None else shard_text
+
+
+def _check_row_count(name: str, rows: int, listed: int, last: bool, n: int, rules: _SetRules, rep: _Report) -> None:
+    """The shard holds the rows the manifest lists and the cut rule allows (shard_rows, or byte-balanced)."""
+    shard_rows = rules.shard_rows
+    if rows != listed:
+        rep.add(name, f"{rows} rows, the manifest says {listed}")
+    if rules.byte_balanced:  # cut by text bytes (__balance/balance.json): every shard holds rows, none is empty
         if rows == 0 and n > 1:
             rep.add(name, "0 rows; a byte-balanced shard set has no empty shard")
     elif not last and rows != shard_rows:
@@ -163,10 +100,9 @@ def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, 
         allowed = f"0..{shard_rows}" if n == 1 else f"1..{shard_rows}"
         rep.add(name, f"{rows} rows; the last shard holds {allowed}")
 
-    schema_ok = pf.schema_arrow.equals(SCHEMA)
-    if not schema_ok:
-        rep.add(name, f"Arrow schema differs from the contract's: {_schema_diff(pf.schema_arrow)}")
 
+def _check_encoding(name: str, md: pq.FileMetaData, rep: _Report) -> None:
+    """Every column chunk is ZSTD, and the columns the contract keeps plain have no dictionary page."""
     not_zstd, dict_plain, chunks = [], [], 0
     for g in range(md.num_row_groups):
         rg = md.row_group(g)
@@ -183,15 +119,15 @@ def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, 
         rep.add(name, f"{len(dict_plain)} column chunks of columns the contract keeps plain are dictionary-encoded "
                 f"(first: {dict_plain[0]})")
 
-    if not schema_ok:  # the columns cannot be trusted to mean what the contract says
-        st.mark_unseen(first, first + rows)
-        return rows, e["text_bytes"]
 
-    cuts = GroupCutChecker(budget)
+def _check_row_groups(pf: pq.ParquetFile, name: str, first: int, rules: _SetRules, st: RowState, rep: _Report,
+                      deep: bool) -> int | None:
+    """The row-group cuts and (deep) every row; the shard's text bytes, None when a row group could not be read."""
+    cuts = GroupCutChecker(rules.row_group_bytes)
     shard_text, text_complete = 0, True
     row = first
-    for g in range(md.num_row_groups):
-        g_rows = md.row_group(g).num_rows
+    for g in range(pf.metadata.num_row_groups):
+        g_rows = pf.metadata.row_group(g).num_rows
         try:
             table = pf.read_row_group(g, columns=None if deep else ["text"])
             sizes = pc.binary_length(table.column("text")).to_pylist()
@@ -207,14 +143,12 @@ def _check_shard(pf: pq.ParquetFile, e: dict[str, Any], first: int, last: bool, 
         shard_text += sum(sizes)
         if deep:
             try:
-                check_rows(table, row, name, val_permille, st, rep, params.get("set_split"))
+                check_rows(table, row, name, rules.val_permille, st, rep, rules.split)
             except Exception as exc:  # e.g. text that is not valid UTF-8
                 rep.add(name, f"row group {g} (rows {row}..{row + g_rows - 1}): rows cannot be checked: {exc}")
                 st.mark_unseen(row, row + g_rows)
         row += g_rows
-    if text_complete and shard_text != e["text_bytes"]:
-        rep.add(name, f"{shard_text} text bytes, the manifest says {e['text_bytes']}")
-    return rows, shard_text if text_complete else e["text_bytes"]
+    return shard_text if text_complete else None
 
 
 def _check_shards(out: Path, m: dict[str, Any], rep: _Report, deep: bool) -> None:
@@ -225,9 +159,10 @@ def _check_shards(out: Path, m: dict[str, Any], rep: _Report, deep: bool) -> Non
     for _, split, entries in manifest_sets(m):
         st = RowState()  # each set is its own shard set: order, row indexes and clusters start again
         first = 0  # the set's index of the shard's first row
-        params = {**m["params"], "byte_balanced": byte_balanced, "set_split": split}
+        rules = _SetRules(m["params"]["shard_rows"], m["params"]["val_permille"], m["params"]["row_group_bytes"],
+                          byte_balanced, split)
         for i, e in enumerate(entries):
-            rows, text = _check_one(out, e, first, i == len(entries) - 1, len(entries), params, st, rep, deep)
+            rows, text = _check_one(out, e, first, i == len(entries) - 1, len(entries), rules, st, rep, deep)
             first += rows
             total_rows += rows
             total_text += text
@@ -281,7 +216,7 @@ def _check_ids_across_sets(out: Path, m: dict[str, Any], rep: _Report) -> None:
         prev = (key, name)
 
 
-def _check_one(out: Path, e: dict[str, Any], first: int, last: bool, n: int, params: dict[str, Any], st: RowState,
+def _check_one(out: Path, e: dict[str, Any], first: int, last: bool, n: int, rules: _SetRules, st: RowState,
                rep: _Report, deep: bool) -> tuple[int, int]:
     """Open one listed shard and check it; one that cannot be opened counts as its manifest entry, unseen."""
     name = e["name"]
@@ -296,7 +231,7 @@ def _check_one(out: Path, e: dict[str, Any], first: int, last: bool, n: int, par
         st.mark_unseen(first, first + e["rows"])
         return e["rows"], e["text_bytes"]
     try:
-        return _check_shard(pf, e, first, last, n, params, st, rep, deep)
+        return _check_shard(pf, e, first, last, n, rules, st, rep, deep)
     finally:
         pf.close()
 

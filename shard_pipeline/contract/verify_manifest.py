@@ -161,29 +161,19 @@ def _structure_problems(m: dict[str, Any]) -> list[str]:
         if "split_layout" in params and params["split_layout"] not in SPLIT_LAYOUTS[1:]:  # column is the key's absence
             bad.append(f"params.split_layout must be one of {list(SPLIT_LAYOUTS[1:])} or absent, "
                        f"got {_short(params.get('split_layout'))}")
-    shards = m.get("shards")
-    if not isinstance(shards, list) or not shards:
-        bad.append(f"shards must be a non-empty list, got {_short(shards)}")
-    else:
-        for i, e in enumerate(shards):
+    for key, counts, kind in (("shards", ("rows", "bytes", "text_bytes"), "a non-empty list"), ("files", ("bytes",), "a list")):
+        entries = m.get(key)
+        if not isinstance(entries, list) or (key == "shards" and not entries):
+            bad.append(f"{key} must be {kind}, got {_short(entries)}")
+            continue
+        for i, e in enumerate(entries):
             if not isinstance(e, dict):
-                bad.append(f"shards[{i}] must be an object")
+                bad.append(f"{key}[{i}] must be an object")
                 continue
-            text(f"shards[{i}].name", e.get("name"))
-            text(f"shards[{i}].sha256", e.get("sha256"))
-            for k in ("rows", "bytes", "text_bytes"):
-                count(f"shards[{i}].{k}", e.get(k))
-    files = m.get("files")
-    if not isinstance(files, list):
-        bad.append(f"files must be a list, got {_short(files)}")
-    else:
-        for i, e in enumerate(files):
-            if not isinstance(e, dict):
-                bad.append(f"files[{i}] must be an object")
-                continue
-            text(f"files[{i}].name", e.get("name"))
-            text(f"files[{i}].sha256", e.get("sha256"))
-            count(f"files[{i}].bytes", e.get("bytes"))
+            text(f"{key}[{i}].name", e.get("name"))
+            text(f"{key}[{i}].sha256", e.get("sha256"))
+            for k in counts:
+                count(f"{key}[{i}].{k}", e.get(k))
     return bad
 
 

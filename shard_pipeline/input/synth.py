@@ -14,6 +14,7 @@ import re
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 
@@ -126,6 +127,19 @@ def _with_pii(text: str, rng: random.Random) -> tuple[str, list[list[int]]]:
     return f"{text}\nContact: {email} for details.", [[start, start + len(email)]]
 
 
+@dataclass(frozen=True)
+class _Drawn:
+    """What both releases' records share; drawn in one fixed order, so a seed fixes every byte."""
+
+    i: int
+    lang: str
+    id_style: str
+    text: str
+    pii: list[list[int]]
+    wds_bin: int
+    registers: dict[str, float]
+
+
 def _record(
     i: int,
     rng: random.Random,
@@ -140,62 +154,47 @@ def _record(
     if corpus not in CORPORA:
         raise ValueError(f"unknown corpus {corpus!r}; expected v3 or v4")
     text, pii = _with_pii(_text(rng, text_bytes), rng)
+    rec, bin_ = _crawl_fields(i, rng, wds_bin, src)
+    registers = {r: round(rng.random(), 3) for r in rng.sample(_REGISTERS, 3)}
+    drawn = _Drawn(i, lang, id_style, text, pii, bin_, registers)
+    return _v3_fields(rec, drawn, rng) if corpus == "v3" else _v4_fields(rec, drawn, rng, src)
+
+
+def _crawl_fields(i: int, rng: random.Random, wds_bin: int | None, src: str | None) -> tuple[dict, int]:
+    """The WARC and crawl fields of a record, and its WDS bin (drawn when not given)."""
     domain = rng.choice(_DOMAINS)
     crawl = _crawl_id(rng, src)
     u = f"https://{domain}/{rng.randint(1, 10**6)}/page-{i}.html"
     ts = _timestamp(rng)
     f = f"./segments/{rng.randint(10**12, 10**13)}.0/warc/{crawl}-{rng.randint(0, 99999):05d}.warc.gz"
-    n_lines = text.count("\n") + 1
     bin_ = wds_bin if wds_bin is not None else rng.randint(5, 10)
-    rec: dict = {
-        "f": f,
-        "o": rng.randint(0, 10**9),
-        "s": rng.randint(1000, 100000),
-        "rs": rng.randint(1000, 500000),
-        "u": u,
-        "c": "text/html",
-        "ts": ts,
-        "de": "utf-8",
-        "crawl_id": crawl,
-    }
-    registers = {r: round(rng.random(), 3) for r in rng.sample(_REGISTERS, 3)}
-    if corpus == "v3":
-        # v3: 0-10 WDS scale, 10 values; top-level lang/prob lists.
-        wds = 10.0 if bin_ >= 10 else round(bin_ + rng.uniform(0, 0.9), 1)
-        lid = _lid(lang, rng)
-        rec.update(
-            lang=lid["lang"],
-            prob=lid["prob"],
-            text=text,
-            cluster_size=rng.randint(1, 20),
-            seg_langs=[lang] * n_lines,
-            id=_doc_id(i, rng, id_style),
-            filter="keep",
-            pii=pii,
-            doc_scores=[wds] + [round(rng.uniform(0, 10), 1) for _ in range(9)],
-        )
-        rec["web-register"] = registers
-        if rng.random() < 0.3:
-            rec["html_lang"] = ["en"]
-        return rec
-    # v4: 0-1 WDS scale, 11 values; three LID objects, no top-level lang.
-    wds = 1.0 if bin_ >= 10 else round(bin_ / 10 + rng.uniform(0, 0.09), 2)
-    rec.update(
-        id=_doc_id(i, rng, id_style),
-        text=text,
-        xml=f"<doc><main><p>{text[:80]}</p></main></doc>",
-        md=text[:80],
-        openlid_v2=_lid(lang, rng),
-        openlid_v3=_lid(lang, rng),
-        glotlid_v3=_lid(lang, rng),
-        seg_langs_openlid_v3=[lang] * n_lines,
-        cluster_size=rng.randint(1, 20),
-        filter="keep",
-        pii=pii,
-        doc_scores=[wds] + [round(rng.random(), 2) for _ in range(10)],
-    )
-    rec["web-register"] = registers
-    if lang == "eng_Latn":
+    rec = {"f": f, "o": rng.randint(0, 10**9), "s": rng.randint(1000, 100000), "rs": rng.randint(1000, 500000),
+           "u": u, "c": "text/html", "ts": ts, "de": "utf-8", "crawl_id": crawl}
+    return rec, bin_
+
+
+def _v3_fields(rec: dict, d: _Drawn, rng: random.Random) -> dict:
+    """v3: 0-10 WDS scale, 10 values; top-level lang/prob lists."""
+    wds = 10.0 if d.wds_bin >= 10 else round(d.wds_bin + rng.uniform(0, 0.9), 1)
+    lid = _lid(d.lang, rng)
+    rec.update(lang=lid["lang"], prob=lid["prob"], text=d.text, cluster_size=rng.randint(1, 20),
+               seg_langs=[d.lang] * (d.text.count("\n") + 1), id=_doc_id(d.i, rng, d.id_style), filter="keep",
+               pii=d.pii, doc_scores=[wds] + [round(rng.uniform(0, 10), 1) for _ in range(9)])
+    rec["web-register"] = d.registers
+    if rng.random() < 0.3:
+        rec["html_lang"] = ["en"]
+    return rec
+
+
+def _v4_fields(rec: dict, d: _Drawn, rng: random.Random, src: str | None) -> dict:
+    """v4: 0-1 WDS scale, 11 values; three LID objects, no top-level lang."""
+    wds = 1.0 if d.wds_bin >= 10 else round(d.wds_bin / 10 + rng.uniform(0, 0.09), 2)
+    rec.update(id=_doc_id(d.i, rng, d.id_style), text=d.text, xml=f"<doc><main><p>{d.text[:80]}</p></main></doc>",
+               md=d.text[:80], openlid_v2=_lid(d.lang, rng), openlid_v3=_lid(d.lang, rng), glotlid_v3=_lid(d.lang, rng),
+               seg_langs_openlid_v3=[d.lang] * (d.text.count("\n") + 1), cluster_size=rng.randint(1, 20),
+               filter="keep", pii=d.pii, doc_scores=[wds] + [round(rng.random(), 2) for _ in range(10)])
+    rec["web-register"] = d.registers
+    if d.lang == "eng_Latn":
         rec["bsc-edu"] = round(rng.uniform(0, 5), 3)
     if src == "ia":
         rec["allowed"] = True

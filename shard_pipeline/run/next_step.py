@@ -4,14 +4,13 @@ read to its end (truncated, corrupt); or a resume refused because an input chang
 
 A resume redoes the task on the same input, refuses a changed input (its size and mtime are in
 shard_inventory.tsv and in the content hash) and refuses `--bad-records` (it decides the content).
-Every way on is a new run, so this prints the exact commands: the run's own command line with a
-fresh `--run-dir` (after fixing the file; or with `--bad-records quarantine`). For a language of a
-run of several, the new run is that language alone into ROOT/<LANG>, so the languages that landed
-are not made again.
+Every way on is a new run (a steps.NewRun, which steps.render words) with the exact commands: the
+run's own command line with a fresh `--run-dir` (after fixing the file; or with `--bad-records
+quarantine`). For a language of a run of several, the new run is that language alone into ROOT/<LANG>,
+so the languages that landed are not made again.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -21,6 +20,7 @@ from shard_pipeline.run import codeversion, outcome, unit_table
 from shard_pipeline.run.claim import claim_path, holder
 from shard_pipeline.run.outcome import Kind, Outcome
 from shard_pipeline.run.records import DamagedRunFile, OtherCode, Problem, Why
+from shard_pipeline.run.steps import EachLanguage, NewRun
 from shard_pipeline.run.rundir import (
     RunDir,
     check_format,
@@ -105,37 +105,6 @@ def _staged_by(out: Path, run: RunDir) -> bool:
         return False
 
 
-@dataclass(frozen=True)
-class NewRun:
-    """The next step when a resume cannot help: a new run, after fixing `cause` (or, `quarantine`, with
-    bad records set aside instead)."""
-
-    kind: Kind  # what stopped the run (outcome.NEEDS_NEW_RUN)
-    cause: str  # the failure, naming file and line
-    fixed: str  # the new run after the input is fixed (the run's own command, a fresh --run-dir)
-    quarantine: str | None = None  # for a bad record: the new run that sets bad records aside
-
-    def render(self) -> str:
-        if self.kind is Kind.SHORT_INPUT:  # the refusal names the files and both ways on itself
-            return f"stopped: {self.cause}"
-        if self.kind is Kind.REPEATED_ID:
-            return (f"stopped at a {self.cause}\n"
-                    "  --resume cannot go past it (it reads the same lines and refuses a changed input). Keep one "
-                    "of the two documents in the input, then start a new run:\n"
-                    f"    {self.fixed}")
-        if self.kind is Kind.BROKEN_INPUT:
-            return (f"stopped at an input that cannot be read to its end: {self.cause}\n"
-                    "  --resume cannot go past it (it reads the same file, and a repaired file is a changed input, "
-                    "which a resume refuses). Replace that file with a whole copy (fetch it again), then start a "
-                    f"new run:\n    {self.fixed}")
-        return (f"stopped at a bad record (--bad-records fail): {self.cause}\n"
-                "  --resume cannot go past it (it reads the same line, refuses a changed input, and --bad-records "
-                "decides the content). Either fix that input file and start a new run:\n"
-                f"    {self.fixed}\n"
-                f"  or keep the input and set bad records aside (counted, kept verbatim in RUNDIR/quarantine/):\n"
-                f"    {self.quarantine}")
-
-
 def new_run(run: RunDir, failed: Sequence[Outcome] | None = None) -> NewRun | None:
     """The new run after a bad record stopped a `--bad-records fail` run, or a repeated document id or an
     unreadable input stopped any run; None when none of these did (--resume is the way on). Decided from
@@ -159,10 +128,11 @@ def new_run(run: RunDir, failed: Sequence[Outcome] | None = None) -> NewRun | No
     return NewRun(first.kind, first.detail, fixed, quarantine)
 
 
-def new_run_step(run: RunDir, failed: Sequence[Outcome] | None = None) -> str | None:
-    """`new_run`, rendered: the text --status, the executors and a landing print."""
-    step = new_run(run, failed)
-    return step.render() if step is not None else None
+def each_language(root: Path, langs: dict[str, Path], how: str = "failed", brief: bool = False) -> EachLanguage:
+    """The next step of a run of several whose `langs` (language -> its run dir) did not land: a resume for
+    those it finishes, the new run of each other (`new_run`, from its outcome records)."""
+    new_runs = tuple((lang, new) for lang, d in langs.items() if (new := new_run(RunDir(d))) is not None)
+    return EachLanguage(root, how, tuple(langs), new_runs, brief)
 
 
 def check_this_version(root: Path, record: dict) -> None:

@@ -4,18 +4,16 @@ Each task is one of waiting, pending (with Slurm's reason), running, done, faile
 reason) or interrupted; the run is one of queued, running, done, failed, interrupted or stuck.
 `task_state` and `run_phase` are pure: run/status.py gathers their inputs (receipts, squeue,
 the live task records, the run's lock and its interrupted marker) for a single-language run,
-and run/status.py languages_report for each language of a multi-language run. Each phase has one exit
-code (errors.ExitCode) and one next step (`next_step`).
+and for each language of a run of several. Each phase has one exit code (errors.ExitCode); the next step
+is run/steps.py's.
 """
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
-from shard_pipeline.commands import command, resume_command
+from shard_pipeline.commands import resume_command
 from shard_pipeline.errors import ExitCode
-from shard_pipeline.units import plural
 from shard_pipeline.slurm import refusal_kind
 
 
@@ -151,16 +149,6 @@ def ran_locally(record: dict) -> bool:
     return not any(s.get("jobs") for s in record.get("submissions", [])[-1:])
 
 
-def stuck_step(root, reasons: Iterable[str], job_ids: Sequence[str]) -> str:
-    """What a stuck run says: why, then the scancel of its jobs and the resume with what fits."""
-    known = sorted({r.split(",")[0].strip() for r in reasons if is_stuck(r)})
-    why = "; ".join(f"{r}: {STUCK_REASONS[r]}" for r in known)
-    fix = "; ".join(f"for {r}: {STUCK_FIX[r]}" for r in known)
-    cancel = command("scancel", *job_ids) if job_ids else "scancel the run's jobs"
-    return (f"stuck: jobs pend for a reason that does not clear by itself ({why}). Cancel them and resume "
-            f"with what fits:\n    {cancel}\n    {resume_command(root)} ...  ({fix})")
-
-
 def cap_name(message: str) -> str:
     """Which of Slurm's caps on submitted jobs sbatch named (LUMI: the QOS's, per user)."""
     if "QOSMaxSubmitJob" in message:
@@ -185,16 +173,3 @@ def refusal_next_step(root, message: str) -> str:
     return (f"{cap_name(message)} is reached (every array task counts, squeue --me shows yours). When your queue has "
             f"room, continue with: {resume}; or need fewer jobs: {resume} --cpus-per-task C (C units per array task, "
             "e.g. twice what it has)")
-
-
-def refused_step(root, refusal: dict) -> str:
-    """What a run says whose last submission sbatch refused (run.json `refused_submissions`)."""
-    n = len(refusal.get("cancelled", []))
-    cancelled = f"the {plural(n, 'job')} it had queued {'was' if n == 1 else 'were'} cancelled, " if n else ""
-    return (f"not queued: sbatch refused the last submission ({refusal.get('message', '')}); {cancelled}nothing of it "
-            f"runs. {refusal_next_step(root, refusal.get('message', ''))}")
-
-
-def interrupted_step(root, executor: str) -> str:
-    opts = ("--executor", "local") if executor == "local" else ()
-    return f"interrupted before the end (not a failure): to continue: {resume_command(root, *opts)}"

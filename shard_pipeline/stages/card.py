@@ -26,6 +26,7 @@ A split with no rows is left out of the configs (an empty glob is an error for `
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from shard_pipeline.contract.extras import BALANCE_NAME, CLEAN_POLICY_NAME, CLEANED_NAME
@@ -156,18 +157,188 @@ def _n(x: int) -> str:
     return f"{x:,}"
 
 
-def _pct(part: int, whole: int, digits: int = 2) -> str:
-    return f"{100 * part / whole:.{digits}f}%" if whole else "-"
-
-
-def _pct3(part: int, whole: int) -> str:
-    """Three significant digits, so that 0.000457% stays readable."""
-    return f"{100 * part / whole:.3g}%" if whole else "-"
+def _pct(part: int, whole: int, spec: str = ".2f") -> str:
+    """A share in percent; ``.3g`` keeps a small one such as 0.000457% readable."""
+    return f"{100 * part / whole:{spec}}%" if whole else "-"
 
 
 def _cell(value: Any) -> str:
     text = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+@dataclass(frozen=True)
+class _CardFacts:
+    """What the card says, read once from the manifest and the provenance."""
+
+    layout: str
+    spdx: str
+    rows: int
+    train: int
+    val: int
+    text_bytes: int
+    shards: int
+    trained: int  # shards ranks read: the only set, or train/
+    stored: int
+    val_permille: int
+    dataset: str
+    version: str
+    balance: Mapping[str, Any]
+    pretty: str
+    source: Any
+    repo: str
+
+
+def _card_facts(manifest: Mapping[str, Any], layout: str, provenance: Mapping[str, Any]) -> _CardFacts:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    spdx = provenance.get("license_spdx")
+    if not isinstance(spdx, str) or not spdx:
+        raise ValueError("provenance['license_spdx'] is required: a card without a license is unusable")
+    dataset, version = str(manifest["dataset"]), str(manifest["version"])
+    return _CardFacts(
+        layout=layout, spdx=spdx, rows=int(manifest["rows"]),
+        train=int(manifest["splits"]["train"]), val=int(manifest["splits"]["val"]),
+        text_bytes=int(manifest["text_bytes"]), shards=len(manifest["shards"]),
+        trained=len(manifest_sets(manifest)[0][2]), stored=sum(int(s["bytes"]) for s in manifest["shards"]),
+        val_permille=int(manifest["params"]["val_permille"]), dataset=dataset, version=version,
+        balance=manifest.get("balance") or {}, pretty=str(provenance.get("pretty_name") or f"{dataset} {version}"),
+        source=provenance.get("source") or dataset, repo=str(provenance.get("repo_id") or "path/to/this/dataset"),
+    )
+
+
+def _front_matter(f: _CardFacts, provenance: Mapping[str, Any], cleaned: bool) -> list[str]:
+    fm = ["---", f"pretty_name: {_q(f.pretty)}", f"license: {_q(hf_license(f.spdx))}"]
+    if hf_license(f.spdx) == "other":
+        fm.append(f"license_name: {_q(f.spdx.lower())}")
+    if provenance.get("language"):
+        fm += ["language:"] + [f"- {_q(str(code))}" for code in provenance["language"]]
+    fm += ["task_categories:", "- text-generation", "size_categories:", f"- {_q(size_category(f.rows))}"]
+    tags = ["pretraining", "parquet", "web"] + (["cleaned"] if cleaned else []) + (["distributed-training"] if f.balance else [])
+    fm += ["tags:"] + [f"- {t}" for t in tags]
+    return fm + _configs_yaml(f.layout, f.rows - f.val > 0, f.val > 0) + ["---"]
+
+
+def _counts_lines(f: _CardFacts) -> list[str]:
+    return [
+        f"# {f.pretty}", "",
+        f"{f.dataset} {f.version}: {_n(f.rows)} documents ({human_bytes(f.text_bytes)} of UTF-8 text) from {f.source}, "
+        f"packaged by hplt-shard as {_n(f.shards)} deterministic Parquet shards (zstd, rows sorted by `id`). "
+        "Every file is listed with its SHA-256 in `_MANIFEST.json`; the same inputs and configuration "
+        "give byte-identical files.",
+        "", "## Counts", "", "| | rows | share |", "|---|---:|---:|",
+        f"| train | {_n(f.train)} | {_pct(f.train, f.rows)} |",
+        f"| validation | {_n(f.val)} | {_pct(f.val, f.rows)} |",
+        f"| total | {_n(f.rows)} | |",
+        "", "| | |", "|---|---:|",
+        f"| text (UTF-8 bytes) | {_n(f.text_bytes)} |",
+        f"| shards | {_n(f.shards)} |",
+        f"| stored (Parquet bytes) | {_n(f.stored)} |",
+    ]
+
+
+_FILES_DIRS = (f"Files: `train/{SHARD_GLOB}` (split `train`) and `validation/{SHARD_GLOB}` (split `validation`); "
+               'the `split` column repeats it (`"train"` / `"val"`).')
+_FILES_COLUMN = (f'Every shard (`{SHARD_GLOB}`) holds rows of both splits; the `split` column (`"train"` / `"val"`) '
+                 "tells them apart. The `default` config reads only the train rows and the `validation` config "
+                 "only the validation rows, through a Parquet filter on `split` (`datasets` >= 3.2). "
+                 "Any other reader must filter too, e.g. `WHERE split = 'train'`.")
+
+
+def _splits_lines(f: _CardFacts) -> list[str]:
+    b = ["", "## Splits", "",
+         "A document is in validation when the first 8 bytes of the SHA-256 of its UTF-8 text, read as a "
+         f"big-endian unsigned integer, modulo 1000 are below {f.val_permille} ({f.val_permille / 10:g}%); "
+         "otherwise it is in train. The split depends on the text alone: exact copies never straddle "
+         "train and validation, and a document's split does not change when others are added or removed.",
+         "", _FILES_DIRS if f.layout == "dirs" else _FILES_COLUMN]
+    b += ["", "## Data fields", "", "| column | type | meaning |", "|---|---|---|"]
+    for name, typ, meaning in _FIELDS:
+        if name == "minhash_cluster" and f.layout == "dirs":
+            meaning += " (row indexes count within the split's own shard set)"
+        b.append(f"| `{name}` | {typ} | {meaning} |")
+    return b
+
+
+def _cleaning_lines(policy: Mapping[str, Any], rows: int) -> list[str]:
+    thresholds = policy.get("thresholds", {})
+    quarantined = int(policy.get("quarantined", 0))
+    reasons = policy.get("reasons", {})
+    b = ["", "## Cleaning", "",
+         f"The quarantine policy set aside {_n(quarantined)} documents ({_pct(quarantined, rows + quarantined, '.3g')} "
+         "of kept + quarantined). Quarantined documents are not in this dataset. A document was quarantined "
+         "when it matched one or more of:", ""]
+    b += [f"- {line}" for line in _rule_lines(thresholds)]
+    b += ["",
+          "Reason counts can add up to more than the total: one document can match several rules. "
+          "No kept document was rewritten; cleaning only selects whole documents. The quarantined documents "
+          f"are kept whole, with their reasons, in `{CLEANED_NAME}`; thresholds and counts are in `{CLEAN_POLICY_NAME}`."]
+    if reasons:
+        b += ["", "| reason | documents |", "|---|---:|"] + [f"| `{r}` | {_n(int(c))} |" for r, c in reasons.items()]
+    if thresholds:
+        b += ["", "Thresholds:", "", "```json", json.dumps(dict(thresholds), indent=2, ensure_ascii=False), "```"]
+    return b
+
+
+def _balance_lines(f: _CardFacts) -> list[str]:
+    b = ["", "## Balance for data-parallel training", "",
+         f"The {_n(f.trained)} {'train/ ' if f.layout == 'dirs' else ''}shards are cut by cumulative text bytes, and their count divides evenly by each "
+         "data-parallel rank count below. A loader that gives each rank an equal, contiguous run of shard "
+         "files in name order gets this balance:",
+         "", "| data ranks | shards per rank | maximum relative load deviation |", "|---:|---:|---:|"]
+    for ranks, entry in f.balance.items():
+        dev = float(entry["max_relative_load_deviation"])
+        b.append(f"| {ranks} | {_n(int(entry['shards_per_rank']))} | {100 * dev:.4f}% |")
+    return b + ["", f"Load = text bytes of a rank's shards; deviation = max |load - mean| / mean (also in `{BALANCE_NAME}`)."]
+
+
+def _provenance_lines(f: _CardFacts, provenance: Mapping[str, Any], config_sha256: str, ledger_name: str) -> list[str]:
+    b = ["", "## Provenance", "", "| | |", "|---|---|", f"| source | {_cell(f.source)} |"]
+    if provenance.get("selection"):
+        b.append(f"| selection | {_cell(provenance['selection'])} |")
+    b += [
+        f"| license | {_cell(f.spdx)} |",
+        f"| config sha256 | `{config_sha256}` |",
+        f"| tool | {_cell(provenance.get('tool') or 'hplt-shard')} |",
+        f"| tool commit | {_cell(provenance.get('tool_commit') or 'unknown')} |",
+        f"| input ledger | `{_cell(ledger_name)}`: one JSON line per input shard ({', '.join(f'`{k}`' for k in LEDGER_KEYS)}) |",
+        "| manifest | `_MANIFEST.json`: every file's SHA-256, rows and bytes; split and drop counts |",
+    ]
+    return b + [f"| {_cell(key)} | {_cell(value)} |" for key, value in provenance.items() if key not in PROVENANCE_KEYS]
+
+
+def _usage_lines(f: _CardFacts) -> list[str]:
+    b = ["", "## Usage", "", "```python", "from datasets import load_dataset", ""]
+    if f.layout == "dirs":
+        b.append(f'ds = load_dataset({_q(f.repo)})  # splits: train' + (", validation" if f.val else ""))
+        b.append('train = ds["train"]')
+        if f.val:
+            b.append('validation = ds["validation"]')
+    else:
+        b.append(f'train = load_dataset({_q(f.repo)})["train"]  # train rows only')
+        if f.val:
+            b.append(f'validation = load_dataset({_q(f.repo)}, "validation")["validation"]')
+    glob = "**/" + SHARD_GLOB if f.layout == "dirs" else SHARD_GLOB
+    return b + ["```", "", "Or with DuckDB:", "", "```sql",
+                f"SELECT split, count(*) FROM read_parquet('{glob}') GROUP BY split;", "```", "", *_READING_NOTES]
+
+
+_READING_NOTES = (
+    "Large streaming jobs should list the files in name order (or from `_MANIFEST.json`) "
+    "rather than rely on an object store's listing order.",
+    "",
+    "Every file other than the shards is named `_*` (or lies under a `_*` folder), which Arrow, Spark and Hadoop "
+    "skip, except this `README.md`: pyarrow would try to read it as Parquet, so open the folder with "
+    "`pyarrow.parquet.read_table(path, ignore_prefixes=[\".\", \"_\", \"README\"])` "
+    "(the same option for `pyarrow.dataset.dataset`), or read the shard glob above.",
+    "",
+    "## Content notice",
+    "",
+    "This is text collected from the public web. Automated filtering does not replace review for "
+    "safety, privacy, licensing or fitness for a particular domain; apply the controls your use "
+    "case needs. Personal data is not redacted: `pii_redactions` counts the spans HPLT's annotator "
+    "found, and they remain in the text.",
+)
 
 
 def dataset_card(
@@ -189,176 +360,18 @@ def dataset_card(
     ``language`` (list of codes for the front matter), ``pretty_name``, ``repo_id`` (used in the
     usage snippet), and any other key, shown in the provenance table in the given order.
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    spdx = provenance.get("license_spdx")
-    if not isinstance(spdx, str) or not spdx:
-        raise ValueError("provenance['license_spdx'] is required: a card without a license is unusable")
-    rows = int(manifest["rows"])
-    train, val = int(manifest["splits"]["train"]), int(manifest["splits"]["val"])
-    text_bytes = int(manifest["text_bytes"])
-    shards = manifest["shards"]
-    trained = manifest_sets(manifest)[0][2]  # what ranks read: the only set, or train/
-    stored = sum(int(s["bytes"]) for s in shards)
-    val_permille = int(manifest["params"]["val_permille"])
-    dataset, version = str(manifest["dataset"]), str(manifest["version"])
-    balance = manifest.get("balance") or {}
-    pretty = str(provenance.get("pretty_name") or f"{dataset} {version}")
-    source = provenance.get("source") or dataset
-    repo = str(provenance.get("repo_id") or "path/to/this/dataset")
-
-    # ---- front matter
-    fm = ["---", f"pretty_name: {_q(pretty)}", f"license: {_q(hf_license(spdx))}"]
-    if hf_license(spdx) == "other":
-        fm.append(f"license_name: {_q(spdx.lower())}")
-    if provenance.get("language"):
-        fm += ["language:"] + [f"- {_q(str(code))}" for code in provenance["language"]]
-    fm += ["task_categories:", "- text-generation", "size_categories:", f"- {_q(size_category(rows))}"]
-    tags = ["pretraining", "parquet", "web"] + (["cleaned"] if policy else []) + (["distributed-training"] if balance else [])
-    fm += ["tags:"] + [f"- {t}" for t in tags]
-    fm += _configs_yaml(layout, rows - val > 0, val > 0)
-    fm.append("---")
-
-    # ---- body
-    b: list[str] = [f"# {pretty}", ""]
-    b.append(
-        f"{dataset} {version}: {_n(rows)} documents ({human_bytes(text_bytes)} of UTF-8 text) from {source}, "
-        f"packaged by hplt-shard as {_n(len(shards))} deterministic Parquet shards (zstd, rows sorted by `id`). "
-        "Every file is listed with its SHA-256 in `_MANIFEST.json`; the same inputs and configuration "
-        "give byte-identical files."
-    )
-    b += ["", "## Counts", "", "| | rows | share |", "|---|---:|---:|"]
-    b.append(f"| train | {_n(train)} | {_pct(train, rows)} |")
-    b.append(f"| validation | {_n(val)} | {_pct(val, rows)} |")
-    b.append(f"| total | {_n(rows)} | |")
-    b += ["", "| | |", "|---|---:|"]
-    b.append(f"| text (UTF-8 bytes) | {_n(text_bytes)} |")
-    b.append(f"| shards | {_n(len(shards))} |")
-    b.append(f"| stored (Parquet bytes) | {_n(stored)} |")
-
-    b += ["", "## Splits", ""]
-    b.append(
-        "A document is in validation when the first 8 bytes of the SHA-256 of its UTF-8 text, read as a "
-        f"big-endian unsigned integer, modulo 1000 are below {val_permille} ({val_permille / 10:g}%); "
-        "otherwise it is in train. The split depends on the text alone: exact copies never straddle "
-        "train and validation, and a document's split does not change when others are added or removed."
-    )
-    b.append("")
-    if layout == "dirs":
-        b.append(
-            f"Files: `train/{SHARD_GLOB}` (split `train`) and `validation/{SHARD_GLOB}` (split `validation`); "
-            'the `split` column repeats it (`"train"` / `"val"`).'
-        )
-    else:
-        b.append(
-            f'Every shard (`{SHARD_GLOB}`) holds rows of both splits; the `split` column (`"train"` / `"val"`) '
-            "tells them apart. The `default` config reads only the train rows and the `validation` config "
-            "only the validation rows, through a Parquet filter on `split` (`datasets` >= 3.2). "
-            "Any other reader must filter too, e.g. `WHERE split = 'train'`."
-        )
-
-    b += ["", "## Data fields", "", "| column | type | meaning |", "|---|---|---|"]
-    for name, typ, meaning in _FIELDS:
-        if name == "minhash_cluster" and layout == "dirs":
-            meaning += " (row indexes count within the split's own shard set)"
-        b.append(f"| `{name}` | {typ} | {meaning} |")
-
+    f = _card_facts(manifest, layout, provenance)
+    b = _front_matter(f, provenance, bool(policy)) + _counts_lines(f) + _splits_lines(f)
     if annotations:  # --annotations: contract/annotations.fields_report
         from shard_pipeline.contract.annotations import card_lines
 
         b += card_lines(dict(annotations), "train/" if layout == "dirs" else "")
     if policy:
-        thresholds = policy.get("thresholds", {})
-        quarantined = int(policy.get("quarantined", 0))
-        reasons = policy.get("reasons", {})
-        b += ["", "## Cleaning", ""]
-        b.append(
-            f"The quarantine policy set aside {_n(quarantined)} documents ({_pct3(quarantined, rows + quarantined)} "
-            "of kept + quarantined). Quarantined documents are not in this dataset. A document was quarantined "
-            "when it matched one or more of:"
-        )
-        b.append("")
-        b += [f"- {line}" for line in _rule_lines(thresholds)]
-        b.append("")
-        b.append(
-            "Reason counts can add up to more than the total: one document can match several rules. "
-            "No kept document was rewritten; cleaning only selects whole documents. The quarantined documents "
-            f"are kept whole, with their reasons, in `{CLEANED_NAME}`; thresholds and counts are in `{CLEAN_POLICY_NAME}`."
-        )
-        if reasons:
-            b += ["", "| reason | documents |", "|---|---:|"]
-            b += [f"| `{r}` | {_n(int(c))} |" for r, c in reasons.items()]
-        if thresholds:
-            b += ["", "Thresholds:", "", "```json", json.dumps(dict(thresholds), indent=2, ensure_ascii=False), "```"]
-
-    if balance:
-        b += ["", "## Balance for data-parallel training", ""]
-        b.append(
-            f"The {_n(len(trained))} {'train/ ' if layout == 'dirs' else ''}shards are cut by cumulative text bytes, and their count divides evenly by each "
-            "data-parallel rank count below. A loader that gives each rank an equal, contiguous run of shard "
-            "files in name order gets this balance:"
-        )
-        b += ["", "| data ranks | shards per rank | maximum relative load deviation |", "|---:|---:|---:|"]
-        for ranks, entry in balance.items():
-            dev = float(entry["max_relative_load_deviation"])
-            b.append(f"| {ranks} | {_n(int(entry['shards_per_rank']))} | {100 * dev:.4f}% |")
-        b += ["", f"Load = text bytes of a rank's shards; deviation = max |load - mean| / mean (also in `{BALANCE_NAME}`)."]
-
-    b += ["", "## Provenance", "", "| | |", "|---|---|"]
-    b.append(f"| source | {_cell(source)} |")
-    if provenance.get("selection"):
-        b.append(f"| selection | {_cell(provenance['selection'])} |")
-    b.append(f"| license | {_cell(spdx)} |")
-    b.append(f"| config sha256 | `{manifest['config_sha256']}` |")
-    b.append(f"| tool | {_cell(provenance.get('tool') or 'hplt-shard')} |")
-    b.append(f"| tool commit | {_cell(provenance.get('tool_commit') or 'unknown')} |")
-    b.append(
-        f"| input ledger | `{_cell(ledger_name)}`: one JSON line per input shard "
-        f"({', '.join(f'`{k}`' for k in LEDGER_KEYS)}) |"
-    )
-    b.append("| manifest | `_MANIFEST.json`: every file's SHA-256, rows and bytes; split and drop counts |")
-    for key, value in provenance.items():
-        if key not in PROVENANCE_KEYS:
-            b.append(f"| {_cell(key)} | {_cell(value)} |")
-
-    b += ["", "## Usage", "", "```python", "from datasets import load_dataset", ""]
-    if layout == "dirs":
-        b.append(f'ds = load_dataset({_q(repo)})  # splits: train' + (", validation" if val else ""))
-        b.append('train = ds["train"]')
-        if val:
-            b.append('validation = ds["validation"]')
-    else:
-        b.append(f'train = load_dataset({_q(repo)})["train"]  # train rows only')
-        if val:
-            b.append(f'validation = load_dataset({_q(repo)}, "validation")["validation"]')
-    b += ["```", ""]
-    glob = "**/" + SHARD_GLOB if layout == "dirs" else SHARD_GLOB
-    b += [
-        "Or with DuckDB:",
-        "",
-        "```sql",
-        f"SELECT split, count(*) FROM read_parquet('{glob}') GROUP BY split;",
-        "```",
-        "",
-        "Large streaming jobs should list the files in name order (or from `_MANIFEST.json`) "
-        "rather than rely on an object store's listing order.",
-        "",
-        "Every file other than the shards is named `_*` (or lies under a `_*` folder), which Arrow, Spark and Hadoop "
-        "skip, except this `README.md`: pyarrow would try to read it as Parquet, so open the folder with "
-        "`pyarrow.parquet.read_table(path, ignore_prefixes=[\".\", \"_\", \"README\"])` "
-        "(the same option for `pyarrow.dataset.dataset`), or read the shard glob above.",
-    ]
-
-    b += [
-        "",
-        "## Content notice",
-        "",
-        "This is text collected from the public web. Automated filtering does not replace review for "
-        "safety, privacy, licensing or fitness for a particular domain; apply the controls your use "
-        "case needs. Personal data is not redacted: `pii_redactions` counts the spans HPLT's annotator "
-        "found, and they remain in the text.",
-    ]
-    return "\n".join(fm + b) + "\n"
+        b += _cleaning_lines(policy, f.rows)
+    if f.balance:
+        b += _balance_lines(f)
+    b += _provenance_lines(f, provenance, manifest["config_sha256"], ledger_name) + _usage_lines(f)
+    return "\n".join(b) + "\n"
 
 
 _RULE_TEXT = (

@@ -1,8 +1,8 @@
 """A partition task's checkpoint: a small fixed-size record plus an append-only receipts log.
 
-The task checkpoints after every input. It used to rewrite every receipt and section so far
-each time, so the stage grew quadratically with its inputs (8,000 small files: 291 s).
-Now each input appends one line to ``task-N.receipts.jsonl`` (that input's receipt and the
+The task checkpoints after every input at a cost that does not grow with the inputs before it
+(rewriting every receipt and section so far would be quadratic: 8,000 small files, 291 s):
+each input appends one line to ``task-N.receipts.jsonl`` (that input's receipt and the
 spill sections its run added) and fsyncs it; then the checkpoint, whose size does not grow,
 records the log's length with the spill and quarantine lengths. A restart cuts all three
 files back to those lengths, so what it continues from is exactly what the checkpoint saw.

@@ -209,11 +209,7 @@ def _has_char_run(text: str, need: int) -> bool:
         c = text[p]
         if not ((p > 0 and text[p - 1] == c) or (p + 1 < n and text[p + 1] == c)):
             continue
-        left_part = text[max(0, p - need + 1) : p + 1]
-        right_part = text[p : p + need]
-        left = len(left_part) - len(left_part.rstrip(c))
-        right = len(right_part) - len(right_part.lstrip(c))
-        if left + right - 1 >= need:
+        if _run_through(text, p, need, c) >= need:
             return True
     return False
 
@@ -226,13 +222,16 @@ def _has_base64_run(raw: bytes, need: int) -> bool:
     for p in range(0, n, need):
         if raw[p] not in _B64_MEMBER:
             continue
-        left_part = raw[max(0, p - need + 1) : p + 1]
-        right_part = raw[p : p + need]
-        left = len(left_part) - len(left_part.rstrip(_B64_CHARS))
-        right = len(right_part) - len(right_part.lstrip(_B64_CHARS))
-        if left + right - 1 >= need:
+        if _run_through(raw, p, need, _B64_CHARS) >= need:
             return True
     return False
+
+
+def _run_through(seq: str | bytes, p: int, need: int, chars) -> int:
+    """Length of the run of `chars` through position `p`, looking at most `need` - 1 positions each way."""
+    left = seq[max(0, p - need + 1) : p + 1]
+    right = seq[p : p + need]
+    return len(left) - len(left.rstrip(chars)) + len(right) - len(right.lstrip(chars)) - 1
 
 
 def quarantine_reasons(text: str, text_bytes: int, policy: CleanPolicy, *, utf8: bytes | None = None) -> tuple[str, ...]:
@@ -247,22 +246,32 @@ def quarantine_reasons(text: str, text_bytes: int, policy: CleanPolicy, *, utf8:
     if nbytes != text_bytes:
         raise ValueError(f"text_bytes {text_bytes} is not the text's UTF-8 length {nbytes}")
     n = len(text)
-    found: list[str] = []
-
-    if nbytes > p.max_bytes:
-        found.append("max_bytes")
-
+    found: list[str] = ["max_bytes"] if nbytes > p.max_bytes else []
     # Count control characters and newlines together in one pass; separate them only if either
     # could be over its threshold (each is <= the joint count).
     ctrl_limit = p.control_char_ratio * n
     both = nbytes - len(raw.translate(None, _CTRL_NL))
-    if both > ctrl_limit or both + 1 >= p.repeated_lines_min_lines:
-        newlines = raw.count(b"\n")
-        ctrl = both - newlines
-    else:
-        newlines = ctrl = 0
+    newlines = raw.count(b"\n") if both > ctrl_limit or both + 1 >= p.repeated_lines_min_lines else 0
+    found += _line_reasons(raw, newlines, p)
+    if both - newlines > ctrl_limit:  # newlines uncounted (0) only where both <= ctrl_limit
+        found.append("control_chars")
+    if n > p.max_char_run and _has_char_run(text, p.max_char_run + 1):
+        found.append("char_run")
+    # `in` finds a character with memchr (fast); count only when there is one
+    if n >= p.replacement_min_chars and not text.isascii() and "\ufffd" in text:
+        bad = text.count("\ufffd")
+        if bad >= p.replacement_min_chars and bad > p.replacement_ratio * n:
+            found.append("replacement_chars")
+    if n >= p.whitespace_min_chars and _whitespace_padding(text, raw, p):
+        found.append("whitespace_padding")
+    if n >= p.base64_min_run and _has_base64_run(raw, p.base64_min_run):
+        found.append("base64_blob")
+    return tuple(found)
 
-    lines = None
+
+def _line_reasons(raw: bytes, newlines: int, p: CleanPolicy) -> list[str]:
+    """``repeated_lines`` and ``one_line``: lines are split once, and only when a rule may match."""
+    found, lines = [], None
     if newlines + 1 >= p.repeated_lines_min_lines:
         lines = raw.split(b"\n")
         nonempty = len(lines) - lines.count(b"")
@@ -271,39 +280,19 @@ def quarantine_reasons(text: str, text_bytes: int, policy: CleanPolicy, *, utf8:
             distinct.discard(b"")
             if len(distinct) <= p.repeated_lines_max_unique_ratio * nonempty:
                 found.append("repeated_lines")
-
-    if nbytes >= p.one_line_min_bytes:
+    if len(raw) >= p.one_line_min_bytes:
         if lines is None:
             lines = raw.split(b"\n")
-        if max(map(len, lines)) >= p.one_line_share * nbytes:
+        if max(map(len, lines)) >= p.one_line_share * len(raw):
             found.append("one_line")
+    return found
 
-    if ctrl > ctrl_limit:
-        found.append("control_chars")
 
-    if n > p.max_char_run and _has_char_run(text, p.max_char_run + 1):
-        found.append("char_run")
-
-    # `in` finds a character with memchr (fast); count only when there is one
-    if n >= p.replacement_min_chars and not text.isascii() and "\ufffd" in text:
-        bad = text.count("\ufffd")
-        if bad >= p.replacement_min_chars and bad > p.replacement_ratio * n:
-            found.append("replacement_chars")
-
-    if n >= p.whitespace_min_chars:
-        space_limit = p.whitespace_ratio * n
-        if _space_bound(np.frombuffer(raw, dtype=np.uint8), text.isascii()) <= space_limit:
-            space = 0
-        elif text.isascii():
-            space = nbytes - len(raw.translate(None, _ASCII_SPACE))
-        else:
-            space = _count_space(text)
-        if space > space_limit:
-            alnum = len(_NOT_ALNUM_RUN.sub("", text))
-            if alnum < p.alnum_ratio_below * n:
-                found.append("whitespace_padding")
-
-    if n >= p.base64_min_run and _has_base64_run(raw, p.base64_min_run):
-        found.append("base64_blob")
-
-    return tuple(found)
+def _whitespace_padding(text: str, raw: bytes, p: CleanPolicy) -> bool:
+    """Mostly whitespace and few letters or digits; a cheap bound first, counting only when it may match."""
+    n = len(text)
+    space_limit = p.whitespace_ratio * n
+    if _space_bound(np.frombuffer(raw, dtype=np.uint8), text.isascii()) <= space_limit:
+        return False
+    space = len(raw) - len(raw.translate(None, _ASCII_SPACE)) if text.isascii() else _count_space(text)
+    return space > space_limit and len(_NOT_ALNUM_RUN.sub("", text)) < p.alnum_ratio_below * n

@@ -113,12 +113,8 @@ def collect_shards(run: RunDir, cfg: RunConfig, plan: Plan) -> list[ShardFile]:
         start, stop = p.rows
         if s.name != p.name or s.rows != stop - start:
             problems.append(f"{p.name}: receipt says {s.name} with {s.rows} rows, the plan {stop - start}")
-        why = _disagrees(tmp / p.name, s, disk[p.name], run.write_receipt(task))
-        if why:
-            problems.append(why)
-            damaged.add(task)
-            continue
-        why = annotations_differ(tmp, s) if cfg.content.annotations else None
+        why = _disagrees(tmp / p.name, s, disk[p.name], run.write_receipt(task)) or (
+            annotations_differ(tmp, s) if cfg.content.annotations else None)
         if why:
             problems.append(why)
             damaged.add(task)

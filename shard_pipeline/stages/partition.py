@@ -10,6 +10,7 @@ import hashlib
 import time
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -104,7 +105,7 @@ class _Buffer:
         Sorted here, not with `pc.sort_indices` + `take`: Python's stable sort of str compares
         code points, which is the order of their UTF-8 bytes, so the rows come out in the order
         Arrow's stable sort gave. Each column is gathered once in that order, and the stage
-        no longer imports pyarrow.compute (60-90 ms of every task's start-up).
+        does not import pyarrow.compute (60-90 ms of every task's start-up).
         """
         ids = self.ids
         order = sorted(range(len(ids)), key=ids.__getitem__)
@@ -288,6 +289,19 @@ def _text_end(meta: bytearray, start: int) -> int:
     return array("q", bytes(meta[-32:-24]))[0] if meta else start
 
 
+@dataclass
+class _Spilling:
+    """The task's buffer, spill file and bucket keys; counts the PII spans of the rows it has spilled."""
+
+    buf: _Buffer
+    writer: SpillWriter
+    keys: list[bytes]
+    pii_spans: int
+
+    def __call__(self) -> None:
+        self.pii_spans += _spill(self.buf, self.writer, self.keys)
+
+
 def run_partition(run: RunDir, task: int) -> PartitionReceipt:
     cfg = load_config(run)
     made = made_here(cfg.content.sha256())
@@ -300,51 +314,59 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
     receipts, pii_spans = checkpoint.restore(writer)
     done = {r.index for r in receipts}
     buf = _Buffer(cfg.content.val_permille, keep=budget + budget // 4, annotated=bool(cfg.content.annotations))
-
-    def spill() -> None:
-        nonlocal pii_spans
-        pii_spans += _spill(buf, writer, keys)
-
+    spill = _Spilling(buf, writer, keys, pii_spans)
     if native_scan is None and cfg.content.clean is None:
         log.info(f"partition task {task}: reading with the Python loop, slower: the compiled read loop "
                  "(shard_pipeline/input/_scan.c) is not built, or built from another version of it; `pip install -e .` "
                  "with a C compiler builds it")
-    qpath = run.quarantine_file(task)
-    quarantine = QuarantineWriter(qpath) if cfg.content.bad_records == "quarantine" else None
+    quarantine = QuarantineWriter(run.quarantine_file(task)) if cfg.content.bad_records == "quarantine" else None
     try:
         for k, index in enumerate(spec.inputs, 1):
             if index in done:
                 continue
-            inp = cfg.content.inputs[index]
             started = time.monotonic()
-            check_unchanged(inp.location, inp.size, inp.mtime, "before reading it")
-            cleaned = CleanedSink(run.cleaned_file(index), inp.source_id)
-            stats = read_into(buf, inp, index, cfg, quarantine, spill, budget, cleaned)
-            cleaned.close()
-            check_unchanged(inp.location, inp.size, inp.mtime, "while it was read")
-            if len(buf):
-                spill()  # a run never spans two inputs, so each input is a checkpoint
-            receipts.append(InputReceipt(index, inp.source_id, inp.name, inp.size, inp.mtime, stats.read,
-                                         stats.kept - cleaned.count, dict(sorted(stats.quarantined.items())),
-                                         stats.json_bytes, stats.compressed_bytes, cleaned.count,
-                                         dict(sorted(cleaned.reasons.items()))))
+            receipts.append(_partition_input(run, cfg, index, spill, quarantine))
             if quarantine is not None:
                 quarantine.close()  # flushed and fsynced; it reopens in append mode on the next bad record
-            checkpoint.save(writer, [receipts[-1]], pii_spans)
-            log.info(input_line(task, k, len(spec.inputs), inp.name, stats.read, stats.compressed_bytes,
-                                time.monotonic() - started))
+            checkpoint.save(writer, [receipts[-1]], spill.pii_spans)
+            log.info(input_line(task, k, len(spec.inputs), receipts[-1].name, receipts[-1].read,
+                                receipts[-1].compressed_bytes, time.monotonic() - started))
             fault_point("partition-after-input", task)
     finally:
         if quarantine is not None:
             quarantine.close()
     writer.close()
-    rows = sum(s.rows for s in writer.sections)
-    text_bytes = sum(s.text_bytes for s in writer.sections)
-    receipt = PartitionReceipt(
+    receipt = _receipt(run, task, writer, receipts, spill.pii_spans)
+    save_record(run.partition_receipt(task), made, receipt)
+    checkpoint.remove()
+    return receipt
+
+
+def _partition_input(run: RunDir, cfg: RunConfig, index: int, spill: _Spilling,
+                     quarantine: QuarantineWriter | None) -> InputReceipt:
+    """Read one input shard into the spill; the input must not change while it is read."""
+    inp = cfg.content.inputs[index]
+    check_unchanged(inp.location, inp.size, inp.mtime, "before reading it")
+    cleaned = CleanedSink(run.cleaned_file(index), inp.source_id)
+    stats = read_into(spill.buf, inp, index, cfg, quarantine, spill, cfg.execution.spill_bytes, cleaned)
+    cleaned.close()
+    check_unchanged(inp.location, inp.size, inp.mtime, "while it was read")
+    if len(spill.buf):
+        spill()  # a run never spans two inputs, so each input is a checkpoint
+    return InputReceipt(index, inp.source_id, inp.name, inp.size, inp.mtime, stats.read,
+                        stats.kept - cleaned.count, dict(sorted(stats.quarantined.items())),
+                        stats.json_bytes, stats.compressed_bytes, cleaned.count,
+                        dict(sorted(cleaned.reasons.items())))
+
+
+def _receipt(run: RunDir, task: int, writer: SpillWriter, receipts: list[InputReceipt], pii_spans: int) -> PartitionReceipt:
+    """What the task made, bound to its files by size, stamp and hash."""
+    qpath = run.quarantine_file(task)
+    return PartitionReceipt(
         task=task,
         inputs=receipts,
-        rows=rows,
-        text_bytes=text_bytes,
+        rows=sum(s.rows for s in writer.sections),
+        text_bytes=sum(s.text_bytes for s in writer.sections),
         runs=writer.runs,
         sections=len(writer.sections),
         pii_spans=pii_spans,
@@ -355,7 +377,3 @@ def run_partition(run: RunDir, task: int) -> PartitionReceipt:
         index_stamp=file_stamp(run.spill_index(task)),
         quarantine_file=str(qpath.relative_to(run.root)) if qpath.exists() else None,
     )
-    save_record(run.partition_receipt(task), made, receipt)
-    checkpoint.remove()
-    return receipt
-

@@ -185,11 +185,9 @@ class SpillWriter:
         return self._blob
 
     def close(self) -> None:
+        self.flush()
         with naming(self.data_path):
-            f = self._file()
-            f.flush()
-            os.fsync(f.fileno())
-            f.close()
+            self._file().close()
         cols = {name: [getattr(s, name) for s in self.sections] for name in INDEX_SCHEMA.names}
         write_arrow(self.index_path, pa.Table.from_pydict(cols, schema=INDEX_SCHEMA))
 
@@ -263,9 +261,8 @@ class SpillReader:
 class _SectionFile(io.RawIOBase):
     """One section of a spill file as a file of its own, read with pread.
 
-    Writers used to memory-map the spill files, and every page they touched stayed in their
-    RSS (file-backed: reclaimable, but a cgroup charges it to the job), so a writer's RSS grew
-    with its bucket. Through this window Arrow copies only the buffers it asks for (with
+    A memory map of the spill file would keep every page a writer touched in its RSS (file-backed:
+    reclaimable, but a cgroup charges it to the job), so a writer's RSS would grow with its bucket. Through this window Arrow copies only the buffers it asks for (with
     `included_fields`, only those columns' bytes), and they are freed with the batch.
     """
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
@@ -39,9 +39,8 @@ class ShardRanks:
     """Where each rank of one shard lives, in rank order: its bucket, section (within the bucket), row, text bytes.
 
     Built from the bucket orders in one forward pass, so a write unit sorts each bucket once, whatever
-    its shards and row groups (cutting row groups used to walk a shard's buckets, then every row group
-    walked them again and re-sorted the first). Holds slices of the orders (~24 B per rank), not
-    whole buckets: a writer's memory stays one bucket's order plus one shard's ranks.
+    its shards and row groups. Holds slices of the orders (~24 B per rank), not whole buckets: a
+    writer's memory stays one bucket's order plus one shard's ranks.
     """
 
     bucket: np.ndarray
@@ -208,8 +207,7 @@ def write_one_shard(asm: ShardAssembler, out_tmp: Path, name: str, start: int, s
     shard = write_shard_file(partial, contract_tables())
     annotations_sha256 = kept.close()[2] if kept is not None else None  # before the rename: a shard in place has them
     os.replace(partial, final)
-    return (ShardFile(name, shard.rows, shard.bytes, shard.sha256, shard.text_bytes, shard.train, shard.val),
-            annotations_sha256)
+    return replace(shard, name=name), annotations_sha256
 
 
 def _finished_before(run: RunDir, task: int, out_tmp: Path, made: Made) -> dict[int, WrittenShard]:

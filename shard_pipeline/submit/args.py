@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from shard_pipeline.contract.rules import DEFAULT_ROW_GROUP_BYTES
@@ -44,6 +45,34 @@ def status_exit_codes() -> str:
     return "; ".join(f"{code} {' or '.join(names)}" for code, names in sorted(by_code.items()))
 
 
+_EPILOG = (
+    "Examples (the first two run as written in a checkout, after the README's first command):\n"
+    "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --license CC0-1.0 --wds 9-10 --dry-run\n"
+    "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --out out/help-example \\\n"
+    "      --run-dir runs/help-example --executor local --license CC0-1.0 --shard-rows 100\n"
+    "On LUMI, with hplt-shard.conf holding PRESET=lumi and ACCOUNT=project_... (README, 'On LUMI'):\n"
+    "  ./hplt-shard fin_Latn --corpus v4 --wds 9-10 --dry-run\n"
+    "  ./hplt-shard fin_Latn --corpus v4 --wds 9-10 --out /scratch/project_XXXXXXXXX/fin-v4\n"
+    "Exit codes: 0 done; 1 a run, task or check failed (the message names the --resume command); 2 a usage,\n"
+    "conf, input or path problem (nothing started); 3 (--status) still queued or running; 4 (--status) stuck:\n"
+    "a job pends for a reason that does not clear by itself; 130 interrupted (Ctrl-C).\n"
+)
+
+
+@dataclass
+class _Options:
+    """Adds options to a parser and records each one's flag by its dest."""
+
+    given_only: bool
+    flags: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, container, *names: str, **kw) -> None:
+        if self.given_only:
+            kw["default"] = argparse.SUPPRESS
+        action = container.add_argument(*names, **kw)
+        self.flags[action.dest] = (action.option_strings or [action.dest.upper()])[0]
+
+
 def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argparse.ArgumentParser, dict[str, str]]:
     """The parser, and each option's flag by its dest (for messages that name an option).
 
@@ -51,30 +80,20 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
     command line gave: what --resume checks against what it may change. `quiet`: an error raises
     ValueError instead of printing the usage.
     """
-    flags: dict[str, str] = {}
-
-    def add(container, *names: str, **kw) -> None:
-        if given_only:
-            kw["default"] = argparse.SUPPRESS
-        action = container.add_argument(*names, **kw)
-        flags[action.dest] = (action.option_strings or [action.dest.upper()])[0]
-
+    add = _Options(given_only)
     p = (_QuietParser if quiet else argparse.ArgumentParser)(
         prog="hplt-shard",
         allow_abbrev=quiet,  # typed: full names only (`--ou` would reach printed commands); recorded ones parse as before
         description="Turn one language (or several, each into OUT/<LANG>/) of a sharded HPLT corpus into deterministic Parquet training shards.",
-        epilog="Examples (the first two run as written in a checkout, after the README's first command):\n"
-        "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --license CC0-1.0 --wds 9-10 --dry-run\n"
-        "  ./hplt-shard eng_Latn --corpus v4 --local-root examples/hplt-v4/clean --out out/help-example \\\n"
-        "      --run-dir runs/help-example --executor local --license CC0-1.0 --shard-rows 100\n"
-        "On LUMI, with hplt-shard.conf holding PRESET=lumi and ACCOUNT=project_... (README, 'On LUMI'):\n"
-        "  ./hplt-shard fin_Latn --corpus v4 --wds 9-10 --dry-run\n"
-        "  ./hplt-shard fin_Latn --corpus v4 --wds 9-10 --out /scratch/project_XXXXXXXXX/fin-v4\n"
-        "Exit codes: 0 done; 1 a run, task or check failed (the message names the --resume command); 2 a usage,\n"
-        "conf, input or path problem (nothing started); 3 (--status) still queued or running; 4 (--status) stuck:\n"
-        "a job pends for a reason that does not clear by itself; 130 interrupted (Ctrl-C).\n",
+        epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    for options in (_what_to_read, _output_shape, _where_it_runs, _commands):
+        options(add, p)
+    return p, add.flags
+
+
+def _what_to_read(add: _Options, p: argparse.ArgumentParser) -> None:
     add(p, "lang", nargs="?", help="HPLT language code, e.g. eng_Latn; several in one run: fin_Latn,swe_Latn "
            "(OUT/<LANG>/ each), or all (every language folder under the corpus root)")
     add(p, "--langs-file", type=path_arg, help="several languages in one run: one code per line (# comments)")
@@ -86,6 +105,9 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
     add(p, "--out", type=path_arg, help="output folder (replaced atomically when the run finishes)")
     add(p, "--run-dir", type=path_arg, help="run directory (default runs/<corpus>-<subset>-<LANG>-<wds>)")
     add(p, "--executor", choices=("slurm", "local"), help="default: slurm when sbatch is on PATH, else local")
+
+
+def _output_shape(add: _Options, p: argparse.ArgumentParser) -> None:
     add(p, "--shard-rows", type=int, default=DEFAULT_SHARD_ROWS, help=f"rows per output shard (default {DEFAULT_SHARD_ROWS:,})")
     add(p, "--val-permille", type=int, default=5, help="validation share in thousandths (default 5)")
     add(p, "--row-group-bytes", type=int, default=DEFAULT_ROW_GROUP_BYTES, help="text bytes per row group (default 64 MiB)")
@@ -118,6 +140,9 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
     add(p, "--keep-spill", action="store_true",
            help="keep the partition spill in the run directory when the run is done (by default a done run removes "
            "it: about 1.6x the compressed input)")
+
+
+def _where_it_runs(add: _Options, p: argparse.ArgumentParser) -> None:
     add(p, "--conf", type=path_arg, help="conf file (default ./hplt-shard.conf if present)")
     add(p, "--preset", help="preset name under presets/ (conf PRESET)")
     add(p, "--account", help="Slurm account (conf ACCOUNT)")
@@ -140,6 +165,9 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
     add(p, "--buckets", type=int, help="advanced: id buckets (default from the estimated documents)")
     add(p, "--spill-bytes", type=int, help="advanced: text bytes a partition task buffers before it spills a sorted run (default mem/8)")
     add(p, "--jobs", type=int, default=os.cpu_count() or 1, help="local executor: tasks at once (default: cores)")
+
+
+def _commands(add: _Options, p: argparse.ArgumentParser) -> None:
     add(p, "--dry-run", action="store_true", help="show the scope and job layout; write and submit nothing "
            "(with --resume: show what would be redone)")
     add(p, "--version", action="store_true", help="print the version and the code commit, then exit")
@@ -151,4 +179,3 @@ def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argpars
     add(g, "--publish", nargs=2, metavar=("OUT", "DEST"),
            help="verify OUT, upload it to an rclone destination (remote:bucket/prefix) and check it there; "
                 "never overwrites; run again to finish an interrupted upload (record: --run-dir's _PUBLISHED.json)")
-    return p, flags

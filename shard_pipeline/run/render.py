@@ -1,0 +1,182 @@
+"""The --status table and the lines beside it: a rendering of a run's view (run/view.py), and the live
+progress line of a local run."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from shard_pipeline.errors import ExitCode
+from shard_pipeline.run.receipts import PartitionCheckpoint, PartitionReceipt
+from shard_pipeline.run.records import Problem, made_here, read_record
+from shard_pipeline.run.runconfig import RunConfig, load_config
+from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.runstate import is_stuck
+from shard_pipeline.run.stage_status import FailedTask, StageStatus
+from shard_pipeline.run.tasklog import count_progress_lines
+from shard_pipeline.units import human_bytes, plural
+
+
+def progress_counts(path: Path, cfg: RunConfig) -> tuple[int, int] | None:
+    """(documents read, compressed bytes read) that a partition receipt or checkpoint records; None when it is not
+    this run's or not whole (a file mid-write)."""
+    kind = PartitionCheckpoint if path.name.endswith(".checkpoint.json") else PartitionReceipt
+    rec = read_record(path, kind, made_here(cfg.content.sha256()))
+    if isinstance(rec, Problem):
+        return None
+    if isinstance(rec, PartitionCheckpoint):  # a checkpoint lists only its last inputs, and keeps totals
+        return rec.read, rec.compressed_bytes
+    return sum(i.read for i in rec.inputs), sum(i.compressed_bytes for i in rec.inputs)
+
+
+def progress(run: RunDir, moving: bool = True) -> dict[str, Any]:
+    """Documents and bytes read so far (receipts and checkpoints), throughput, ETA of the partition stage.
+
+    `moving` False (a run stopped, failed or stuck): the time runs to its last receipt or checkpoint, not to now."""
+    cfg = load_config(run)
+    docs = compressed = 0
+    touched = []
+    for t in range(cfg.execution.partition_tasks):
+        for path in (run.partition_receipt(t), run.partition_checkpoint(t)):
+            counted = progress_counts(path, cfg) if path.exists() else None
+            if counted is not None:
+                touched.append(path)
+                docs += counted[0]
+                compressed += counted[1]
+                break
+    total = sum(i.size or 0 for i in cfg.content.inputs)
+    record = read_json(run.run_json)
+    started = min((s.get("submitted_at", 0) for s in record.get("submissions", [])), default=0) or run.run_json.stat().st_mtime
+    receipts = [run.partition_receipt(t) for t in range(cfg.execution.partition_tasks)]
+    finished = all(p.exists() for p in receipts) and receipts
+    if finished:
+        end = max(p.stat().st_mtime for p in receipts)
+    else:
+        end = time.time() if moving else max((p.stat().st_mtime for p in touched), default=started)
+    elapsed = max(1e-9, end - started)
+    rate = compressed / elapsed
+    eta = (total - compressed) / rate if rate > 0 and compressed < total else 0.0
+    return {"docs": docs, "compressed": compressed, "total": total, "elapsed": elapsed, "rate": rate, "eta": eta}
+
+
+def live_line(run: RunDir, stage: str, started: float) -> str | None:
+    """One line of a running local stage: work done, rate and ETA (partition: bytes read; write: shards)."""
+    elapsed = max(1e-9, time.time() - started)
+    try:
+        if stage == "partition":
+            p = progress(run)
+            done, total = p["compressed"], p["total"]
+            rate = done / elapsed
+            eta = (total - done) / rate if rate > 0 and done < total else 0.0
+            pct = 100 * done / total if total else 100.0
+            return (f"partition {p['docs']:,} docs, {human_bytes(done)} of {human_bytes(total)} ({pct:.0f}%), "
+                    f"{human_bytes(rate)}/s, ETA {_hms(eta) if eta else '-'}")
+        if stage == "write" and run.plan_json.exists():
+            total = read_json(run.plan_json)["shards"]
+            if not isinstance(total, int):  # not the plan hplt-shard wrote: the done rule says so, not this line
+                return None
+            done = count_progress_lines(sorted(run.log_dir("write").glob("*.log")), "shard")
+            rate = done / elapsed
+            eta = (total - done) / rate if rate > 0 and done < total else 0.0
+            return f"write     {done:,} of {plural(total, 'shard')}, {rate * 60:.1f} shards/min, ETA {_hms(eta) if eta else '-'}"
+    except (OSError, ValueError, KeyError):  # a file mid-write: the next tick reads it whole
+        return None
+    return None
+
+
+def _hms(seconds: float) -> str:
+    """`0h01m02s`; under a minute with a decimal (`2.4s`), so a short task is not shown as taking nothing."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    s = int(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
+
+
+def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state: str, code: int) -> str:
+    """The --status table; `state` and `code` are run_state's (computed once: a done run's hashes its manifest)."""
+    cfg = load_config(run)
+    lines = [f"run {run.root}  config {cfg.content.sha256()[:12]}  executor {cfg.execution.executor}",
+             f"{'stage':<10}{'tasks':>7}{'done':>7}{'running':>9}{'pending':>9}{'failed':>8}{'interrupted':>13}{'waiting':>9}"]
+    for st in statuses:
+        lines.append(f"{st.stage:<10}{st.total:>7}{st.done:>7}{st.running:>9}{st.pending:>9}{len(st.failed):>8}"
+                     f"{len(st.interrupted):>13}{st.not_started:>9}")
+    pct = 100 * prog["compressed"] / prog["total"] if prog["total"] else 100.0
+    eta = prog["eta"] if code == ExitCode.BUSY else 0  # a run that does not move has no ETA
+    lines.append(f"read {prog['docs']:,} documents, {human_bytes(prog['compressed'])} of {human_bytes(prog['total'])} "
+                 f"compressed ({pct:.1f}%) in {_hms(prog['elapsed'])} of partition; {human_bytes(prog['rate'])}/s; "
+                 f"partition ETA {_hms(eta) if eta else '-'}")
+    lines += [figures_summary(st) for st in statuses if st.figures]
+    unread = [(st.stage, t, log) for st in statuses for t, log in sorted(st.unread.items())]
+    if unread:
+        lines.append(unread_line(unread, any(st.unread and st.done < st.total for st in statuses)))
+    running = [(st.stage, t, line) for st in statuses for t, line in st.progress]
+    for stage, t, line in running[:20]:
+        lines.append(f"RUNNING {stage} task {t}: {line}")
+    for st in statuses:
+        by_reason: dict[str, list[int]] = {}
+        for t, why in st.reasons:
+            by_reason.setdefault(why or "unknown", []).append(t)
+        for why, ts in by_reason.items():
+            lines.append(f"PENDING {st.stage} {plural(len(ts), 'task')}: {why}" + (" (will not clear by itself)" if is_stuck(why) else ""))
+        if st.requeued:
+            lines.append(requeued_line(st.stage, st.requeued))
+        if st.touched:
+            lines.append(touched_line(st.stage, st.touched))
+        if st.interrupted:
+            lines.append(f"INTERRUPTED {st.stage} {plural(len(st.interrupted), 'task')}: "
+                         f"{', '.join(map(str, st.interrupted[:10]))}{' ...' if len(st.interrupted) > 10 else ''}")
+    failed = [(st.stage, f) for st in statuses for f in st.failed]
+    lines += [failed_line(stage, f) for stage, f in failed[:20]]
+    if len(failed) > 20:
+        lines.append(f"... and {len(failed) - 20} more failed tasks")
+    lines.append(f"state: {state}")
+    return "\n".join(lines)
+
+
+def unread_line(unread: list[tuple[str, int, Path]], unfinished: bool) -> str:
+    """Task logs this user may not read (a colleague's run): what the table cannot show (`unfinished`: tasks
+    without a receipt among them, whose failure only the log would tell), and the way on."""
+    from shard_pipeline.access import access_step
+
+    stage, task, log = unread[0]
+    return (f"UNREAD {plural(len(unread), 'task log')} (the first: {stage} task {task}, {log}): not readable by this "
+            "user, so their figures and errors are not shown" + (", and a task among them without a receipt is counted "
+            "as not started even if it failed" if unfinished else "") + f"; {access_step(log, reading=True)}")
+
+
+def touched_line(stage: str, tasks: list[int]) -> str:
+    """Done tasks whose files something touched after their receipts (a ctime changed: chmod, chgrp, a copy
+    that kept the times): --status reads no file, so it says how it counted them, and what re-checks them."""
+    shown = ", ".join(map(str, tasks[:10])) + (" ..." if len(tasks) > 10 else "")
+    return (f"TOUCHED {stage} {plural(len(tasks), 'task')} ({shown}): their files were touched after they finished "
+            "(chmod, chgrp, a copy): counted done by size and mtime; --resume re-checks their sha256 and redoes any that changed")
+
+
+def requeued_line(stage: str, tasks: list[int]) -> str:
+    """Pending tasks that had started: Slurm requeued them, and nothing is to be done (a pending reason
+    such as BeginTime alone would not say why a started task waits again)."""
+    shown = ", ".join(map(str, tasks[:10])) + (" ..." if len(tasks) > 10 else "")
+    return (f"REQUEUED {stage} {plural(len(tasks), 'task')} ({shown}): requeued by Slurm after a start (a node "
+            "failure, a time limit near, scontrol requeue); each starts again by itself from its last checkpoint")
+
+
+def figures_summary(st: StageStatus) -> str:
+    """`FINISHED partition 4 tasks: elapsed up to 0h01m02s, peak memory 812.0 MB, cpu 3.9 min in all`: what
+    the stage's finished tasks (one unit each) used, by their own logs, to size --time and --mem next time."""
+    wall = max(f.wall_s for f in st.figures)
+    peak = max(f.max_rss_mb for f in st.figures)
+    cpu = sum(f.cpu_s for f in st.figures) / 60
+    return (f"FINISHED {st.stage} {plural(len(st.figures), 'task')}: elapsed up to {_hms(wall)}, "
+            f"peak memory {peak:.1f} MB, cpu {cpu:.1f} min in all")
+
+
+def failed_line(stage: str, f: FailedTask) -> str:
+    """`FAILED write task 3: OUT_OF_MEMORY (RESUME); last line: ...` and its log on the next line."""
+    why = f"{f.reason} ({f.resume.command()}); last line: " if f.reason and f.resume else ""
+    return f"FAILED {stage} task {f.task}: {why}{f.last_line}\n       log: {f.log}"
+
+
+def cell(st: StageStatus) -> str:
+    return f"{st.done}/{st.total}" + (f" {len(st.failed)}F" if st.failed else "")
+
+

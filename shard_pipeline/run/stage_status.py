@@ -1,0 +1,307 @@
+"""Each stage's tasks by state, built from the run dir's records, the scheduler's answer
+(run/queue.py) and the live-task records (run/live.py); the run's phase and each language's.
+
+Works from the run directory alone once the jobs have left the queue, and asks squeue about
+the run's own job ids while they are in it. A language of a run of several is viewed from its own
+run dir, whose run.json holds the chain's chunks in its own task numbers (run/unit_table.py
+record_submission); the chain's queue is translated to them first (`unit_table.language_queue`).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from shard_pipeline.contract.manifest import MANIFEST_NAME
+from shard_pipeline.run import live, unit_table
+from shard_pipeline.run.queue import latest_jobs, resume_hint, slurm_reason, split_queued, squeue_states
+from shard_pipeline.run.registry import STAGES, RunState, manifest_is_this_runs
+from shard_pipeline.run.rundir import RunDir, read_json, unit_log
+from shard_pipeline.run.runstate import Counts, RunPhase, TaskState, ran_locally, run_phase, task_state
+from shard_pipeline.run.steps import Resume
+from shard_pipeline.run.tasklog import TaskFigures, ended_well, last_error_line, last_figures, last_progress_line, unit_ended
+
+
+@dataclass(frozen=True)
+class FailedTask:
+    """A task that failed: its log and the log's last error line; when Slurm ended it, why (`reason`:
+    OUT_OF_MEMORY, TIMEOUT, ...) and the resume that reason calls for."""
+
+    task: int
+    log: Path
+    last_line: str
+    reason: str | None = None
+    resume: Resume | None = None
+
+
+@dataclass
+class StageStatus:
+    stage: str
+    total: int
+    done: int = 0
+    running: int = 0
+    pending: int = 0
+    failed: list[FailedTask] = field(default_factory=list)
+    progress: list[tuple[int, str]] = field(default_factory=list)  # (running task, its last progress line)
+    interrupted: list[int] = field(default_factory=list)  # tasks stopped from outside (Ctrl-C, scancel)
+    reasons: list[tuple[int, str]] = field(default_factory=list)  # (pending task, squeue's reason)
+    requeued: list[int] = field(default_factory=list)  # pending tasks that had started: Slurm requeued them
+    figures: list[TaskFigures] = field(default_factory=list)  # of finished tasks whose log has them
+    touched: list[int] = field(default_factory=list)  # done tasks with a file touched since (chmod, chgrp): done by size and mtime
+    unread: dict[int, Path] = field(default_factory=dict)  # task -> the log (or its folder) this user may not read
+
+    @property
+    def not_started(self) -> int:
+        """Waiting: neither queued nor started (a later stage, or not queued again yet)."""
+        return self.total - self.done - self.running - self.pending - len(self.failed) - len(self.interrupted)
+
+
+def counts(statuses: list[StageStatus]) -> Counts:
+    """The run's tasks by state, over its stages (runstate.run_phase's input)."""
+    return Counts(sum(s.total for s in statuses), sum(s.done for s in statuses), sum(s.running for s in statuses),
+                  sum(s.pending for s in statuses), sum(len(s.failed) for s in statuses),
+                  sum(len(s.interrupted) for s in statuses), tuple(r for s in statuses for _, r in s.reasons))
+
+
+def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], cpus: int = 1) -> Path | None:
+    for j in chunks:
+        local = task // cpus - j["offset"]  # array index of the task's group (worker/group.py)
+        log_dir = Path(j.get("log_dir") or run.log_dir(stage))  # log_dir: multi-language run
+        p = log_dir / f"{j['job_id']}_{local}.log" if cpus == 1 else unit_log(log_dir, j["job_id"], local, task)
+        if p.exists():
+            return p
+    p = run.local_log(stage, task)
+    if p.exists():
+        return p
+    shared = _multi_root(run)  # a multi-language run's plan and finalize: one job, one log for every language
+    if shared is not None and stage in unit_table.SINGLE_JOB_STAGES:
+        p = RunDir(shared).local_log(stage, 0)
+        started = f"= {run.root.name} {stage} task {task};"  # landing.run_entry's line when it starts this unit
+        try:
+            return p if started in p.read_text(errors="replace") else None
+        except OSError:
+            return None
+    return None
+
+
+def _readable_log(st: StageStatus, run: RunDir, task: int, chunks: list[dict[str, Any]], cpus: int) -> Path | None:
+    """The task's log as `_task_log` finds it; a log folder this user may not look in (a colleague's run, written
+    under `umask 077`) is noted in `st.unread` and taken as no log: the table is shown, with what it cannot know."""
+    try:
+        return _task_log(run, stage=st.stage, task=task, chunks=chunks, cpus=cpus)
+    except PermissionError as exc:
+        st.unread[task] = Path(exc.filename or run.log_dir(st.stage))
+        return None
+
+
+def _multi_root(run: RunDir) -> Path | None:
+    """The multi-language run dir a language's run dir sits in, or None."""
+    return run.root.parent if unit_table.is_multi(run.root.parent) else None
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What every task's state is judged against: the run's records, the scheduler's answer, live processes."""
+
+    run: RunDir
+    rs: RunState
+    record: dict[str, Any]
+    jobs: dict[str, list[dict[str, Any]]]
+    queue: dict[str, str]
+    local: bool  # the local executor ran the last submission
+    alive: frozenset  # (stage, task) of local processes alive now, whoever started them (run/live.py)
+    killed: frozenset  # local tasks killed without a word (their submitter SIGKILLed): their records are left
+    stopped: bool  # Ctrl-C / SIGTERM / SIGHUP stopped the local executor (its marker)
+    held: bool  # a live local submitter: a task whose log has no trailer yet is starting
+    strict: bool
+
+
+def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: bool = False,
+                   record: dict[str, Any] | None = None) -> list[StageStatus]:
+    """Each stage's tasks by state (runstate.task_state), with the reasons and lines --status shows.
+
+    `strict` (--status, whose squeue answered; a run of several passes its queue): a task that never started and
+    whose job has left the queue (scancel, or cancelled for a dependency that can never be met) will not run:
+    interrupted, not waiting."""
+    rs = RunState(run, rehash=False, trust_touched=True)  # a stat per file: --status is run often, on terabytes
+    if record is None:  # run.json, unless the caller read it already
+        record = read_json(run.run_json)
+    jobs = latest_jobs(record)
+    if queue is None:
+        ids = [j["job_id"] for chunks in jobs.values() for j in chunks]
+        queue = unit_table.queue_of_language(run, jobs, squeue_states(ids, strict=strict))
+    local = ran_locally(record)
+    tasks = live.scan(run.root)
+    # under Slurm a killed task (OOM, a fault) failed, and Slurm's own reason says why
+    seen = _Seen(run, rs, record, jobs, queue, local, frozenset(tasks.running(local)),
+                 frozenset(tasks.killed() if local else ()), run.interrupted_marker.exists(), run_is_held(run), strict)
+    return [_stage_status(seen, reg) for reg in STAGES]
+
+
+def _stage_status(seen: _Seen, reg) -> StageStatus:
+    st = StageStatus(reg.name, reg.tasks(seen.rs.cfg))
+    chunks = seen.jobs.get(reg.name, [])
+    cpus = seen.rs.cfg.execution.units_per_task(reg.name)
+    for task in range(st.total):
+        problem, touched = reg.problem_and_touched(seen.rs, task)
+        if problem is None:
+            _count_done(st, seen.run, task, touched, chunks, cpus)
+        else:
+            _count_unfinished(st, seen, task, str(problem), chunks, cpus)
+    peak = max((f.max_rss_mb for f in st.figures), default=None)  # the stage's finished tasks measured it by now
+    st.failed = [replace(f, resume=resume_hint(seen.run, seen.rs.cfg, reg.name, f.reason, seen.record.get("resources", {}),
+                                               peak)) if f.reason else f for f in st.failed]
+    return st
+
+
+def _count_done(st: StageStatus, run: RunDir, task: int, touched: bool, chunks: list[dict[str, Any]],
+                cpus: int) -> None:
+    st.done += 1
+    if touched:
+        st.touched.append(task)
+    done_log = _readable_log(st, run, task, chunks, cpus)
+    fig = last_figures(done_log) if done_log is not None else None
+    if fig is not None:
+        st.figures.append(fig)
+    elif done_log is not None and not os.access(done_log, os.R_OK):
+        st.unread[task] = done_log
+
+
+def _count_unfinished(st: StageStatus, seen: _Seen, task: int, problem: str, chunks: list[dict[str, Any]],
+                      cpus: int) -> None:
+    """Counts a task that is not done in its state."""
+    run, stage = seen.run, st.stage
+    queued, why = split_queued(next((seen.queue[k] for j in chunks
+                                     for k in [f"{j['job_id']}_{task // cpus - j['offset']}"] if k in seen.queue), None))
+    log = _readable_log(st, run, task, chunks, cpus) if queued is None or queued == "RUNNING" else None
+    err = last_error_line(log, run.root.name if _multi_root(run) else None) if log is not None else ""
+    if log is not None and ended_well(log) and not re.search("ERROR|Error", err):  # it finished, and what
+        err = f"it finished, but {problem}: --resume does it again"  # it made is gone or changed since
+    reason = slurm_reason(log) if log is not None and queued is None else None
+    starting = seen.held and log is not None and not unit_ended(log)
+    # A local unit that ended by itself has its trailer (worker/group.py), even a crash; one without it that no
+    # process runs lost its parent: the submitter was killed (SIGKILL) while it started or ran the unit.
+    orphaned = (seen.local and log is not None and not starting and (stage, task) not in seen.alive
+                and not unit_ended(log) and not ended_well(log))
+    cut = reason == "CANCELLED" or ((seen.stopped or (stage, task) in seen.killed or orphaned)
+                                    and not err.startswith("ERROR"))
+    # squeue -r lists every task Slurm holds: a task of the last submission that it does not list and that
+    # has no log never started and never will (scancel of the task or its array, a dependency killed it)
+    never = seen.strict and not seen.local and log is None and queued is None and bool(chunks)
+    state = task_state(done=False, queued=queued, alive=(stage, task) in seen.alive or starting,
+                       has_log=log is not None, interrupted=(log is not None and cut) or never)
+    if state is TaskState.RUNNING:
+        st.running += 1
+        line = last_progress_line(log) if log is not None else None
+        if line:
+            st.progress.append((task, line))
+    elif state is TaskState.PENDING:
+        st.pending += 1
+        st.reasons.append((task, why))
+        if _readable_log(st, run, task, chunks, cpus) is not None:  # started in this submission
+            st.requeued.append(task)
+    elif state is TaskState.INTERRUPTED:
+        st.interrupted.append(task)
+    elif state is TaskState.FAILED and log is not None:
+        st.failed.append(FailedTask(task, log, err, reason))
+
+
+def phase_of(run: RunDir, statuses: list[StageStatus]) -> RunPhase:
+    """The run's phase (runstate.run_phase) from its stages, its DONE marker and its lock."""
+    return run_phase(counts(statuses), done_marker=run.done_marker.exists(), held=run_is_held(run))
+
+
+def run_is_held(run: RunDir) -> bool:
+    """A live submitter holds the run, or, for a language of a multi-language run, the whole run."""
+    root = _multi_root(run)
+    return held_by_a_process(run) or (root is not None and held_by_a_process(RunDir(root)))
+
+
+def queued_job_ids(run: RunDir, statuses: list[StageStatus]) -> list[str]:
+    """The job ids of the stages that still have tasks in Slurm's queue: what a scancel of the run names."""
+    jobs = latest_jobs(read_json(run.run_json))
+    return list(dict.fromkeys(j["job_id"] for st in statuses if st.pending or st.running for j in jobs.get(st.stage, [])))
+
+
+def elsewhere(record: dict, *roots: Path) -> str:
+    """What --status adds while a local run has tasks recorded on another host (a login node sharing the
+    run dir): the same words a resume refuses with, since this host cannot see their processes."""
+    away = [x for r in roots for x in live.scan(r).elsewhere()] if ran_locally(record) else []
+    return live.elsewhere_step(away) if away else ""
+
+
+def last_refusal(record: dict) -> dict | None:
+    """The refused submission (run.json `refused_submissions`) if none was queued after it."""
+    refused = record.get("refused_submissions", [])[-1:]
+    last_queued = max((s.get("submitted_at", 0) for s in record.get("submissions", [])), default=0)
+    return refused[0] if refused and refused[0].get("refused_at", 0) > last_queued else None
+
+
+def held_by_a_process(run: RunDir) -> bool:
+    """True while a local run or a resume holds the run's lock (its tasks have logs but no receipts yet)."""
+    from filelock import FileLock, Timeout
+
+    path = run.lock_file
+    if not path.exists():
+        return False
+    lock = FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        return True
+    except OSError:
+        return False
+    lock.release()
+    return False
+
+
+def landed_at(run: RunDir) -> str | None:
+    """When the language landed: its DONE marker's time (UTC), None if it has not."""
+    try:
+        t = run.done_marker.stat().st_mtime
+    except OSError:
+        return None
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+LANGUAGE_WORD = {RunPhase.RUNNING: "running", RunPhase.QUEUED: "waiting", RunPhase.INTERRUPTED: "interrupted",
+       RunPhase.STUCK: "stuck", RunPhase.FAILED: "failed", RunPhase.DONE: "landed"}
+
+
+def language_state(run: RunDir, sts: list[StageStatus], chain_alive: bool) -> tuple[RunPhase, str]:
+    """The language's phase (runstate.run_phase; `chain_alive`: a local executor runs the chain) and its row's word.
+
+    A language with a failed task and none running is failed even while other languages' jobs
+    still run: its finalize can only name it (afterany), and --resume is what redoes it."""
+    phase = run_phase(counts(sts), done_marker=run.done_marker.exists(), held=chain_alive)
+    failed = [st.stage for st in sts if st.failed]
+    if failed and phase in (RunPhase.RUNNING, RunPhase.QUEUED) and not any(st.running for st in sts):
+        phase = RunPhase.FAILED
+    if phase is RunPhase.DONE:
+        return phase, f"landed {landed_at(run)}"
+    if phase is RunPhase.FAILED:
+        return phase, f"{LANGUAGE_WORD[phase]} ({failed[0]})"
+    pending = [(st.stage, why) for st in sts for _, why in st.reasons]
+    if phase is RunPhase.QUEUED and pending:  # what Slurm says it waits for, as a single run's --status shows
+        stage, why = pending[0]
+        return phase, f"{LANGUAGE_WORD[phase]} ({stage}: {why.split(',')[0]})"
+    return phase, LANGUAGE_WORD[phase]
+
+
+def rebuilt_by(root: Path, lang: str, run: RunDir) -> Path | None:
+    """The new run of `lang` alone that a failed language's next step names (RUNDIR-LANG-..., next_step.py) and
+    that is done, its output provably the one in ROOT/LANG now (registry.manifest_is_this_runs): the language
+    was made by it."""
+    try:
+        out = Path(read_json(run.config_json)["execution"]["out"])
+        manifest = read_json(out / MANIFEST_NAME)
+        candidates = sorted(root.parent.glob(f"{root.name}-{lang}-*"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return next((c for c in candidates if RunDir(c).done_marker.exists()
+                 and manifest_is_this_runs(RunDir(c), out, manifest, rehash=False)), None)
+
+
