@@ -54,6 +54,7 @@ INVARIANTS = {
     "release-checksum": "a local input whose release MD5 differs never reaches OUT",
     "staging-place": "the dry-run and the submit look for a language's staging folder in the same place",
     "index-floor": "a counts-index row below the bytes-per-document floor is impossible, never projected",
+    "typed-records": "a record of a wrong type is one named refusal or a redo, never a traceback",
 }
 
 
@@ -178,6 +179,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "                hashes.check(line)\n", "                pass\n"),
     Mutant("staging-checked-where-the-manifest-says", "staging-place", "shard_pipeline/submit/launch.py",
            "of_a_root=several))", "of_a_root=False))"),
+    Mutant("run-json-read-unchecked", "typed-records", "shard_pipeline/run/run_json.py",
+           "    if (why := wrong_field(record, SHAPE)) is not None:\n", "    if False:\n"),
     Mutant("index-floor-gone", "index-floor", "shard_pipeline/input/counts_index.py",
            "    if _below_floor(size, docs):\n        return (", "    if False:\n        return ("),
     # memory: a partition task spills when its buffered text reaches the budget

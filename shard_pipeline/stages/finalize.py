@@ -39,9 +39,10 @@ from shard_pipeline.run.registry import already_swapped, swap_receipt
 from shard_pipeline.run.rulebook import Context, Moment, preflight
 from shard_pipeline.run.resume import changed_inputs
 from shard_pipeline.run.runconfig import RunConfig, load_config
-from shard_pipeline.run.rundir import RunDir, commit_words, read_json
+from shard_pipeline.run.rundir import RunDir, commit_words
 from shard_pipeline.run.tasklog import log
 from shard_pipeline.stages.collect import EXTRA_NAMES, FinalizeError, collect_shards
+from shard_pipeline.run.run_json import read_run_json
 
 
 class AfterSwapError(Exception):
@@ -280,7 +281,7 @@ def balance_of(content, manifest: dict[str, Any]) -> dict[str, Any]:
 def tool_commit(run: RunDir) -> str | None:
     """The code commit run.json recorded at submission, marked when the tree had uncommitted changes."""
     try:
-        return commit_words(read_json(run.run_json))
+        return commit_words(read_run_json(run.run_json))
     except (OSError, ValueError):
         return None
 

@@ -19,7 +19,7 @@ from shard_pipeline.run.rulebook import resume_preflight
 from shard_pipeline.run.registry import STAGE_NAMES, since_done
 from shard_pipeline.run.resume import ResumeRefused, changed_inputs, plan_resume, refuse_live_tasks, run_job_ids
 from shard_pipeline.run.resume import describe as describe_resume
-from shard_pipeline.run.rundir import RunDir, check_whole, read_json
+from shard_pipeline.run.rundir import RunDir, check_whole
 from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit import option_checks, scope
@@ -27,6 +27,7 @@ from shard_pipeline.submit.apply import start, until_started
 from shard_pipeline.submit.request import Request
 from shard_pipeline.submit.slurm_limits import check_layout
 from shard_pipeline.units import plural
+from shard_pipeline.run.run_json import read_run_json
 
 
 @dataclass
@@ -156,7 +157,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     from shard_pipeline.submit.resume_args import resume_resources, with_resources, with_settings
 
     root = resume_root(args)
-    record = read_json(RunDir(root).run_json)
+    record = read_run_json(RunDir(root).run_json)
     check_this_version(root, record)  # before anything of it is read
     table = unit_table.load(root)
     resources = resume_resources(argv, record)  # a later resume keeps an earlier --mem

@@ -24,7 +24,7 @@ from shard_pipeline.run.registry import stage as registered
 from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.run.runconfig import RunConfig
 from shard_pipeline.files import write_json_atomic
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.worker.taskcmd import task_argv
 from shard_pipeline.run.tasklog import last_error_line
 from shard_pipeline.submit.executors import local_task_env
