@@ -3,15 +3,15 @@
 Each mutant removes or weakens one check (a file, an exact snippet found there once, its
 replacement, the invariant it breaks). This script applies them one at a time to a scratch copy
 of the checkout (the working tree is never written), runs the fast tier there
-(`pytest -x -q -m "not slow"`: tests/test_invariants_*.py first, the whole tier only if those
+(`pytest -x -q -m "not slow"`: tests/invariants/ first, the whole tier only if those
 pass) and reports, per mutant, the test that killed it or that it survived. A surviving mutant
 is an invariant the fast tier does not guard: add a fast test that fails without that code
-(tests/test_invariants_*.py), then run the mutant again.
+(tests/invariants/), then run the mutant again.
 
     .venv/bin/python -m tests.mutants                 # every mutant: about an hour on 2 cores
     .venv/bin/python -m tests.mutants NAME ...        # only these mutants
     .venv/bin/python -m tests.mutants --list          # the mutants and their invariants
-    .venv/bin/python -m tests.mutants --tests tests/test_invariants_done.py NAME
+    .venv/bin/python -m tests.mutants --tests tests/invariants/test_invariants_done.py NAME
                                                       # only some test files: quick, while writing a test
 
 It first runs the unchanged copy (skip with --no-baseline): a tier that fails there would make
@@ -248,7 +248,7 @@ class Outcome:
 
 
 FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
-FIRST = "test_invariants_*.py"  # run before the whole tier
+FIRST = "invariants/test_*.py"  # run before the whole tier
 SELF_CHECK = "tests/test_mutants.py"  # fails on every mutant (its snippet is gone): it would hide what survives
 
 

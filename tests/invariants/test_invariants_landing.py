@@ -9,7 +9,7 @@ import pytest
 
 from shard_pipeline.worker.landing import upstream_problem
 from tests.inprocess import make_run
-from tests.test_invariants_done import first_shard
+from tests.invariants.test_invariants_done import first_shard
 
 
 @pytest.fixture
