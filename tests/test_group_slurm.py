@@ -9,7 +9,7 @@ import time
 from shard_pipeline.submit import cli
 from tests.pipeline_util import config_sha, expected_output, make_corpus, tree_bytes
 from tests.slurm_util import wait_for_jobs
-from tests.test_group import unit_interval
+from tests.unit.worker.test_group import unit_interval
 from tests.test_pipeline_slurm import TIMEOUT, slurm_conf, submit
 from tests.test_resume_slurm import all_jobs, wait_for_log
 

@@ -481,7 +481,7 @@ def test_status_of_several_languages_whose_logs_this_user_may_not_read_shows_eve
     logs = sorted(p for p in run_dir.rglob("*.log") if p.is_file())
     assert logs
     capsys.readouterr()
-    from tests.test_access import hide
+    from tests.unit.common.test_access import hide
 
     hide(monkeypatch, lambda p: p in logs)  # every log folder of mode 700
     assert cli.main(["--status", str(run_dir)]) == 0

@@ -10,7 +10,7 @@ from pathlib import Path
 from shard_pipeline.worker.task import parse, rerun_argv
 from shard_pipeline.worker.taskcmd import TASK_MODULE, task_argv
 
-PACKAGE = Path(__file__).resolve().parents[1] / "shard_pipeline"
+PACKAGE = Path(__file__).resolve().parents[2] / "shard_pipeline"
 
 
 def sources() -> dict[str, str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parent.parent / "shard_pipeline"
+PKG = Path(__file__).resolve().parents[2] / "shard_pipeline"
 
 
 def module_name(path: Path) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from tests.pipeline_util import tree_bytes
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SKIP = shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__", "runs", ".pytest_cache", "*.so")
 
 

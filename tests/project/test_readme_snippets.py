@@ -17,7 +17,7 @@ import pytest
 from shard_pipeline.submit import cli
 
 pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline and the snippets in Python processes
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
 
 

@@ -13,7 +13,7 @@ import pytest
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.args import build_parser
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_version_names_the_package_version_and_the_commit(capsys):
@@ -59,7 +59,7 @@ def test_help_examples_run_as_written(tmp_path):
     subprocess.run(["git", "clone", "-q", str(REPO), str(work)], check=True)
     for rel in ("shard_pipeline", "hplt-shard", "stages", "examples"):  # the working tree, not only HEAD
         subprocess.run(["cp", "-a", str(REPO / rel), str(work / Path(rel).parent)], check=True)
-    from tests.test_readme_snippets import first_command
+    from tests.project.test_readme_snippets import first_command
 
     env["HPLT_SHARD_HOME"] = str(work)  # its default run dir in the copy, not in the session's home other tests use
     for ex in [shlex.join(["./hplt-shard", *first_command()]), *examples]:  # "after the README's first command"
