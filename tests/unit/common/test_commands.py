@@ -5,7 +5,7 @@ from pathlib import Path
 
 from shard_pipeline.commands import PROGRAM_ENV, command, program, resume_command, status_command, verify_command
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_each_step_pastes_back_to_its_argv(monkeypatch):

@@ -25,7 +25,7 @@ from tests.pipeline_util import tree_bytes
 from tests.test_multi_local import make_langs, multi_cli
 from tests.test_publish import RCLONE, WebDav, needs_rclone, published_tree
 from tests.test_publish import rclone_config  # noqa: F401  (autouse: an empty rclone config of the test's own)
-from tests.test_verify import make_output
+from tests.unit.contract.test_verify import make_output
 
 LANGS = ("est_Latn", "fin_Latn", "swe_Latn")
 
@@ -123,7 +123,7 @@ def test_verify_root_fails_for_a_broken_language_an_unlanded_one_and_a_stray_fol
 def test_verify_root_of_languages_this_user_may_not_read_is_exit_2_as_for_one_output(tmp_path, monkeypatch, capsys):
     """Unreadable is not damaged: a root whose only problem is a colleague's private shards exits 2, names them
     apart, and exits 1 as soon as anything is really wrong."""
-    from tests.test_access import deny_reading
+    from tests.unit.common.test_access import deny_reading
 
     root = small_root(tmp_path, LANGS)
     deny_reading(monkeypatch, root / "fin_Latn" / "shard-00001-of-00005.parquet")

@@ -18,7 +18,7 @@ from shard_pipeline.contract.verify_root import verify_root
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.run.claim import claim, claim_lock_path, claim_path, held_for_publish, publish_lock_path, release
 from shard_pipeline.submit.languages import smallest_first
-from tests.test_verify import make_output
+from tests.unit.contract.test_verify import make_output
 
 
 def new_root(tmp_path: Path, langs=("est_Latn", "fin_Latn")) -> Path:

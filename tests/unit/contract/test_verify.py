@@ -28,7 +28,7 @@ MANIFEST = "_MANIFEST.json"
 SHARD_ROWS = 12
 ROW_GROUP_BYTES = 300
 VAL_PERMILLE = 300
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 WORDS = ["the", "cat", "naps", "Tom", "has", "a", "red", "ball", "café", "naïve", "Zürich", "日本語", "😀", "ok"]
 

@@ -167,7 +167,7 @@ def test_a_field_named_like_a_shard_column_gets_its_own_column_name() -> None:
     assert schema_of(("lang", "prob"), "v3").names == ["id", "hplt_lang", "prob"]  # the shard's lang is lang[0]
 
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples/hplt-v4/clean"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples/hplt-v4/clean"
 
 
 def _dry_run(*extra: str) -> int:

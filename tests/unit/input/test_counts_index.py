@@ -26,7 +26,7 @@ from shard_pipeline.input.counts_index import (
     record,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 WHEN = "2026-10-15T12:00:00Z"
 
 

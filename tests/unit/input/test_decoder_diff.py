@@ -17,7 +17,7 @@ import pytest
 from shard_pipeline.input.corpus import InputShard
 from shard_pipeline.input.reader import QuarantineWriter, ReadStats, iter_records
 from shard_pipeline.input.records import MAX_ID_CHARS, FastError, HpltRecord, fast_decoder, strict_record
-from tests.test_input_reader import compress
+from tests.unit.input.test_input_reader import compress
 
 # JSON texts of values, as bytes: some valid, some not JSON at all, some beyond double range.
 STRINGS = [

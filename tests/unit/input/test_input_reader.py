@@ -31,7 +31,7 @@ from shard_pipeline.input.reader import (
     to_doc,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 # --------------------------------------------------------------------------

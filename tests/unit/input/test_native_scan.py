@@ -19,7 +19,7 @@ import pytest
 from shard_pipeline.input import reader
 from shard_pipeline.input.records import HpltRecord, strict_record
 from tests.pipeline_util import compiled
-from tests.test_decoder_diff import corpus, good_fields, render
+from tests.unit.input.test_decoder_diff import corpus, good_fields, render
 
 
 def _scan():

@@ -15,7 +15,7 @@ import zstandard
 
 from shard_pipeline.input.synth import generate_corpus, make_record, write_jsonl_zst
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 # Required keys measured in every record (hplt-format.md 1.2 and 1.3).
 V3_KEYS = set(
     "f o s rs u c ts de crawl_id lang prob text cluster_size seg_langs id filter pii doc_scores web-register".split()

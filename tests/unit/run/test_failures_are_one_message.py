@@ -142,7 +142,7 @@ def test_ctrl_c_during_start_up_imports_is_one_line_and_130(tmp_path):
     fake = tmp_path / "fake" / "pyarrow"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n")
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[3]
     p = subprocess.run([sys.executable, str(repo / "hplt-shard"), "--help"], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(tmp_path / "fake")}, preexec_fn=as_from_a_terminal)
     assert p.returncode == 130
@@ -169,7 +169,7 @@ with open({str(log)!r}, "wb") as f:
     _, status = os.waitpid(child.pid, 0)
 print("child exit", os.waitstatus_to_exitcode(status))
 """
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[3]
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=repo)
     assert p.stdout.startswith("child exit"), (p.stdout, p.stderr)
     assert "Traceback" not in p.stderr and "parent's handler" not in p.stderr, p.stderr
@@ -218,7 +218,7 @@ def test_an_ignored_ctrl_c_is_not_left_blocked_by_the_re_exec_into_the_venv(tmp_
     import signal
     import subprocess
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[3]
     python3 = shutil.which("python3")
     if not (repo / ".venv" / "bin" / "python").is_file() or python3 is None or subprocess.run(
             [python3, "-c", "import pyarrow"], capture_output=True).returncode == 0:
@@ -254,7 +254,7 @@ def test_a_checkout_whose_venv_python_this_user_cannot_run_says_so_in_one_line(t
     python3 = shutil.which("python3", path="/usr/bin:/bin")
     if python3 is None or subprocess.run([python3, "-c", "import pyarrow"], capture_output=True).returncode == 0:
         pytest.skip("needs a system python3 without pyarrow")
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[3]
     checkout = tmp_path / "shared checkout"
     (checkout / ".venv" / "bin").mkdir(parents=True)
     shutil.copy(repo / "hplt-shard", checkout / "hplt-shard")
@@ -304,7 +304,7 @@ def test_a_run_dir_where_a_run_keeps_its_files_beside_out_is_refused_up_front(tm
 
 
 def test_a_single_language_into_the_root_of_several_is_told_to_use_root_lang(tmp_path, capsys):
-    from tests.test_output_root import small_root
+    from tests.unit.contract.test_output_root import small_root
 
     root_out = small_root(tmp_path, ("est_Latn", "fin_Latn"))
     corpus = make_corpus(tmp_path / "in", n_docs=20)
@@ -317,7 +317,7 @@ def test_a_single_language_into_the_root_of_several_is_told_to_use_root_lang(tmp
 
 def test_a_folder_holding_outputs_not_named_as_languages_is_not_called_a_root(tmp_path, capsys):
     """`--out /tmp` where /tmp holds someone's output folder: named for what it holds, no LANG/ advice."""
-    from tests.test_output_root import small_root
+    from tests.unit.contract.test_output_root import small_root
 
     folder = small_root(tmp_path, ("myout",))
     corpus = make_corpus(tmp_path / "in", n_docs=20)

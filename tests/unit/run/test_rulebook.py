@@ -13,7 +13,7 @@ from shard_pipeline.run import rulebook
 from shard_pipeline.run.claim import claim_path
 from shard_pipeline.run.rulebook import RULES, Context, Moment, preflight, rules_for
 
-OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
+OPERATIONS = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
 
 
 def test_every_rule_names_its_moments_and_one_kind_of_its_own():

@@ -15,7 +15,7 @@ import pytest
 from shard_pipeline.submit import cli
 from tests.pipeline_util import LANG, LICENSE, as_from_a_terminal, make_corpus, manifest, run_cli, tree_bytes
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from shard_pipeline.submit.settings import (
     parse_conf,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 REQUIRED_KEYS = {
     "ACCOUNT",
     "WORKER_PARTITION",

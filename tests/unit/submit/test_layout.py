@@ -13,7 +13,7 @@ from shard_pipeline.submit.layout import (
     stage_memory,
 )
 from tests.pipeline_util import make_corpus
-from tests.test_submitter import opt, stage_of, submit
+from tests.unit.submit.test_submitter import opt, stage_of, submit
 
 HPLT_EN = [16_382_767_553] * 1108  # v4 clean English: 18.15 TB in 1,108 shards
 

@@ -55,7 +55,7 @@ def test_every_stage_is_queued_at_once_with_afterok_chain(tmp_path, fake_slurm, 
         assert opt(a, "--output").endswith("%A_%a.log")
         script = next(i for i, x in enumerate(a) if x.endswith("slurm_job.sh"))
         assert a[script + 3] in ("partition", "plan", "write", "finalize")  # PYTHON CHECKOUT STAGE ...
-        assert a[script + 2] == str(Path(__file__).resolve().parent.parent)  # a checkout: on the job's PYTHONPATH
+        assert a[script + 2] == str(Path(__file__).resolve().parents[3])  # a checkout: on the job's PYTHONPATH
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert [j["job_id"] for j in record["submissions"][0]["jobs"]] == ["1001", "1002", "1003", "1004"]
     out = capsys.readouterr().out

@@ -23,9 +23,9 @@ from shard_pipeline.submit import cli
 from shard_pipeline.submit.layout import lay_out_jobs
 from shard_pipeline.units import scale_mem, share_of_mem
 from tests.pipeline_util import config_sha, expected_output, make_corpus, manifest, run_cli, tree_bytes
-from tests.test_submitter import opt, stage_of, submit
+from tests.unit.submit.test_submitter import opt, stage_of, submit
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 HPLT_EN = [16_382_767_553] * 1108
 
 
