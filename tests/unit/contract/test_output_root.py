@@ -22,9 +22,9 @@ from shard_pipeline.submit import cli
 from shard_pipeline.submit.publish import PUBLISHED_NAME, SUMS_NAME
 from shard_pipeline.submit.publish_root import sub_dest
 from tests.pipeline_util import tree_bytes
-from tests.test_multi_local import make_langs, multi_cli
-from tests.test_publish import RCLONE, WebDav, needs_rclone, published_tree
-from tests.test_publish import rclone_config  # noqa: F401  (autouse: an empty rclone config of the test's own)
+from tests.e2e.local.test_multi_local import make_langs, multi_cli
+from tests.e2e.output.test_publish import RCLONE, WebDav, needs_rclone, published_tree
+from tests.e2e.output.test_publish import rclone_config  # noqa: F401  (autouse: an empty rclone config of the test's own)
 from tests.unit.contract.test_verify import make_output
 
 LANGS = ("est_Latn", "fin_Latn", "swe_Latn")

@@ -65,7 +65,7 @@ def test_a_truncated_input_of_one_language_leads_to_a_new_run_of_that_language_a
     from shard_pipeline.run.outcome import Kind
     from shard_pipeline.run.view import view_of
     from shard_pipeline.run.steps import EachLanguage
-    from tests.test_multi_local import make_langs, multi_cli
+    from tests.e2e.local.test_multi_local import make_langs, multi_cli
 
     root = make_langs(tmp_path, {"fin_Latn": (40, ("9_1", "9_2")), "swe_Latn": (30, ("9_1",))})
     broken = root / "swe_Latn" / "9_1.jsonl.zst"

@@ -12,7 +12,7 @@ from shard_pipeline.contract.replace import tmp_dir_for
 from shard_pipeline.errors import UsageError
 from shard_pipeline.submit import cli
 from tests.pipeline_util import LICENSE
-from tests.test_multi_local import make_langs
+from tests.e2e.local.test_multi_local import make_langs
 
 
 def _refused(root: Path, out: Path, run_dir: Path, *extra: str) -> bool:

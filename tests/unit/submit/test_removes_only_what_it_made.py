@@ -174,7 +174,7 @@ def test_out_inside_another_runs_out_tmp_is_refused(tmp_path, capsys):
 
 
 def test_counts_index_inside_a_multi_language_root_is_refused(tmp_path, capsys):
-    from tests.test_multi_local import make_langs, multi_cli
+    from tests.e2e.local.test_multi_local import make_langs, multi_cli
 
     root = make_langs(tmp_path, {"eng_Latn": (20, ("9_1.cc",)), "fin_Latn": (20, ("9_1",))})
     rc = multi_cli(root, "eng_Latn,fin_Latn", tmp_path / "out", tmp_path / "run", "--counts-index",

@@ -19,7 +19,7 @@ from shard_pipeline.submit import cli
 from shard_pipeline.submit.layout import lay_out_jobs
 from shard_pipeline.units import parse_mem, scale_mem, share_of_mem
 from tests.pipeline_util import LICENSE, make_corpus
-from tests.test_multi_local import make_langs
+from tests.e2e.local.test_multi_local import make_langs
 from tests.unit.submit.test_submitter import opt, stage_of, submit
 
 

@@ -15,8 +15,8 @@ from shard_pipeline.run.runstate import STUCK_REASONS
 from shard_pipeline.submit import cli
 from tests.pipeline_util import make_corpus
 from tests.slurm_util import squeue_reasons, wait_for_jobs
-from tests.test_pipeline_slurm import slurm_conf
-from tests.test_safety_slurm_limits import slurm_argv
+from tests.e2e.slurm.test_pipeline_slurm import slurm_conf
+from tests.e2e.slurm.test_slurm_limits_refused import slurm_argv
 
 TIMEOUT = 240
 STUCK = {"PartitionConfig", "BadConstraints"}  # what a job asking more memory than any node has pends for
@@ -43,7 +43,7 @@ def test_a_layout_the_partition_cannot_run_is_refused_at_dry_run_and_submit(slur
 
 
 def test_a_multi_language_layout_the_partition_cannot_run_is_refused(slurm_cluster, tmp_path, capsys):
-    from tests.test_multi_local import make_langs
+    from tests.e2e.local.test_multi_local import make_langs
 
     root = make_langs(tmp_path, {"fin_Latn": (20, ("9_1",)), "est_Latn": (10, ("9_1",))})
     argv = ["fin_Latn,est_Latn", "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out"),

@@ -278,7 +278,7 @@ def test_an_out_of_another_language_is_replaced_only_with_replace_other(tmp_path
 
 def test_rerun_over_a_damaged_output_on_the_cluster(slurm_cluster, tmp_path):
     from tests.slurm_util import wait_for_jobs
-    from tests.test_pipeline_slurm import TIMEOUT, slurm_conf, submit
+    from tests.e2e.slurm.test_pipeline_slurm import TIMEOUT, slurm_conf, submit
 
     root = make_corpus(tmp_path, n_docs=30)
     conf, out = slurm_conf(tmp_path), tmp_path / "out"

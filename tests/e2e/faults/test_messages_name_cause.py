@@ -55,7 +55,7 @@ def failed_lines(status: str) -> list[str]:
 
 
 def test_a_failed_language_shows_its_cause_in_the_multi_status(tmp_path, monkeypatch, capsys):
-    from tests.test_multi_local import make_langs, multi_cli
+    from tests.e2e.local.test_multi_local import make_langs, multi_cli
 
     root = make_langs(tmp_path, {"fin_Latn": (30, ("10_1",)), "swe_Latn": (20, ("9_1",))})
     run_dir = tmp_path / "run"

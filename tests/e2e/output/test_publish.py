@@ -25,7 +25,7 @@ from shard_pipeline.run.claim import claim_path, publish_lock_path
 from shard_pipeline.submit.dest import mask
 from tests.pipeline_util import LANG, LICENSE, tree_bytes
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 RCLONE = shutil.which("rclone")
 needs_rclone = pytest.mark.skipif(RCLONE is None, reason="rclone not installed (apt-get install rclone; .ci/run does)")
 WAIT = 20.0  # seconds: the longest any test waits for a server or a file to appear

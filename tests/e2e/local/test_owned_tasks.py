@@ -23,7 +23,7 @@ from tests.pipeline_util import LANG, LICENSE, as_from_a_terminal, make_corpus
 
 pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 WAIT = 120  # generous: other work shares the machine; a condition ends every wait
 
 
@@ -152,7 +152,7 @@ def test_no_resume_while_a_task_of_the_run_is_alive(tmp_path, monkeypatch, capsy
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL])
 def test_a_multi_language_run_stops_its_units_when_the_submitter_dies(tmp_path, sig):
-    from tests.test_multi_local import make_langs
+    from tests.e2e.local.test_multi_local import make_langs
 
     root = make_langs(tmp_path, {"fin_Latn": (30, ("10_1",)), "est_Latn": (20, ("10_1",))})
     p, run_dir = submitter(tmp_path, root, "partition-after-input:0:hang", "fin_Latn", "est_Latn")

@@ -18,9 +18,9 @@ from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import cli
 from tests.pipeline_util import make_corpus, run_cli, tree_bytes
 from tests.slurm_util import job_records, wait_for_jobs
-from tests.test_lumi_slurm import ARGS, reference, submit_argv  # noqa: F401  (reference: a fixture)
-from tests.test_pipeline_slurm import slurm_conf
-from tests.test_resume_slurm import all_jobs, wait_for_log
+from tests.e2e.faults.test_lumi_slurm import ARGS, reference, submit_argv  # noqa: F401  (reference: a fixture)
+from tests.e2e.slurm.test_pipeline_slurm import slurm_conf
+from tests.e2e.faults.test_resume_slurm import all_jobs, wait_for_log
 
 pytestmark = pytest.mark.slow
 

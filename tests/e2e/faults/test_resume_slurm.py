@@ -11,7 +11,7 @@ import pytest
 from shard_pipeline.submit import cli
 from tests.pipeline_util import make_corpus, run_cli, tree_bytes
 from tests.slurm_util import job_records, wait_for_jobs
-from tests.test_pipeline_slurm import slurm_conf, submit
+from tests.e2e.slurm.test_pipeline_slurm import slurm_conf, submit
 
 TIMEOUT = 300
 ARGS = ("--shard-rows", "25", "--partition-tasks", "2", "--write-tasks", "2", "--buckets", "3")

@@ -247,7 +247,7 @@ def test_a_small_language_lands_while_a_large_one_is_still_writing(tmp_path, cap
             "--out", str(out), "--run-dir", str(run_dir), "--executor", "local", "--license", LICENSE,
             "--jobs", "2", "--shard-rows", "20"]
     env = {**os.environ, "HPLT_SHARD_FAULT": "write-start:0:hang:fin_Latn"}
-    proc = subprocess.Popen(argv, cwd=Path(__file__).resolve().parent.parent, env=env,
+    proc = subprocess.Popen(argv, cwd=Path(__file__).resolve().parents[3], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 240

@@ -147,7 +147,7 @@ def test_after_changed_inputs_the_printed_new_run_works_as_printed(tmp_path, mon
     err = capsys.readouterr().err
     (line,) = [l.strip() for l in err.splitlines() if l.strip().startswith("rm ")]
     assert f"rm -r {out.with_name('out.tmp')} && " in line and "--run-dir" in line, line
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[3]
     p = subprocess.run(["sh", "-c", line], cwd=repo, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (out / "_MANIFEST.json").is_file() and cli.main(["--verify", str(out)]) == 0
@@ -186,7 +186,7 @@ def test_second_resume_of_a_run_is_refused(tmp_path, monkeypatch, reference_run)
     (run_dir / "logs" / "plan" / "local_0.log").unlink()  # the interrupted run's log also says "fault injected"
     env = {**os.environ, "HPLT_SHARD_FAULT": "plan-start:0:hang"}
     first = subprocess.Popen([sys.executable, "hplt-shard", "--resume", str(run_dir), "--executor", "local"],
-                             cwd=Path(__file__).resolve().parent.parent, env=env,
+                             cwd=Path(__file__).resolve().parents[3], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 60
@@ -195,7 +195,7 @@ def test_second_resume_of_a_run_is_refused(tmp_path, monkeypatch, reference_run)
             assert time.monotonic() < deadline and first.poll() is None
             time.sleep(0.2)
         second = subprocess.run([sys.executable, "hplt-shard", "--resume", str(run_dir), "--executor", "local"],
-                                cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=60)
+                                cwd=Path(__file__).resolve().parents[3], capture_output=True, text=True, timeout=60)
         assert second.returncode == 2 and "another hplt-shard process" in second.stderr
     finally:
         first.kill()

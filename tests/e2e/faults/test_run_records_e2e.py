@@ -17,7 +17,7 @@ from tests.pipeline_util import LANG, LICENSE, run_cli, tree_bytes
 
 pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline and the command line in Python processes
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 def hplt_shard(*argv: str, checkout: Path = REPO) -> subprocess.CompletedProcess:

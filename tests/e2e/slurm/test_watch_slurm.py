@@ -13,8 +13,8 @@ from shard_pipeline.submit import cli
 from shard_pipeline.submit.executors.slurm import job_names
 from tests.pipeline_util import LANG, config_sha, expected_output, make_corpus, tree_bytes
 from tests.slurm_util import wait_for_jobs
-from tests.test_pipeline_slurm import TIMEOUT, slurm_conf, submit
-from tests.test_resume_slurm import all_jobs, wait_for_log
+from tests.e2e.slurm.test_pipeline_slurm import TIMEOUT, slurm_conf, submit
+from tests.e2e.faults.test_resume_slurm import all_jobs, wait_for_log
 
 ARGS = ("--shard-rows", "25", "--partition-tasks", "2", "--write-tasks", "2", "--buckets", "3")
 

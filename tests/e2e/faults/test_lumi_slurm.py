@@ -15,8 +15,8 @@ import pytest
 from shard_pipeline.submit import cli
 from tests.pipeline_util import LANG, LICENSE, make_corpus, run_cli, tree_bytes
 from tests.slurm_util import wait_for_jobs
-from tests.test_pipeline_slurm import slurm_conf
-from tests.test_resume_slurm import all_jobs, wait_for_log
+from tests.e2e.slurm.test_pipeline_slurm import slurm_conf
+from tests.e2e.faults.test_resume_slurm import all_jobs, wait_for_log
 
 pytestmark = pytest.mark.slow
 

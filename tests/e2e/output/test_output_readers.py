@@ -29,7 +29,7 @@ from tests.pipeline_util import LANG, LICENSE, manifest, records, run_cli, write
 
 pytestmark = pytest.mark.slow  # end-to-end: every test reads the output of a pipeline run
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 DIRS = ("--split-layout", "dirs")
 OPTION_SETS = {
     "default": (),

@@ -10,8 +10,8 @@ from shard_pipeline.submit import cli
 from tests.pipeline_util import config_sha, expected_output, make_corpus, tree_bytes
 from tests.slurm_util import wait_for_jobs
 from tests.unit.worker.test_group import unit_interval
-from tests.test_pipeline_slurm import TIMEOUT, slurm_conf, submit
-from tests.test_resume_slurm import all_jobs, wait_for_log
+from tests.e2e.slurm.test_pipeline_slurm import TIMEOUT, slurm_conf, submit
+from tests.e2e.faults.test_resume_slurm import all_jobs, wait_for_log
 
 
 def scontrol_job(job: str) -> dict[str, str]:

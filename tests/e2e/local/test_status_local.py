@@ -17,7 +17,7 @@ import pytest
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.submit import cli
 from tests.pipeline_util import make_corpus
-from tests.test_owned_tasks import WAIT, gone, hanging_task, submitter
+from tests.e2e.local.test_owned_tasks import WAIT, gone, hanging_task, submitter
 
 pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline
 

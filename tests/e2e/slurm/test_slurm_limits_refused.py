@@ -10,7 +10,7 @@ import pytest
 from shard_pipeline.submit import cli
 from tests.pipeline_util import LANG, LICENSE, make_corpus
 from tests.slurm_util import wait_for_jobs
-from tests.test_pipeline_slurm import slurm_conf
+from tests.e2e.slurm.test_pipeline_slurm import slurm_conf
 
 TIMEOUT = 240
 

@@ -14,8 +14,8 @@ from shard_pipeline.errors import ExitCode
 from shard_pipeline.submit import cli
 from tests.pipeline_util import LICENSE, index_file, records, tree_bytes, write_records
 from tests.slurm_util import job_records, squeue_reasons, wait_for_jobs
-from tests.test_multi_local import make_langs, multi_cli
-from tests.test_pipeline_slurm import slurm_conf
+from tests.e2e.local.test_multi_local import make_langs, multi_cli
+from tests.e2e.slurm.test_pipeline_slurm import slurm_conf
 
 TIMEOUT = 300
 LANGS = "fin_Latn,swe_Latn,est_Latn"
@@ -196,7 +196,7 @@ def test_requeued_task_holds_the_afterany_chain(slurm_cluster, tmp_path, monkeyp
     """A task requeued near its time limit has not terminated: plan (afterany) must wait for its rerun."""
     import subprocess
 
-    from tests.test_resume_slurm import wait_for_log
+    from tests.e2e.faults.test_resume_slurm import wait_for_log
 
     root = make_langs(tmp_path, SIZES)
     out, run_dir = tmp_path / "out", tmp_path / "run"
