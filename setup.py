@@ -2,7 +2,8 @@
 partition and write (shard_pipeline/stages/_gather.c).
 
 Both are optional: without a C compiler the install still succeeds and the stages use their Python
-paths, which give the same bytes (tests/test_native_scan.py, tests/test_columns.py), only slower.
+paths, which give the same bytes (tests/unit/input/test_native_scan.py, tests/unit/stages/test_columns.py),
+only slower.
 """
 import hashlib
 from pathlib import Path

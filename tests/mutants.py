@@ -17,7 +17,7 @@ is an invariant the fast tier does not guard: add a fast test that fails without
 It first runs the unchanged copy (skip with --no-baseline): a tier that fails there would make
 every mutant look killed. Exit status: 0 when every mutant was killed, 1 when one survived or
 broke the run (a collection error, a timeout), 2 when the baseline fails. It is not part of the
-test run; tests/test_mutants.py checks, in the fast tier, that every snippet is still in the
+test run; tests/project/test_mutants.py checks, in the fast tier, that every snippet is still in the
 source exactly once, so this list cannot silently fall behind the code.
 """
 from __future__ import annotations
@@ -249,7 +249,7 @@ class Outcome:
 
 FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
 FIRST = "invariants/test_*.py"  # run before the whole tier
-SELF_CHECK = "tests/test_mutants.py"  # fails on every mutant (its snippet is gone): it would hide what survives
+SELF_CHECK = "tests/project/test_mutants.py"  # fails on every mutant (its snippet is gone): it would hide what survives
 
 
 def run_tier(copy: Path, tests: list[str], timeout: float) -> Outcome:

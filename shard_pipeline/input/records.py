@@ -16,7 +16,7 @@ the strict path would accept it with the same values, by construction:
   after decoding (non-empty id and url, id length and characters) are made again by the strict
   path whenever they fail. Any msgspec error sends the line to the strict path.
 
-``tests/test_decoder_diff.py`` checks the two paths against each other on many tricky lines.
+``tests/unit/input/test_decoder_diff.py`` checks the two paths against each other on many tricky lines.
 """
 
 from __future__ import annotations

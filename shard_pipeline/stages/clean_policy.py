@@ -6,7 +6,7 @@ conservative check on one document's text; a document that matches any rule is q
 whole (kept verbatim elsewhere and counted by reason), and no kept document is ever rewritten.
 The rules are those of the reference "conservative v2 policy" (64 MiB, runs over 10,000
 characters, ...); the other defaults are chosen so that any normal web page in any language
-(CJK and Thai without spaces, Arabic, code, lists, tables) passes (tests/test_clean_policy.py).
+(CJK and Thai without spaces, Arabic, code, lists, tables) passes (tests/unit/stages/test_clean_policy.py).
 
 Exact rules (``n`` = ``len(text)`` in code points, ``B`` = UTF-8 bytes, lines = ``text`` split
 on ``"\\n"``, empty lines ignored; comparisons in IEEE doubles exactly as written):

@@ -209,7 +209,7 @@ def read_into(buf: _Buffer, inp: InputRef, index: int, cfg: RunConfig, quarantin
 def _scan_into(buf: _Buffer, lines: ShardLines, spill, budget: int) -> None:
     """`read_into`'s loop with the native scan: it fills the buffer's columns a chunk at a time, and
     the lines it does not take are decided by the strict path and added as `read_into` adds them.
-    The same columns, so the same spill bytes, as the Python loop (tests/test_native_scan.py)."""
+    The same columns, so the same spill bytes, as the Python loop (tests/unit/input/test_native_scan.py)."""
     texts, ends, shas, ids, urls, langs = buf.texts, buf.ends, buf.shas, buf.ids, buf.urls, buf.langs
     sha256 = hashlib.sha256
     stats, v4 = lines.stats, lines.v4

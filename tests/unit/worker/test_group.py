@@ -2,7 +2,7 @@
 
 Units keep their receipts, checkpoints and logs, so the bytes are those of write_shards for every
 C, and a failed unit inside a group is the only one redone. (The fake sbatch only checks argv;
-tests/test_group_slurm.py runs groups on the real cluster.)
+tests/e2e/slurm/test_group_slurm.py runs groups on the real cluster.)
 """
 from __future__ import annotations
 
