@@ -1,0 +1,1 @@
+"""Tests of the project itself: imports, one definition per idea, the install, the README, the fast tier, the mutants."""

@@ -1,0 +1,1 @@
+"""What OUT holds and who reads it: readers, publish, replacing OUT, splits, cards, annotations."""
