@@ -3,6 +3,7 @@ progress line of a local run."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.runstate import is_stuck
 from shard_pipeline.run.stage_status import FailedTask, StageStatus
+from shard_pipeline.run.steps import Step
+from shard_pipeline.run.steps import render as render_step
 from shard_pipeline.run.tasklog import count_progress_lines
 from shard_pipeline.units import human_bytes, plural
 
@@ -180,3 +183,49 @@ def cell(st: StageStatus) -> str:
     return f"{st.done}/{st.total}" + (f" {len(st.failed)}F" if st.failed else "")
 
 
+
+
+@dataclass(frozen=True)
+class Landed:
+    """A language whose output a local run swapped in: its manifest's counts, and the done rule's warnings."""
+
+    lang: str
+    out: Path
+    rows: int
+    shards: int
+    train: int
+    val: int
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class EndOfRun:
+    """What a local run ends with, for one language or several alike: the languages that landed, each failed
+    task (stage, name, its error, its log), what OUT holds now for each language that did not land, the next step."""
+
+    root: Path
+    landed: tuple[Landed, ...]
+    failed_tasks: tuple[tuple[str, str, str, Path], ...]
+    not_landed: tuple[tuple[str, str], ...]
+    step: Step
+
+
+def end_of_run(end: EndOfRun) -> tuple[list[str], list[str]]:
+    """The local executor's end text: (stdout lines, stderr lines)."""
+    out: list[str] = []
+    err: list[str] = []
+    for lan in end.landed:
+        out += [f"done: {lan.lang}: {plural(lan.rows, 'document')} in {plural(lan.shards, 'shard')} "
+                f"(train {lan.train:,}, val {lan.val:,})",
+                f"  output:  {lan.out}  (manifest {lan.out / '_MANIFEST.json'})"]
+        err += [f"hplt-shard: warning: {lan.lang}: {w}" for w in lan.warnings]
+    if not end.not_landed:
+        return out + [f"run dir: {end.root}  (validation.json, logs/)"], err
+    err += [f"hplt-shard: {stage} {name} failed: {why}  (log: {log})" for stage, name, why, log in end.failed_tasks[:20]]
+    if len(end.failed_tasks) > 20:
+        err.append(f"hplt-shard: ... and {len(end.failed_tasks) - 20} more failed tasks")
+    err += [f"hplt-shard: {lang}: {holds}" for lang, holds in end.not_landed]
+    names = ", ".join(lang for lang, _ in end.not_landed)
+    err += [f"hplt-shard: {plural(len(end.not_landed), 'language')} failed: {names}; run dir {end.root}",
+            f"hplt-shard: {render_step(end.step)}"]
+    return out, err
