@@ -229,3 +229,15 @@ def end_of_run(end: EndOfRun) -> tuple[list[str], list[str]]:
     err += [f"hplt-shard: {plural(len(end.not_landed), 'language')} failed: {names}; run dir {end.root}",
             f"hplt-shard: {render_step(end.step)}"]
     return out, err
+
+
+def queued_lines(root: Path, jobs: list[dict], watch: str, lands: dict[str, tuple[Path, Path]]) -> list[str]:
+    """What a Slurm submission prints, for one language or several alike: each queued array, the run dir, how to
+    watch it, and per language (`lands`: its DONE marker and OUT; the first three) where it lands."""
+    from shard_pipeline.commands import status_command
+
+    lines = [f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}" for j in jobs]
+    lines += [f"run dir: {root}  ({plural(len(lands), 'language')}; {status_command(root)})", f"watch:   {watch}"]
+    lines += [f"done when {marker} exists; {lang}'s output appears at {out}"
+              for lang, (marker, out) in list(lands.items())[:3]]
+    return lines + ([f"... and {plural(len(lands) - 3, 'language')} more"] if len(lands) > 3 else [])
