@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from shard_pipeline.commands import status_command
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.run.receipts import PartitionCheckpoint, PartitionReceipt
 from shard_pipeline.run.records import Problem, made_here, read_record
@@ -62,23 +63,26 @@ def progress(run: RunDir, moving: bool = True) -> dict[str, Any]:
     return {"docs": docs, "compressed": compressed, "total": total, "elapsed": elapsed, "rate": rate, "eta": eta}
 
 
-def live_line(run: RunDir, stage: str, started: float) -> str | None:
-    """One line of a running local stage: work done, rate and ETA (partition: bytes read; write: shards)."""
+def live_line(runs: RunDir | Sequence[RunDir], stage: str, started: float) -> str | None:
+    """One line of a running local stage, over every language of the run (`runs`, a list of one for one
+    language): work done, rate and ETA (partition: bytes read; write: shards)."""
+    runs = [runs] if isinstance(runs, RunDir) else list(runs)
     elapsed = max(1e-9, time.time() - started)
     try:
         if stage == "partition":
-            p = progress(run)
-            done, total = p["compressed"], p["total"]
+            ps = [progress(run) for run in runs]
+            docs, done, total = (sum(p[k] for p in ps) for k in ("docs", "compressed", "total"))
             rate = done / elapsed
             eta = (total - done) / rate if rate > 0 and done < total else 0.0
             pct = 100 * done / total if total else 100.0
-            return (f"partition {p['docs']:,} docs, {human_bytes(done)} of {human_bytes(total)} ({pct:.0f}%), "
+            return (f"partition {docs:,} docs, {human_bytes(done)} of {human_bytes(total)} ({pct:.0f}%), "
                     f"{human_bytes(rate)}/s, ETA {_hms(eta) if eta else '-'}")
-        if stage == "write" and run.plan_json.exists():
-            total = read_json(run.plan_json)["shards"]
-            if not isinstance(total, int):  # not the plan hplt-shard wrote: the done rule says so, not this line
+        if stage == "write" and all(run.plan_json.exists() for run in runs):
+            shards = [read_json(run.plan_json)["shards"] for run in runs]
+            if not all(isinstance(n, int) for n in shards):  # not the plan hplt-shard wrote: the done rule says so
                 return None
-            done = count_progress_lines(sorted(run.log_dir("write").glob("*.log")), "shard")
+            total = sum(shards)
+            done = sum(count_progress_lines(sorted(run.log_dir("write").glob("*.log")), "shard") for run in runs)
             rate = done / elapsed
             eta = (total - done) / rate if rate > 0 and done < total else 0.0
             return f"write     {done:,} of {plural(total, 'shard')}, {rate * 60:.1f} shards/min, ETA {_hms(eta) if eta else '-'}"
@@ -220,7 +224,7 @@ def end_of_run(end: EndOfRun) -> tuple[list[str], list[str]]:
                 f"  output:  {lan.out}  (manifest {lan.out / '_MANIFEST.json'})"]
         err += [f"hplt-shard: warning: {lan.lang}: {w}" for w in lan.warnings]
     if not end.not_landed:
-        return out + [f"run dir: {end.root}  (validation.json, logs/)"], err
+        return out + [f"run dir: {end.root}  ({status_command(end.root)})"], err
     err += [f"hplt-shard: {stage} {name} failed: {why}  (log: {log})" for stage, name, why, log in end.failed_tasks[:20]]
     if len(end.failed_tasks) > 20:
         err.append(f"hplt-shard: ... and {len(end.failed_tasks) - 20} more failed tasks")
@@ -234,8 +238,6 @@ def end_of_run(end: EndOfRun) -> tuple[list[str], list[str]]:
 def queued_lines(root: Path, jobs: list[dict], watch: str, lands: dict[str, tuple[Path, Path]]) -> list[str]:
     """What a Slurm submission prints, for one language or several alike: each queued array, the run dir, how to
     watch it, and per language (`lands`: its DONE marker and OUT; the first three) where it lands."""
-    from shard_pipeline.commands import status_command
-
     lines = [f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}" for j in jobs]
     lines += [f"run dir: {root}  ({plural(len(lands), 'language')}; {status_command(root)})", f"watch:   {watch}"]
     lines += [f"done when {marker} exists; {lang}'s output appears at {out}"

@@ -135,7 +135,7 @@ def run_stage(python: str, stage: str, table: UnitTable, units: Sequence[int], j
     total = sum(len(u) for _, u in groups)
     noun = table.item_noun(stage)
     pool = ThreadPoolExecutor(max_workers=workers)
-    ticker = Ticker(RunDir(table.root), stage) if not table.several else Ticker(None, stage)
+    ticker = Ticker([RunDir(table.lang_dir(lang)) for lang in table.langs], stage)
     say = progress or ticker.say
     try:
         try:
@@ -162,8 +162,8 @@ class Ticker:
     never run together on a terminal; `stop` prints the final state (all shards, 100%), not the last tick.
     """
 
-    def __init__(self, run: RunDir | None, stage: str, stream=None) -> None:
-        self.run, self.stage, self.started = run, stage, time.time()
+    def __init__(self, runs: RunDir | Sequence[RunDir], stage: str, stream=None) -> None:
+        self.runs, self.stage, self.started = runs, stage, time.time()
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.lock = threading.Lock()
@@ -171,7 +171,7 @@ class Ticker:
         self.last: str | None = None
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
-        if registered(stage).array and run is not None:  # several languages: the units' count only
+        if registered(stage).array:
             self.thread.start()
 
     def _show(self, line: str) -> None:
@@ -186,7 +186,7 @@ class Ticker:
     def _tick(self) -> None:
         from shard_pipeline.run.render import live_line
 
-        line = live_line(self.run, self.stage, self.started)
+        line = live_line(self.runs, self.stage, self.started)
         with self.lock:
             if line and line != self.last:
                 self._show(line)
