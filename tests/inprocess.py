@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
-from shard_pipeline.contract.replace import swap_into_place
+from shard_pipeline.contract.swap import swap_into_place
 from shard_pipeline.run.registry import stage as registered
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import cli

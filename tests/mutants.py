@@ -51,6 +51,10 @@ INVARIANTS = {
     "resume-refuses-early": "a resume refuses at once what its finalize would refuse",
     "next-step": "a failure a resume cannot go past (a bad record, a repeated id, a broken or short input) names a new run",
     "short-input": "an input the counts index knows as larger is refused, before anything is written",
+    "release-checksum": "a local input whose release MD5 differs never reaches OUT",
+    "staging-place": "the dry-run and the submit look for a language's staging folder in the same place",
+    "index-floor": "a counts-index row below the bytes-per-document floor is impossible, never projected",
+    "typed-records": "a record of a wrong type is one named refusal or a redo, never a traceback",
 }
 
 
@@ -80,6 +84,8 @@ REGISTRY = "shard_pipeline/run/registry.py"
 RESUMING = "shard_pipeline/submit/resuming.py"
 LANDING = "shard_pipeline/worker/landing.py"
 REPLACE = "shard_pipeline/contract/replace.py"
+RULEBOOK = "shard_pipeline/run/rulebook.py"
+SWAP = "shard_pipeline/contract/swap.py"
 SPILL = "shard_pipeline/stages/spill.py"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -137,24 +143,24 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("finalize-skips-plan-config", "out-old-or-new", FINALIZE,
            "plan = load_record(run.plan_json, Plan, made_here(cfg.content.sha256()), step=REDO_STEP)",
            'plan = load_record(run.plan_json, Plan, made_here(read_json(run.plan_json)["config_sha256"]), step=REDO_STEP)'),
-    Mutant("finalize-replaces-a-newer-output", "out-old-or-new", FINALIZE,
-           'if theirs.get("config_sha256") == cfg.content.sha256():', "if True:"),
+    Mutant("finalize-replaces-a-newer-output", "out-old-or-new", RULEBOOK,
+           'if theirs.get("config_sha256") == ctx.cfg.content.sha256():', "if True:"),
     Mutant("write-into-out-not-staging", "out-old-or-new", WRITE,
            'out_tmp = staging_dir(Path(cfg.execution.out), str(run.root), "move it away, then --resume this run")',
            "out_tmp = Path(cfg.execution.out)"),
-    Mutant("swap-skips-replaceable-check", "out-old-or-new", REPLACE,
+    Mutant("swap-skips-replaceable-check", "out-old-or-new", SWAP,
            "held = check_replaceable(out, new_run=False)  # the run's own finalize", "held = None  #"),
-    Mutant("swap-fallback-leaves-out-absent", "out-old-or-new", REPLACE,
+    Mutant("swap-fallback-leaves-out-absent", "out-old-or-new", SWAP,
            "os.rename(old, out)  # OUT back as it was", "pass  # OUT back as it was"),
     Mutant("staging-takes-a-foreign-tmp", "out-old-or-new", REPLACE,
            "if mine or (owner.startswith(WRITE_SHARDS_OWNER) and abandoned_write_shards(made_by)):", "if True:"),
     # a resume says at once what finalize would refuse
     Mutant("resume-skips-finalize-refusals", "resume-refuses-early", RESUMING,
-           "        refuse_what_finalize_would(dirs[l], cfgs[l])\n", "        pass\n"),
-    Mutant("resume-skips-newer-output", "resume-refuses-early", RESUMING,
-           "        check_still_replacing(run, cfg, out)\n", "        pass\n"),
-    Mutant("resume-skips-out-replaceable", "resume-refuses-early", RESUMING,
-           "        check_out_for_resume(out, str(run.root))\n", "        pass\n"),
+           "        resume_preflight(dirs[l], cfgs[l], l in left.planning, root)\n", "        pass\n"),
+    Mutant("resume-skips-newer-output", "resume-refuses-early", RULEBOOK,
+           "Rule(\"newer-output\", frozenset({RESUME, FINALIZE})", "Rule(\"newer-output\", frozenset({FINALIZE})"),
+    Mutant("resume-skips-out-replaceable", "resume-refuses-early", RULEBOOK,
+           "        check_out_for_resume(ctx.out, str(ctx.run_root))\n", "        pass\n"),
     Mutant("resume-skips-changed-inputs", "resume-refuses-early", RESUMING,
            "    if changed:\n        fresh =", "    if False:\n        fresh ="),
     # the next step after a failure comes from the kind of its outcome record
@@ -169,6 +175,14 @@ MUTANTS: tuple[Mutant, ...] = (
            "        if inp.size is not None and row.bytes > inp.size:\n", "        if False:\n"),
     Mutant("short-input-by-documents-passes", "short-input", INDEX_CHECK,
            "        elif docs is not None and docs < row.docs and", "        elif False and"),
+    Mutant("release-checksum-never-checked", "release-checksum", "shard_pipeline/input/reader.py",
+           "                hashes.check(line)\n", "                pass\n"),
+    Mutant("staging-checked-where-the-manifest-says", "staging-place", "shard_pipeline/submit/launch.py",
+           "of_a_root=several))", "of_a_root=False))"),
+    Mutant("run-json-read-unchecked", "typed-records", "shard_pipeline/run/run_json.py",
+           "    if (why := wrong_field(record, SHAPE)) is not None:\n", "    if False:\n"),
+    Mutant("index-floor-gone", "index-floor", "shard_pipeline/input/counts_index.py",
+           "    if _below_floor(size, docs):\n        return (", "    if False:\n        return ("),
     # memory: a partition task spills when its buffered text reaches the budget
     Mutant("partition-scan-never-spills", "memory", PARTITION,
            "            if fill + buf.annotation_bytes >= budget:\n", "            if False:\n"),

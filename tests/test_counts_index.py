@@ -125,9 +125,9 @@ def test_foreign_header_is_refused(tmp_path: Path) -> None:
 
 def test_bad_rows_are_refused(tmp_path: Path) -> None:
     for bad in (
-        CountRow("a\tb", 1, 1, 1, "m", WHEN),
-        CountRow("x", 1, 1, -1, "m", WHEN),
-        CountRow("x", 1, 1, 1, "", WHEN),
+        CountRow("a\tb", 1000, 1, 1, "m", WHEN),
+        CountRow("x", 1000, 1, -1, "m", WHEN),
+        CountRow("x", 1000, 1, 1, "", WHEN),
     ):
         with pytest.raises(ValueError):
             record(tmp_path, "v4", "clean", "eng_Latn", [bad])
@@ -137,13 +137,14 @@ def test_bad_rows_are_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("size,docs,why", [
     (-5, 0, "negative size"), (100, -1, "negative document count"), (0, 3, "0 bytes"),
-    (55_000, 10**11, "more documents than bytes"),
+    (55_000, 10**11, "bytes per document"), (22_000_000_000, 22_000_000_000, "bytes per document"),
+    (22_000_000_000, 22_000_000_000 // 7, "bytes per document"),
 ])
 def test_a_row_that_cannot_be_true_is_named(size, docs, why) -> None:
     assert why in impossible_reason(size, docs)
 
 
-@pytest.mark.parametrize("size,docs", [(0, 0), (1000, 1000), (22_000_000_000, 13_000_000)])
+@pytest.mark.parametrize("size,docs", [(0, 0), (1000, 125), (22_000_000_000, 13_000_000)])
 def test_a_row_that_can_be_true_passes(size, docs) -> None:
     assert impossible_reason(size, docs) is None
 
@@ -156,7 +157,7 @@ def test_impossible_rows_are_read_apart_and_never_counted(tmp_path: Path) -> Non
     s = shards
     path.write_text("\t".join(HEADER) + "\n"
                     f"9_1.cc.jsonl.zst\t{s[0].size}\t{s[0].mtime}\t-7\tm\t{WHEN}\n"  # negative count
-                    f"9_2.cc.jsonl.zst\t{s[1].size}\t{s[1].mtime}\t100000000000\tm\t{WHEN}\n"  # 10^11 documents
+                    f"9_2.cc.jsonl.zst\t{s[1].size}\t{s[1].mtime}\t{s[1].size // 2}\tm\t{WHEN}\n"  # 2 bytes a document
                     f"9_3.cc.jsonl.zst\t{s[2].size}\t{s[2].mtime}\t4.5\tm\t{WHEN}\n"  # not a whole number
                     f"9_4.cc.jsonl.zst\t{s[3].size}\t{s[3].mtime}\t7\tm\t{WHEN}\n")
     index = read_index(idx, "v4", "clean", "eng_Latn")
@@ -164,6 +165,14 @@ def test_impossible_rows_are_read_apart_and_never_counted(tmp_path: Path) -> Non
     assert [r.shard for r in index.impossible_of(shards[1:])] == ["9_2.cc.jsonl.zst", "9_3.cc.jsonl.zst"]
     assert "not a whole number" in index.impossible["9_3.cc.jsonl.zst"].reason
     assert lookup(index.rows, shards) == {"9_4.cc": 7}  # the run counts the others itself: nothing negative projected
+
+
+def test_a_read_denser_than_the_floor_is_left_out_of_the_index(tmp_path: Path) -> None:
+    shards = corpus(tmp_path, ["9_1.cc", "9_2.cc"])
+    idx = tmp_path / "idx"
+    record(idx, "v4", "clean", "eng_Latn", [row_for(shards[0], shards[0].size), row_for(shards[1], 3)])
+    index = read_index(idx, "v4", "clean", "eng_Latn")
+    assert (lookup(index.rows, shards), index.impossible) == ({"9_2.cc": 3}, {})
 
 
 def test_a_smaller_row_never_replaces_a_larger_one_without_the_word(tmp_path: Path) -> None:
@@ -232,7 +241,7 @@ _WRITER = textwrap.dedent(
     from shard_pipeline.input.counts_index import CountRow, record
     root, tag, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     for k in range(n):
-        row = CountRow(f"{k}_{tag}.jsonl.zst", k, k, k, "test", "2026-01-01T00:00:00Z")
+        row = CountRow(f"{k}_{tag}.jsonl.zst", 1000 * k, k, k, "test", "2026-01-01T00:00:00Z")
         record(root, "v4", "clean", "eng_Latn", [row])
     """
 )

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from shard_pipeline.contract.replace import NotReplaceable, SwapFailed, swap_into_place, tmp_dir_for
+import shard_pipeline.contract.swap as swap_mod
+
+from shard_pipeline.contract.replace import NotReplaceable, tmp_dir_for
+from shard_pipeline.contract.swap import SwapFailed, swap_into_place
 from shard_pipeline.run.records import OtherConfig, Why
 from shard_pipeline.run.resume import plan_resume
 from shard_pipeline.run.runconfig import RunConfig
@@ -128,13 +131,11 @@ def test_finalize_never_swaps_out_a_folder_that_is_not_a_previous_output(written
 
 def test_a_resumed_finalize_does_not_replace_a_newer_output_of_another_configuration(written, monkeypatch):
     newer_output_at_out(written, monkeypatch)
-    refused(written)
+    assert refused(written, NotReplaceable).refusal.kind == "newer-output"
 
 
 def test_a_swap_whose_second_rename_fails_puts_the_previous_output_back(tmp_path, monkeypatch):
     """Without RENAME_EXCHANGE the swap is two renames: when the second fails, OUT is the old one again."""
-    from shard_pipeline.contract import replace
-
     root = corpus(tmp_path / "corpus", 20, ("10_1.cc",))
     out, new = tmp_path / "out", tmp_path / "new"
     expected_output(root, out, config_sha256=OTHER_CONFIG, shard_rows=7)
@@ -147,8 +148,8 @@ def test_a_swap_whose_second_rename_fails_puts_the_previous_output_back(tmp_path
             raise OSError(5, "Input/output error (injected)")
         real(src, dst)
 
-    monkeypatch.setattr(replace, "_exchange", lambda a, b: False)
-    monkeypatch.setattr(replace.os, "rename", second_fails)
+    monkeypatch.setattr(swap_mod, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(swap_mod.os, "rename", second_fails)
     with pytest.raises(SwapFailed):
         swap_into_place(new, out)
     assert tree_bytes(out) == before and new.is_dir()

@@ -15,6 +15,7 @@ import pytest
 from shard_pipeline.contract.root import is_root, scan
 from shard_pipeline.contract.verify import main as verify_main
 from shard_pipeline.contract.verify import verify_output
+from shard_pipeline.contract.verify_root import against_root_manifest
 from shard_pipeline.contract.beside import ROOT_MANIFEST_NAME, root_work_folder
 from shard_pipeline.run.claim import claim_path
 from shard_pipeline.submit import cli
@@ -336,3 +337,24 @@ def test_a_dead_remote_fails_every_language_then_the_same_command_finishes(multi
         assert all(tree_bytes(server.root / "pub" / l) == published_tree(root / l) for l in LANGS)
     finally:
         server.kill()
+
+
+@pytest.mark.slow
+@needs_rclone
+def test_publish_root_sends_the_root_manifest_last_and_the_published_root_verifies(multi_run, tmp_path, capsys):
+    root = copied(multi_run, tmp_path)
+    dest = tmp_path / "pub"
+    (dest / ROOT_MANIFEST_NAME).parent.mkdir(parents=True)
+    (dest / ROOT_MANIFEST_NAME).write_text('{"an earlier publish": 1}')  # fewer languages: replaced
+    assert cli.main(["--publish", str(root), str(dest)]) == 0
+    assert (dest / ROOT_MANIFEST_NAME).read_bytes() == (root / ROOT_MANIFEST_NAME).read_bytes()
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2].startswith(f"published {ROOT_MANIFEST_NAME} to ")  # after every language, before the summary
+    # DEST's root manifest names every language there, each _MANIFEST.json as it landed (--verify of a published
+    # copy is not supported: its _SHA256SUMS is not in the manifest)
+    assert against_root_manifest(dest, scan(dest).languages) == ((), (), ())
+    assert cli.main(["--publish", str(root), str(dest)]) == 0  # again: found there, nothing sent
+    (root / "est_Latn" / "_MANIFEST.json").unlink()  # a root that fails: its manifest is not sent
+    (dest / ROOT_MANIFEST_NAME).unlink()
+    assert cli.main(["--publish", str(root), str(dest)]) == 1
+    assert not (dest / ROOT_MANIFEST_NAME).exists()

@@ -10,7 +10,8 @@ import pytest
 
 from shard_pipeline.contract import root_manifest
 from shard_pipeline.contract.beside import ROOT_MANIFEST_NAME, in_root, root_work_folder
-from shard_pipeline.contract.replace import NotReplaceable, fresh_tmp_dir, parking_dir_for, swap_into_place, tmp_dir_for
+from shard_pipeline.contract.replace import NotReplaceable, fresh_tmp_dir, parking_dir_for, tmp_dir_for
+from shard_pipeline.contract.swap import swap_into_place
 from shard_pipeline.contract.root import is_root, scan
 from shard_pipeline.contract.root_manifest import DamagedRootManifest, RootManifest, read_root_manifest
 from shard_pipeline.contract.verify_root import verify_root

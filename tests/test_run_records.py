@@ -281,6 +281,22 @@ def test_a_wrong_type_in_config_is_a_named_refusal(partitioned):
         assert "execution.partition_tasks" in problem.detail
 
 
+@pytest.mark.parametrize("edit_run_json, field", [
+    (lambda r: r.update(submissions="oops"), "submissions"),
+    (lambda r: r["submissions"].append({"kind": "submit", "submitted_at": 1, "tasks": {},
+                                        "jobs": [{"stage": "partition", "job_id": ["7"]}]}), "submissions[0].jobs[0].job_id"),
+    (lambda r: r.update(resources=[]), "resources"),
+])
+def test_a_wrong_type_in_run_json_is_a_named_refusal(partitioned, edit_run_json, field):
+    """run.json's body is read by --status, --resume and the tasks: a wrong type is one named refusal there."""
+    edit(partitioned.run_json, edit_run_json)
+    args = cli.parse([f"--resume={partitioned.root}", "--executor", "local"])
+    for reader in (lambda: report(partitioned.root), lambda: launch.resume_run(args, [])):
+        problem = refusal_of(reader)
+        assert (problem.why, problem.path) == (Why.DAMAGED, partitioned.run_json)
+        assert problem.detail.startswith(field + " ")
+
+
 def test_a_wrong_type_in_a_receipt_is_not_done(partitioned):
     edit(partitioned.partition_receipt(0), lambda r: r["inputs"][0].update(read="12"))
     got = read_record(partitioned.partition_receipt(0), PartitionReceipt, RunState(partitioned).made)

@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 
+import shard_pipeline.contract.swap as swap_mod
+
 from shard_pipeline.contract import replace as replace_mod
-from shard_pipeline.contract.replace import TMP_MARKER, fresh_tmp_dir, swap_into_place, tmp_owner
+from shard_pipeline.contract.replace import TMP_MARKER, fresh_tmp_dir, tmp_owner
+from shard_pipeline.contract.swap import swap_into_place
 from shard_pipeline.errors import UsageError
-from shard_pipeline.submit.guards import check_no_overlap
+from shard_pipeline.run.apart import check_no_overlap
 from tests.pipeline_util import make_corpus, manifest, run_cli
 
 
@@ -112,7 +115,7 @@ def test_two_rename_fallback_never_removes_a_user_out_old(tmp_path, monkeypatch)
     old.mkdir()
     (old / "keep.txt").write_text("mine")
     tmp = fresh_tmp_dir(out, owner="run-a")
-    monkeypatch.setattr(replace_mod, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(swap_mod, "_exchange", lambda a, b: False)
     swap_into_place(tmp, out)  # the fallback parks OUT in a folder of its own (OUT.replaced), never OUT.old
     assert (old / "keep.txt").read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["out", "out.old"]
 

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+import shard_pipeline.contract.swap as swap_mod
+
 from shard_pipeline.contract import replace as replace_mod
 from shard_pipeline.contract.manifest import MANIFEST_NAME
-from shard_pipeline.contract.replace import TMP_MARKER, SwapFailed, tmp_owner
+from shard_pipeline.contract.replace import TMP_MARKER, tmp_owner
+from shard_pipeline.contract.swap import SwapFailed
 from shard_pipeline.contract.verify import verify_output
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.stages.finalize import run_finalize
@@ -291,7 +294,7 @@ def test_rerun_over_a_damaged_output_on_the_cluster(slurm_cluster, tmp_path):
 
 def no_exchange(monkeypatch) -> None:
     """As on a filesystem without renameat2(RENAME_EXCHANGE): the two-rename fallback (forked units inherit it)."""
-    monkeypatch.setattr(replace_mod, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(swap_mod, "_exchange", lambda a, b: False)
 
 
 def test_fallback_swap_never_touches_a_kept_out_old(tmp_path, made, monkeypatch, capsys):
@@ -327,14 +330,14 @@ def test_a_second_rename_that_fails_puts_the_previous_output_back(tmp_path, made
     root, out, whole = made
     tmp = replace_mod.fresh_tmp_dir(out, owner="me")
     no_exchange(monkeypatch)
-    real = replace_mod.os.rename
+    real = swap_mod.os.rename
 
     def refuse_tmp(a, b):
         if Path(a) == tmp:
             raise OSError(13, "Permission denied")
         real(a, b)
 
-    monkeypatch.setattr(replace_mod.os, "rename", refuse_tmp)
+    monkeypatch.setattr(swap_mod.os, "rename", refuse_tmp)
     with pytest.raises(SwapFailed, match="is as it was"):
         replace_mod.swap_into_place(tmp, out)
     assert tree_bytes(out) == whole and tmp_owner(tmp) == "me" and not (tmp_path / "out.replaced").exists()
@@ -344,11 +347,11 @@ def test_a_second_rename_that_fails_puts_the_previous_output_back(tmp_path, made
             raise OSError(13, "Permission denied")
         real(a, b)
 
-    monkeypatch.setattr(replace_mod.os, "rename", refuse_both)
+    monkeypatch.setattr(swap_mod.os, "rename", refuse_both)
     with pytest.raises(SwapFailed, match="is absent now: the previous version is complete in"):
         replace_mod.swap_into_place(tmp, out)
     assert not out.exists() and tree_bytes(tmp_path / "out.replaced" / "previous") == whole
-    monkeypatch.setattr(replace_mod.os, "rename", real)
+    monkeypatch.setattr(swap_mod.os, "rename", real)
     (tmp / MANIFEST_NAME).write_text((tmp_path / "out.replaced" / "previous" / MANIFEST_NAME).read_text())
     replace_mod.swap_into_place(tmp, out)  # the retry puts the previous one back first, then swaps
     assert (out / MANIFEST_NAME).exists() and not (tmp_path / "out.replaced").exists() and not tmp.exists()
@@ -371,13 +374,13 @@ def test_a_file_written_into_out_during_the_swap_is_kept(tmp_path, made, monkeyp
     for name, data in whole.items():
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_bytes(data)
-    real = replace_mod._exchange if exchange else (lambda a, b: False)
+    real = swap_mod._exchange if exchange else (lambda a, b: False)
 
     def user_writes_then_exchange(a: Path, b: Path) -> bool:
         (out / "notes.txt").write_text("written after the check")  # the race: after check_replaceable
         return real(a, b)
 
-    monkeypatch.setattr(replace_mod, "_exchange", user_writes_then_exchange)
+    monkeypatch.setattr(swap_mod, "_exchange", user_writes_then_exchange)
     capsys.readouterr()
     result = replace_mod.swap_into_place(tmp, out)
     said = capsys.readouterr().out
@@ -411,16 +414,16 @@ def test_fallback_swap_stopped_before_deleting_the_previous_output_is_cleared_by
                                                                                          capsys):
     root, out, whole = made
     no_exchange(monkeypatch)
-    real = replace_mod.remove_previous
+    real = swap_mod.remove_previous
 
     def die(old, manifest):
         raise SystemExit(9)  # as if killed after the second rename
 
-    monkeypatch.setattr(replace_mod, "remove_previous", die)
+    monkeypatch.setattr(swap_mod, "remove_previous", die)
     run = tmp_path / "run2"
     assert run_cli(root, out, run, *ROWS) != 0
     assert (tmp_path / "out.replaced" / "previous" / MANIFEST_NAME).exists() and tree_bytes(out) == whole
-    monkeypatch.setattr(replace_mod, "remove_previous", real)
+    monkeypatch.setattr(swap_mod, "remove_previous", real)
     capsys.readouterr()
     assert cli_resume(run) == 0, "".join(capsys.readouterr())
     assert tree_bytes(out) == whole and not verify_output(out)
@@ -532,13 +535,13 @@ def test_files_kept_by_a_swap_are_told_at_the_end_of_the_run_and_by_status(tmp_p
     from shard_pipeline.submit import cli
 
     root, out, whole = made
-    real = replace_mod._exchange
+    real = swap_mod._exchange
 
     def user_writes_then_exchange(a: Path, b: Path) -> bool:
         (out / "notes.txt").write_text("written after the check")
         return real(a, b)
 
-    monkeypatch.setattr(replace_mod, "_exchange", user_writes_then_exchange)
+    monkeypatch.setattr(swap_mod, "_exchange", user_writes_then_exchange)
     rc, said = rerun(capsys, root, out, tmp_path / "run2", "--dataset-version", "3")
     assert rc == 0 and "warning:" in said and "keeps 1 file that appeared in" in said and "notes.txt" in said, said
     assert (tmp_path / "out.tmp" / "notes.txt").exists() and not verify_output(out)

@@ -167,7 +167,7 @@ def test_lock_waits_are_bounded_and_end_in_a_message(tmp_path, monkeypatch):
     claim_mod.claim(out, tmp_path / "run")  # free again: taken at once
 
     idx = tmp_path / "index"
-    row = counts_index.CountRow("9_1.jsonl.zst", 10, 0, 3, "hplt-shard-read", "2026-01-01T00:00:00Z")
+    row = counts_index.CountRow("9_1.jsonl.zst", 1000, 0, 3, "hplt-shard-read", "2026-01-01T00:00:00Z")
     counts_index.record(idx, "v4", "clean", LANG, [row])
     monkeypatch.setattr(counts_index, "LOCK_TIMEOUT", 0.3)
     held = FileLock(str(counts_index.index_path(idx, "v4", "clean", LANG)) + ".lock")

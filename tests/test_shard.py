@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import shard_pipeline.contract.swap as swap_mod
+
 import shard_pipeline.contract.manifest as manifest_mod
 import shard_pipeline.contract.replace as replace_mod
 import shard_pipeline.contract.shard as shard_mod
@@ -755,7 +757,7 @@ def test_atomic_replace(tmp_path, monkeypatch):
     import shutil
 
     shutil_rmtree = shutil.rmtree
-    remove_previous = replace_mod.remove_previous
+    remove_previous = swap_mod.remove_previous
 
     def checked_remove(old, listed):
         assert Path(old) != out, "the live output is deleted instead of swapped"
@@ -763,7 +765,7 @@ def test_atomic_replace(tmp_path, monkeypatch):
         return remove_previous(old, listed)
 
     monkeypatch.setattr(replace_mod, "shutil", SimpleNamespace(rmtree=checked_rmtree))
-    monkeypatch.setattr(replace_mod, "remove_previous", checked_remove)
+    monkeypatch.setattr(swap_mod, "remove_previous", checked_remove)
     m2 = write(v2, out, shard_rows=10)
     monkeypatch.setattr(replace_mod, "shutil", shutil)
     assert seen and all(ok for ok, _ in seen)
@@ -794,7 +796,7 @@ def test_atomic_replace(tmp_path, monkeypatch):
     assert not tmp.exists() and snapshot(out) == before
 
     # 4. The two-rename fallback (no renameat2 exchange) also replaces completely.
-    monkeypatch.setattr(replace_mod, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(swap_mod, "_exchange", lambda a, b: False)
     write(v2, out, shard_rows=10)
     assert snapshot(out) == snapshot(fresh)
     assert sorted(os.listdir(tmp_path)) == ["fresh", "out"]  # no out.tmp, no out.old
@@ -1065,20 +1067,20 @@ def test_remove_replaced_finishes_a_removal_stopped_after_the_manifest_and_leave
     old, out = tmp_path / "out.tmp", tmp_path / "out"
     (old / "train").mkdir(parents=True)
     (old / MANIFEST_NAME).write_text('{"shards": []}')
-    previous = replace_mod.folder_identity(old)
+    previous = swap_mod.folder_identity(old)
     (old / MANIFEST_NAME).unlink()  # the stopped removal's last step
-    assert replace_mod.remove_replaced(old, out, previous) == () and not old.exists()
+    assert swap_mod.remove_replaced(old, out, previous) == () and not old.exists()
 
     (old / "train").mkdir(parents=True)
     (old / MANIFEST_NAME).write_text('{"shards": []}')
-    previous = replace_mod.folder_identity(old)
+    previous = swap_mod.folder_identity(old)
     (old / MANIFEST_NAME).unlink()
     (old / "train" / "notes.txt").write_text("mine")  # not listed anywhere now: kept, named
-    said = replace_mod.remove_replaced(old, out, previous)
+    said = swap_mod.remove_replaced(old, out, previous)
     assert len(said) == 1 and "train/notes.txt" in said[0] and (old / "train" / "notes.txt").read_text() == "mine"
 
     other = tmp_path / "other"
     other.mkdir()
     (other / "empty").mkdir()
-    said = replace_mod.remove_replaced(other, out, previous)  # another inode: not the folder the swap moved
+    said = swap_mod.remove_replaced(other, out, previous)  # another inode: not the folder the swap moved
     assert "is not the previous version" in said[0] and (other / "empty").is_dir()

@@ -139,6 +139,17 @@ def test_an_allocation_used_up_is_stuck_and_another_account_finishes_the_run(slu
     assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == 40
 
 
+def interrupted_then_resumed(run_dir: Path, conf: Path, capsys) -> str:
+    """Once every job has left the queue: --status says interrupted (its text is returned), --resume finishes."""
+    assert cli.main(["--status", str(run_dir)]) == ExitCode.FAILED
+    text = capsys.readouterr().out
+    assert "state: interrupted before the end" in text, text
+    assert cli.main(["--resume", str(run_dir), "--conf", str(conf)]) == 0
+    wait_for_jobs([j["job_id"] for j in jobs_of(run_dir)], timeout=TIMEOUT)
+    assert cli.main(["--status", str(run_dir)]) == ExitCode.OK
+    return text
+
+
 def test_tasks_whose_jobs_were_cancelled_before_they_started_are_interrupted_not_waiting(slurm_cluster, tmp_path,
                                                                                         capsys):
     """scancel of the plan job while partition is held: write and finalize go with it (--kill-on-invalid-dep).
@@ -170,11 +181,37 @@ def test_tasks_whose_jobs_were_cancelled_before_they_started_are_interrupted_not
                     f"scancel {part}, then ./hplt-shard --resume {run_dir}") in text, text
             subprocess.run(["scancel", part], check=True, timeout=30)
             wait_for_jobs(ids, timeout=TIMEOUT)
-        assert cli.main(["--status", str(run_dir)]) == ExitCode.FAILED
-        assert "state: interrupted before the end" in capsys.readouterr().out
-        assert cli.main(["--resume", str(run_dir), "--conf", str(conf)]) == 0
-        wait_for_jobs([j["job_id"] for j in jobs_of(run_dir)], timeout=TIMEOUT)
-        assert cli.main(["--status", str(run_dir)]) == ExitCode.OK
+        interrupted_then_resumed(run_dir, conf, capsys)
+    finally:
+        subprocess.run(["scancel", *ids, *[j["job_id"] for j in jobs_of(run_dir)]], capture_output=True, timeout=30)
+    assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == 40
+
+
+def test_one_waiting_task_scancelled_is_interrupted_at_once_and_resume_finishes(slurm_cluster, tmp_path, capsys):
+    """scancel of one partition array task while the array waits (held): --status counts that task interrupted
+    at once, not waiting; once the rest has run its course, the next step is --resume, which finishes the run."""
+    root = make_corpus(tmp_path, n_docs=40)
+    run_dir, out = tmp_path / "run", tmp_path / "out"
+    conf = slurm_conf(tmp_path)
+    assert cli.main(slurm_argv(root, out, run_dir, conf, "--time", "00:10:00", "--partition-tasks", "2")) == 0
+    ids = [j["job_id"] for j in jobs_of(run_dir)]
+    part = next(j["job_id"] for j in jobs_of(run_dir) if j["stage"] == "partition")
+    try:
+        if subprocess.run(["scontrol", "hold", part], capture_output=True, timeout=30).returncode != 0:
+            pytest.skip("the partition job started before it could be held")
+        subprocess.run(["scancel", f"{part}_1"], check=True, timeout=30)
+        deadline = time.monotonic() + TIMEOUT
+        while f"{part}_1" in squeue_reasons(part) or not squeue_reasons(part):
+            assert time.monotonic() < deadline and squeue_reasons(part), squeue_reasons(ids)
+            time.sleep(0.5)
+        capsys.readouterr()
+        code = cli.main(["--status", str(run_dir)])
+        text = capsys.readouterr().out
+        assert "INTERRUPTED partition 1 task" in text and "PENDING partition 1 task" in text, text  # at once
+        assert code == ExitCode.BUSY and f"./hplt-shard --resume {run_dir}" in text, text  # the step: scancel, resume
+        subprocess.run(["scontrol", "release", part], capture_output=True, timeout=30)
+        wait_for_jobs(ids, timeout=TIMEOUT)
+        assert f"--resume {run_dir}" in interrupted_then_resumed(run_dir, conf, capsys)
     finally:
         subprocess.run(["scancel", *ids, *[j["job_id"] for j in jobs_of(run_dir)]], capture_output=True, timeout=30)
     assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == 40

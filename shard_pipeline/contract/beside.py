@@ -38,16 +38,18 @@ def root_work_folder(root: Path) -> Path:
     return root.with_name(root.name + WORK_SUFFIX)
 
 
-def work_folder(out: Path) -> Path:
-    """The folder that holds OUT's working files: the work folder beside ROOT, or OUT's own folder."""
+def work_folder(out: Path, of_a_root: bool = False) -> Path:
+    """The folder that holds OUT's working files: the work folder beside ROOT, or OUT's own folder.
+    `of_a_root`: OUT is a language of a run of several, whose root manifest the submit writes before it
+    claims anything: a dry-run and the submit's first checks look where the run will keep them."""
     out = Path(out)
-    return root_work_folder(out.parent) if in_root(out) else out.parent
+    return root_work_folder(out.parent) if of_a_root or in_root(out) else out.parent
 
 
-def beside(out: Path, suffix: str) -> Path:
+def beside(out: Path, suffix: str, of_a_root: bool = False) -> Path:
     """OUT's working file `OUT<suffix>` where it lives."""
     out = Path(out)
-    return work_folder(out) / (out.name + suffix)
+    return work_folder(out, of_a_root) / (out.name + suffix)
 
 
 def drop_work_folder(out: Path) -> None:

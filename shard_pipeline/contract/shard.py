@@ -24,13 +24,8 @@ from shard_pipeline.contract.manifest import (
     manifest_sets,
     write_manifest,
 )
-from shard_pipeline.contract.replace import (
-    check_replaceable,
-    check_tmp_free,
-    fresh_tmp_dir,
-    swap_into_place,
-    write_shards_owner,
-)
+from shard_pipeline.contract.replace import check_replaceable, check_tmp_free, fresh_tmp_dir, write_shards_owner
+from shard_pipeline.contract.swap import swap_into_place
 from shard_pipeline.contract.rules import (
     DEFAULT_ROW_GROUP_BYTES,
     SCHEMA,

@@ -18,7 +18,7 @@ from shard_pipeline.commands import command, program
 from shard_pipeline.contract.root import RootEntries, scan, staged_line
 from shard_pipeline.contract.beside import ROOT_MANIFEST_NAME
 from shard_pipeline.contract.manifest import MANIFEST_NAME
-from shard_pipeline.contract.replace import manifest_sha
+from shard_pipeline.contract.swap import manifest_sha
 from shard_pipeline.contract.root_manifest import read_root_manifest
 from shard_pipeline.contract.verify_manifest import Problem
 from shard_pipeline.errors import ExitCode

@@ -338,16 +338,8 @@ def _url_shards(lang: str, corpus: str, base_url: str, wds: str | None, sources:
         )
     subset = urllib.parse.urlparse(base).path.rstrip("/").rsplit("/", 1)[-1] or "http"
     names = corpus_names(corpus, subset, corpus_name) if corpus_name else CorpusNames(corpus, subset, True)  # the HPLT map
-    return [
-        InputShard(
-            name=name,
-            location=by_name[name],
-            size=None,
-            mtime=None,
-            source_id=names.source_id(lang, name),
-        )
-        for name in chosen
-    ]
+    # a URL has no stat: size and mtime stay unknown
+    return [InputShard(name, by_name[name], None, None, names.source_id(lang, name)) for name in chosen]
 
 
 def close_languages(lang: str, known: list[str]) -> list[str]:

@@ -31,6 +31,7 @@ STREAM_REASONS: tuple[str, ...] = (
     "truncated",  # the input ended inside a zstd frame
     "short_read",  # HTTP body still incomplete after all retries
     "http_error",  # HTTP status or protocol error that retrying cannot fix
+    "checksum_mismatch",  # a local copy whose MD5 is not the one its release published (release_md5.py)
 )
 
 _DETAIL_CHARS = 200

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from shard_pipeline.input.failures import StreamBroken
 
@@ -53,6 +54,64 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, (OSError, http.client.HTTPException))
 
 
+@dataclass
+class _Download:
+    """Where a resumable HTTP read of one URL stands, across its requests."""
+
+    url: str
+    offset: int = 0  # bytes of the body yielded so far
+    total: int | None = None  # the body's length, once a response announced it
+    validator: tuple[str | None, str | None] | None = None  # (ETag, Last-Modified) of the first response
+
+    def accept(self, resp) -> int:  # type: ignore[no-untyped-def]
+        """Check a response against what was read before; the bytes to drop from its start (Range ignored)."""
+        got = (resp.headers.get("ETag"), resp.headers.get("Last-Modified"))
+        if self.validator is None:
+            self.validator = got
+        elif any(a and b and a != b for a, b in zip(self.validator, got, strict=True)):
+            raise StreamBroken("http_error", f"{self.url} changed while it was being read (ETag/Last-Modified)")
+        skip = 0
+        if resp.status == 206:
+            cr = _content_range(resp.headers.get("Content-Range"))
+            if cr is None or cr[0] != self.offset:
+                raise StreamBroken("http_error", f"bad Content-Range {resp.headers.get('Content-Range')!r} for a "
+                                                 f"request from byte {self.offset}")
+            length = cr[1]
+        elif resp.status == 200:
+            skip = self.offset  # the server ignored Range: read from the start, drop what we have
+            cl = resp.headers.get("Content-Length")
+            length = int(cl) if cl is not None and cl.isdigit() else None
+        else:
+            raise StreamBroken("http_error", f"unexpected HTTP status {resp.status}")
+        if length is not None:
+            if self.total is not None and length != self.total:
+                raise StreamBroken("http_error", f"length changed from {self.total} to {length} bytes")
+            self.total = length
+        return skip
+
+    def body(self, resp, skip: int, count: Callable[[int], None] | None) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
+        """The response's new bytes, after dropping `skip` already read; the offset follows them."""
+        import http.client
+
+        while skip:
+            dropped = resp.read(min(skip, READ_SIZE))
+            if not dropped:
+                break
+            skip -= len(dropped)
+        if skip:
+            raise http.client.IncompleteRead(b"", skip)
+        while buf := resp.read(READ_SIZE):
+            if self.total is not None and self.offset + len(buf) > self.total:
+                raise StreamBroken("http_error", f"server sent more than the announced {self.total} bytes")
+            self.offset += len(buf)
+            if count is not None:
+                count(len(buf))
+            yield buf
+
+    def where(self) -> str:
+        return f"byte {self.offset} of {self.total}" if self.total is not None else f"byte {self.offset}"
+
+
 def _http_chunks(url: str, retries: int, backoff: float, count: Callable[[int], None] | None) -> Iterator[bytes]:
     """Yield the body of ``url``; resume with Range requests after a drop.
 
@@ -66,64 +125,19 @@ def _http_chunks(url: str, retries: int, backoff: float, count: Callable[[int], 
     import urllib.error
     import urllib.request
 
-    offset = 0
-    total: int | None = None
-    validator: tuple[str | None, str | None] | None = None  # (ETag, Last-Modified)
+    state = _Download(url)
     failures = 0
-    last_error = ""
     while True:
-        progressed = False
+        before = state.offset
         headers = {"Accept-Encoding": "identity", "User-Agent": "hplt-shard"}
-        if offset:
-            headers["Range"] = f"bytes={offset}-"
+        if state.offset:
+            headers["Range"] = f"bytes={state.offset}-"
         try:
             with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as resp:
-                status = resp.status
-                got = (resp.headers.get("ETag"), resp.headers.get("Last-Modified"))
-                if validator is None:
-                    validator = got
-                elif any(a and b and a != b for a, b in zip(validator, got, strict=True)):
-                    raise StreamBroken("http_error", f"{url} changed while it was being read (ETag/Last-Modified)")
-                skip = 0
-                if status == 206:
-                    cr = _content_range(resp.headers.get("Content-Range"))
-                    if cr is None or cr[0] != offset:
-                        raise StreamBroken(
-                            "http_error",
-                            f"bad Content-Range {resp.headers.get('Content-Range')!r} for a request from byte {offset}",
-                        )
-                    length = cr[1]
-                elif status == 200:
-                    skip = offset  # the server ignored Range: read from the start, drop what we have
-                    cl = resp.headers.get("Content-Length")
-                    length = int(cl) if cl is not None and cl.isdigit() else None
-                else:
-                    raise StreamBroken("http_error", f"unexpected HTTP status {status}")
-                if length is not None:
-                    if total is not None and length != total:
-                        raise StreamBroken("http_error", f"length changed from {total} to {length} bytes")
-                    total = length
-                while skip:
-                    dropped = resp.read(min(skip, READ_SIZE))
-                    if not dropped:
-                        break
-                    skip -= len(dropped)
-                if skip:
-                    raise http.client.IncompleteRead(b"", skip)
-                while True:
-                    buf = resp.read(READ_SIZE)
-                    if not buf:
-                        break
-                    if total is not None and offset + len(buf) > total:
-                        raise StreamBroken("http_error", f"server sent more than the announced {total} bytes")
-                    offset += len(buf)
-                    progressed = True
-                    if count is not None:
-                        count(len(buf))
-                    yield buf
-            if total is None or offset == total:
+                yield from state.body(resp, state.accept(resp), count)
+            if state.total is None or state.offset == state.total:
                 return
-            last_error = f"connection closed at byte {offset} of {total}"
+            last_error = f"connection closed at byte {state.offset} of {state.total}"
         except StreamBroken:
             raise
         except urllib.error.HTTPError as e:
@@ -132,10 +146,9 @@ def _http_chunks(url: str, retries: int, backoff: float, count: Callable[[int], 
             last_error = f"HTTP {e.code} {e.reason}"
         except (OSError, http.client.HTTPException) as e:
             last_error = f"{type(e).__name__}: {e}"
-        failures = 1 if progressed else failures + 1
+        failures = 1 if state.offset > before else failures + 1
         if failures > retries:
-            where = f"byte {offset} of {total}" if total is not None else f"byte {offset}"
-            raise StreamBroken("short_read", f"gave up after {retries} retries at {where}: {last_error}")
+            raise StreamBroken("short_read", f"gave up after {retries} retries at {state.where()}: {last_error}")
         time.sleep(min(_MAX_BACKOFF, backoff * 2 ** (failures - 1)))
 
 

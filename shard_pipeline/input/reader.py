@@ -42,6 +42,7 @@ from shard_pipeline.input.fetch import (
     is_url,
 )
 from shard_pipeline.input.quarantine import QuarantineWriter
+from shard_pipeline.input.release_md5 import COMPRESSED, DECODED, stream_hashes
 from shard_pipeline.input.records import (
     MAX_ID_CHARS,
     FastError,
@@ -190,7 +191,12 @@ class ShardLines:
         def count_compressed(n: int) -> None:
             stats.compressed_bytes += n
 
-        chunks = inflate(compressed_chunks(location, HTTP_RETRIES, HTTP_BACKOFF, count_compressed))
+        hashes = stream_hashes(location)  # the release's checksums, when a local copy keeps them
+        chunks = compressed_chunks(location, HTTP_RETRIES, HTTP_BACKOFF, count_compressed)
+        if hashes is not None:
+            chunks = hashes.tap(DECODED, inflate(hashes.tap(COMPRESSED, chunks)))
+        else:
+            chunks = inflate(chunks)
         batches = _LineBatches(chunks, stats)
         line = 0
         try:
@@ -198,6 +204,8 @@ class ShardLines:
                 stats.read += len(batch)
                 yield line + 1, batch
                 line += len(batch)
+            if hashes is not None:
+                hashes.check(line)
         except StreamBroken as e:
             cut = bool(batches.pending)  # inside a line, or after the last whole one
             raise CorruptShard(location, line + cut, e.reason, e.detail, between=not cut) from None

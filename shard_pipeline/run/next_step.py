@@ -31,6 +31,7 @@ from shard_pipeline.run.rundir import (
     submitted_commit,
 )
 from shard_pipeline.run.typed import WrongType, parse_as
+from shard_pipeline.run.run_json import read_run_json
 
 _DROPPED = {"--run-dir": 1, "--dry-run": 0}  # option -> how many values follow it
 FLAGS = ("--dry-run", "--replace-other", "--clean", "--dataset-card", "--keep-spill", "--release-changed", "--version",
@@ -81,7 +82,7 @@ def new_run_command(run: RunDir, suffix: str, extra: Sequence[str] = ()) -> str 
     claim on OUT and its staging folder OUT.tmp dropped first when it holds them (a new run is refused
     while it does: the abandoned run would otherwise be the way on); None if unknown."""
     try:
-        cfg, record = read_json(run.config_json), read_json(run.run_json)
+        cfg, record = read_json(run.config_json), read_run_json(run.run_json)
     except (OSError, ValueError):
         return None
     if not record.get("argv"):

@@ -19,7 +19,7 @@ from shard_pipeline.run.rundir import RunDir, read_json
 
 # A local file whose stream is broken stays broken: only a new copy helps. An HTTP body cut short may
 # come whole on the next try, so a resume fetches it again.
-BROKEN_STREAM_REASONS = ("empty_file", "not_zstd", "corrupt_frame", "truncated")
+BROKEN_STREAM_REASONS = ("empty_file", "not_zstd", "corrupt_frame", "truncated", "checksum_mismatch")
 
 
 class Kind(enum.Enum):

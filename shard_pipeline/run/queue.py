@@ -11,9 +11,10 @@ from typing import Any
 from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode, UserError
 from shard_pipeline.run.runconfig import RunConfig, StageResources
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.steps import Resume
 from shard_pipeline.units import UNIT_MEMORY_FLOOR, Memory, WallTime
+from shard_pipeline.run.run_json import read_run_json
 
 
 def latest_jobs(record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -108,7 +109,7 @@ def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str, given: dic
     "resources", read here when the caller has not).
     """
     if given is None:
-        given = read_json(run.run_json).get("resources", {}) if run.run_json.exists() else {}
+        given = read_run_json(run.run_json).get("resources", {}) if run.run_json.exists() else {}
     ex = cfg.execution.with_resources(given.get("mem"), given.get("time"))
     return reason_step(run.root, reason, ex.resources.get(stage) or StageResources("4G", "01:00:00"),
                        ex.units_per_task(stage), peak_mb)

@@ -19,6 +19,7 @@ from shard_pipeline.run.steps import Step
 from shard_pipeline.run.steps import render as render_step
 from shard_pipeline.run.tasklog import count_progress_lines
 from shard_pipeline.units import human_bytes, plural
+from shard_pipeline.run.run_json import read_run_json
 
 
 def progress_counts(path: Path, cfg: RunConfig) -> tuple[int, int] | None:
@@ -49,7 +50,7 @@ def progress(run: RunDir, moving: bool = True) -> dict[str, Any]:
                 compressed += counted[1]
                 break
     total = sum(i.size or 0 for i in cfg.content.inputs)
-    record = read_json(run.run_json)
+    record = read_run_json(run.run_json)
     started = min((s.get("submitted_at", 0) for s in record.get("submissions", [])), default=0) or run.run_json.stat().st_mtime
     receipts = [run.partition_receipt(t) for t in range(cfg.execution.partition_tasks)]
     finished = all(p.exists() for p in receipts) and receipts

@@ -27,6 +27,7 @@ from shard_pipeline.run.records import (
 from shard_pipeline.run.typed import WrongType, parse_as
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.units import parse_mem, scale_mem, share_of_mem, slurm_minutes
+from shard_pipeline.run.run_json import read_run_json
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,7 @@ def load_config(run: RunDir) -> RunConfig:
         raise EditedRecord(Problem(Why.EDITED, path, f"its content hashes to {actual[:12]}, it records "
                                                      f"{made.config_sha256[:12]}", EDITED_STEP))
     if run.run_json.exists():
-        record = header_of(read_json(run.run_json), run.run_json)
+        record = header_of(read_run_json(run.run_json), run.run_json)
         if (record.config_sha256, record.code_version) != (made.config_sha256, made.code_version):
             raise EditedRecord(Problem(Why.EDITED, path, f"not the one {run.run_json.name} records: config "
                                                          f"{made.config_sha256[:12]} code {made.code_version[:12]}, "

@@ -23,6 +23,7 @@ from shard_pipeline.run.rundir import RunDir, read_json, unit_log
 from shard_pipeline.run.runstate import Counts, RunPhase, TaskState, ran_locally, run_phase, task_state
 from shard_pipeline.run.steps import Resume
 from shard_pipeline.run.tasklog import TaskFigures, ended_well, last_error_line, last_figures, last_progress_line, unit_ended
+from shard_pipeline.run.run_json import read_run_json
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: boo
     interrupted, not waiting."""
     rs = RunState(run, rehash=False, trust_touched=True)  # a stat per file: --status is run often, on terabytes
     if record is None:  # run.json, unless the caller read it already
-        record = read_json(run.run_json)
+        record = read_run_json(run.run_json)
     jobs = latest_jobs(record)
     if queue is None:
         ids = [j["job_id"] for chunks in jobs.values() for j in chunks]
@@ -222,7 +223,7 @@ def run_is_held(run: RunDir) -> bool:
 
 def queued_job_ids(run: RunDir, statuses: list[StageStatus]) -> list[str]:
     """The job ids of the stages that still have tasks in Slurm's queue: what a scancel of the run names."""
-    jobs = latest_jobs(read_json(run.run_json))
+    jobs = latest_jobs(read_run_json(run.run_json))
     return list(dict.fromkeys(j["job_id"] for st in statuses if st.pending or st.running for j in jobs.get(st.stage, [])))
 
 

@@ -12,12 +12,13 @@ from shard_pipeline.run.receipts import Validation
 from shard_pipeline.run.registry import done_warnings, run_history, since_done
 from shard_pipeline.run.render import cell, failed_line, progress, render, requeued_line, touched_line, unread_line
 from shard_pipeline.run.runconfig import load_config
-from shard_pipeline.run.rundir import RunDir, check_whole, read_json
+from shard_pipeline.run.rundir import RunDir, check_whole
 from shard_pipeline.run.runstate import RunPhase
 from shard_pipeline.run.stage_status import LANGUAGE_WORD
 from shard_pipeline.run.steps import render as render_step
 from shard_pipeline.run.view import LanguageRow, RunView, languages_view, run_view
 from shard_pipeline.units import plural
+from shard_pipeline.run.run_json import read_run_json
 
 
 def state_line(view: RunView) -> str:
@@ -40,7 +41,7 @@ def report(root: Path) -> tuple[str, int]:
     if not unit_table.is_multi(root) and not run.config_json.exists():
         raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
     if run.run_json.exists():
-        check_this_version(root, read_json(run.run_json))
+        check_this_version(root, read_run_json(run.run_json))
     if unit_table.is_multi(root):
         return languages_report(root)
     return status_report(run)

@@ -23,6 +23,7 @@ from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.records import DamagedRunFile
 from shard_pipeline.run.typed import WrongType, parse_as
 from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.run_json import read_run_json
 
 MULTI_FORMAT = 1
 
@@ -197,7 +198,7 @@ def record_submission(table: UnitTable, kind: str, tasks: dict[str, list[int]], 
     gets its chunks too, with offsets in its own task numbers (its --status reads them as a single run's)."""
     now = time.time()
     root = RunDir(table.root)
-    rec = read_json(root.run_json)
+    rec = read_run_json(root.run_json)
     rec["submissions"].append({"kind": kind, "submitted_at": now, "tasks": tasks, "jobs": jobs,
                                **({"resources": resources} if resources else {})})
     write_json_atomic(root.run_json, rec)
@@ -213,7 +214,7 @@ def record_submission(table: UnitTable, kind: str, tasks: dict[str, list[int]], 
                                       else root.log_dir(j["stage"]))}
                       for j in jobs if mine.get(j["stage"])]
         run = RunDir(table.lang_dir(lang))
-        lrec = read_json(run.run_json)
+        lrec = read_run_json(run.run_json)
         lrec["submissions"].append({"kind": f"multi-{kind}", "submitted_at": now, "tasks": mine, "jobs": translated,
                                     "multi_run": str(table.root)})
         write_json_atomic(run.run_json, lrec)

@@ -16,6 +16,7 @@ from shard_pipeline.run.runconfig import load_config
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.runstate import RunPhase, run_phase
 from shard_pipeline.run.steps import Done, Step, StepFacts, decide
+from shard_pipeline.run.run_json import read_run_json
 from shard_pipeline.run.stage_status import (
     StageStatus,
     counts,
@@ -72,7 +73,7 @@ def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
     """The view of a run of one language (`queue`: squeue's answer, when the caller has it)."""
     statuses = tuple(stage_statuses(run, queue, strict=not run.done_marker.exists()))  # done: no squeue
     ex = load_config(run).execution
-    record = read_json(run.run_json) if run.run_json.exists() else {}
+    record = read_run_json(run.run_json) if run.run_json.exists() else {}
     phase = phase_of(run, list(statuses))
     failures = tuple(outcome.failures(run))
     done = Done()
@@ -97,7 +98,7 @@ def language_rows(m: unit_table.UnitTable, queue: dict[str, str], strict: bool, 
     rows = []
     for lang in m.langs:
         run = RunDir(m.lang_dir(lang))
-        record = read_json(run.run_json)
+        record = read_run_json(run.run_json)
         sts = stage_statuses(run, unit_table.language_queue(m, lang, latest_jobs(record), queue), strict=strict,
                              record=record)
         phase, word = language_state(run, sts, alive)

@@ -23,18 +23,9 @@ from shard_pipeline.contract.extras import (
     LEDGER_NAME,
 )
 from shard_pipeline.contract.previous import counted, shown
-from shard_pipeline.contract.manifest import MANIFEST_NAME, build_manifest, load_manifest, manifest_sets, write_manifest
-from shard_pipeline.contract.replace import (
-    PARKED,
-    TMP_MARKER,
-    folder_identity,
-    notice,
-    parking_dir_for,
-    remove_replaced,
-    swap_into_place,
-    tmp_owner,
-    unpark,
-)
+from shard_pipeline.contract.manifest import MANIFEST_NAME, build_manifest, manifest_sets, write_manifest
+from shard_pipeline.contract.replace import PARKED, TMP_MARKER, parking_dir_for, tmp_owner
+from shard_pipeline.contract.swap import folder_identity, notice, remove_replaced, swap_into_place, unpark
 from shard_pipeline.contract.rules import SPLIT_DIRS
 from shard_pipeline.files import atomic_leftovers, file_sha256
 from shard_pipeline.files import write_bytes_atomic
@@ -45,11 +36,13 @@ from shard_pipeline.run.faults import fault_point
 from shard_pipeline.run.receipts import InputReceipt, PartitionReceipt, Plan, SwapReceipt, Validation
 from shard_pipeline.run.records import REDO_STEP, load_record, made_here, save_record
 from shard_pipeline.run.registry import already_swapped, swap_receipt
+from shard_pipeline.run.rulebook import Context, Moment, preflight
 from shard_pipeline.run.resume import changed_inputs
 from shard_pipeline.run.runconfig import RunConfig, load_config
-from shard_pipeline.run.rundir import RunDir, commit_words, read_json
+from shard_pipeline.run.rundir import RunDir, commit_words
 from shard_pipeline.run.tasklog import log
 from shard_pipeline.stages.collect import EXTRA_NAMES, FinalizeError, collect_shards
+from shard_pipeline.run.run_json import read_run_json
 
 
 class AfterSwapError(Exception):
@@ -133,28 +126,6 @@ def clear_left_previous(tmp: Path, out: Path, run: RunDir) -> tuple[str, ...]:
         notices += remove_replaced(park / PARKED, out, previous)
         unpark(park)
     return notices
-
-
-def check_still_replacing(run: RunDir, cfg: RunConfig, out: Path) -> dict[str, Any] | None:
-    """Refuse to swap over an output of another configuration that reached OUT after an earlier attempt of
-    this finalize recorded what it replaces (swap.json): a newer run's output, which a resume of this
-    older one must not silently replace. Returns OUT's identity now (replace.folder_identity)."""
-    now = folder_identity(out)
-    earlier = swap_receipt(run)
-    if earlier is None or now is None or now["manifest_sha256"] is None:
-        return now
-    if now["manifest_sha256"] in ((earlier.previous or {}).get("manifest_sha256"), earlier.manifest_sha256):
-        return now
-    try:
-        theirs = load_manifest(out)
-    except (OSError, ValueError):
-        return now
-    if theirs.get("config_sha256") == cfg.content.sha256():
-        return now  # this run's own output, edited or damaged, or the same content again: replaced, as a re-run would
-    raise FinalizeError(f"{out} holds another output now (dataset {theirs.get('dataset')!r} version "
-                        f"{theirs.get('version')!r}, another configuration), put there after this run's earlier "
-                        f"finalize attempt: this run does not replace a newer output; to put this run's output "
-                        f"there anyway, move {out} away, then {resume_command(run.root)}")
 
 
 def run_finalize(run: RunDir) -> dict[str, Any]:
@@ -244,7 +215,8 @@ def check_and_swap(run: RunDir, cfg: RunConfig, plan: Plan, tmp: Path,
 
     manifest = manifest_with(write_extra_files(run, cfg, plan, tmp, manifest_with([])))
     write_manifest(tmp, manifest)
-    previous = check_still_replacing(run, cfg, out)
+    preflight(Moment.FINALIZE, Context(out, run.root, cfg=cfg))
+    previous = folder_identity(out)
     save_record(run.swap_receipt, made_here(c.sha256()), SwapReceipt(file_sha256(tmp / MANIFEST_NAME), previous))
     fault_point("finalize-before-swap")
     swapped = swap_into_place(tmp, out)
@@ -309,7 +281,7 @@ def balance_of(content, manifest: dict[str, Any]) -> dict[str, Any]:
 def tool_commit(run: RunDir) -> str | None:
     """The code commit run.json recorded at submission, marked when the tree had uncommitted changes."""
     try:
-        return commit_words(read_json(run.run_json))
+        return commit_words(read_run_json(run.run_json))
     except (OSError, ValueError):
         return None
 

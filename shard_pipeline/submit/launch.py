@@ -15,7 +15,8 @@ from shard_pipeline.contract.replace import check_replaceable
 from shard_pipeline.contract.root import LANG_CODE, is_root, scan
 from shard_pipeline.errors import ExitCode, UsageError
 from shard_pipeline.run import unit_table
-from shard_pipeline.run.claim import check_not_held, run_lock
+from shard_pipeline.run.claim import run_lock
+from shard_pipeline.run.rulebook import Context, Moment, preflight
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.rundir import check_new
 from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
@@ -101,7 +102,7 @@ def render_dry_run(plan: NewRun) -> int:
         print(line)
     check_new(plan.root)  # after the scope: what the run itself would refuse, said here too (reading only)
     for out, _ in plan.outs.values():
-        check_not_held(out, plan.lang_dir(out.name))
+        preflight(Moment.DRY_RUN, Context(out, plan.lang_dir(out.name)))
     print("dry run: nothing written, nothing submitted")
     return ExitCode.OK
 
@@ -135,9 +136,7 @@ def check_outs(args: Request, settings, ms: Languages, root: Path, several: bool
         if (given / MANIFEST_NAME).exists():
             raise UsageError(f"--out {given} is itself an output (it holds {MANIFEST_NAME}); a run of several "
                              "languages writes OUT/<LANG>/ into it, which that output does not list: choose another --out")
-        guards.check_no_overlap({"--run-dir": root, "input root": input_root, "--out": given, **guards.beside_out(given)})
-        guards.check_out_not_enclosed(given)
-        check_not_held(given, root)  # a queued run of one language into the root itself would fail on our folders
+        preflight(Moment.NEW_ROOT, Context(given, root, input_root=input_root))  # a run of one language may hold ROOT
     places = [(given if several else given.parent, f"--out {given} cannot be written here", "--out"),
               (root.parent, f"the run directory {root} cannot be made here", "--run-dir")]
     if several:  # the languages' working files live beside ROOT (contract/beside.py)
@@ -159,6 +158,7 @@ def check_outs(args: Request, settings, ms: Languages, root: Path, several: bool
         held = check_replaceable(out)
         guards.check_same_dataset(out, held, dataset_name(lang_args(args, lang), ms.scopes[lang].subset),
                                   args.replace_other)
-        guards.check_new_run_paths(out, root, input_root)
+        preflight(Moment.NEW_RUN, Context(out, root / lang if several else root, run_dir=root, input_root=input_root,
+                                          of_a_root=several))
         outs[lang] = (out, held)
     return outs

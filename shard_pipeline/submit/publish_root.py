@@ -13,13 +13,18 @@ with `_MANIFEST.json` last, checked at DEST, recorded in its run dir, and an alr
   summary names each with its message. Ctrl-C stops them all.
 - Languages that have not landed (a marked `<LANG>.tmp`, or named in ROOT's root manifest) and folders that are no
   language output fail the root, as in `--verify ROOT`; other files are named, not published.
+- ROOT's root manifest (`_LANGUAGES.json`), as it was when ROOT was scanned, goes to DEST last, once every
+  language is at DEST complete and checked (so `--verify DEST` of a local DEST passes), and is checked there;
+  one that differs at DEST (an earlier publish of fewer languages) is replaced.
 - Exit 0 when every language is at DEST complete and checked; 2 when every language was refused
   before anything was uploaded; else 1. Running the same command again finishes: a published
   language is checked at DEST and not sent again, a partial one is finished.
 """
 from __future__ import annotations
 
+import hashlib
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,11 +38,12 @@ from shard_pipeline.submit.publish import (
     PublishFailed,
     PublishRefused,
     find_rclone,
+    names_file,
     publish_one,
     refuse_dest_inside,
     require_dest,
 )
-from shard_pipeline.submit.rclone import Rclone
+from shard_pipeline.submit.rclone import Rclone, RcloneFailed
 
 
 class RootNotPublished(UserError):
@@ -97,6 +103,31 @@ def entry_outcomes(entries: RootEntries) -> list[LangOutcome]:
     return out
 
 
+def publish_root_manifest(rclone: Rclone, dest: str, snapshot: bytes) -> LangOutcome:
+    """ROOT's root manifest (its bytes when ROOT was scanned) to DEST, then checked there by a download."""
+    want = hashlib.sha256(snapshot).hexdigest()
+    try:
+        with tempfile.TemporaryDirectory(prefix="hplt-shard-publish-") as tmp:
+            folder = Path(tmp) / "root"
+            folder.mkdir()
+            (folder / ROOT_MANIFEST_NAME).write_bytes(snapshot)
+            listed = names_file(Path(tmp), [ROOT_MANIFEST_NAME])
+            there = rclone.downloaded_sha256(dest, listed, timeout=600).get(ROOT_MANIFEST_NAME)
+            if there == want:
+                return LangOutcome(ROOT_MANIFEST_NAME, 0)
+            if there is not None:  # an earlier publish's, naming fewer languages: its languages are all still there
+                rclone.delete(dest, listed)
+            rclone.copy(folder, dest, listed, timeout=600)
+            there = rclone.downloaded_sha256(dest, listed, timeout=600).get(ROOT_MANIFEST_NAME)
+    except RcloneFailed as exc:
+        there = f"not uploaded ({exc})"
+    if there != want:
+        return LangOutcome(ROOT_MANIFEST_NAME, EXIT_FAILED, f"not at DEST as in ROOT: {there or 'missing'}; the "
+                           "languages are; run the same command again")
+    print(f"published {ROOT_MANIFEST_NAME} to {mask(dest)}, last, checked there", flush=True)
+    return LangOutcome(ROOT_MANIFEST_NAME, 0)
+
+
 def summary(root: Path, dest: str, outcomes: list[LangOutcome]) -> tuple[str, int]:
     """One summary and the exit code of the whole root."""
     done = [o.lang for o in outcomes if o.code == 0]
@@ -123,6 +154,8 @@ def publish_root(root: Path, dest: str, run_dir: Path | None = None) -> int:
     for d in (dest, *(sub_dest(dest, lang) for lang in entries.languages)):
         refuse_dest_inside(rclone, d, root, run_dir)
     runs = language_run_dirs(root, entries.languages, run_dir)
+    manifest = root / ROOT_MANIFEST_NAME
+    snapshot = manifest.read_bytes() if manifest.is_file() else None  # the languages as scanned, not as later landed
     print(f"{root}: a multi-language root; publishing its {len(entries.languages)} language outputs one by one "
           f"to {mask(dest)}/LANG", flush=True)
     if entries.other_files:
@@ -139,7 +172,11 @@ def publish_root(root: Path, dest: str, run_dir: Path | None = None) -> int:
                                 + (f" (published: {', '.join(done)})" if done else "")
                                 + "; run the same command again: it checks the published languages at DEST and "
                                 "finishes the others") from None
-    text, code = summary(root, dest, outcomes + entry_outcomes(entries))
+    outcomes += entry_outcomes(entries)
+    if snapshot is not None and all(o.code == 0 for o in outcomes):
+        last = publish_root_manifest(rclone, dest, snapshot)
+        outcomes += [last] if last.code else []
+    text, code = summary(root, dest, outcomes)
     if code:
         raise RootNotPublished(text, code)
     print(text)

@@ -15,9 +15,10 @@ from typing import Any, Sequence
 from shard_pipeline.errors import UsageError
 from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.files import write_json_atomic
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit.args import command_line
 from shard_pipeline.submit.settings import check_setting
+from shard_pipeline.run.run_json import read_run_json
 
 # Options a resume applies (dest -> the conf key whose rules they follow) and the ones it just
 # uses (how to run, not what).
@@ -110,7 +111,7 @@ def with_settings(settings, resources: dict[str, Any]):
 
 def restore_resources(run_json: Path, kept: dict[str, Any] | None) -> None:
     """Put back the resources run.json had before a resume whose submission sbatch refused."""
-    record = read_json(run_json)
+    record = read_run_json(run_json)
     if kept:
         record["resources"] = kept
     else:
@@ -122,7 +123,7 @@ def keep_resources(run_json: Path, resources: dict[str, Any]) -> None:
     """Record a resume's resources in run.json, for later resumes and --status, and say them."""
     if not resources:
         return
-    record = read_json(run_json)
+    record = read_run_json(run_json)
     record["resources"] = resources
     write_json_atomic(run_json, record)
     print(f"resources for the resubmitted tasks: {', '.join(f'{k}={v}' for k, v in resources.items())}")

@@ -11,16 +11,15 @@ from typing import Any, Sequence
 
 from shard_pipeline import slurm
 from shard_pipeline.access import resume_refusal, share_like
-from shard_pipeline.commands import resume_command
-from shard_pipeline.contract.replace import NotReplaceable, check_out_for_resume, check_tmp_free
 from shard_pipeline.errors import ExitCode, UsageError
 from shard_pipeline.files import write_bytes_atomic
 from shard_pipeline.run import unit_table
-from shard_pipeline.run.claim import check_claimable, check_not_held, claim, run_lock
-from shard_pipeline.run.registry import STAGE_NAMES, RunState, already_swapped, since_done
+from shard_pipeline.run.claim import check_claimable, claim, run_lock
+from shard_pipeline.run.rulebook import resume_preflight
+from shard_pipeline.run.registry import STAGE_NAMES, since_done
 from shard_pipeline.run.resume import ResumeRefused, changed_inputs, plan_resume, refuse_live_tasks, run_job_ids
 from shard_pipeline.run.resume import describe as describe_resume
-from shard_pipeline.run.rundir import RunDir, check_whole, read_json
+from shard_pipeline.run.rundir import RunDir, check_whole
 from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit import option_checks, scope
@@ -28,6 +27,7 @@ from shard_pipeline.submit.apply import start, until_started
 from shard_pipeline.submit.request import Request
 from shard_pipeline.submit.slurm_limits import check_layout
 from shard_pipeline.units import plural
+from shard_pipeline.run.run_json import read_run_json
 
 
 @dataclass
@@ -133,31 +133,13 @@ def say_left(root: Path, table: unit_table.UnitTable, left: Left) -> None:
           f"({', '.join(left.todo)})")
 
 
-def refuse_what_finalize_would(run: RunDir, cfg: RunConfig) -> None:
-    """What the run's finalize would refuse about OUT, said by its --resume before any stage runs (reading only),
-    unless OUT is provably this run's output already (registry.already_swapped: then finalize does not swap)."""
-    from shard_pipeline.stages.finalize import FinalizeError, check_still_replacing
-
-    out, plan = Path(cfg.execution.out), RunState(run).plan
-    if plan is not None and already_swapped(run, cfg, plan, out, rehash=False) is not None:
-        return
-    try:
-        check_out_for_resume(out, str(run.root))
-        check_still_replacing(run, cfg, out)
-    except (NotReplaceable, FinalizeError) as exc:
-        raise ResumeRefused(f"{exc}; nothing was started") from None
-
-
 def refuse_early(args: Request, root: Path, dirs: dict[str, RunDir], cfgs: dict[str, RunConfig], left: Left) -> None:
     """What reading alone can refuse (another run, a staging folder not ours): a dry run says it too."""
     from shard_pipeline.run.short_inputs import read_so_far, refuse_short_inputs
 
     for l in left.todo:
-        check_not_held(Path(cfgs[l].execution.out), dirs[l].root)
-        refuse_what_finalize_would(dirs[l], cfgs[l])
+        resume_preflight(dirs[l], cfgs[l], l in left.planning, root)
         if l in left.planning:  # else the plan refuses it, after the whole partition stage
-            check_tmp_free(Path(cfgs[l].execution.out), str(dirs[l].root),
-                           f"move it away, then {resume_command(root)}; nothing was started")
             refuse_short_inputs(cfgs[l], dirs[l].root, read_so_far(dirs[l], cfgs[l]),
                                 args.release_changed or cfgs[l].execution.release_changed)
 
@@ -169,7 +151,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     from shard_pipeline.submit.resume_args import resume_resources, with_resources, with_settings
 
     root = resume_root(args)
-    record = read_json(RunDir(root).run_json)
+    record = read_run_json(RunDir(root).run_json)
     check_this_version(root, record)  # before anything of it is read
     table = unit_table.load(root)
     resources = resume_resources(argv, record)  # a later resume keeps an earlier --mem

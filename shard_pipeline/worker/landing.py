@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from shard_pipeline.commands import command
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.run import live, outcome
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.worker.taskcmd import task_argv
 from shard_pipeline.run.unit_table import UnitTable, load, resolve, selected
 

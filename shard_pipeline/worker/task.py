@@ -23,6 +23,7 @@ from shard_pipeline.commands import command
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.worker.entries import stage_main
 from shard_pipeline.worker.taskcmd import TASK_MODULE, task_argv
+from shard_pipeline.run.run_json import read_run_json
 
 LOG_FORMAT = "%(asctime)s %(message)s"
 DATE_FORMAT = "%Y-%m-%dT%H:%M:%S"
@@ -110,11 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from shard_pipeline.run.next_step import check_this_version
     from shard_pipeline.run.records import RecordRefused
-    from shard_pipeline.run.rundir import RunDir, read_json
+    from shard_pipeline.run.rundir import RunDir
 
     stage = registered(a.stage)
     try:  # a job queued by another format or code version (a git pull while it waited), run by this one: refused, named
-        check_this_version(a.rundir, read_json(RunDir(a.rundir).run_json))
+        check_this_version(a.rundir, read_run_json(RunDir(a.rundir).run_json))
         table = unit_table.load(a.rundir)  # the run's units: an index names a (language, task) unit, or C of them
     except (RecordRefused, OSError) as exc:
         print(f"ERROR: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)

@@ -30,6 +30,7 @@ from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.submit.executors import checkout_path
 from shard_pipeline.submit.layout import array_throttle, chain_resources
 from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS, plural
+from shard_pipeline.run.run_json import read_run_json
 
 DEFAULT_MAX_ARRAY_SIZE = 1001
 
@@ -220,7 +221,7 @@ def refusal_step(stderr: str, rundir: Path, queued: int) -> str:
 def record_refusal(run: RunDir, kind: str, exc: SubmitError) -> None:
     """Keep in run.json that sbatch refused this submission and which jobs were cancelled: --status
     names it and --resume starts again from what is done."""
-    record = read_json(run.run_json)
+    record = read_run_json(run.run_json)
     record.setdefault("refused_submissions", []).append(
         {"kind": kind, "refused_at": time.time(), "message": str(exc).split("\n")[0], "cancelled": list(exc.cancelled)})
     write_json_atomic(run.run_json, record)

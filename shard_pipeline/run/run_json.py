@@ -1,0 +1,44 @@
+"""`run.json`'s body, checked when read: the fields the run's readers use have the types the submitter writes.
+
+The body grows (each submission is appended to it) and keeps fields only people read (argv, code, settings),
+so it is checked by shape, field by field, rather than parsed into one dataclass: a wrong type in a field
+a reader uses is `DamagedRunFile`, naming the file and the field, never a traceback in --status or --resume.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from shard_pipeline.run.records import DamagedRunFile, read_json
+
+Shape = Any  # a type or tuple of types, a dict of field -> Shape (an object), or a one-element list (a list of)
+
+_JOB = {"stage": str, "job_id": (str, int), "tasks": (int, list, dict), "offset": int, "array": str, "argv": [str]}
+_SUBMISSION = {"kind": str, "submitted_at": (int, float), "tasks": dict, "jobs": [_JOB], "resources": dict}
+SHAPE: Shape = {"argv": [str], "code_version": str, "executor": str, "submissions": [_SUBMISSION],
+                "refused_submissions": [dict], "resources": dict}
+
+
+def wrong_field(value: Any, shape: Shape, where: str = "") -> str | None:
+    """What is wrong with `value` against `shape` (`where`: its path, `submissions[0].jobs`); None: nothing.
+    Fields absent from an object are not checked here: the reader that needs one says so (`MissingField`)."""
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{where or 'it'} is a {type(value).__name__}, not an object"
+        return next((w for k, s in shape.items() if k in value
+                     if (w := wrong_field(value[k], s, f"{where}.{k}" if where else k))), None)
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{where} is a {type(value).__name__}, not a list"
+        return next((w for i, v in enumerate(value) if (w := wrong_field(v, shape[0], f"{where}[{i}]"))), None)
+    if isinstance(value, bool) and bool not in (shape if isinstance(shape, tuple) else (shape,)):
+        return f"{where} is a bool"
+    return None if isinstance(value, shape) else f"{where} is a {type(value).__name__}"
+
+
+def read_run_json(path: Path) -> dict[str, Any]:
+    """run.json as the submitter wrote it; DamagedRunFile names the file and the field of a wrong type."""
+    record = read_json(path)
+    if (why := wrong_field(record, SHAPE)) is not None:
+        raise DamagedRunFile(path, why)
+    return record
