@@ -3,9 +3,11 @@ progress line of a local run."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from shard_pipeline.commands import status_command
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.run.receipts import PartitionCheckpoint, PartitionReceipt
 from shard_pipeline.run.records import Problem, made_here, read_record
@@ -13,6 +15,8 @@ from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.runstate import is_stuck
 from shard_pipeline.run.stage_status import FailedTask, StageStatus
+from shard_pipeline.run.steps import Step
+from shard_pipeline.run.steps import render as render_step
 from shard_pipeline.run.tasklog import count_progress_lines
 from shard_pipeline.units import human_bytes, plural
 from shard_pipeline.run.run_json import read_run_json
@@ -60,23 +64,26 @@ def progress(run: RunDir, moving: bool = True) -> dict[str, Any]:
     return {"docs": docs, "compressed": compressed, "total": total, "elapsed": elapsed, "rate": rate, "eta": eta}
 
 
-def live_line(run: RunDir, stage: str, started: float) -> str | None:
-    """One line of a running local stage: work done, rate and ETA (partition: bytes read; write: shards)."""
+def live_line(runs: RunDir | Sequence[RunDir], stage: str, started: float) -> str | None:
+    """One line of a running local stage, over every language of the run (`runs`, a list of one for one
+    language): work done, rate and ETA (partition: bytes read; write: shards)."""
+    runs = [runs] if isinstance(runs, RunDir) else list(runs)
     elapsed = max(1e-9, time.time() - started)
     try:
         if stage == "partition":
-            p = progress(run)
-            done, total = p["compressed"], p["total"]
+            ps = [progress(run) for run in runs]
+            docs, done, total = (sum(p[k] for p in ps) for k in ("docs", "compressed", "total"))
             rate = done / elapsed
             eta = (total - done) / rate if rate > 0 and done < total else 0.0
             pct = 100 * done / total if total else 100.0
-            return (f"partition {p['docs']:,} docs, {human_bytes(done)} of {human_bytes(total)} ({pct:.0f}%), "
+            return (f"partition {docs:,} docs, {human_bytes(done)} of {human_bytes(total)} ({pct:.0f}%), "
                     f"{human_bytes(rate)}/s, ETA {_hms(eta) if eta else '-'}")
-        if stage == "write" and run.plan_json.exists():
-            total = read_json(run.plan_json)["shards"]
-            if not isinstance(total, int):  # not the plan hplt-shard wrote: the done rule says so, not this line
+        if stage == "write" and all(run.plan_json.exists() for run in runs):
+            shards = [read_json(run.plan_json)["shards"] for run in runs]
+            if not all(isinstance(n, int) for n in shards):  # not the plan hplt-shard wrote: the done rule says so
                 return None
-            done = count_progress_lines(sorted(run.log_dir("write").glob("*.log")), "shard")
+            total = sum(shards)
+            done = sum(count_progress_lines(sorted(run.log_dir("write").glob("*.log")), "shard") for run in runs)
             rate = done / elapsed
             eta = (total - done) / rate if rate > 0 and done < total else 0.0
             return f"write     {done:,} of {plural(total, 'shard')}, {rate * 60:.1f} shards/min, ETA {_hms(eta) if eta else '-'}"
@@ -181,3 +188,59 @@ def cell(st: StageStatus) -> str:
     return f"{st.done}/{st.total}" + (f" {len(st.failed)}F" if st.failed else "")
 
 
+
+
+@dataclass(frozen=True)
+class Landed:
+    """A language whose output a local run swapped in: its manifest's counts, and the done rule's warnings."""
+
+    lang: str
+    out: Path
+    rows: int
+    shards: int
+    train: int
+    val: int
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class EndOfRun:
+    """What a local run ends with, for one language or several alike: the languages that landed, each failed
+    task (stage, name, its error, its log), what OUT holds now for each language that did not land, the next step."""
+
+    root: Path
+    landed: tuple[Landed, ...]
+    failed_tasks: tuple[tuple[str, str, str, Path], ...]
+    not_landed: tuple[tuple[str, str], ...]
+    step: Step
+
+
+def end_of_run(end: EndOfRun) -> tuple[list[str], list[str]]:
+    """The local executor's end text: (stdout lines, stderr lines)."""
+    out: list[str] = []
+    err: list[str] = []
+    for lan in end.landed:
+        out += [f"done: {lan.lang}: {plural(lan.rows, 'document')} in {plural(lan.shards, 'shard')} "
+                f"(train {lan.train:,}, val {lan.val:,})",
+                f"  output:  {lan.out}  (manifest {lan.out / '_MANIFEST.json'})"]
+        err += [f"hplt-shard: warning: {lan.lang}: {w}" for w in lan.warnings]
+    if not end.not_landed:
+        return out + [f"run dir: {end.root}  ({status_command(end.root)})"], err
+    err += [f"hplt-shard: {stage} {name} failed: {why}  (log: {log})" for stage, name, why, log in end.failed_tasks[:20]]
+    if len(end.failed_tasks) > 20:
+        err.append(f"hplt-shard: ... and {len(end.failed_tasks) - 20} more failed tasks")
+    err += [f"hplt-shard: {lang}: {holds}" for lang, holds in end.not_landed]
+    names = ", ".join(lang for lang, _ in end.not_landed)
+    err += [f"hplt-shard: {plural(len(end.not_landed), 'language')} failed: {names}; run dir {end.root}",
+            f"hplt-shard: {render_step(end.step)}"]
+    return out, err
+
+
+def queued_lines(root: Path, jobs: list[dict], watch: str, lands: dict[str, tuple[Path, Path]]) -> list[str]:
+    """What a Slurm submission prints, for one language or several alike: each queued array, the run dir, how to
+    watch it, and per language (`lands`: its DONE marker and OUT; the first three) where it lands."""
+    lines = [f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}" for j in jobs]
+    lines += [f"run dir: {root}  ({plural(len(lands), 'language')}; {status_command(root)})", f"watch:   {watch}"]
+    lines += [f"done when {marker} exists; {lang}'s output appears at {out}"
+              for lang, (marker, out) in list(lands.items())[:3]]
+    return lines + ([f"... and {plural(len(lands) - 3, 'language')} more"] if len(lands) > 3 else [])

@@ -32,11 +32,9 @@ class Resume:
 
 @dataclass(frozen=True)
 class FixCause:
-    """A task failed for a cause its log names (an input, a disk, a permission): fix it, then resume.
-    `look`: point at --status first (the executors' end-of-run text, which does not list the failures)."""
+    """A task failed for a cause its log names (an input, a disk, a permission): fix it, then resume."""
 
     root: Path
-    look: bool = False
 
 
 @dataclass(frozen=True)
@@ -157,8 +155,6 @@ def render(step: Step) -> str:
             return f"interrupted before the end (not a failure): to continue: {step.command()}"
         return f"{step.after}: {step.command()}" if step.after else step.command()
     if isinstance(step, FixCause):
-        if step.look:
-            return f"See {status_command(step.root)}, then {resume_command(step.root)}"
         return f"failed: fix the cause named above, then {resume_command(step.root)}"
     if isinstance(step, CancelThenResume):
         return _render_cancel(step)

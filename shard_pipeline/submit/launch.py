@@ -95,8 +95,7 @@ def render_dry_run(plan: NewRun) -> int:
     """--dry-run: the plan, and what the run itself would refuse (reading only)."""
     args = plan.args
     print(describe(args, plan.ms, plan.executor, plan.settings, plan.root, plan.several))
-    if not plan.several:
-        print(scope.index_line(args, plan.settings))
+    print(scope.index_line(args, plan.settings, plan.ms.langs))
     for out, held in plan.outs.values():
         print(guards.out_holds(out, held))
     for line in dict.fromkeys(f for f in plan.fits if f):
@@ -112,8 +111,8 @@ def apply_new_run(plan: NewRun, argv: Sequence[str]) -> int:
     """Write the run dirs, claim each OUT, start the chain; a failure before the start leaves nothing behind."""
     args, root = plan.args, plan.root
     if args.out is None:
-        raise UsageError("--out is required (" + ("the root folder; each language goes to OUT/<LANG>/)"
-                                                  if plan.several else "the output folder)"))
+        raise UsageError("--out is required (the output folder; with several languages, the root folder: each "
+                         "language goes to OUT/<LANG>/)")
     check_new(root)
     with guards.languages_named([out for out, _ in plan.outs.values()], plan.several, root):
         cfgs = create_all(args, argv, plan.settings, plan.executor, plan.ms,

@@ -89,11 +89,11 @@ def refuse_running(root: Path, dirs: dict[str, RunDir], record: dict) -> None:
                       done=all(d.done_marker.exists() for d in dirs.values()))
 
 
-def refuse_changed_inputs(table: unit_table.UnitTable, dirs: dict[str, RunDir], cfgs: dict[str, RunConfig]) -> None:
+def refuse_changed_inputs(dirs: dict[str, RunDir], cfgs: dict[str, RunConfig]) -> None:
     from shard_pipeline.run.next_step import new_run_command
 
     changes = {l: changed_inputs(d, cfgs[l]) for l, d in dirs.items()}
-    changed = [(f"{l}: " if table.several else "") + c for l, cs in changes.items() for c in cs]
+    changed = [f"{l}: {c}" for l, cs in changes.items() for c in cs]
     if changed:
         fresh = [cmd for l, cs in changes.items() if cs and (cmd := new_run_command(dirs[l], "new"))]
         raise ResumeRefused("input shards changed since the run was submitted (shard_inventory.tsv): "
@@ -113,30 +113,24 @@ def what_is_left(table: unit_table.UnitTable, dirs: dict[str, RunDir], cfgs: dic
         left.todo.append(l)
         if rp.tasks.get("plan"):  # the plan makes OUT.tmp: a staging folder not this run's would stop it there
             left.planning.append(l)
-        left.report.append(f"  {l}:\n" + "\n".join("  " + line for line in describe_resume(rp).splitlines())
-                           if table.several else describe_resume(rp))
+        left.report.append(f"  {l}:\n" + "\n".join("  " + line for line in describe_resume(rp).splitlines()))
         for stage, ts in rp.tasks.items():
             left.tasks[stage] += [table.global_index(stage, l, t) for t in ts]
     return left
 
 
-def say_done(root: Path, table: unit_table.UnitTable, record: dict, dirs: dict[str, RunDir],
-             cfgs: dict[str, RunConfig], left: Left) -> None:
-    if table.several:
-        print("\n".join([f"{root}: already done; outputs under {record.get('out')}"]
-                        + [line for line in left.report if "; but " in line]))  # an output changed since
-    else:
-        out = Path(cfgs[table.langs[0]].execution.out)
-        print(f"{root}: already done; output at {out}{since_done(dirs[table.langs[0]], out)}")
+def say_done(root: Path, record: dict, cfgs: dict[str, RunConfig], left: Left) -> None:
+    """A resume of a run already done: where its output is (the root of a run of several languages, else
+    the one language's OUT), then a line per language whose output changed since (as --status says)."""
+    out = record.get("out") or next(iter(cfgs.values())).execution.out
+    print("\n".join([f"{root}: already done; output at {out}"] + [line for line in left.report if "; but " in line]))
 
 
 def say_left(root: Path, table: unit_table.UnitTable, left: Left) -> None:
-    if table.several:
-        print("\n".join(left.report))
-        print(f"resuming {root}: {len(left.todo)} of {plural(len(table.langs), 'language')} unfinished "
-              f"({', '.join(left.todo)})")
-    else:
-        print(f"resuming {root}:\n{left.report[0]}")
+    """What a resume does, per language (a list of one for one language)."""
+    print("\n".join(left.report))
+    print(f"resuming {root}: {len(left.todo)} of {plural(len(table.langs), 'language')} unfinished "
+          f"({', '.join(left.todo)})")
 
 
 def refuse_early(args: Request, root: Path, dirs: dict[str, RunDir], cfgs: dict[str, RunConfig], left: Left) -> None:
@@ -167,13 +161,13 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     with run_lock(root):
         refuse_running(root, dirs, record)
         cfgs = {l: with_resources(load_config(d), resources) for l, d in dirs.items()}
-        refuse_changed_inputs(table, dirs, cfgs)
+        refuse_changed_inputs(dirs, cfgs)
         if not table.several:  # a resume may regroup the units of one language (--cpus-per-task): no byte depends on C
             table = dataclasses.replace(table, cpus={s: cfgs[table.langs[0]].execution.units_per_task(s)
                                                      for s in table.cpus or {}})
         left = what_is_left(table, dirs, cfgs)
         if not left.todo:
-            say_done(root, table, record, dirs, cfgs, left)
+            say_done(root, record, cfgs, left)
             return ExitCode.OK
         cfgs = {l: cfgs[l] for l in left.todo}
         settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None

@@ -96,13 +96,14 @@ def index_key(args: Request, settings) -> tuple[str, str]:
                corpus_names(args, settings).name)
 
 
-def index_line(args: Request, settings) -> str:
-    """--dry-run's line: the index file this run reads and, at finalize, adds its rows to."""
+def index_line(args: Request, settings, langs: Sequence[str]) -> str:
+    """--dry-run's line: the index files (one per language) this run reads and, at finalize, adds its rows to."""
     if not settings.counts_index:
         return "counts index     off (COUNTS_INDEX unset, or {ACCOUNT} in it with no ACCOUNT)"
     names = corpus_names(args, settings)
     what = f"HPLT {args.corpus} {names.name}" if names.hplt else f"{names.name}, not HPLT"
-    return f"counts index     {Path(settings.counts_index).joinpath(*index_key(args, settings), args.lang + '.tsv')} ({what})"
+    files = ", ".join(str(Path(settings.counts_index).joinpath(*index_key(args, settings), f"{l}.tsv")) for l in langs)
+    return f"counts index     {files} ({what})"
 
 
 def index_warning(settings) -> str | None:

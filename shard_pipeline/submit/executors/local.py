@@ -17,8 +17,10 @@ from shard_pipeline.errors import ExitCode, signal_exit
 from shard_pipeline.run import live
 from shard_pipeline.worker import group
 from shard_pipeline.run.claim import release
-from shard_pipeline.run.next_step import each_language, new_run
-from shard_pipeline.run.steps import FixCause, Resume, render
+from shard_pipeline.run.next_step import each_language
+from shard_pipeline.run.render import EndOfRun, Landed, end_of_run
+from shard_pipeline.run.runstate import RunPhase
+from shard_pipeline.run.steps import Resume, StepFacts, decide, render
 from shard_pipeline.run.registry import STAGES, done_warnings
 from shard_pipeline.run.registry import stage as registered
 from shard_pipeline.run.unit_table import UnitTable, record_submission
@@ -31,17 +33,13 @@ from shard_pipeline.submit.executors import local_task_env
 from shard_pipeline.units import plural
 
 
-class StageFailed(Exception):
-    """One or more tasks of a stage exited non-zero; the message names each log and its last error."""
-
-
 @dataclass(frozen=True)
 class TaskResult:
     stage: str
     task: int  # the global unit (a task of a run of one language)
     returncode: int
     log: Path
-    name: str  # `task 3`, or `fin_Latn task 3` in a run of several languages
+    name: str  # `fin_Latn task 3` (unit_name)
     error: str | None = None  # it did not start (worker/group.py): its log, if any, is an older attempt's
 
 
@@ -104,11 +102,11 @@ def unit_log(table: UnitTable, stage: str, g: int) -> Path:
 
 
 def unit_name(table: UnitTable, stage: str, g: int) -> str:
-    """How a failure names a unit: `task 3`, or `fin_Latn task 3` in a run of several languages."""
+    """How a failure names a unit: `fin_Latn task 3`, in its language's task numbers; a single job: `job`."""
     if not table.is_array(stage):
-        return "job" if table.several else "task 0"
+        return "job"
     lang, t = table.locate(stage, g)
-    return f"{lang} task {t}" if table.several else f"task {t}"
+    return f"{lang} task {t}"
 
 
 def run_group(python: str, stage: str, table: UnitTable, index: int, units: Sequence[int]) -> list[TaskResult]:
@@ -137,7 +135,7 @@ def run_stage(python: str, stage: str, table: UnitTable, units: Sequence[int], j
     total = sum(len(u) for _, u in groups)
     noun = table.item_noun(stage)
     pool = ThreadPoolExecutor(max_workers=workers)
-    ticker = Ticker(RunDir(table.root), stage) if not table.several else Ticker(None, stage)
+    ticker = Ticker([RunDir(table.lang_dir(lang)) for lang in table.langs], stage)
     say = progress or ticker.say
     try:
         try:
@@ -157,11 +155,6 @@ def run_stage(python: str, stage: str, table: UnitTable, units: Sequence[int], j
     return failed
 
 
-def failure_text(stage: str, failed: Sequence[TaskResult], total: int) -> str:
-    lines = [f"  {r.name}: {r.error or last_error_line(r.log)}  (log: {r.log})" for r in failed]
-    return f"{stage}: {len(failed)} of {plural(total, 'task')} failed\n" + "\n".join(lines)
-
-
 class Ticker:
     """Progress of a running stage on stderr: rewritten in place on a terminal, a plain line every 30 s otherwise.
 
@@ -169,8 +162,8 @@ class Ticker:
     never run together on a terminal; `stop` prints the final state (all shards, 100%), not the last tick.
     """
 
-    def __init__(self, run: RunDir | None, stage: str, stream=None) -> None:
-        self.run, self.stage, self.started = run, stage, time.time()
+    def __init__(self, runs: RunDir | Sequence[RunDir], stage: str, stream=None) -> None:
+        self.runs, self.stage, self.started = runs, stage, time.time()
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.lock = threading.Lock()
@@ -178,7 +171,7 @@ class Ticker:
         self.last: str | None = None
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
-        if registered(stage).array and run is not None:  # several languages: the units' count only
+        if registered(stage).array:
             self.thread.start()
 
     def _show(self, line: str) -> None:
@@ -193,7 +186,7 @@ class Ticker:
     def _tick(self) -> None:
         from shard_pipeline.run.render import live_line
 
-        line = live_line(self.run, self.stage, self.started)
+        line = live_line(self.runs, self.stage, self.started)
         with self.lock:
             if line and line != self.last:
                 self._show(line)
@@ -294,10 +287,10 @@ def run_all(python: str, table: UnitTable, tasks: dict[str, Sequence[int]], jobs
     try:
         for name, units in todo:
             failed = run_stage(python, name, table, units, jobs)
-            if failed and not table.several:
-                raise StageFailed(failure_text(name, failed, len(units)))
             failures += failed
             finished.append(name)
+            if failed and not table.several:  # the chain of one language stops here (afterok)
+                break
     except Interrupted as exc:
         exc.finished = finished
         raise
@@ -353,70 +346,50 @@ def stopped(table: UnitTable, cfgs: dict[str, RunConfig], exc: Interrupted) -> i
         mark_interrupted(run, exc.signum, exc.stage)
         if not exc.survivors:
             release(out, run.root)
-        words.append(f"hplt-shard: {lang + ': ' if table.several else ''}{out_now(run, cfg, out)}")
+        words.append(f"hplt-shard: {lang}: {out_now(run, cfg, out)}")
     say(*words, f"hplt-shard: to continue: {render(Resume(table.root, ('--executor', 'local')))}")
     return signal_exit(exc.signum)
 
 
 def run_local(table: UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, list[int]], jobs: int,
               kind: str) -> int:
-    """Every stage here, blocking; the languages that landed, and the exact --resume for the rest."""
+    """Every stage here, blocking; the languages that landed, and the next step for the rest."""
     record_submission(table, f"local-{kind}", tasks, [])
     try:
         with stopped_by_signals():
             failures = run_all(sys.executable, table, tasks, jobs)
-    except StageFailed as exc:  # one language: the chain stopped at the failed stage
-        return failed_run(table, cfgs, str(exc))
     except (Interrupted, KeyboardInterrupt) as exc:
         if not isinstance(exc, Interrupted):  # between two stages: no task was running
             exc = Interrupted("the next stage", 0, 0, getattr(exc, "signum", signal.SIGINT), WORKERS.stop())
         return stopped(table, cfgs, exc)
-    if table.several:
-        return report_languages(table, cfgs, failures)
-    (lang, cfg), = cfgs.items()
-    out = Path(cfg.execution.out)
+    return report(table, cfgs, failures)
+
+
+def landed(lang: str, run: RunDir, out: Path) -> Landed:
+    """A landed language's figures, from the manifest it swapped in."""
     manifest = json.loads((out / "_MANIFEST.json").read_text())
-    print(f"done: {plural(manifest['rows'], 'document')} in {plural(len(manifest['shards']), 'shard')} "
-          f"(train {manifest['splits']['train']:,}, val {manifest['splits']['val']:,})")
-    print(f"output:  {out}  (manifest {out / '_MANIFEST.json'})")
-    print(f"run dir: {table.root}  (validation.json, logs/)")
-    for warning in done_warnings(RunDir(table.lang_dir(lang))):
-        say(f"hplt-shard: warning: {warning}")
-    return ExitCode.OK
+    return Landed(lang, out, manifest["rows"], len(manifest["shards"]), manifest["splits"]["train"],
+                  manifest["splits"]["val"], tuple(done_warnings(run)))
 
 
-def failed_run(table: UnitTable, cfgs: dict[str, RunConfig], failure: str) -> int:
-    """A run of one language whose chain stopped: why, what OUT holds, the next step."""
-    (lang, cfg), = cfgs.items()
-    run, out = RunDir(table.lang_dir(lang)), Path(cfg.execution.out)
-    live.prune(run.root)  # a task killed by the OOM killer left its record: it failed, it was not interrupted
-    release(out, run.root)
-    print(f"hplt-shard: {failure}", file=sys.stderr)
-    print(f"hplt-shard: run directory {run.root}; {out_now(run, cfg, out)}", file=sys.stderr)
-    step = new_run(run) or FixCause(table.root, look=True)  # look at --status, then the exact --resume
-    print(f"hplt-shard: {render(step)}", file=sys.stderr)
-    return ExitCode.FAILED
-
-
-def report_languages(table: UnitTable, cfgs: dict[str, RunConfig], failures: Sequence[TaskResult]) -> int:
-    """Per language: landed, or failed with its claim released (its previous output untouched)."""
-    failed = []
+def report(table: UnitTable, cfgs: dict[str, RunConfig], failures: Sequence[TaskResult]) -> int:
+    """Per language: landed, or not, with its claim released (its previous output untouched); then the
+    run's next step, decided as --status decides it (run/steps.py)."""
+    done, not_landed, dirs = [], [], {}
     for lang, cfg in cfgs.items():
-        run = RunDir(table.lang_dir(lang))
+        run, out = RunDir(table.lang_dir(lang)), Path(cfg.execution.out)
         live.prune(run.root)  # a unit killed (OOM killer, a fault) while the executor lived failed
         if run.done_marker.exists():
-            print(f"done: {lang}  output {cfg.execution.out}")
-            for warning in done_warnings(run):
-                say(f"hplt-shard: warning: {lang}: {warning}")
-        else:
-            release(Path(cfg.execution.out), run.root)
-            failed.append(lang)
-    if failed:
-        for r in failures[:20]:
-            say(f"hplt-shard: {r.stage} {r.name} failed: {r.error or last_error_line(r.log)}  (log: {r.log})")
-        say(f"hplt-shard: {plural(len(failed), 'language')} failed: {', '.join(failed)}; their previous outputs are "
-            "untouched; the others landed.",
-            f"hplt-shard: {render(each_language(table.root, {lang: table.lang_dir(lang) for lang in failed}))}")
-        return ExitCode.FAILED
-    print(f"run dir: {table.root}")
-    return ExitCode.OK
+            done.append(landed(lang, run, out))
+            continue
+        release(out, run.root)
+        not_landed.append((lang, out_now(run, cfg, out)))
+        dirs[lang] = run.root
+    step = decide(StepFacts(table.root, RunPhase.FAILED, new_runs=each_language(table.root, dirs).new_runs,
+                            unfinished=tuple(dirs) if table.several else None, local=True))
+    tasks = tuple((r.stage, r.name, r.error or last_error_line(r.log), r.log) for r in failures)
+    lines, errors = end_of_run(EndOfRun(table.root, tuple(done), tasks, tuple(not_landed), step))
+    for line in lines:
+        print(line)
+    say(*errors)
+    return ExitCode.FAILED if not_landed else ExitCode.OK

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline import slurm
-from shard_pipeline.commands import resume_command, status_command
 from shard_pipeline.errors import ExitCode, UsageError, UserError
 from shard_pipeline.paths import JOB_SCRIPT
 from shard_pipeline.run.registry import STAGE_NAMES, STAGES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.render import queued_lines
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.run.runstate import refusal_next_step
 from shard_pipeline.run.unit_table import UnitTable, record_submission
@@ -249,16 +249,6 @@ def submit_run(table: UnitTable, cfgs: dict[str, RunConfig], t: dict[str, list[i
     record_submission(table, kind, t, sub.jobs, {
         "stages": {st: asdict(r) for st, r in resources.items()}, "partition": settings.worker_partition,
         "account": settings.account, "max_tasks": settings.max_tasks})
-    for j in sub.jobs:
-        print(f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}")
-    if table.several:
-        outs = [c.execution.out for c in cfgs.values()]
-        print(f"run dir: {table.root}  ({plural(len(cfgs), 'language')}; {status_command(table.root)})")
-        print(f"watch:   {watch_command(table.root, tag)}")
-        print(f"done when every {table.root}/<LANG>/DONE exists; outputs appear at " + ", ".join(outs[:3])
-              + (" ..." if len(outs) > 3 else ""))
-    else:
-        print(f"run dir: {table.root}")
-        print(f"watch:   {watch_command(table.root, tag)}")
-        print(f"done when {RunDir(table.root).done_marker} exists; output appears at {next(iter(cfgs.values())).execution.out}")
+    lands = {lang: (RunDir(table.lang_dir(lang)).done_marker, Path(cfg.execution.out)) for lang, cfg in cfgs.items()}
+    print("\n".join(queued_lines(table.root, sub.jobs, watch_command(table.root, tag), lands)))
     return ExitCode.OK

@@ -238,8 +238,7 @@ def test_the_next_steps_of_a_failed_run_can_be_pasted_with_a_space_in_its_run_di
     monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:enospc")
     assert run_cli(root, tmp_path / "out", run_dir, "--shard-rows", "10") == 1
     err = capsys.readouterr().err
-    assert f"See ./hplt-shard --status {shlex.quote(str(run_dir))}, then ./hplt-shard --resume {shlex.quote(str(run_dir))}" \
-        in err, err
+    assert f"fix the cause named above, then ./hplt-shard --resume {shlex.quote(str(run_dir))}" in err, err
 
 
 @pytest.mark.slow
@@ -254,7 +253,7 @@ def test_a_unit_whose_log_cannot_be_opened_is_reported_with_that_cause_not_an_ol
     capsys.readouterr()
     assert cli.main(["--resume", str(run_dir)]) == 1
     err = capsys.readouterr().err
-    assert f"task 0: ERROR: did not start: [Errno 21] Is a directory: '{log}'" in err, err
+    assert f"task 0 failed: ERROR: did not start: [Errno 21] Is a directory: '{log}'" in err, err
     assert "No space left" not in err
     log.rmdir()
     assert cli.main(["--resume", str(run_dir)]) == 0

@@ -360,7 +360,7 @@ def test_a_failed_language_does_not_stop_the_others_and_resume_finishes_it(tmp_p
     shutil.rmtree(out / "est_Latn")  # removed after the run: a resume of the done run says so, per language
     assert cli.main(["--resume", str(run_dir)]) == 0
     said = capsys.readouterr().out
-    assert said.startswith(f"{run_dir}: already done; outputs under {out}\n"), said
+    assert said.startswith(f"{run_dir}: already done; output at {out}\n"), said
     assert f"  est_Latn: done; but {out / 'est_Latn'} holds no readable _MANIFEST.json now" in said
     assert "fin_Latn" not in said, said  # unchanged languages are not listed
     assert cli.main(["--status", str(run_dir)]) == 0  # --status says the same, per language

@@ -178,7 +178,7 @@ def test_resume_of_a_done_run_says_so_and_names_an_output_gone_since(tmp_path, c
     shutil.rmtree(out)  # deleted after the run: "already done" alone would hide it
     assert cli.main(["--resume", str(run)]) == 0
     said = capsys.readouterr().out
-    assert (f"{run}: already done; output at {out}; but {out} holds no readable _MANIFEST.json now "
+    assert (f"{run}: already done; output at {out}\n  {LANG}: done; but {out} holds no readable _MANIFEST.json now "
             f"(No such file or directory): ./hplt-shard --verify {out} checks what it holds now") in said, said
 
 
@@ -195,7 +195,7 @@ def test_a_done_run_names_a_shard_removed_since(tmp_path, capsys):
     assert f"state: done: output at {out}; but {shard}, which its manifest lists, is gone: " in said, said
     assert cli.main(["--resume", str(run)]) == 0
     said = capsys.readouterr().out
-    assert f"already done; output at {out}; but {shard}, which its manifest lists, is gone: " in said, said
+    assert f"already done; output at {out}\n  {LANG}: done; but {shard}, which its manifest lists, is gone: " in said, said
 
 
 def test_a_done_run_removes_its_spill_unless_asked_to_keep_it_and_still_says_done(tmp_path, capsys):
