@@ -8,7 +8,7 @@
  * whatever it is not sure of (a number near double range, an escaped key, a repeated key that
  * matters, nesting past MAX_DEPTH, an id that is not printable ASCII, a blank line) it refuses,
  * and the caller decides that line with the strict path, which also names every bad line.
- * tests/test_native_scan.py checks it against the strict path line by line.
+ * tests/unit/input/test_native_scan.py checks it against the strict path line by line.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
