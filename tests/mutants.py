@@ -126,7 +126,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("done-counts-a-record-of-another-code", "done-rule", RECORDS,
            "    if not any_code and made.code_version != expect.code_version:\n", "    if False:\n"),
     Mutant("landing-waits-on-receipt-files", "done-rule", LANDING,
-           "if before.problem(state, t) is not None]", "if not run.write_receipt(t).exists()]"),
+           "if (p := before.problem(state, t)) is not None}", "if (p := \"no receipt\") and not run.write_receipt(t).exists()}"),
     Mutant("resume-keeps-what-follows-a-redone-task", "done-rule", "shard_pipeline/run/resume.py",
            'why = f"{upstream} redone" if upstream else stage.problem(state, t)', "why = stage.problem(state, t)"),
     # finalize: nothing reaches OUT but every planned shard as its writer recorded it

@@ -48,18 +48,24 @@ class ChecksumMismatch(CorruptShard):
 
 
 def _entries(path: str) -> list[tuple[str, str | None]]:
-    """(hex, named file or None) for each md5sum line of ``path``; [] when it is absent or unreadable."""
+    """(hex, named file or None) for each md5sum line of ``path``, the whole file; [] when it is absent or
+    unreadable. A byte-order mark and CRLF line ends are an editor's, not the release's."""
+    found = []
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read(1 << 20)
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
+            for raw in fh:
+                if m := _LINE.match(raw.strip()):
+                    found.append((m.group(1).lower(), m.group(2)))
     except OSError:
         return []
-    found = []
-    for raw in text.splitlines():
-        m = _LINE.match(raw.strip())
-        if m:
-            found.append((m.group(1).lower(), m.group(2)))
     return found
+
+
+def _names_this(named: str, folder: str, names: tuple[str, ...]) -> bool:
+    """A line's file is this input: its name is one of ``names``, and a folder it names is the input's own
+    (a `<lang>.md5` of another language's shards, or a line for `fra_Latn/10_1.jsonl.zst`, is not this one)."""
+    head, base = os.path.split(os.path.normpath(named.replace("\\", "/")))
+    return base in names and (head in ("", ".") or os.path.basename(head) == os.path.basename(folder))
 
 
 def _covers(named: str | None, default: str) -> str:
@@ -79,12 +85,12 @@ def release_checksums(location: str) -> tuple[ReleaseChecksum, ...]:
     found = []
     own = os.path.join(folder, f".{stem}.md5")
     for hexdigest, named in _entries(own):
-        if named is None or os.path.basename(named) in (stem, name, "-"):
+        if named is None or named == "-" or _names_this(named, folder, (stem, name)):
             found.append(ReleaseChecksum(_covers(named, DECODED), hexdigest, own))
             break
     lang = folder + ".md5"
     for hexdigest, named in _entries(lang):
-        if named is not None and os.path.basename(named) in (name, stem):
+        if named is not None and _names_this(named, folder, (name, stem)):
             found.append(ReleaseChecksum(_covers(named, COMPRESSED), hexdigest, lang))
             break
     return tuple([c for c in found if c.covers == COMPRESSED] or found)

@@ -101,7 +101,7 @@ def _hms(seconds: float) -> str:
 
 
 def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state: str, code: int) -> str:
-    """The --status table; `state` and `code` are run_state's (computed once: a done run's hashes its manifest)."""
+    """The --status table; `state` and `code`: the view's state line and exit code (status.status_report)."""
     cfg = load_config(run)
     lines = [f"run {run.root}  config {cfg.content.sha256()[:12]}  executor {cfg.execution.executor}",
              f"{'stage':<10}{'tasks':>7}{'done':>7}{'running':>9}{'pending':>9}{'failed':>8}{'interrupted':>13}{'waiting':>9}"]

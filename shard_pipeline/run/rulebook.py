@@ -1,6 +1,6 @@
 """The rule book: each safety rule about OUT, defined once with the moments it applies to.
 
-A moment (a dry run, a submit, a resume, a stage, a publish) checks its rules through one call,
+A moment (a new run, a new root, a dry run, a submit, a resume, finalize) checks its rules through one call,
 `preflight(moment, context)`: a rule added here is checked at every moment it names, and
 docs/operations.md's table of these rules is rendered from this book (`python -m
 shard_pipeline.run.rulebook --table`). A refused rule raises its own error carrying a typed

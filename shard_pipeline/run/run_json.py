@@ -2,31 +2,42 @@
 
 The body grows (each submission is appended to it) and keeps fields only people read (argv, code, settings),
 so it is checked by shape, field by field, rather than parsed into one dataclass: a wrong type in a field
-a reader uses is `DamagedRunFile`, naming the file and the field, never a traceback in --status or --resume.
+a reader uses, or the absence of one it needs, is `DamagedRunFile`, naming the file and the field, never a traceback in --status or --resume.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from shard_pipeline.run.records import DamagedRunFile, read_json
 
-Shape = Any  # a type or tuple of types, a dict of field -> Shape (an object), or a one-element list (a list of)
+Shape = Any  # a type or tuple of types, a dict of field -> Shape (an object), a one-element list (a list of), Required
 
-_JOB = {"stage": str, "job_id": (str, int), "tasks": (int, list, dict), "offset": int, "array": str, "argv": [str]}
-_SUBMISSION = {"kind": str, "submitted_at": (int, float), "tasks": dict, "jobs": [_JOB], "resources": dict}
-SHAPE: Shape = {"argv": [str], "code_version": str, "executor": str, "submissions": [_SUBMISSION],
+
+@dataclass(frozen=True)
+class Required:
+    """A field its readers index without a default: its absence is as wrong as a wrong type."""
+
+    shape: Shape
+
+
+_JOB = {"stage": Required(str), "job_id": Required((str, int)), "offset": Required(int), "tasks": (int, list, dict),
+        "array": str, "argv": [str]}
+_SUBMISSION = {"kind": str, "submitted_at": (int, float), "tasks": dict, "jobs": Required([_JOB]), "resources": dict}
+SHAPE: Shape = {"argv": [str], "code_version": str, "executor": Required(str), "submissions": Required([_SUBMISSION]),
                 "refused_submissions": [dict], "resources": dict}
 
 
 def wrong_field(value: Any, shape: Shape, where: str = "") -> str | None:
     """What is wrong with `value` against `shape` (`where`: its path, `submissions[0].jobs`); None: nothing.
-    Fields absent from an object are not checked here: the reader that needs one says so (`MissingField`)."""
+    An absent field is wrong only when it is `Required`."""
+    if isinstance(shape, Required):
+        return wrong_field(value, shape.shape, where)
     if isinstance(shape, dict):
         if not isinstance(value, dict):
             return f"{where or 'it'} is a {type(value).__name__}, not an object"
-        return next((w for k, s in shape.items() if k in value
-                     if (w := wrong_field(value[k], s, f"{where}.{k}" if where else k))), None)
+        return next((w for k, s in shape.items() if (w := _field(value, k, s, f"{where}.{k}" if where else k))), None)
     if isinstance(shape, list):
         if not isinstance(value, list):
             return f"{where} is a {type(value).__name__}, not a list"
@@ -34,6 +45,12 @@ def wrong_field(value: Any, shape: Shape, where: str = "") -> str | None:
     if isinstance(value, bool) and bool not in (shape if isinstance(shape, tuple) else (shape,)):
         return f"{where} is a bool"
     return None if isinstance(value, shape) else f"{where} is a {type(value).__name__}"
+
+
+def _field(value: dict, key: str, shape: Shape, where: str) -> str | None:
+    if key in value:
+        return wrong_field(value[key], shape, where)
+    return f"{where} is missing" if isinstance(shape, Required) else None
 
 
 def read_run_json(path: Path) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from shard_pipeline.run.outcome import Kind, Outcome
 from shard_pipeline.run.queue import latest_jobs, squeue_states
 from shard_pipeline.run.registry import done_warnings, since_done
 from shard_pipeline.run.runconfig import load_config
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.runstate import RunPhase, run_phase
 from shard_pipeline.run.steps import Done, Step, StepFacts, decide
 from shard_pipeline.run.run_json import read_run_json
@@ -111,7 +111,7 @@ def language_rows(m: unit_table.UnitTable, queue: dict[str, str], strict: bool, 
 def languages_view(root: Path) -> RunView:
     """The view of a run of several languages: a row per language, one squeue call for the chain."""
     m = unit_table.load(root)
-    record = read_json(RunDir(root).run_json)
+    record = read_run_json(RunDir(root).run_json)
     jobs = latest_jobs(record)
     landed = all(RunDir(m.lang_dir(lang)).done_marker.exists() for lang in m.langs)  # then no squeue is needed
     queue = squeue_states([j["job_id"] for chunks in jobs.values() for j in chunks], strict=not landed)

@@ -29,14 +29,17 @@ def upstream_problem(run: RunDir, stage: str) -> str | None:
     from shard_pipeline.run.registry import RunState
     from shard_pipeline.run.registry import stage as registered
 
-    state = RunState(run, rehash=False)
+    # A file whose ctime alone changed (a chmod -R of a shared run dir) counts by size and mtime, as in --status:
+    # the stage that reads it re-hashes it anyway, and a gate reading every byte would cost a whole re-read.
+    state = RunState(run, rehash=False, trust_touched=True)
     if stage in ("write", "finalize") and state.plan is None:
         return "no plan.json: an earlier stage of this language failed"
     if stage in ("plan", "finalize"):
         before = registered("partition" if stage == "plan" else "write")
-        missing = [t for t in range(before.tasks(state.cfg)) if before.problem(state, t) is not None]
-        if missing:
-            return f"{before.name} task(s) {', '.join(map(str, missing[:10]))} not done"
+        problems = {t: p for t in range(before.tasks(state.cfg)) if (p := before.problem(state, t)) is not None}
+        if problems:
+            first = next(iter(problems.values()))
+            return f"{before.name} task(s) {', '.join(map(str, list(problems)[:10]))} not done ({first})"
     return None
 
 

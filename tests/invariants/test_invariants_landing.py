@@ -41,3 +41,12 @@ def test_a_plan_that_is_not_done_holds_the_writes(written):
 def test_a_partition_unit_without_its_receipt_holds_the_plan(written):
     written.partition_receipt(0).unlink()
     assert upstream_problem(written, "plan") is not None and upstream_problem(written, "partition") is None
+
+
+def test_a_chmod_of_the_shared_run_dir_holds_no_stage(written):
+    """A `chmod -R g+w` changes every file's ctime alone: counted by size and mtime, as --status counts it (the
+    stage that reads a file re-hashes it), so a shared run dir's languages still land."""
+    for folder in (written.root, written.root.parent / "out.tmp"):
+        for path in folder.rglob("*"):
+            path.chmod(path.stat().st_mode | 0o020)
+    assert upstream_problem(written, "plan") is None and upstream_problem(written, "finalize") is None

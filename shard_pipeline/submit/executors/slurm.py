@@ -24,7 +24,7 @@ from shard_pipeline.run.registry import STAGE_NAMES, STAGES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.render import queued_lines
-from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.runstate import refusal_next_step
 from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.submit.executors import checkout_path
@@ -233,7 +233,7 @@ def submit_run(table: UnitTable, cfgs: dict[str, RunConfig], t: dict[str, list[i
     python = next(iter(cfgs.values())).execution.python
     tag = next(iter(cfgs)) if not table.several else "mul"
     s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, tag)
-    fixed_time = bool(read_json(RunDir(table.root).run_json).get("time_limit"))
+    fixed_time = bool(read_run_json(RunDir(table.root).run_json).get("time_limit"))
     resources = chain_resources(table, cfgs, t, fixed_time)
     # Array indices are groups of C units (worker/group.py): a resume resubmits the groups holding unfinished units.
     arrays = {stage: table.array_indices(stage, t[stage]) for stage in STAGE_NAMES if t.get(stage)}

@@ -53,6 +53,16 @@ def test_matching_checksums_read_as_before_and_of_two_the_compressed_ones_is_tak
     assert _read(path).read == 30
 
 
+def test_a_line_of_another_language_is_not_this_inputs_and_the_whole_file_is_read(tmp_path):
+    """Lines are matched by folder and name, in a checksum file of any length, with a byte-order mark."""
+    path, _ = _shard(tmp_path)
+    filler = "".join(f"{i:032x}  {LANG}/5_{i}.jsonl.zst\n" for i in range(40_000))  # past 1 MiB
+    (tmp_path / f"{LANG}.md5").write_text("\ufeff" + f"{'0' * 32}  fra_Latn/9_1.jsonl.zst\n" + filler
+                                          + f"{_md5(path.read_bytes())}  ./{LANG}/9_1.jsonl.zst\r\n", encoding="utf-8")
+    assert [(c.covers, c.expected) for c in release_checksums(str(path))] == [(COMPRESSED, _md5(path.read_bytes()))]
+    assert _read(path).read == 30
+
+
 @pytest.mark.parametrize("which", ["own", "lang"])
 def test_a_mismatch_names_file_expected_and_got_and_stops_as_a_broken_input(tmp_path, which):
     path, decoded = _shard(tmp_path)

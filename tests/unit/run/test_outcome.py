@@ -61,7 +61,7 @@ def _run(tmp_path: Path, bad_records: str) -> RunDir:
     write_json_atomic(run.config_json, {"content": {"bad_records": bad_records},
                                         "execution": {"out": str(tmp_path / "out")}})
     write_json_atomic(run.run_json, {"argv": ["hplt-shard", "eng_Latn", "--out", str(tmp_path / "out"),
-                                              "--bad-records", bad_records]})
+                                              "--bad-records", bad_records], "executor": "local", "submissions": []})
     return run
 
 

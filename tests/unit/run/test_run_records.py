@@ -286,6 +286,8 @@ def test_a_wrong_type_in_config_is_a_named_refusal(partitioned):
     (lambda r: r["submissions"].append({"kind": "submit", "submitted_at": 1, "tasks": {},
                                         "jobs": [{"stage": "partition", "job_id": ["7"]}]}), "submissions[0].jobs[0].job_id"),
     (lambda r: r.update(resources=[]), "resources"),
+    (lambda r: r["submissions"].append({"kind": "submit", "submitted_at": 1, "tasks": {}}), "submissions[0].jobs"),
+    (lambda r: r.pop("executor"), "executor"),
 ])
 def test_a_wrong_type_in_run_json_is_a_named_refusal(partitioned, edit_run_json, field):
     """run.json's body is read by --status, --resume and the tasks: a wrong type is one named refusal there."""
