@@ -191,7 +191,7 @@ class WriteProgress:
 @dataclass(frozen=True)
 class SwapReceipt:
     """What finalize recorded before the swap: the manifest it put in OUT.tmp, and what OUT held then
-    (contract/replace.folder_identity), so that a rerun knows both."""
+    (contract/swap.folder_identity), so that a rerun knows both."""
 
     manifest_sha256: str
     previous: dict[str, Any] | None

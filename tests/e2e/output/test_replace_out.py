@@ -339,7 +339,7 @@ def test_a_second_rename_that_fails_puts_the_previous_output_back(tmp_path, made
 
     monkeypatch.setattr(swap_mod.os, "rename", refuse_tmp)
     with pytest.raises(SwapFailed, match="is as it was"):
-        replace_mod.swap_into_place(tmp, out)
+        swap_mod.swap_into_place(tmp, out)
     assert tree_bytes(out) == whole and tmp_owner(tmp) == "me" and not (tmp_path / "out.replaced").exists()
 
     def refuse_both(a, b):
@@ -349,11 +349,11 @@ def test_a_second_rename_that_fails_puts_the_previous_output_back(tmp_path, made
 
     monkeypatch.setattr(swap_mod.os, "rename", refuse_both)
     with pytest.raises(SwapFailed, match="is absent now: the previous version is complete in"):
-        replace_mod.swap_into_place(tmp, out)
+        swap_mod.swap_into_place(tmp, out)
     assert not out.exists() and tree_bytes(tmp_path / "out.replaced" / "previous") == whole
     monkeypatch.setattr(swap_mod.os, "rename", real)
     (tmp / MANIFEST_NAME).write_text((tmp_path / "out.replaced" / "previous" / MANIFEST_NAME).read_text())
-    replace_mod.swap_into_place(tmp, out)  # the retry puts the previous one back first, then swaps
+    swap_mod.swap_into_place(tmp, out)  # the retry puts the previous one back first, then swaps
     assert (out / MANIFEST_NAME).exists() and not (tmp_path / "out.replaced").exists() and not tmp.exists()
 
 
@@ -382,7 +382,7 @@ def test_a_file_written_into_out_during_the_swap_is_kept(tmp_path, made, monkeyp
 
     monkeypatch.setattr(swap_mod, "_exchange", user_writes_then_exchange)
     capsys.readouterr()
-    result = replace_mod.swap_into_place(tmp, out)
+    result = swap_mod.swap_into_place(tmp, out)
     said = capsys.readouterr().out
     old = tmp if exchange else tmp_path / "out.replaced" / "previous"
     assert result.notices and "notes.txt" in result.notices[0]
@@ -472,13 +472,13 @@ def test_status_of_a_done_run_says_when_out_no_longer_holds_its_output(tmp_path,
 def stop_between_the_renames(monkeypatch) -> None:
     """The fallback swap dies right after it parked OUT (as a kill there would): no rollback runs."""
     no_exchange(monkeypatch)
-    park = replace_mod._park
+    park = swap_mod._park
 
     def park_then_die(o: Path, owner: str) -> Path:
         park(o, owner)
         raise SystemExit(9)
 
-    monkeypatch.setattr(replace_mod, "_park", park_then_die)
+    monkeypatch.setattr(swap_mod, "_park", park_then_die)
 
 
 def test_something_at_out_while_the_previous_version_is_parked_is_refused_and_both_kept(tmp_path, made, monkeypatch,
