@@ -17,7 +17,7 @@ import pytest
 from tests.pipeline_util import make_corpus, run_cli, tree_bytes
 
 # --------------------------------------------------------------------------------------------
-# Defaults that name a place (runs/, counts-index/) go to a folder of the test session, never
+# Defaults that name a place (runs/, counts-index/) go to a folder of each test, never
 # into the checkout: a test must not read what an earlier test or run left there.
 # --------------------------------------------------------------------------------------------
 
@@ -32,6 +32,15 @@ def isolated_home(tmp_path_factory):
         os.environ.pop("HPLT_SHARD_HOME", None)
     else:
         os.environ["HPLT_SHARD_HOME"] = before
+
+
+@pytest.fixture(autouse=True)
+def own_home(isolated_home, tmp_path_factory, monkeypatch):
+    """Each test its own HPLT_SHARD_HOME: a default run dir an earlier test finished there (the README's first
+    command, a --help example) would refuse this test's run, whatever order the tests run in."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HPLT_SHARD_HOME", str(home))
+    return home
 
 
 # --------------------------------------------------------------------------------------------
