@@ -9,6 +9,8 @@ property of the outcome's kind.
 from __future__ import annotations
 
 import enum
+import os
+import resource
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.units import iso_time
 
 # A local file whose stream is broken stays broken: only a new copy helps. An HTTP body cut short may
 # come whole on the next try, so a resume fetches it again.
@@ -36,12 +39,48 @@ NEEDS_NEW_RUN = frozenset({Kind.BAD_RECORD, Kind.REPEATED_ID, Kind.BROKEN_INPUT,
 
 
 @dataclass(frozen=True)
+class TaskFigures:
+    """What one task process used until it recorded its outcome: its own measure, so it needs no accounting (sacct)."""
+
+    wall_s: float
+    cpu_s: float  # user + system, of it and its children
+    max_rss_bytes: int  # peak resident set size
+
+    @property
+    def max_rss_mb(self) -> float:
+        return self.max_rss_bytes / 1e6
+
+
+def _process_wall() -> float:
+    """Seconds since this process started (/proc/self/stat field 22), 0.0 where /proc has no answer."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            start_ticks = int(f.read().rpartition(b")")[2].split()[19])
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+
+
+def own_figures() -> TaskFigures:
+    """This process's figures since it started: wall, CPU of it and its children, peak RSS."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return TaskFigures(_process_wall(), cpu, max(me.ru_maxrss, kids.ru_maxrss) * 1024)  # KiB on Linux
+
+
+@dataclass(frozen=True)
 class Outcome:
     stage: str
     task: int
     kind: Kind
     detail: str  # the failure as one line (empty when OK)
     ended: float
+    error_type: str  # the failure's exception class name (empty when OK)
+    figures: TaskFigures  # what the attempt used until it ended
+
+    def error_line(self) -> str:
+        """The failure as the task's log ends with it (worker/task.py): `ERROR: Type: message`."""
+        return f"ERROR: {self.error_type}: {self.detail}"
 
     @property
     def needs_new_run(self) -> bool:
@@ -74,7 +113,7 @@ def record(run: RunDir, stage: str, task: int, exc: BaseException | None) -> Out
     cannot be written (a full disk) is left out: the task's log and exit still say what happened, and
     without an outcome the next step is --resume."""
     outcome = Outcome(stage, task, Kind.OK if exc is None else kind_of(exc), "" if exc is None else str(exc),
-                      time.time())
+                      time.time(), "" if exc is None else type(exc).__name__, own_figures())
     try:
         write_json_atomic(run.outcome(stage, task), {**asdict(outcome), "kind": outcome.kind.value})
     except OSError:
@@ -87,16 +126,29 @@ def forget(run: RunDir, stage: str, task: int) -> None:
     run.outcome(stage, task).unlink(missing_ok=True)
 
 
+FIELDS = {"stage": str, "task": int, "kind": str, "detail": str, "ended": (int, float), "error_type": str,
+          "figures": dict}
+FIGURES = {"wall_s": (int, float), "cpu_s": (int, float), "max_rss_bytes": int}
+
+
+def _typed(data: Any, fields: dict[str, Any]) -> bool:
+    """Every field there with its type (a bool is no number)."""
+    return isinstance(data, dict) and all(isinstance(data.get(k), t) and not isinstance(data.get(k), bool)
+                                          for k, t in fields.items())
+
+
 def parse(data: Any, path: Path) -> Outcome:
     """An outcome record's JSON as an Outcome, every field checked."""
-    fields = {"stage": str, "task": int, "kind": str, "detail": str, "ended": (int, float)}
-    if not isinstance(data, dict) or any(not isinstance(data.get(k), t) for k, t in fields.items()):
-        raise DamagedOutcome(f"{path}: not an outcome record (fields {', '.join(fields)} with their types)")
+    if not _typed(data, FIELDS) or not _typed(data["figures"], FIGURES):
+        raise DamagedOutcome(f"{path}: not an outcome record (fields {', '.join(FIELDS)} and figures' "
+                             f"{', '.join(FIGURES)}, with their types)")
     try:
         kind = Kind(data["kind"])
     except ValueError:
         raise DamagedOutcome(f"{path}: unknown outcome kind {data['kind']!r}") from None
-    return Outcome(data["stage"], data["task"], kind, data["detail"], float(data["ended"]))
+    f = data["figures"]
+    figures = TaskFigures(float(f["wall_s"]), float(f["cpu_s"]), f["max_rss_bytes"])
+    return Outcome(data["stage"], data["task"], kind, data["detail"], float(data["ended"]), data["error_type"], figures)
 
 
 def read(run: RunDir, stage: str, task: int) -> Outcome | None:
@@ -111,6 +163,14 @@ def read(run: RunDir, stage: str, task: int) -> Outcome | None:
     return parse(data, path)
 
 
+def read_or_none(run: RunDir, stage: str, task: int) -> Outcome | None:
+    """The last attempt's outcome for --status: a damaged record counts as no record (failures() does the same)."""
+    try:
+        return read(run, stage, task)
+    except DamagedOutcome:
+        return None
+
+
 def failures(run: RunDir) -> list[Outcome]:
     """The outcomes of the tasks whose last attempt ended badly, in stage order then task order."""
     from shard_pipeline.run.registry import STAGE_NAMES
@@ -120,7 +180,65 @@ def failures(run: RunDir) -> list[Outcome]:
         try:
             o = parse(read_json(path), path)
         except (OSError, ValueError, DamagedOutcome):
-            continue  # a damaged record says nothing of the task: --status reads its log
+            continue  # a damaged record says nothing of the task: --status counts it as no record
         if o.kind is not Kind.OK:
             found.append(o)
     return sorted(found, key=lambda o: (STAGE_NAMES.index(o.stage) if o.stage in STAGE_NAMES else 99, o.task))
+
+
+@dataclass(frozen=True)
+class UnitExit:
+    """How a unit's process ended, as the group that started it saw it (worker/group.py): written next to the
+    unit's log with the trailer line, even when the unit could write nothing itself (a signal, a full disk)."""
+
+    label: str  # the group's label: `write group 3`
+    unit: int
+    returncode: int  # negative: the signal that ended it
+    start: float  # epoch seconds
+    end: float
+    cpu_s: float
+    max_rss_mib: float
+    wrote_bytes: int  # what the unit wrote to its log in this attempt
+
+    def line(self) -> str:
+        """The trailer the group writes after the unit's lines (prefixed `# ` in the log)."""
+        return (f"hplt-shard {self.label} unit {self.unit} exit {self.returncode}: {iso_time(self.start)} -> "
+                f"{iso_time(self.end)}, wall {self.end - self.start:.2f} s, cpu {self.cpu_s:.2f} s, "
+                f"max rss {self.max_rss_mib:.0f} MiB")
+
+
+EXIT_FIELDS = {"label": str, "unit": int, "returncode": int, "start": (int, float), "end": (int, float),
+               "cpu_s": (int, float), "max_rss_mib": (int, float), "wrote_bytes": int}
+
+
+def exit_path(log: Path) -> Path:
+    """Where a unit's exit record lies: beside its log (`900_0.unit1.log` -> `900_0.unit1.exit.json`)."""
+    return log.with_name(f"{log.stem}.exit.json")
+
+
+def record_exit(log: Path, ended: UnitExit) -> None:
+    """The group saw the unit end; a record that cannot be written (a full disk) is left out."""
+    try:
+        write_json_atomic(exit_path(log), asdict(ended))
+    except OSError:
+        pass
+
+
+def forget_exit(log: Path) -> None:
+    """A new attempt of the unit starts writing this log: the last one's end no longer describes it."""
+    try:
+        exit_path(log).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def read_exit(log: Path) -> UnitExit | None:
+    """The unit's exit as its group recorded it; None while it starts or runs, when no group ran it (a single
+    job) or when the record is damaged."""
+    try:
+        data = read_json(exit_path(log))
+    except (OSError, ValueError):
+        return None
+    if not _typed(data, EXIT_FIELDS):
+        return None
+    return UnitExit(**{k: data[k] for k in EXIT_FIELDS})

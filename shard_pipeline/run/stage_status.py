@@ -10,26 +10,27 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from shard_pipeline.contract.manifest import MANIFEST_NAME
-from shard_pipeline.run import live, unit_table
+from shard_pipeline.run import live, outcome, unit_table
+from shard_pipeline.run.outcome import Kind, Outcome, TaskFigures, UnitExit
 from shard_pipeline.run.queue import latest_jobs, resume_hint, slurm_reason, split_queued, squeue_states
 from shard_pipeline.run.registry import STAGES, RunState, manifest_is_this_runs
 from shard_pipeline.run.rundir import RunDir, read_json, unit_log
 from shard_pipeline.run.runstate import Counts, RunPhase, TaskState, ran_locally, run_phase, task_state
 from shard_pipeline.run.steps import Resume
-from shard_pipeline.run.tasklog import TaskFigures, ended_well, last_error_line, last_figures, last_progress_line, unit_ended
+from shard_pipeline.run.tasklog import last_error_line, last_progress_line
 from shard_pipeline.run.run_json import read_run_json
 
 
 @dataclass(frozen=True)
 class FailedTask:
-    """A task that failed: its log and the log's last error line; when Slurm ended it, why (`reason`:
-    OUT_OF_MEMORY, TIMEOUT, ...) and the resume that reason calls for."""
+    """A task that failed: its log and what ended it (its outcome record's error; without one, the log's last
+    error line); when Slurm ended it, why (`reason`: OUT_OF_MEMORY, TIMEOUT, ...) and the resume that reason
+    calls for."""
 
     task: int
     log: Path
@@ -50,7 +51,7 @@ class StageStatus:
     interrupted: list[int] = field(default_factory=list)  # tasks stopped from outside (Ctrl-C, scancel)
     reasons: list[tuple[int, str]] = field(default_factory=list)  # (pending task, squeue's reason)
     requeued: list[int] = field(default_factory=list)  # pending tasks that had started: Slurm requeued them
-    figures: list[TaskFigures] = field(default_factory=list)  # of finished tasks whose log has them
+    figures: list[TaskFigures] = field(default_factory=list)  # of finished tasks, from their outcome records
     touched: list[int] = field(default_factory=list)  # done tasks with a file touched since (chmod, chgrp): done by size and mtime
     unread: dict[int, Path] = field(default_factory=dict)  # task -> the log (or its folder) this user may not read
 
@@ -163,12 +164,40 @@ def _count_done(st: StageStatus, run: RunDir, task: int, touched: bool, chunks: 
     st.done += 1
     if touched:
         st.touched.append(task)
+    ended = outcome.read_or_none(run, st.stage, task)
+    if ended is not None and ended.kind is Kind.OK:
+        st.figures.append(ended.figures)
+        return
     done_log = _readable_log(st, run, task, chunks, cpus)
-    fig = last_figures(done_log) if done_log is not None else None
-    if fig is not None:
-        st.figures.append(fig)
-    elif done_log is not None and not os.access(done_log, os.R_OK):
+    if done_log is not None and not os.access(done_log, os.R_OK):
         st.unread[task] = done_log
+
+
+@dataclass(frozen=True)
+class _End:
+    """How a task's last attempt ended, by its records: its outcome (it ended by itself), its group's exit record
+    (its process ended, a signal too) and what --status shows of it."""
+
+    outcome: Outcome | None
+    exit: UnitExit | None
+    said: str
+
+    @property
+    def failed_by_itself(self) -> bool:
+        return self.outcome is not None and self.outcome.kind is not Kind.OK
+
+
+def _end(run: RunDir, stage: str, task: int, log: Path | None, problem: str) -> _End:
+    rec = outcome.read_or_none(run, stage, task)
+    ended = outcome.read_exit(log) if log is not None else None
+    lang = run.root.name if _multi_root(run) else None
+    if rec is not None and rec.kind is Kind.OK:  # it finished, and what it made is gone or changed since
+        said = f"it finished, but {problem}: --resume does it again"
+    elif rec is not None:
+        said = rec.error_line() if lang is None else f"ERROR: {lang}: {rec.error_line().removeprefix('ERROR: ')}"
+    else:  # killed, or its record could not be written: what its log and its group say, for people
+        said = last_error_line(log, lang, ended) if log is not None else ""
+    return _End(rec, ended, said)
 
 
 def _count_unfinished(st: StageStatus, seen: _Seen, task: int, problem: str, chunks: list[dict[str, Any]],
@@ -178,17 +207,16 @@ def _count_unfinished(st: StageStatus, seen: _Seen, task: int, problem: str, chu
     queued, why = split_queued(next((seen.queue[k] for j in chunks
                                      for k in [f"{j['job_id']}_{task // cpus - j['offset']}"] if k in seen.queue), None))
     log = _readable_log(st, run, task, chunks, cpus) if queued is None or queued == "RUNNING" else None
-    err = last_error_line(log, run.root.name if _multi_root(run) else None) if log is not None else ""
-    if log is not None and ended_well(log) and not re.search("ERROR|Error", err):  # it finished, and what
-        err = f"it finished, but {problem}: --resume does it again"  # it made is gone or changed since
+    end = _end(run, stage, task, log, problem)
     reason = slurm_reason(log) if log is not None and queued is None else None
-    starting = seen.held and log is not None and not unit_ended(log)
-    # A local unit that ended by itself has its trailer (worker/group.py), even a crash; one without it that no
-    # process runs lost its parent: the submitter was killed (SIGKILL) while it started or ran the unit.
+    starting = seen.held and log is not None and end.exit is None
+    # A local unit that ended by itself has its exit record (worker/group.py), even a crash; one without it, and
+    # without an outcome, that no process runs lost its parent: the submitter was killed (SIGKILL) while it
+    # started or ran the unit.
     orphaned = (seen.local and log is not None and not starting and (stage, task) not in seen.alive
-                and not unit_ended(log) and not ended_well(log))
+                and end.exit is None and end.outcome is None)
     cut = reason == "CANCELLED" or ((seen.stopped or (stage, task) in seen.killed or orphaned)
-                                    and not err.startswith("ERROR"))
+                                    and not end.failed_by_itself)
     # squeue -r lists every task Slurm holds: a task of the last submission that it does not list and that
     # has no log never started and never will (scancel of the task or its array, a dependency killed it)
     never = seen.strict and not seen.local and log is None and queued is None and bool(chunks)
@@ -207,7 +235,7 @@ def _count_unfinished(st: StageStatus, seen: _Seen, task: int, problem: str, chu
     elif state is TaskState.INTERRUPTED:
         st.interrupted.append(task)
     elif state is TaskState.FAILED and log is not None:
-        st.failed.append(FailedTask(task, log, err, reason))
+        st.failed.append(FailedTask(task, log, end.said, reason))
 
 
 def phase_of(run: RunDir, statuses: list[StageStatus]) -> RunPhase:

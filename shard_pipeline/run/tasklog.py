@@ -1,20 +1,17 @@
-"""A task's log: where it is, and the last error line a failed task leaves there for --status."""
+"""A task's log: where it is, its human lines (progress, figures), and the last error line shown for a failed
+task that left no outcome record (run/outcome.py): a task's state is never read from here."""
 from __future__ import annotations
 
 import logging
-import re
-import resource
 import signal
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
-# The trailer a group writes after a unit ended (worker/group.py run_units): a negative exit is a signal.
-UNIT_TRAILER = re.compile(r"# hplt-shard .* unit \d+ exit (-?\d+): ")
+from shard_pipeline.run.outcome import TaskFigures, UnitExit
 
 
-def last_error_line(log: Path, lang: str | None = None) -> str:
-    """The log's last `ERROR: Type: message` line (or, failing that, its last line).
+def last_error_line(log: Path, lang: str | None = None, ended: UnitExit | None = None) -> str:
+    """What to show of a failed task that left no outcome record: the log's last `ERROR: Type: message` line
+    (or, failing that, its last line); `ended`: how its group saw the unit end (a signal, nothing written).
 
     `lang`: a multi-language job's log holds the lines of several languages and ends with a summary;
     the last `ERROR: LANG: ...` line is that language's cause.
@@ -27,25 +24,24 @@ def last_error_line(log: Path, lang: str | None = None) -> str:
         return f"(the log could not be read: {exc})"
     errors = [l for l in lines if l.startswith("ERROR") or "Error" in l]
     own = [l for l in errors if lang and l.startswith(f"ERROR: {lang}: ")]
-    trailer = UNIT_TRAILER.match(lines[-1]) if lines else None
-    if not (own or errors) and trailer:
-        if int(trailer.group(1)) < 0:
-            return killed_line(lines[-1])
-        if len(lines) == 1:  # the unit wrote nothing, not even its rerun line: its own words were lost
-            return f"{empty_log(log)}; {lines[-1].lstrip('# ')}"
+    if not (own or errors) and ended is not None:
+        if ended.returncode < 0:
+            return killed_line(ended)
+        if ended.wrote_bytes == 0:  # not even its rerun line: its own words were lost
+            return f"{empty_log(log)}; {ended.line()}"
     return (own or errors or lines or [empty_log(log)])[-1]
 
 
-def killed_line(trailer: str) -> str:
+def killed_line(ended: UnitExit) -> str:
     """A unit that ended by a signal before writing an error: say which, and what usually sends it."""
-    signum = -int(UNIT_TRAILER.match(trailer).group(1))
+    signum = -ended.returncode
     try:
         name = signal.Signals(signum).name
     except ValueError:
         name = f"signal {signum}"
     why = {signal.SIGKILL: "the OOM killer, a memory limit, or a kill -9",
            signal.SIGTERM: "a time limit, a scancel, or a stop"}.get(signum, "a signal from outside the task")
-    return f"killed by {name} (signal {signum}) before it could log an error: {why}; {trailer.lstrip('# ')}"
+    return f"killed by {name} (signal {signum}) before it could log an error: {why}; {ended.line()}"
 
 
 def empty_log(log: Path) -> str:
@@ -89,13 +85,6 @@ def tail_lines(log: Path) -> list[str] | None:
         return None
 
 
-def unit_ended(log: Path) -> bool:
-    """True once the local executor wrote the unit's trailer: before it, the unit is starting or running,
-    even when its log already holds its first line and /proc does not know it as a task yet (run/live.py)."""
-    lines = [l for l in tail_lines(log) or [] if l.strip()]
-    return bool(lines) and UNIT_TRAILER.match(lines[-1]) is not None
-
-
 def last_progress_line(log: Path) -> str | None:
     """The newest progress line of a task's log (an input read, a shard written), or None."""
     lines = tail_lines(log)
@@ -119,42 +108,8 @@ def count_progress_lines(logs: list[Path], kind: str) -> int:
     return n
 
 
-# The figures line a task logs when it ends well, for sizing --mem and --time of the next run:
+# The figures line a task logs when it ends well, for people sizing --mem and --time of the next run (--status
+# reads the figures from the task's outcome record):
 #   2026-12-02T19:31:41 write task 1 figures: wall 702.3 s, cpu 650.1 s, max rss 3012.4 MB
-FIGURES_RE = re.compile(r" task \d+ figures: wall ([\d.]+) s, cpu ([\d.]+) s, max rss ([\d.]+) MB")
-
-
-@dataclass(frozen=True)
-class TaskFigures:
-    """What one finished task (one unit) used: its own measure, so it needs no accounting (sacct)."""
-
-    wall_s: float
-    cpu_s: float
-    max_rss_mb: float
-
-
-def own_figures(started: float) -> TaskFigures:
-    """This process's figures since `started` (time.monotonic()): wall, CPU of it and its children, peak RSS."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-    return TaskFigures(time.monotonic() - started, cpu, max(me.ru_maxrss, kids.ru_maxrss) * 1024 / 1e6)  # KiB on Linux
-
-
 def figures_line(stage: str, task: int, f: TaskFigures) -> str:
     return f"{stage} task {task} figures: wall {f.wall_s:.1f} s, cpu {f.cpu_s:.1f} s, max rss {f.max_rss_mb:.1f} MB"
-
-
-def ended_well(log: Path) -> bool:
-    """The log's last line says its task ended well: the figures line a task logs at exit 0 (a job of one
-    unit) or the trailer `exit 0` a group writes after it (worker/group.py)."""
-    lines = [l for l in tail_lines(log) or [] if l.strip()]
-    if not lines:
-        return False
-    trailer = UNIT_TRAILER.match(lines[-1])
-    return trailer.group(1) == "0" if trailer else FIGURES_RE.search(lines[-1]) is not None
-
-
-def last_figures(log: Path) -> TaskFigures | None:
-    """The figures line of a task's log (None: the task did not end well, or ran before figures were logged)."""
-    found = [m for l in tail_lines(log) or [] for m in [FIGURES_RE.search(l)] if m]
-    return TaskFigures(*map(float, found[-1].groups())) if found else None

@@ -27,6 +27,7 @@ from typing import Any, Callable, Protocol, Sequence
 from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.worker.fork import Forked, fork_unit, forkable, preload
+from shard_pipeline.run.outcome import UnitExit, forget_exit, record_exit
 from shard_pipeline.run.rundir import unit_log
 from shard_pipeline.units import iso_time
 
@@ -103,7 +104,8 @@ class _Group:
         log.parent.mkdir(parents=True, exist_ok=True)
         argv = self.argv_of(u)
         with open(log, "ab" if self.append else "wb") as f:  # the unit's first line is its own: the rerun command
-            start = time.time()
+            forget_exit(log)  # this attempt has not ended
+            size, start = os.fstat(f.fileno()).st_size, time.time()
             p = self.spawn(u, argv, f)
             _, status, ru = os.wait4(p.pid, 0)
             end = time.time()
@@ -113,10 +115,11 @@ class _Group:
                 del self.live[u]
                 if self.owner is not None:
                     self.owner.release(p.pid)
-            cpu = ru.ru_utime + ru.ru_stime
-            f.write(f"# hplt-shard {self.label} unit {u} exit {rc}: {iso_time(start)} -> {iso_time(end)}, "
-                    f"wall {end - start:.2f} s, cpu {cpu:.2f} s, max rss {ru.ru_maxrss / 1024:.0f} MiB\n".encode())
-        self.results[u] = UnitRun(u, rc, start, end, cpu, ru.ru_maxrss / 1024, log)
+            ended = UnitExit(self.label, u, rc, start, end, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024,
+                             os.fstat(f.fileno()).st_size - size)
+            f.write(f"# {ended.line()}\n".encode())
+        record_exit(log, ended)  # the trailer as a record: --status reads this, never the line
+        self.results[u] = UnitRun(u, rc, start, end, ended.cpu_s, ended.max_rss_mib, log)
 
     def forward(self, signum, _frame) -> None:  # requeue or scancel: the units stop at their checkpoints
         with self.lock:

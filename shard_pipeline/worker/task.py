@@ -4,8 +4,8 @@ Every executor starts tasks this way (the Slurm batch script, the local pool), a
 line of every log is the command that reruns the task by hand (for an array task of C units,
 `--group G`, which runs them as its job did). Progress goes to the log through
 stdlib logging with timestamps; a failed task logs its traceback and ends the log with one
-line `ERROR: Type: message` for whoever reads it; what the attempt ended with is the task's outcome
-record (run/outcome.py), which the next step is decided from.
+line `ERROR: Type: message` for whoever reads it; what the attempt ended with, and what it used, is the
+task's outcome record (run/outcome.py), which --status and the next step are read from.
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import argparse
 import logging
 import socket
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -125,13 +124,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(command(*rerun_argv(stage.name, a.rundir, a.task if stage.array else None, as_group)), file=sys.stderr,
           flush=True)
     live.die_with_parent()  # under the local executor: never outlive it (run/live.py)
-    started = time.monotonic()
     with live.recorded(a.rundir, stage.name, a.task):  # --resume and --status see this task alive
         code = run_task(a, table, as_group)
-    if code == 0:  # what it used, for --status's figures: sizing --mem and --time needs no sacct
-        from shard_pipeline.run.tasklog import figures_line, own_figures
+    if code == 0:  # what it used, for people sizing --mem and --time (--status reads the outcome record's)
+        from shard_pipeline.run.outcome import own_figures
+        from shard_pipeline.run.tasklog import figures_line
 
-        logging.getLogger("hplt_shard").info("%s", figures_line(stage.name, a.task, own_figures(started)))
+        logging.getLogger("hplt_shard").info("%s", figures_line(stage.name, a.task, own_figures()))
     return code
 
 
