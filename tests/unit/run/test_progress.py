@@ -67,28 +67,25 @@ def test_on_a_terminal_task_counts_never_run_into_the_live_line_and_the_last_lin
     assert f"{n} of {n} shards" in shown[-1] and term.getvalue().endswith("\n")
 
 
-def test_a_task_logs_its_figures_and_status_sums_them_per_stage(tmp_path):
-    """The figures line a finished task logs reads back as what it measured; --status takes the
-    longest elapsed and the highest peak of a stage's finished tasks, and their CPU time summed."""
+def test_a_task_measures_its_figures_and_status_sums_them_per_stage(tmp_path):
+    """A task measures itself since its process started; its figures line says it for people (never read back);
+    --status takes the longest elapsed and the highest peak of a stage's finished tasks (their outcome records'),
+    and their CPU time summed."""
+    from shard_pipeline.run.outcome import TaskFigures, own_figures
     from shard_pipeline.run.render import figures_summary
     from shard_pipeline.run.stage_status import StageStatus
-    from shard_pipeline.run.tasklog import TaskFigures, figures_line, last_figures, own_figures
+    from shard_pipeline.run.tasklog import figures_line
 
-    mine = own_figures(time.monotonic() - 2.0)
-    assert mine.wall_s >= 2.0 and mine.max_rss_mb > 5  # this interpreter's own peak, in MB
-    logs = []
-    for t, fig in enumerate([TaskFigures(61.0, 50.0, 812.0), TaskFigures(3725.0, 70.0, 90.5)]):
-        log = tmp_path / f"{t}.log"
-        log.write_text(f"2026-12-02T19:20:01 write task {t} done: 1 shards\n"
-                       f"2026-12-02T19:20:01 {figures_line('write', t, fig)}\n")
-        assert last_figures(log) == fig
-        logs.append(log)
-    assert last_progress_line(logs[0]) is None  # a figures line is not progress
-    st = StageStatus("write", 3, done=2, figures=[last_figures(p) for p in logs])
+    mine = own_figures()
+    assert mine.wall_s > 0 and mine.cpu_s > 0 and mine.max_rss_mb > 5  # this interpreter's own peak, in MB
+    figures = [TaskFigures(61.0, 50.0, 812_000_000), TaskFigures(3725.0, 70.0, 90_500_000)]
+    log = tmp_path / "0.log"
+    log.write_text(f"2026-12-02T19:20:01 write task 0 done: 1 shards\n"
+                   f"2026-12-02T19:20:01 {figures_line('write', 0, figures[0])}\n")
+    assert last_progress_line(log) is None  # a figures line is not progress
+    st = StageStatus("write", 3, done=2, figures=figures)
     assert figures_summary(st) == ("FINISHED write 2 tasks: elapsed up to 1h02m05s, peak memory 812.0 MB, "
                                    "cpu 2.0 min in all")
-    (tmp_path / "old.log").write_text("2026-12-02T19:20:01 write task 0 done: 1 shards\n")
-    assert last_figures(tmp_path / "old.log") is None
 
 
 def test_a_task_of_two_seconds_is_not_shown_as_taking_nothing():
