@@ -55,6 +55,7 @@ INVARIANTS = {
     "staging-place": "the dry-run and the submit look for a language's staging folder in the same place",
     "index-floor": "a counts-index row below the bytes-per-document floor is impossible, never projected",
     "typed-records": "a record of a wrong type is one named refusal or a redo, never a traceback",
+    "status-from-records": "--status reads how a task ended and what it used from its typed records, never its log's text",
 }
 
 
@@ -170,6 +171,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "    if isinstance(exc, RepeatedId):\n        return Kind.REPEATED_ID\n", ""),
     Mutant("resume-goes-past-a-repeated-id", "next-step", OUTCOME,
            "NEEDS_NEW_RUN = frozenset({Kind.BAD_RECORD, Kind.REPEATED_ID,", "NEEDS_NEW_RUN = frozenset({Kind.BAD_RECORD,"),
+    # --status reads a task's end and figures from its outcome record
+    Mutant("outcome-without-figures", "status-from-records", OUTCOME,
+           '{**asdict(outcome), "kind": outcome.kind.value}', '{**asdict(outcome), "kind": outcome.kind.value, "figures": None}'),
+    Mutant("failed-line-from-the-log", "status-from-records", "shard_pipeline/run/stage_status.py",
+           "    elif rec is not None:\n        said =", "    elif False:\n        said ="),
     # an input shorter than the counts index knows it is refused
     Mutant("short-input-by-bytes-passes", "short-input", INDEX_CHECK,
            "        if inp.size is not None and row.bytes > inp.size:\n", "        if False:\n"),
