@@ -7,12 +7,14 @@ from __future__ import annotations
 import errno
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from shard_pipeline.files import write_json_atomic
+from shard_pipeline.run.outcome import UnitExit
 from shard_pipeline.run.tasklog import last_error_line
 from shard_pipeline.submit import cli
 from tests.pipeline_util import make_corpus, run_cli
@@ -153,16 +155,16 @@ def test_an_empty_log_on_a_full_disk_says_so(tmp_path, small_disk):
 
 
 def test_a_unit_killed_by_a_signal_says_so_not_its_trailer(tmp_path):
-    """A unit SIGKILLed (OOM killer, kill -9) leaves only the group's trailer: the cause names the signal."""
+    """A unit SIGKILLed (OOM killer, kill -9) leaves only the group's trailer and exit record: the cause names
+    the signal."""
     log = tmp_path / "local_0.log"
-    trailer = ("# hplt-shard write group 3 unit 3 exit -9: 2026-12-04T05:02:40.632 -> 2026-12-04T05:02:40.851, "
-               "wall 0.22 s, cpu 0.21 s, max rss 79 MiB")
-    log.write_text("env PYTHONPATH=/x python -m shard_pipeline.worker.task write /r --task 3\n" + trailer + "\n")
-    line = last_error_line(log)
+    ended = UnitExit("write group 3", 3, -9, 1796000560.632, 1796000560.851, 0.21, 79.0, 70)
+    log.write_text("env PYTHONPATH=/x python -m shard_pipeline.worker.task write /r --task 3\n# " + ended.line() + "\n")
+    line = last_error_line(log, ended=ended)
     assert line.startswith("killed by SIGKILL (signal 9) before it could log an error: the OOM killer"), line
     assert "exit -9" in line
-    log.write_text("ERROR: OSError: disk on fire\n" + trailer.replace("exit -9", "exit 1") + "\n")
-    assert last_error_line(log) == "ERROR: OSError: disk on fire"  # its own error wins
+    log.write_text("ERROR: OSError: disk on fire\n# " + ended.line() + "\n")
+    assert last_error_line(log, ended=replace(ended, returncode=1)) == "ERROR: OSError: disk on fire"  # its own error wins
 
 
 def test_a_unit_that_wrote_nothing_but_failed_is_an_empty_log_not_its_trailer(tmp_path, small_disk):
@@ -171,10 +173,10 @@ def test_a_unit_that_wrote_nothing_but_failed_is_an_empty_log_not_its_trailer(tm
     disk = small_disk("64k")
     log = disk / "logs" / "partition" / "local_1.log"
     log.parent.mkdir(parents=True)
-    log.write_text("# hplt-shard partition group 1 unit 1 exit 1: 2026-12-04T18:48:42.717 -> 2026-12-04T18:48:42.792, "
-                   "wall 0.07 s, cpu 0.05 s, max rss 501 MiB\n")
+    ended = UnitExit("partition group 1", 1, 1, 1796000562.717, 1796000562.792, 0.05, 501.0, 0)
+    log.write_text(f"# {ended.line()}\n")
     fill(disk)
-    line = last_error_line(log)
+    line = last_error_line(log, ended=ended)
     assert line.startswith(f"(empty log: the log could not be written: the disk holding {log.parent} is full"), line
     assert line.endswith("max rss 501 MiB") and "exit 1" in line
 

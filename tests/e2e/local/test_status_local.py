@@ -113,6 +113,7 @@ def test_a_local_unit_whose_starter_was_killed_is_interrupted_not_failed(tmp_pat
     process runs it, and it had no live record yet. --status said FAILED and "fix the cause named above"."""
     import os
 
+    from shard_pipeline.run import outcome
     from shard_pipeline.run.rundir import RunDir
     from shard_pipeline.submit import cli
     from tests.pipeline_util import make_corpus, run_cli
@@ -125,8 +126,9 @@ def test_a_local_unit_whose_starter_was_killed_is_interrupted_not_failed(tmp_pat
     log = RunDir(run).local_log("write", 0)
     capsys.readouterr()
     assert cli.main(["--status", str(run)]) == 1
-    assert "FAILED write task 0: killed by SIGKILL" in capsys.readouterr().out  # its group's trailer says so
-    log.write_text(log.read_text().splitlines()[0] + "\n")  # as a killed submitter leaves it: no trailer
+    assert "FAILED write task 0: killed by SIGKILL" in capsys.readouterr().out  # its group's exit record says so
+    log.write_text(log.read_text().splitlines()[0] + "\n")  # as a killed submitter leaves it: no trailer,
+    outcome.exit_path(log).unlink()  # and no exit record
     for record in (run / "live").glob("*"):
         os.unlink(record)
     assert cli.main(["--status", str(run)]) == 1
