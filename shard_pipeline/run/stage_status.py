@@ -196,7 +196,7 @@ def _end(run: RunDir, stage: str, task: int, log: Path | None, problem: str) -> 
     elif rec is not None:
         said = rec.error_line() if lang is None else f"ERROR: {lang}: {rec.error_line().removeprefix('ERROR: ')}"
     else:  # killed, or its record could not be written: what its log and its group say, for people
-        said = last_error_line(log, lang, ended) if log is not None else ""
+        said = last_error_line(log, lang) if log is not None else ""
     return _End(rec, ended, said)
 
 

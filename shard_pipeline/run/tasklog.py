@@ -6,12 +6,13 @@ import logging
 import signal
 from pathlib import Path
 
-from shard_pipeline.run.outcome import TaskFigures, UnitExit
+from shard_pipeline.run.outcome import TaskFigures, UnitExit, read_exit
 
 
-def last_error_line(log: Path, lang: str | None = None, ended: UnitExit | None = None) -> str:
+def last_error_line(log: Path, lang: str | None = None) -> str:
     """What to show of a failed task that left no outcome record: the log's last `ERROR: Type: message` line
-    (or, failing that, its last line); `ended`: how its group saw the unit end (a signal, nothing written).
+    (or, failing that, its last line), or how its group saw the unit end (its exit record: a signal, nothing
+    written).
 
     `lang`: a multi-language job's log holds the lines of several languages and ends with a summary;
     the last `ERROR: LANG: ...` line is that language's cause.
@@ -24,6 +25,7 @@ def last_error_line(log: Path, lang: str | None = None, ended: UnitExit | None =
         return f"(the log could not be read: {exc})"
     errors = [l for l in lines if l.startswith("ERROR") or "Error" in l]
     own = [l for l in errors if lang and l.startswith(f"ERROR: {lang}: ")]
+    ended = read_exit(log)
     if not (own or errors) and ended is not None:
         if ended.returncode < 0:
             return killed_line(ended)

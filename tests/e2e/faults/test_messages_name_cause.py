@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from shard_pipeline.files import write_json_atomic
-from shard_pipeline.run.outcome import UnitExit
+from shard_pipeline.run.outcome import UnitExit, record_exit
 from shard_pipeline.run.tasklog import last_error_line
 from shard_pipeline.submit import cli
 from tests.pipeline_util import make_corpus, run_cli
@@ -160,11 +160,13 @@ def test_a_unit_killed_by_a_signal_says_so_not_its_trailer(tmp_path):
     log = tmp_path / "local_0.log"
     ended = UnitExit("write group 3", 3, -9, 1796000560.632, 1796000560.851, 0.21, 79.0, 70)
     log.write_text("env PYTHONPATH=/x python -m shard_pipeline.worker.task write /r --task 3\n# " + ended.line() + "\n")
-    line = last_error_line(log, ended=ended)
+    record_exit(log, ended)
+    line = last_error_line(log)
     assert line.startswith("killed by SIGKILL (signal 9) before it could log an error: the OOM killer"), line
     assert "exit -9" in line
     log.write_text("ERROR: OSError: disk on fire\n# " + ended.line() + "\n")
-    assert last_error_line(log, ended=replace(ended, returncode=1)) == "ERROR: OSError: disk on fire"  # its own error wins
+    record_exit(log, replace(ended, returncode=1))
+    assert last_error_line(log) == "ERROR: OSError: disk on fire"  # its own error wins
 
 
 def test_a_unit_that_wrote_nothing_but_failed_is_an_empty_log_not_its_trailer(tmp_path, small_disk):
@@ -175,8 +177,9 @@ def test_a_unit_that_wrote_nothing_but_failed_is_an_empty_log_not_its_trailer(tm
     log.parent.mkdir(parents=True)
     ended = UnitExit("partition group 1", 1, 1, 1796000562.717, 1796000562.792, 0.05, 501.0, 0)
     log.write_text(f"# {ended.line()}\n")
+    record_exit(log, ended)
     fill(disk)
-    line = last_error_line(log, ended=ended)
+    line = last_error_line(log)
     assert line.startswith(f"(empty log: the log could not be written: the disk holding {log.parent} is full"), line
     assert line.endswith("max rss 501 MiB") and "exit 1" in line
 
