@@ -39,10 +39,18 @@ def test_an_outcome_is_written_read_back_and_forgotten_when_a_new_attempt_starts
     assert outcome.read(run, "partition", 2) is None
     ok = outcome.record(run, "partition", 2, None)
     assert ok.kind is Kind.OK and outcome.failures(run) == []
+    assert outcome.read(run, "partition", 2).figures == ok.figures and ok.figures.max_rss_bytes > 0
+    run.outcome("write", 1).write_text(json.dumps(GOOD))
+    assert outcome.read(run, "write", 1).figures.max_rss_bytes == 1000
 
 
-@pytest.mark.parametrize("data", [[], {"stage": "write", "task": "1", "kind": "ok", "detail": "", "ended": 1.0},
-                                  {"stage": "write", "task": 1, "kind": "exploded", "detail": "", "ended": 1.0}])
+GOOD = {"stage": "write", "task": 1, "kind": "ok", "detail": "", "ended": 1.0, "error_type": "",
+        "figures": {"wall_s": 1.0, "cpu_s": 0.5, "max_rss_bytes": 1000}}
+
+
+@pytest.mark.parametrize("data", [[], {**GOOD, "task": "1"}, {**GOOD, "kind": "exploded"}, {**GOOD, "figures": None},
+                                  {**GOOD, "figures": {**GOOD["figures"], "max_rss_bytes": "1000"}},
+                                  {k: v for k, v in GOOD.items() if k != "error_type"}])
 def test_a_damaged_or_mistyped_outcome_is_named_not_a_traceback(tmp_path, data):
     run = RunDir(tmp_path)
     (tmp_path / "tasks").mkdir()
