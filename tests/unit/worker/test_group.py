@@ -158,7 +158,8 @@ def test_same_bytes_as_write_shards_for_every_c(tmp_path, cpus):
                         row_group_bytes=4000)
     assert tree_bytes(out) == tree_bytes(expected) and manifest(out) == m
     logs = run_dir / "logs" / "partition"
-    assert sorted(p.name for p in logs.iterdir()) == [f"local_{u}.log" for u in range(3)]  # a log per unit
+    # a log per unit, and the exit record its group wrote beside it
+    assert sorted(p.name for p in logs.iterdir()) == sorted(f"local_{u}.{x}" for u in range(3) for x in ("log", "exit.json"))
     text = (logs / "local_0.log").read_text()
     assert text.splitlines()[0] == shlex.join(rerun_argv("partition", run_dir.resolve(), 0))  # the rerun command
     # every unit, C = 1 too, runs in a group (forked once imported) and ends with its wall, CPU and memory
@@ -246,6 +247,7 @@ def test_array_task_of_a_group_skips_its_finished_units(tmp_path, monkeypatch, r
 
 
 def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, reference_run):
+    from shard_pipeline.run import outcome
     from shard_pipeline.run.rundir import RunDir
     from shard_pipeline.run.stage_status import stage_statuses
 
@@ -258,7 +260,9 @@ def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, referenc
     assert (write.done, write.running, write.failed) == (3, 1, [])  # unit 1 runs in array task 0 (group 0)
     (run_dir / "logs" / "write" / "900_0.unit1.log").write_text("# started\nERROR: OSError: disk on fire\n")
     write = {s.stage: s for s in stage_statuses(RunDir(run_dir), queue={})}["write"]
-    assert [(f.task, f.log.name, f.last_line) for f in write.failed] == [(1, "900_0.unit1.log", "ERROR: OSError: disk on fire")]
+    said = outcome.read(RunDir(run_dir), "write", 1).error_line()  # its outcome record's, whatever its log says
+    assert said.startswith("ERROR: OSError: ") and "No space left on device" in said
+    assert [(f.task, f.log.name, f.last_line) for f in write.failed] == [(1, "900_0.unit1.log", said)]
 
 
 @pytest.mark.parametrize("cpus", ["1", "3"])
