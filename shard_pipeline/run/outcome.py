@@ -52,13 +52,13 @@ class TaskFigures:
 
 
 def _process_wall() -> float:
-    """Seconds since this process started (/proc/self/stat field 22), 0.0 where /proc has no answer."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            start_ticks = int(f.read().rpartition(b")")[2].split()[19])
-        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError, AttributeError):
+    """Seconds since this process started (its start time in /proc, run/live.py), 0.0 where /proc has no answer."""
+    from shard_pipeline.run.live import proc_stat
+
+    st = proc_stat(os.getpid())
+    if st is None:
         return 0.0
+    return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - st[1] / os.sysconf("SC_CLK_TCK"))
 
 
 def own_figures() -> TaskFigures:
