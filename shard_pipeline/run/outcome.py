@@ -79,8 +79,8 @@ class Outcome:
     figures: TaskFigures  # what the attempt used until it ended
 
     def error_line(self) -> str:
-        """The failure as the task's log ends with it (worker/task.py): `ERROR: Type: message`."""
-        return f"ERROR: {self.error_type}: {self.detail}"
+        """The failure as the task's log ends with it (worker/task.py), on one line: `ERROR: Type: message`."""
+        return f"ERROR: {self.error_type}: {' '.join(self.detail.splitlines())}"
 
     @property
     def needs_new_run(self) -> bool:
