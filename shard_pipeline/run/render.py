@@ -148,7 +148,7 @@ def unread_line(unread: list[tuple[str, int, Path]], unfinished: bool) -> str:
 
     stage, task, log = unread[0]
     return (f"UNREAD {plural(len(unread), 'task log')} (the first: {stage} task {task}, {log}): not readable by this "
-            "user, so their figures and errors are not shown" + (", and a task among them without a receipt is counted "
+            "user, so their last lines are not shown" + (", and a task among them without a receipt is counted "
             "as not started even if it failed" if unfinished else "") + f"; {access_step(log, reading=True)}")
 
 

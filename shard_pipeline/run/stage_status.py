@@ -9,7 +9,6 @@ record_submission); the chain's queue is translated to them first (`unit_table.l
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -150,7 +149,7 @@ def _stage_status(seen: _Seen, reg) -> StageStatus:
     for task in range(st.total):
         problem, touched = reg.problem_and_touched(seen.rs, task)
         if problem is None:
-            _count_done(st, seen.run, task, touched, chunks, cpus)
+            _count_done(st, seen.run, task, touched)
         else:
             _count_unfinished(st, seen, task, str(problem), chunks, cpus)
     peak = max((f.max_rss_mb for f in st.figures), default=None)  # the stage's finished tasks measured it by now
@@ -159,18 +158,14 @@ def _stage_status(seen: _Seen, reg) -> StageStatus:
     return st
 
 
-def _count_done(st: StageStatus, run: RunDir, task: int, touched: bool, chunks: list[dict[str, Any]],
-                cpus: int) -> None:
+def _count_done(st: StageStatus, run: RunDir, task: int, touched: bool) -> None:
+    """Counts a done task, with what it used by its outcome record (its log is for people: not read)."""
     st.done += 1
     if touched:
         st.touched.append(task)
     ended = outcome.read_or_none(run, st.stage, task)
     if ended is not None and ended.kind is Kind.OK:
         st.figures.append(ended.figures)
-        return
-    done_log = _readable_log(st, run, task, chunks, cpus)
-    if done_log is not None and not os.access(done_log, os.R_OK):
-        st.unread[task] = done_log
 
 
 @dataclass(frozen=True)

@@ -317,7 +317,8 @@ def test_the_claim_beside_out_refuses_in_the_words_of_the_dry_run(tmp_path, monk
 def test_status_of_a_run_whose_logs_this_user_may_not_read_shows_the_table_and_says_what_it_cannot(
         tmp_path, monkeypatch, capsys):
     """A colleague's run written under `umask 077`: --status used to stop at the first log with exit 2 and no table.
-    The receipts say what is done; the logs' figures and errors are said to be unread, with the way on."""
+    The receipts say what is done and the outcome records what it used; a log needed and unread is said, with the way
+    on."""
     from shard_pipeline.submit import cli
     from tests.pipeline_util import make_corpus, run_cli
 
@@ -331,13 +332,15 @@ def test_status_of_a_run_whose_logs_this_user_may_not_read_shows_the_table_and_s
     hide(monkeypatch, lambda p: p.parent.parent.name == "logs" and p.parent.parent.parent in (done, failed))
     assert cli.main(["--status", str(done)]) == 0
     out = capsys.readouterr().out
-    assert "partition       2      2" in out and "FINISHED" not in out and "state: done" in out
-    unread = next(l for l in out.splitlines() if l.startswith("UNREAD "))
-    assert unread.startswith(f"UNREAD 6 task logs (the first: partition task 0, {done}/logs/partition/")
-    assert "not readable by this user, so their figures and errors are not shown; it is this user's" in unread
+    # what is done, from the receipts, and what it used, from the outcome records: a done task's log is not read
+    assert "partition       2      2" in out and "FINISHED partition 2 tasks" in out and "state: done" in out
+    assert "UNREAD " not in out
     code = cli.main(["--status", str(failed)])
     out = capsys.readouterr().out
     assert code != 2 and out.startswith(f"run {failed}")
+    unread = next(l for l in out.splitlines() if l.startswith("UNREAD "))
+    assert f" (the first: write task 0, {failed}/logs/write/" in unread  # the unfinished tasks' logs
+    assert "not readable by this user, so their last lines are not shown" in unread and "it is this user's" in unread
     assert "a task among them without a receipt is counted as not started even if it failed" in out
 
 
