@@ -18,6 +18,7 @@ from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.contract.rules import split_of
 from shard_pipeline.contract.shard import write_shards
 from shard_pipeline.input.corpus import find_shards
+from shard_pipeline.input.counts_index import CountRow, read_index
 from shard_pipeline.input.reader import ReadStats, iter_records, to_doc
 from shard_pipeline.input.synth import generate_corpus, make_record, write_jsonl_zst
 from shard_pipeline.submit import cli
@@ -107,3 +108,8 @@ def config_sha(run_dir: Path) -> str:
 
 def manifest(out: Path) -> dict:
     return json.loads((out / MANIFEST_NAME).read_text())
+
+
+def read_rows(root: Path, corpus: str, subset: str, lang: str) -> dict[str, CountRow]:
+    """The rows of one counts-index file that can be true (`read_index`)."""
+    return read_index(root, corpus, subset, lang).rows

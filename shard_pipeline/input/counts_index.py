@@ -169,11 +169,6 @@ def read_index(root: Path, corpus: str, subset: str, lang: str) -> IndexRows:
                      {k: r for k, r in last.items() if isinstance(r, ImpossibleRow)})
 
 
-def read_rows(root: Path, corpus: str, subset: str, lang: str) -> dict[str, CountRow]:
-    """The rows of one index file that can be true (`read_index`)."""
-    return read_index(root, corpus, subset, lang).rows
-
-
 def lookup(rows: dict[str, CountRow], shards: Sequence[InputShard]) -> dict[str, int]:
     """Known exact counts: ``InputShard.name`` -> docs, for shards the index still describes.
 
