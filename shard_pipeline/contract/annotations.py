@@ -115,22 +115,6 @@ def annotations_differ(out_tmp: Path, shard: Any) -> str | None:
     return None
 
 
-def card_lines(report: dict[str, Any], folder: str = "") -> list[str]:
-    """The dataset card's section on the annotation files: where they are, their fields, how to join them
-    (`folder`: the shard set the example reads, `train/` in the dirs layout)."""
-    lines = ["", "## Annotations", "",
-             f"HPLT's per-document fields below are kept beside the shards, in `{ANNOTATIONS_DIR}/<shard name>`: "
-             "one Parquet file per shard with the shard's `id`s in its row order, so a shard and its annotations "
-             "can be read side by side or joined by `id`. A field a record did not carry is null "
-             f"(counts in `{FIELDS_NAME}`). The shards' globs do not reach these files.",
-             "", "| field | type | null rows |", "|---|---|---:|"]
-    lines += [f"| `{f['column']}` | {f['type']} | {f['null_rows']:,} |" for f in report["fields"]]
-    lines += ["", "```python", "import duckdb",
-              f"duckdb.sql(\"SELECT * FROM '{folder}*.parquet' JOIN '{ANNOTATIONS_DIR}/{folder}*.parquet' USING (id)\")",
-              "```"]
-    return lines
-
-
 def null_notes(out: Path) -> list[str]:
     """One line per kept field that some rows hold as null, from OUT's fields.json: said when the run is done."""
     report = json.loads((out / FIELDS_NAME).read_text(encoding="utf-8"))

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from shard_pipeline.contract.annotations import ANNOTATIONS_DIR, FIELDS_NAME
 from shard_pipeline.contract.extras import BALANCE_NAME, CLEAN_POLICY_NAME, CLEANED_NAME
 from shard_pipeline.contract.manifest import manifest_sets
 from shard_pipeline.paths import CARD_TEMPLATE
@@ -216,13 +217,20 @@ def _values(f: _CardFacts, provenance: Mapping[str, Any], config_sha256: str, le
         "val_share": _pct(f.val, f.rows), "val_percent": f.val_permille / 10, "glob": SHARD_GLOB,
         "read_glob": "**/" + SHARD_GLOB if f.layout == "dirs" else SHARD_GLOB,
         "minhash_note": " (row indexes count within the split's own shard set)" if f.layout == "dirs" else "",
-        "trained_folder": "train/ " if f.layout == "dirs" else "", "balance_name": BALANCE_NAME,
+        "trained_folder": "train/ " if f.layout == "dirs" else "", "join_folder": "train/" if f.layout == "dirs" else "",
+        "annotations_dir": ANNOTATIONS_DIR, "fields_name": FIELDS_NAME, "balance_name": BALANCE_NAME,
         "cleaned_name": CLEANED_NAME, "clean_policy_name": CLEAN_POLICY_NAME, "source_cell": _cell(f.source),
         "selection_cell": _cell(provenance.get("selection")), "spdx_cell": _cell(f.spdx), "config_sha256": config_sha256,
         "tool_cell": _cell(provenance.get("tool") or "hplt-shard"),
         "tool_commit_cell": _cell(provenance.get("tool_commit") or "unknown"), "ledger_cell": _cell(ledger_name),
         "ledger_keys": ", ".join(f"`{k}`" for k in LEDGER_KEYS), "repo": _q(f.repo),
     }
+
+
+def _annotations_lines(report: Mapping[str, Any], values: Mapping[str, Any]) -> list[str]:
+    """Where the annotation files are, their fields, how to join them to the shards ranks read."""
+    rows = [f"| `{f['column']}` | {f['type']} | {f['null_rows']:,} |" for f in report["fields"]]
+    return [_fill("annotations", values), *rows, _fill("annotations end", values)]
 
 
 def _cleaning_lines(policy: Mapping[str, Any], rows: int, values: Mapping[str, Any]) -> list[str]:
@@ -292,9 +300,7 @@ def dataset_card(
     values = _values(f, provenance, manifest["config_sha256"], ledger_name)
     b = _front_matter(f, provenance, bool(policy)) + [_fill(name, values) for name in ("counts", "splits", f"files {layout}", "fields")]
     if annotations:  # --annotations: contract/annotations.fields_report
-        from shard_pipeline.contract.annotations import card_lines
-
-        b += card_lines(dict(annotations), "train/" if layout == "dirs" else "")
+        b += _annotations_lines(annotations, values)
     if policy:
         b += _cleaning_lines(policy, f.rows, values)
     if f.balance:
