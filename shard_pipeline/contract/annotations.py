@@ -83,10 +83,6 @@ def fields_report(fields: tuple[str, ...], schema: pa.Schema, rows: int, nulls: 
                         "null_rows": nulls.get(n, 0)} for n in fields]}
 
 
-def fields_bytes(report: dict[str, Any]) -> bytes:
-    return (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-
 def order_problem(shard: Path, annotations: Path) -> str | None:
     """Why an annotation file is not its shard's (other ids, or the same ids in another order); None if it is."""
     try:
