@@ -9,6 +9,9 @@ every row can be traced to the file it came from and the license it was packaged
 Everything here is a pure function of its arguments: no timestamps, host names or paths unless
 the caller passes them (the same output gives byte-identical files).
 
+The card's prose is the packaged template ``card.md`` (blocks named by a line ``%% name``, each a
+``str.format`` template); this module picks the blocks an output needs and fills in its values.
+
 Layouts (``layout=``):
 
 * ``"dirs"``: ``OUT/train/shard-*.parquet`` and ``OUT/validation/shard-*.parquet``; the
@@ -131,10 +134,6 @@ def _configs_yaml(layout: str, has_train: bool, has_val: bool) -> list[str]:
     return lines
 
 
-def _n(x: int) -> str:
-    return f"{x:,}"
-
-
 def _pct(part: int, whole: int, spec: str = ".2f") -> str:
     """A share in percent; ``.3g`` keeps a small one such as 0.000457% readable."""
     return f"{100 * part / whole:{spec}}%" if whole else "-"
@@ -241,7 +240,7 @@ def _cleaning_lines(policy: Mapping[str, Any], rows: int, values: Mapping[str, A
               "thresholds_json": json.dumps(dict(thresholds), indent=2, ensure_ascii=False)}
     b = [_fill("cleaning", values), *(f"- {line}" for line in _rule_lines(thresholds)), _fill("cleaning end", values)]
     if reasons:
-        b += [_BLOCKS["reasons"]] + [f"| `{r}` | {_n(int(c))} |" for r, c in reasons.items()]
+        b += [_BLOCKS["reasons"]] + [f"| `{r}` | {int(c):,} |" for r, c in reasons.items()]
     if thresholds:
         b.append(_fill("thresholds", values))
     return b
@@ -261,7 +260,7 @@ def _rule_lines(thresholds: Mapping[str, Any]) -> list[str]:
 
 
 def _balance_lines(f: _CardFacts, values: Mapping[str, Any]) -> list[str]:
-    rows = [f"| {ranks} | {_n(int(entry['shards_per_rank']))} | {100 * float(entry['max_relative_load_deviation']):.4f}% |"
+    rows = [f"| {ranks} | {int(entry['shards_per_rank']):,} | {100 * float(entry['max_relative_load_deviation']):.4f}% |"
             for ranks, entry in f.balance.items()]
     return [_fill("balance", values), *rows, _fill("balance end", values)]
 
