@@ -95,7 +95,8 @@ def _parsed_name(name: str) -> tuple[int, int, str | None] | None:
     return int(m.group(1)), int(m.group(2)), m.group(3)
 
 
-def _natural(name: str) -> tuple:
+def natural_order(name: str) -> tuple:
+    """``9_2`` before ``9_10``: digit runs compare as numbers (release names, index rows)."""
     return tuple(int(p) if p.isdigit() else p for p in _DIGITS_RE.split(name))
 
 
@@ -105,7 +106,7 @@ def _order_key(name: str) -> tuple:
     if parsed is not None:
         bin_, n, src = parsed
         return (0, bin_, n, src or "", (), name)
-    return (1, 0, 0, "", _natural(name), name)
+    return (1, 0, 0, "", natural_order(name), name)
 
 
 def _describe_filter(wds: str | None, sources: str | None) -> str:

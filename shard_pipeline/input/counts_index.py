@@ -23,13 +23,12 @@ from pathlib import Path
 from filelock import FileLock
 
 from shard_pipeline.files import shared_mode, write_bytes_atomic
-from shard_pipeline.input.corpus import SUFFIX, InputShard
+from shard_pipeline.input.corpus import SUFFIX, InputShard, natural_order
 
 HEADER = ("shard", "bytes", "mtime", "docs", "method", "counted")
 HEADER_LINE = "\t".join(HEADER)
 RELEASE_CHANGED = "--release-changed"  # the option that says a smaller file is right (input/index_check.py)
 LOCK_TIMEOUT = 600.0  # seconds; a stuck writer should fail a job, not hang it forever
-_DIGITS_RE = re.compile(r"(\d+)")
 
 
 @dataclass(frozen=True)
@@ -221,10 +220,6 @@ def disagreements(rows: dict[str, CountRow], shards: Sequence[InputShard],
     return out
 
 
-def _natural(name: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in _DIGITS_RE.split(name))
-
-
 def _file_mode(path: Path) -> int:
     """Keep an existing file's mode; new files get 0666 minus the umask (the index is shared)."""
     try:
@@ -305,7 +300,7 @@ def merge(lines: Sequence[str], rows: Sequence[CountRow], accept_smaller: bool) 
                                    (old.bytes, old.mtime, old.docs) != (new.bytes, new.mtime, new.docs)):
             replaced.append(change)
         kept_lines[new.shard] = new.to_line()
-    ordered = [kept_lines[name] for name in sorted(kept_lines, key=lambda n: (_natural(n), n))]
+    ordered = [kept_lines[name] for name in sorted(kept_lines, key=lambda n: (natural_order(n), n))]
     return ordered + foreign, Merge(tuple(replaced), tuple(kept))
 
 
