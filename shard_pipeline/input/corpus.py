@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from shard_pipeline.errors import UserError
+from shard_pipeline.input.fetch import is_url
 from shard_pipeline.input.identity import CorpusNames, names_for
 from shard_pipeline.input.langdir import SUFFIX, refusal, scan_folder, warning
 from shard_pipeline.units import plural
@@ -323,7 +324,7 @@ def _url_shards(lang: str, corpus: str, base_url: str, wds: str | None, sources:
             continue
         path = urllib.parse.urlparse(url).path
         file_name = path.rsplit("/", 1)[-1]
-        if not url.startswith(("http://", "https://")) or not file_name.endswith(SUFFIX):
+        if not is_url(url) or not file_name.endswith(SUFFIX):
             raise InputError(f"{map_url}: line {k}: not a shard URL ending in {SUFFIX}: {url[:200]!r}")
         name = file_name[: -len(SUFFIX)]
         if name in by_name and by_name[name] != url:
