@@ -201,6 +201,11 @@ def json_bytes(obj: Any) -> bytes:
     return (json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=False) + "\n").encode("utf-8")
 
 
+def out_json_bytes(obj: Any) -> bytes:
+    """OUT's JSON files (manifest, balance, clean policy, annotation fields): two-space indent, UTF-8, a final newline."""
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """A receipt, plan or record: a reader never sees half of one."""
     write_bytes_atomic(path, json_bytes(obj))

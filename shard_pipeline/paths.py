@@ -1,6 +1,6 @@
 """Where the code and its data files are, and where an invocation's defaults live.
 
-The presets, the manifest schema and the Slurm batch script ship inside the package, so an
+The presets, the manifest schema, the dataset card's template and the Slurm batch script ship inside the package, so an
 installed `hplt-shard` finds them as a checkout does. Defaults that name a place (the conf
 `hplt-shard.conf`, `runs/`, `counts-index/`) are relative to `home()`: $HPLT_SHARD_HOME when set,
 else the checkout when the code runs from one (as `./hplt-shard` does), else the current directory.
@@ -15,6 +15,7 @@ PACKAGE_PARENT = PACKAGE_DIR.parent  # what PYTHONPATH needs for `python -m shar
 PRESET_DIR = PACKAGE_DIR / "submit" / "presets"
 MANIFEST_SCHEMA = PACKAGE_DIR / "contract" / "corpus-manifest.schema.json"
 JOB_SCRIPT = PACKAGE_DIR / "submit" / "executors" / "slurm_job.sh"
+CARD_TEMPLATE = PACKAGE_DIR / "stages" / "card.md"  # the dataset card's prose
 
 
 def checkout_root() -> Path | None:

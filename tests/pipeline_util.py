@@ -12,14 +12,17 @@ import shutil
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 import orjson
 
 from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.contract.rules import split_of
 from shard_pipeline.contract.shard import write_shards
 from shard_pipeline.input.corpus import find_shards
+from shard_pipeline.input.counts_index import CountRow, read_index
 from shard_pipeline.input.reader import ReadStats, iter_records, to_doc
 from shard_pipeline.input.synth import generate_corpus, make_record, write_jsonl_zst
+from shard_pipeline.stages.balance import _sizes, cut_targets, cuts_from_raw
 from shard_pipeline.submit import cli
 
 LANG = "eng_Latn"
@@ -107,3 +110,29 @@ def config_sha(run_dir: Path) -> str:
 
 def manifest(out: Path) -> dict:
     return json.loads((out / MANIFEST_NAME).read_text())
+
+
+def read_rows(root: Path, corpus: str, subset: str, lang: str) -> dict[str, CountRow]:
+    """The rows of one counts-index file that can be true (`read_index`)."""
+    return read_index(root, corpus, subset, lang).rows
+
+
+def byte_balanced_cuts(text_bytes: "np.ndarray", n_shards: int) -> list[tuple[int, int]]:
+    """stages/balance.py's cut rule over all rows in memory: ``n_shards`` contiguous row ranges [start, stop),
+    balanced by text bytes (the form the plan's streaming cuts are held to)."""
+    sizes = _sizes(text_bytes)
+    c = np.cumsum(sizes)
+    targets = np.asarray(cut_targets(int(c[-1]) if c.size else 0, n_shards), dtype=np.int64)
+    return cuts_from_raw(np.searchsorted(c, targets, side="left") + 1, int(sizes.size))
+
+
+def cut_in_block(cumsum_before: int, block_text_bytes: "np.ndarray", target: int) -> int | None:
+    """stages/balance.cuts_in_block for one target, written out on its own."""
+    sizes = _sizes(block_text_bytes)
+    before, target = int(cumsum_before), int(target)
+    if target <= before or sizes.size == 0:
+        return None
+    local = np.cumsum(sizes)
+    if before + int(local[-1]) < target:
+        return None
+    return int(np.searchsorted(local, target - before, side="left")) + 1

@@ -83,10 +83,6 @@ def fields_report(fields: tuple[str, ...], schema: pa.Schema, rows: int, nulls: 
                         "null_rows": nulls.get(n, 0)} for n in fields]}
 
 
-def fields_bytes(report: dict[str, Any]) -> bytes:
-    return (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-
 def order_problem(shard: Path, annotations: Path) -> str | None:
     """Why an annotation file is not its shard's (other ids, or the same ids in another order); None if it is."""
     try:
@@ -113,22 +109,6 @@ def annotations_differ(out_tmp: Path, shard: Any) -> str | None:
     if file_sha256(path) != shard.annotations_sha256:
         return f"{path}: sha256 differs from its write receipt"
     return None
-
-
-def card_lines(report: dict[str, Any], folder: str = "") -> list[str]:
-    """The dataset card's section on the annotation files: where they are, their fields, how to join them
-    (`folder`: the shard set the example reads, `train/` in the dirs layout)."""
-    lines = ["", "## Annotations", "",
-             f"HPLT's per-document fields below are kept beside the shards, in `{ANNOTATIONS_DIR}/<shard name>`: "
-             "one Parquet file per shard with the shard's `id`s in its row order, so a shard and its annotations "
-             "can be read side by side or joined by `id`. A field a record did not carry is null "
-             f"(counts in `{FIELDS_NAME}`). The shards' globs do not reach these files.",
-             "", "| field | type | null rows |", "|---|---|---:|"]
-    lines += [f"| `{f['column']}` | {f['type']} | {f['null_rows']:,} |" for f in report["fields"]]
-    lines += ["", "```python", "import duckdb",
-              f"duckdb.sql(\"SELECT * FROM '{folder}*.parquet' JOIN '{ANNOTATIONS_DIR}/{folder}*.parquet' USING (id)\")",
-              "```"]
-    return lines
 
 
 def null_notes(out: Path) -> list[str]:

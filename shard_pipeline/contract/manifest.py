@@ -10,7 +10,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Sequence
 
 from shard_pipeline.contract.rules import ShardFile, _is_count, set_shard_name, shard_sets
-from shard_pipeline.files import write_bytes_atomic
+from shard_pipeline.files import out_json_bytes, write_bytes_atomic
 
 # Counts of what an upstream dedup stage removed; callers override the keys they know.
 DEDUP_DEFAULTS: dict[str, Any] = {"exact_removed": 0, "near_removed": 0, "near_kept_tagged": 0}
@@ -100,12 +100,8 @@ def build_manifest(
     }
 
 
-def manifest_bytes(manifest: dict[str, Any]) -> bytes:
-    return (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
-    write_bytes_atomic(directory / MANIFEST_NAME, manifest_bytes(manifest))
+    write_bytes_atomic(directory / MANIFEST_NAME, out_json_bytes(manifest))
 
 
 def load_manifest(out: Path) -> dict[str, Any]:

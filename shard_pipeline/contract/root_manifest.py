@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-
 from shard_pipeline.contract.beside import ROOT_MANIFEST_NAME, drop_root_work_folder, in_root, root_manifest_lock_path
 from shard_pipeline.contract.manifest import MANIFEST_NAME
-from shard_pipeline.errors import UsageError, UserError
+from shard_pipeline.errors import UserError
 from shard_pipeline.files import file_sha256, short_lock, write_json_atomic
 
 ROOT_MANIFEST_FORMAT = "hplt-shard-root/1"

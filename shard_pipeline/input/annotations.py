@@ -69,10 +69,6 @@ def resolve_fields(spec: str, corpus: str) -> tuple[str, ...]:
     return tuple(fields)
 
 
-def field_type(corpus: str, name: str) -> pa.DataType:
-    return FIELD_TYPES[corpus][name]
-
-
 def _is_int(v: object) -> bool:
     return v.__class__ is int and -(1 << 63) <= v < (1 << 63)  # type: ignore[operator]
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from shard_pipeline.errors import UserError
+from shard_pipeline.input.fetch import is_url
 from shard_pipeline.input.identity import CorpusNames, names_for
 from shard_pipeline.input.langdir import SUFFIX, refusal, scan_folder, warning
 from shard_pipeline.units import plural
@@ -95,7 +96,8 @@ def _parsed_name(name: str) -> tuple[int, int, str | None] | None:
     return int(m.group(1)), int(m.group(2)), m.group(3)
 
 
-def _natural(name: str) -> tuple:
+def natural_order(name: str) -> tuple:
+    """``9_2`` before ``9_10``: digit runs compare as numbers (release names, index rows)."""
     return tuple(int(p) if p.isdigit() else p for p in _DIGITS_RE.split(name))
 
 
@@ -105,7 +107,7 @@ def _order_key(name: str) -> tuple:
     if parsed is not None:
         bin_, n, src = parsed
         return (0, bin_, n, src or "", (), name)
-    return (1, 0, 0, "", _natural(name), name)
+    return (1, 0, 0, "", natural_order(name), name)
 
 
 def _describe_filter(wds: str | None, sources: str | None) -> str:
@@ -322,7 +324,7 @@ def _url_shards(lang: str, corpus: str, base_url: str, wds: str | None, sources:
             continue
         path = urllib.parse.urlparse(url).path
         file_name = path.rsplit("/", 1)[-1]
-        if not url.startswith(("http://", "https://")) or not file_name.endswith(SUFFIX):
+        if not is_url(url) or not file_name.endswith(SUFFIX):
             raise InputError(f"{map_url}: line {k}: not a shard URL ending in {SUFFIX}: {url[:200]!r}")
         name = file_name[: -len(SUFFIX)]
         if name in by_name and by_name[name] != url:

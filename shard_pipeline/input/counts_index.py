@@ -23,13 +23,12 @@ from pathlib import Path
 from filelock import FileLock
 
 from shard_pipeline.files import shared_mode, write_bytes_atomic
-from shard_pipeline.input.corpus import SUFFIX, InputShard
+from shard_pipeline.input.corpus import SUFFIX, InputShard, natural_order
 
 HEADER = ("shard", "bytes", "mtime", "docs", "method", "counted")
 HEADER_LINE = "\t".join(HEADER)
 RELEASE_CHANGED = "--release-changed"  # the option that says a smaller file is right (input/index_check.py)
 LOCK_TIMEOUT = 600.0  # seconds; a stuck writer should fail a job, not hang it forever
-_DIGITS_RE = re.compile(r"(\d+)")
 
 
 @dataclass(frozen=True)
@@ -169,11 +168,6 @@ def read_index(root: Path, corpus: str, subset: str, lang: str) -> IndexRows:
                      {k: r for k, r in last.items() if isinstance(r, ImpossibleRow)})
 
 
-def read_rows(root: Path, corpus: str, subset: str, lang: str) -> dict[str, CountRow]:
-    """The rows of one index file that can be true (`read_index`)."""
-    return read_index(root, corpus, subset, lang).rows
-
-
 def lookup(rows: dict[str, CountRow], shards: Sequence[InputShard]) -> dict[str, int]:
     """Known exact counts: ``InputShard.name`` -> docs, for shards the index still describes.
 
@@ -224,10 +218,6 @@ def disagreements(rows: dict[str, CountRow], shards: Sequence[InputShard],
         if row.bytes != shard.size or row.mtime != shard.mtime:
             out.append(Disagreement(shard, row, (docs_now or {}).get(shard.name)))
     return out
-
-
-def _natural(name: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in _DIGITS_RE.split(name))
 
 
 def _file_mode(path: Path) -> int:
@@ -310,7 +300,7 @@ def merge(lines: Sequence[str], rows: Sequence[CountRow], accept_smaller: bool) 
                                    (old.bytes, old.mtime, old.docs) != (new.bytes, new.mtime, new.docs)):
             replaced.append(change)
         kept_lines[new.shard] = new.to_line()
-    ordered = [kept_lines[name] for name in sorted(kept_lines, key=lambda n: (_natural(n), n))]
+    ordered = [kept_lines[name] for name in sorted(kept_lines, key=lambda n: (natural_order(n), n))]
     return ordered + foreign, Merge(tuple(replaced), tuple(kept))
 
 

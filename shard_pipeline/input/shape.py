@@ -13,6 +13,7 @@ from typing import Sequence
 import orjson
 
 from shard_pipeline.errors import UsageError
+from shard_pipeline.input.fetch import is_url
 
 _TAGGED = re.compile(r"^\d+_\d+\.(cc|ia|ab)$")
 PROBE_SHARDS = 3  # shards whose head is looked at
@@ -59,7 +60,7 @@ def check_record_shape(shards: Sequence, corpus: str) -> None:
         if tagged:
             raise UsageError(f"--corpus v3, but {tagged[0].location} is named like a v4 English shard "
                              f"(source tag .{tagged[0].name.rsplit('.', 1)[1]}); use --corpus v4")
-    local = [s for s in shards if not s.location.startswith(("http://", "https://"))]
+    local = [s for s in shards if not is_url(s.location)]
     for shard in local[:PROBE_SHARDS]:
         found = head_shape(shard.location)
         if found is not None and found[0] != corpus:
@@ -94,7 +95,7 @@ def annotation_probe(shards: Sequence, fields: tuple[str, ...]) -> float:
     the kept fields' mean bytes per record, for the dry-run's extra volume."""
     from shard_pipeline.input.annotations import AbsentField, probe_fields
 
-    local = [s for s in shards if not s.location.startswith(("http://", "https://"))][:PROBE_SHARDS]
+    local = [s for s in shards if not is_url(s.location)][:PROBE_SHARDS]
     try:
         return probe_fields([(s.location, head_records(s.location)) for s in local], fields)
     except AbsentField as exc:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from shard_pipeline.paths import PACKAGE_DIR
 
-# The package's source: code, the C it compiles, its batch script, presets and schema. Compiled
+# The package's source: code, the C it compiles, its batch script, presets, schema and card template. Compiled
 # extensions (built from the .c files) and __pycache__ are not source; hidden files (an editor's) are skipped.
-SOURCE_SUFFIXES = (".py", ".c", ".sh", ".conf", ".json")
+SOURCE_SUFFIXES = (".py", ".c", ".sh", ".conf", ".json", ".md")
 
 
 @cache

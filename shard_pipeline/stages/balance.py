@@ -5,7 +5,7 @@ in name order. For every rank to see the same amount of text, two things must ho
 
 1. the shard count is a multiple of R, for every R the data is meant for: hence a multiple of
    ``lcm(dp_ranks)`` (``shard_count_for``);
-2. shards are cut by cumulative text bytes, not by rows (``byte_balanced_cuts``).
+2. shards are cut by cumulative text bytes, not by rows (the cut rule below).
 
 Cut rule (integer arithmetic, reproducible by any implementation). With ``b[k]`` the UTF-8 text
 bytes of row k in output order, ``c[k] = b[0] + ... + b[k]`` (inclusive prefix sum),
@@ -27,7 +27,7 @@ of any contiguous run of shards is within one document's bytes of its share (unl
 moved it, which takes documents larger than a shard). That is why one set of cuts serves every
 R that divides n at once.
 
-The streaming form (``cut_targets`` + ``cut_in_block`` or ``cuts_in_block`` + ``cuts_from_raw``)
+The streaming form (``cut_targets`` + ``cuts_in_block`` + ``cuts_from_raw``)
 needs only the row sizes of one block at a time, for a plan that cannot hold billions of them. A positive
 target falls in exactly one block (the one with ``before < target <= before + sum(block)``);
 a target of 0 (only when T < n) falls in no block and its raw cut is 1 (c[0] >= 0).
@@ -156,28 +156,14 @@ def _sizes(text_bytes) -> np.ndarray:
     return a.astype(np.int64, copy=False)
 
 
-def cut_in_block(cumsum_before: int, block_text_bytes: np.ndarray, target: int) -> int | None:
-    """Where the cut for ``target`` falls in a block of consecutive rows, or None if not here.
+def cuts_in_block(cumsum_before: int, block_text_bytes: np.ndarray, targets: Sequence[int]) -> list[int | None]:
+    """Where the cut for each of ``targets`` falls in a block of consecutive rows, None where not here.
 
-    ``cumsum_before`` is the text bytes of all rows before the block. Returns the cut as an
-    *exclusive* offset ``j + 1`` in ``1 .. len(block)``, where j is the first row of the block
-    whose inclusive cumulative bytes reach ``target``: the global raw cut is
-    ``block_start + returned``. A target is here iff ``before < target <= before + sum(block)``,
+    ``cumsum_before`` is the text bytes of all rows before the block. A cut is an *exclusive* offset ``j + 1`` in
+    ``1 .. len(block)``, where j is the first row of the block whose inclusive cumulative bytes reach the target:
+    the global raw cut is ``block_start + returned``. A target is here iff ``before < target <= before + sum(block)``,
     so a positive target is found in exactly one block; target 0 in none (its raw cut is 1).
     """
-    sizes = _sizes(block_text_bytes)
-    before, target = int(cumsum_before), int(target)
-    if target <= before or sizes.size == 0:
-        return None
-    local = np.cumsum(sizes)
-    if before + int(local[-1]) < target:
-        return None
-    return int(np.searchsorted(local, target - before, side="left")) + 1
-
-
-def cuts_in_block(cumsum_before: int, block_text_bytes: np.ndarray, targets: Sequence[int]) -> list[int | None]:
-    """``cut_in_block`` for many targets at once (one cumsum, one searchsorted): what a plan uses
-    when one block holds many cuts. Same result as calling ``cut_in_block`` per target."""
     sizes = _sizes(block_text_bytes)
     before = int(cumsum_before)
     ts = [int(x) for x in targets]
@@ -209,20 +195,6 @@ def cuts_from_raw(raw_cuts: Sequence[int], rows: int) -> list[tuple[int, int]]:
     cuts[-1] = rows
     starts = np.concatenate(([0], cuts[:-1]))
     return [(int(a), int(b)) for a, b in zip(starts, cuts)]
-
-
-def byte_balanced_cuts(text_bytes: np.ndarray, n_shards: int) -> list[tuple[int, int]]:
-    """Contiguous row ranges [start, stop), in order, ``n_shards`` of them, balanced by text bytes.
-
-    See the module docstring for the exact rule; equal to ``cut_targets`` + ``cut_in_block`` +
-    ``cuts_from_raw`` over any blocking of the rows (tested).
-    """
-    sizes = _sizes(text_bytes)
-    c = np.cumsum(sizes)
-    total = int(c[-1]) if c.size else 0
-    targets = np.asarray(cut_targets(total, n_shards), dtype=np.int64)
-    raw = np.searchsorted(c, targets, side="left") + 1
-    return cuts_from_raw(raw, int(sizes.size))
 
 
 def rank_load_deviation(shard_text_bytes: Sequence[int], ranks: int) -> float:

@@ -9,6 +9,9 @@ every row can be traced to the file it came from and the license it was packaged
 Everything here is a pure function of its arguments: no timestamps, host names or paths unless
 the caller passes them (the same output gives byte-identical files).
 
+The card's prose is the packaged template ``card.md`` (blocks named by a line ``%% name``, each a
+``str.format`` template); this module picks the blocks an output needs and fills in its values.
+
 Layouts (``layout=``):
 
 * ``"dirs"``: ``OUT/train/shard-*.parquet`` and ``OUT/validation/shard-*.parquet``; the
@@ -26,46 +29,24 @@ A split with no rows is left out of the configs (an empty glob is an error for `
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from shard_pipeline.contract.annotations import ANNOTATIONS_DIR, FIELDS_NAME
 from shard_pipeline.contract.extras import BALANCE_NAME, CLEAN_POLICY_NAME, CLEANED_NAME
 from shard_pipeline.contract.manifest import manifest_sets
+from shard_pipeline.paths import CARD_TEMPLATE
 from shard_pipeline.units import human_bytes
 
 LEDGER_KEYS: tuple[str, ...] = ("source_id", "location", "bytes", "mtime", "documents", "license_spdx")
 LAYOUTS = ("dirs", "column")
 SHARD_GLOB = "shard-*.parquet"
-# Hugging Face size_categories (huggingface_hub's DatasetCardData), by total rows.
-_SIZE_CATEGORIES = (
-    (10**3, "n<1K"),
-    (10**4, "1K<n<10K"),
-    (10**5, "10K<n<100K"),
-    (10**6, "100K<n<1M"),
-    (10**7, "1M<n<10M"),
-    (10**8, "10M<n<100M"),
-    (10**9, "100M<n<1B"),
-    (10**10, "1B<n<10B"),
-    (10**11, "10B<n<100B"),
-    (10**12, "100B<n<1T"),
-)
+# Hugging Face size_categories (huggingface_hub's DatasetCardData): the k-th is for fewer than 10**(k + 3) rows.
+_SIZE_CATEGORIES = ("n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "1M<n<10M", "10M<n<100M", "100M<n<1B", "1B<n<10B",
+                    "10B<n<100B", "100B<n<1T")
 # Provenance keys the card knows; any other key is shown too, in the caller's order.
 PROVENANCE_KEYS = ("license_spdx", "source", "selection", "tool", "tool_commit", "language", "pretty_name", "repo_id")
-
-_FIELDS = (
-    ("id", "string", "document id from the source corpus; rows are sorted by it (UTF-8 byte order)"),
-    ("text", "string", "the document text, never rewritten"),
-    ("source_id", "string", "the input shard the row came from (see the ledger)"),
-    ("url", "string", "the page the text was extracted from"),
-    ("license_spdx", "string", "SPDX id of the license the row is packaged under"),
-    ("lang", "string", "language code (`und` if unknown)"),
-    ("n_chars", "int32", "length of `text` in Unicode code points"),
-    ("sha256", "binary(32)", "SHA-256 of the UTF-8 text; decides the split"),
-    ("minhash_cluster", "int64", "smallest row index of the row's near-duplicate cluster"),
-    ("pii_redactions", "int32", "number of PII spans (e-mail addresses, IP addresses, phone numbers) HPLT's annotator "
-     "found in the text; HPLT marks them and does not redact them, so they are still in `text`"),
-    ("split", "string", '`"train"` or `"val"`'),
-)
 
 
 # ---------------------------------------------------------------- ledger
@@ -119,8 +100,8 @@ def ledger_bytes(rows: Sequence[Mapping[str, Any]]) -> bytes:
 
 def size_category(rows: int) -> str:
     """Hugging Face ``size_categories`` value for a row count: ``n<1K``, ``1K<n<10K``, ... ``n>1T``."""
-    for limit, name in _SIZE_CATEGORIES:
-        if rows < limit:
+    for k, name in enumerate(_SIZE_CATEGORIES):
+        if rows < 10 ** (k + 3):
             return name
     return "n>1T"
 
@@ -151,10 +132,6 @@ def _configs_yaml(layout: str, has_train: bool, has_val: bool) -> list[str]:
         lines += [f"- config_name: {name}", "  data_files:", f"  - split: {s}", f"    path: {_q(SHARD_GLOB)}",
                   f'  filters: [["split", "==", "{value}"]]']
     return lines
-
-
-def _n(x: int) -> str:
-    return f"{x:,}"
 
 
 def _pct(part: int, whole: int, spec: str = ".2f") -> str:
@@ -219,126 +196,84 @@ def _front_matter(f: _CardFacts, provenance: Mapping[str, Any], cleaned: bool) -
     return fm + _configs_yaml(f.layout, f.rows - f.val > 0, f.val > 0) + ["---"]
 
 
-def _counts_lines(f: _CardFacts) -> list[str]:
-    return [
-        f"# {f.pretty}", "",
-        f"{f.dataset} {f.version}: {_n(f.rows)} documents ({human_bytes(f.text_bytes)} of UTF-8 text) from {f.source}, "
-        f"packaged by hplt-shard as {_n(f.shards)} deterministic Parquet shards (zstd, rows sorted by `id`). "
-        "Every file is listed with its SHA-256 in `_MANIFEST.json`; the same inputs and configuration "
-        "give byte-identical files.",
-        "", "## Counts", "", "| | rows | share |", "|---|---:|---:|",
-        f"| train | {_n(f.train)} | {_pct(f.train, f.rows)} |",
-        f"| validation | {_n(f.val)} | {_pct(f.val, f.rows)} |",
-        f"| total | {_n(f.rows)} | |",
-        "", "| | |", "|---|---:|",
-        f"| text (UTF-8 bytes) | {_n(f.text_bytes)} |",
-        f"| shards | {_n(f.shards)} |",
-        f"| stored (Parquet bytes) | {_n(f.stored)} |",
-    ]
+def _template_blocks(text: str) -> dict[str, str]:
+    """The template's blocks: a line ``%% name`` starts block ``name``, which runs to the next such line."""
+    parts = re.split(r"^%% (.*)\n", text, flags=re.M)
+    return {name: body.removesuffix("\n") for name, body in zip(parts[1::2], parts[2::2])}
 
 
-_FILES_DIRS = (f"Files: `train/{SHARD_GLOB}` (split `train`) and `validation/{SHARD_GLOB}` (split `validation`); "
-               'the `split` column repeats it (`"train"` / `"val"`).')
-_FILES_COLUMN = (f'Every shard (`{SHARD_GLOB}`) holds rows of both splits; the `split` column (`"train"` / `"val"`) '
-                 "tells them apart. The `default` config reads only the train rows and the `validation` config "
-                 "only the validation rows, through a Parquet filter on `split` (`datasets` >= 3.2). "
-                 "Any other reader must filter too, e.g. `WHERE split = 'train'`.")
+_BLOCKS = _template_blocks(CARD_TEMPLATE.read_text(encoding="utf-8"))
 
 
-def _splits_lines(f: _CardFacts) -> list[str]:
-    b = ["", "## Splits", "",
-         "A document is in validation when the first 8 bytes of the SHA-256 of its UTF-8 text, read as a "
-         f"big-endian unsigned integer, modulo 1000 are below {f.val_permille} ({f.val_permille / 10:g}%); "
-         "otherwise it is in train. The split depends on the text alone: exact copies never straddle "
-         "train and validation, and a document's split does not change when others are added or removed.",
-         "", _FILES_DIRS if f.layout == "dirs" else _FILES_COLUMN]
-    b += ["", "## Data fields", "", "| column | type | meaning |", "|---|---|---|"]
-    for name, typ, meaning in _FIELDS:
-        if name == "minhash_cluster" and f.layout == "dirs":
-            meaning += " (row indexes count within the split's own shard set)"
-        b.append(f"| `{name}` | {typ} | {meaning} |")
-    return b
+def _fill(block: str, values: Mapping[str, Any]) -> str:
+    return _BLOCKS[block].format_map(values)
 
 
-def _cleaning_lines(policy: Mapping[str, Any], rows: int) -> list[str]:
+def _values(f: _CardFacts, provenance: Mapping[str, Any], config_sha256: str, ledger_name: str) -> dict[str, Any]:
+    """What the template's blocks name, besides the facts themselves."""
+    return {
+        **vars(f), "text_human": human_bytes(f.text_bytes), "train_share": _pct(f.train, f.rows),
+        "val_share": _pct(f.val, f.rows), "val_percent": f.val_permille / 10, "glob": SHARD_GLOB,
+        "read_glob": "**/" + SHARD_GLOB if f.layout == "dirs" else SHARD_GLOB,
+        "minhash_note": " (row indexes count within the split's own shard set)" if f.layout == "dirs" else "",
+        "trained_folder": "train/ " if f.layout == "dirs" else "", "join_folder": "train/" if f.layout == "dirs" else "",
+        "annotations_dir": ANNOTATIONS_DIR, "fields_name": FIELDS_NAME, "balance_name": BALANCE_NAME,
+        "cleaned_name": CLEANED_NAME, "clean_policy_name": CLEAN_POLICY_NAME, "source_cell": _cell(f.source),
+        "selection_cell": _cell(provenance.get("selection")), "spdx_cell": _cell(f.spdx), "config_sha256": config_sha256,
+        "tool_cell": _cell(provenance.get("tool") or "hplt-shard"),
+        "tool_commit_cell": _cell(provenance.get("tool_commit") or "unknown"), "ledger_cell": _cell(ledger_name),
+        "ledger_keys": ", ".join(f"`{k}`" for k in LEDGER_KEYS), "repo": _q(f.repo),
+    }
+
+
+def _annotations_lines(report: Mapping[str, Any], values: Mapping[str, Any]) -> list[str]:
+    """Where the annotation files are, their fields, how to join them to the shards ranks read."""
+    rows = [f"| `{f['column']}` | {f['type']} | {f['null_rows']:,} |" for f in report["fields"]]
+    return [_fill("annotations", values), *rows, _fill("annotations end", values)]
+
+
+def _cleaning_lines(policy: Mapping[str, Any], rows: int, values: Mapping[str, Any]) -> list[str]:
     thresholds = policy.get("thresholds", {})
     quarantined = int(policy.get("quarantined", 0))
     reasons = policy.get("reasons", {})
-    b = ["", "## Cleaning", "",
-         f"The quarantine policy set aside {_n(quarantined)} documents ({_pct(quarantined, rows + quarantined, '.3g')} "
-         "of kept + quarantined). Quarantined documents are not in this dataset. A document was quarantined "
-         "when it matched one or more of:", ""]
-    b += [f"- {line}" for line in _rule_lines(thresholds)]
-    b += ["",
-          "Reason counts can add up to more than the total: one document can match several rules. "
-          "No kept document was rewritten; cleaning only selects whole documents. The quarantined documents "
-          f"are kept whole, with their reasons, in `{CLEANED_NAME}`; thresholds and counts are in `{CLEAN_POLICY_NAME}`."]
+    values = {**values, "quarantined": quarantined, "quarantined_share": _pct(quarantined, rows + quarantined, ".3g"),
+              "thresholds_json": json.dumps(dict(thresholds), indent=2, ensure_ascii=False)}
+    b = [_fill("cleaning", values), *(f"- {line}" for line in _rule_lines(thresholds)), _fill("cleaning end", values)]
     if reasons:
-        b += ["", "| reason | documents |", "|---|---:|"] + [f"| `{r}` | {_n(int(c))} |" for r, c in reasons.items()]
+        b += [_BLOCKS["reasons"]] + [f"| `{r}` | {int(c):,} |" for r, c in reasons.items()]
     if thresholds:
-        b += ["", "Thresholds:", "", "```json", json.dumps(dict(thresholds), indent=2, ensure_ascii=False), "```"]
+        b.append(_fill("thresholds", values))
     return b
 
 
-def _balance_lines(f: _CardFacts) -> list[str]:
-    b = ["", "## Balance for data-parallel training", "",
-         f"The {_n(f.trained)} {'train/ ' if f.layout == 'dirs' else ''}shards are cut by cumulative text bytes, and their count divides evenly by each "
-         "data-parallel rank count below. A loader that gives each rank an equal, contiguous run of shard "
-         "files in name order gets this balance:",
-         "", "| data ranks | shards per rank | maximum relative load deviation |", "|---:|---:|---:|"]
-    for ranks, entry in f.balance.items():
-        dev = float(entry["max_relative_load_deviation"])
-        b.append(f"| {ranks} | {_n(int(entry['shards_per_rank']))} | {100 * dev:.4f}% |")
-    return b + ["", f"Load = text bytes of a rank's shards; deviation = max |load - mean| / mean (also in `{BALANCE_NAME}`)."]
+def _rule_lines(thresholds: Mapping[str, Any]) -> list[str]:
+    """One line per quarantine rule with its thresholds; only the rule's name when they are not all there."""
+    values = dict(thresholds)
+    values.update({f"{k}_pct": f"{100 * v:g}%" for k, v in thresholds.items() if isinstance(v, float)})
+    out = []
+    for template in _BLOCKS["rules"].split("\n"):
+        try:
+            out.append(template.format(**values))
+        except (KeyError, ValueError):
+            out.append(template.split(": ", 1)[0])
+    return out
 
 
-def _provenance_lines(f: _CardFacts, provenance: Mapping[str, Any], config_sha256: str, ledger_name: str) -> list[str]:
-    b = ["", "## Provenance", "", "| | |", "|---|---|", f"| source | {_cell(f.source)} |"]
-    if provenance.get("selection"):
-        b.append(f"| selection | {_cell(provenance['selection'])} |")
-    b += [
-        f"| license | {_cell(f.spdx)} |",
-        f"| config sha256 | `{config_sha256}` |",
-        f"| tool | {_cell(provenance.get('tool') or 'hplt-shard')} |",
-        f"| tool commit | {_cell(provenance.get('tool_commit') or 'unknown')} |",
-        f"| input ledger | `{_cell(ledger_name)}`: one JSON line per input shard ({', '.join(f'`{k}`' for k in LEDGER_KEYS)}) |",
-        "| manifest | `_MANIFEST.json`: every file's SHA-256, rows and bytes; split and drop counts |",
-    ]
+def _balance_lines(f: _CardFacts, values: Mapping[str, Any]) -> list[str]:
+    rows = [f"| {ranks} | {int(entry['shards_per_rank']):,} | {100 * float(entry['max_relative_load_deviation']):.4f}% |"
+            for ranks, entry in f.balance.items()]
+    return [_fill("balance", values), *rows, _fill("balance end", values)]
+
+
+def _provenance_lines(f: _CardFacts, provenance: Mapping[str, Any], values: Mapping[str, Any]) -> list[str]:
+    b = [_fill("provenance", values)] + ([_fill("selection", values)] if provenance.get("selection") else [])
+    b.append(_fill("provenance rest", values))
     return b + [f"| {_cell(key)} | {_cell(value)} |" for key, value in provenance.items() if key not in PROVENANCE_KEYS]
 
 
-def _usage_lines(f: _CardFacts) -> list[str]:
-    b = ["", "## Usage", "", "```python", "from datasets import load_dataset", ""]
-    if f.layout == "dirs":
-        b.append(f'ds = load_dataset({_q(f.repo)})  # splits: train' + (", validation" if f.val else ""))
-        b.append('train = ds["train"]')
-        if f.val:
-            b.append('validation = ds["validation"]')
-    else:
-        b.append(f'train = load_dataset({_q(f.repo)})["train"]  # train rows only')
-        if f.val:
-            b.append(f'validation = load_dataset({_q(f.repo)}, "validation")["validation"]')
-    glob = "**/" + SHARD_GLOB if f.layout == "dirs" else SHARD_GLOB
-    return b + ["```", "", "Or with DuckDB:", "", "```sql",
-                f"SELECT split, count(*) FROM read_parquet('{glob}') GROUP BY split;", "```", "", *_READING_NOTES]
-
-
-_READING_NOTES = (
-    "Large streaming jobs should list the files in name order (or from `_MANIFEST.json`) "
-    "rather than rely on an object store's listing order.",
-    "",
-    "Every file other than the shards is named `_*` (or lies under a `_*` folder), which Arrow, Spark and Hadoop "
-    "skip, except this `README.md`: pyarrow would try to read it as Parquet, so open the folder with "
-    "`pyarrow.parquet.read_table(path, ignore_prefixes=[\".\", \"_\", \"README\"])` "
-    "(the same option for `pyarrow.dataset.dataset`), or read the shard glob above.",
-    "",
-    "## Content notice",
-    "",
-    "This is text collected from the public web. Automated filtering does not replace review for "
-    "safety, privacy, licensing or fitness for a particular domain; apply the controls your use "
-    "case needs. Personal data is not redacted: `pii_redactions` counts the spans HPLT's annotator "
-    "found, and they remain in the text.",
-)
+def _usage_lines(f: _CardFacts, values: Mapping[str, Any]) -> list[str]:
+    snippet = f"usage {f.layout}" + (" validation" if f.val else "")
+    return [_fill("usage", values), _fill(snippet, values), _fill("usage end", values)]
 
 
 def dataset_card(
@@ -361,38 +296,13 @@ def dataset_card(
     usage snippet), and any other key, shown in the provenance table in the given order.
     """
     f = _card_facts(manifest, layout, provenance)
-    b = _front_matter(f, provenance, bool(policy)) + _counts_lines(f) + _splits_lines(f)
+    values = _values(f, provenance, manifest["config_sha256"], ledger_name)
+    b = _front_matter(f, provenance, bool(policy)) + [_fill(name, values) for name in ("counts", "splits", f"files {layout}", "fields")]
     if annotations:  # --annotations: contract/annotations.fields_report
-        from shard_pipeline.contract.annotations import card_lines
-
-        b += card_lines(dict(annotations), "train/" if layout == "dirs" else "")
+        b += _annotations_lines(annotations, values)
     if policy:
-        b += _cleaning_lines(policy, f.rows)
+        b += _cleaning_lines(policy, f.rows, values)
     if f.balance:
-        b += _balance_lines(f)
-    b += _provenance_lines(f, provenance, manifest["config_sha256"], ledger_name) + _usage_lines(f)
+        b += _balance_lines(f, values)
+    b += _provenance_lines(f, provenance, values) + _usage_lines(f, values)
     return "\n".join(b) + "\n"
-
-
-_RULE_TEXT = (
-    ("max_bytes", "larger than {max_bytes:,} UTF-8 bytes"),
-    ("repeated_lines", "at least {repeated_lines_min_lines:,} non-empty lines of which at most {repeated_lines_max_unique_ratio_pct} are distinct"),
-    ("one_line", "at least {one_line_min_bytes:,} bytes with at least {one_line_share_pct} of them in one line"),
-    ("control_chars", "more than {control_char_ratio_pct} control characters (other than tab, newline, carriage return)"),
-    ("char_run", "one character repeated more than {max_char_run:,} times in a row"),
-    ("replacement_chars", "at least {replacement_min_chars:,} U+FFFD replacement characters, more than {replacement_ratio_pct} of the text"),
-    ("whitespace_padding", "at least {whitespace_min_chars:,} characters, more than {whitespace_ratio_pct} whitespace and less than {alnum_ratio_below_pct} letters and digits"),
-    ("base64_blob", "a run of at least {base64_min_run:,} characters from `[A-Za-z0-9+/=]` (an encoded blob)"),
-)
-
-
-def _rule_lines(thresholds: Mapping[str, Any]) -> list[str]:
-    values = dict(thresholds)
-    values.update({f"{k}_pct": f"{100 * v:g}%" for k, v in thresholds.items() if isinstance(v, float)})
-    out = []
-    for reason, template in _RULE_TEXT:
-        try:
-            out.append(f"`{reason}`: " + template.format(**values))
-        except (KeyError, ValueError):
-            out.append(f"`{reason}`")
-    return out

@@ -8,7 +8,6 @@ otherwise is refused, named.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,7 @@ from shard_pipeline.contract.manifest import MANIFEST_NAME, build_manifest, mani
 from shard_pipeline.contract.replace import PARKED, TMP_MARKER, parking_dir_for, tmp_owner
 from shard_pipeline.contract.swap import folder_identity, notice, remove_replaced, swap_into_place, unpark
 from shard_pipeline.contract.rules import SPLIT_DIRS
-from shard_pipeline.files import atomic_leftovers, file_sha256
-from shard_pipeline.files import write_bytes_atomic
+from shard_pipeline.files import atomic_leftovers, file_sha256, out_json_bytes, write_bytes_atomic
 from shard_pipeline.input.counts_index import CountRow, Merge, record
 from shard_pipeline.input.identity import CorpusNames
 from shard_pipeline.run.claim import release
@@ -301,16 +299,14 @@ def write_extra_files(run: RunDir, cfg: RunConfig, plan: Plan, tmp: Path,
     policy = None
     if c.byte_balanced:
         report = balance_of(c, manifest)
-        listed.append(_listed(tmp, _write_bytes(tmp / BALANCE_NAME,
-                                                (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode())))
+        listed.append(_listed(tmp, _write_bytes(tmp / BALANCE_NAME, out_json_bytes(report))))
         trained = report["sets"][SPLIT_DIRS["train"]] if "sets" in report else report
         manifest = {**manifest, "balance": trained["ranks"]}  # the card states the balance of what ranks train on
     if c.clean is not None:
         cons = plan.conservation
         policy = summary(CleanPolicy(**c.clean), cons.cleaned, cons.clean_reasons)
         listed.append(_listed(tmp, write_cleaned(run, cfg, tmp / CLEANED_NAME)))
-        listed.append(_listed(tmp, _write_bytes(tmp / CLEAN_POLICY_NAME,
-                                                (json.dumps(policy, indent=2, ensure_ascii=False) + "\n").encode())))
+        listed.append(_listed(tmp, _write_bytes(tmp / CLEAN_POLICY_NAME, out_json_bytes(policy))))
     kept = None
     if c.annotations:
         kept, files = annotation_files(tmp, c, [e["name"] for e in manifest["shards"]])
@@ -335,7 +331,7 @@ def annotation_files(tmp: Path, c, shard_names: list[str]) -> tuple[dict[str, An
     their types, the rows where each is null), which it returns too, for the card."""
     import pyarrow.parquet as pq
 
-    from shard_pipeline.contract.annotations import FIELDS_NAME, annotation_name, fields_bytes, fields_report, null_counts
+    from shard_pipeline.contract.annotations import FIELDS_NAME, annotation_name, fields_report, null_counts
     from shard_pipeline.input.annotations import schema_of
 
     listed, nulls, rows = [], dict.fromkeys(c.annotations, 0), 0
@@ -347,5 +343,5 @@ def annotation_files(tmp: Path, c, shard_names: list[str]) -> tuple[dict[str, An
             nulls[field] += k
         listed.append({**_listed(tmp, path), "rows": n})
     report = fields_report(c.annotations, schema_of(c.annotations, c.corpus), rows, nulls)
-    listed.append(_listed(tmp, _write_bytes(tmp / FIELDS_NAME, fields_bytes(report))))
+    listed.append(_listed(tmp, _write_bytes(tmp / FIELDS_NAME, out_json_bytes(report))))
     return report, listed

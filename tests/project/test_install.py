@@ -47,8 +47,9 @@ def test_pip_install_gives_a_command_that_runs_from_any_folder(tmp_path):
 
     verify = subprocess.run([hplt_shard, "--verify", "X"], cwd=elsewhere, env=env, capture_output=True, text=True)
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    packaged = ("import jsonschema; from shard_pipeline.paths import JOB_SCRIPT, MANIFEST_SCHEMA, PRESET_DIR; "
-                "assert JOB_SCRIPT.is_file() and MANIFEST_SCHEMA.is_file() and (PRESET_DIR / 'lumi.conf').is_file()")
+    packaged = ("import jsonschema; from shard_pipeline.paths import CARD_TEMPLATE, JOB_SCRIPT, MANIFEST_SCHEMA, PRESET_DIR; "
+                "assert JOB_SCRIPT.is_file() and MANIFEST_SCHEMA.is_file() and (PRESET_DIR / 'lumi.conf').is_file() "
+                "and CARD_TEMPLATE.is_file()")
     assert subprocess.run([str(venv / "bin" / "python"), "-c", packaged], cwd=elsewhere, env=env).returncode == 0
 
     # the packaged presets are found, and the bytes are those of the checkout's ./hplt-shard

@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from shard_pipeline.input.corpus import find_shards
-from shard_pipeline.input.counts_index import lookup, read_rows
+from shard_pipeline.input.counts_index import lookup
 from shard_pipeline.input.identity import index_key, known_hplt_roots, names_for
 from shard_pipeline.paths import PRESET_DIR
 from shard_pipeline.submit import cli, scope
 from shard_pipeline.submit.settings import preset_values
-from tests.pipeline_util import LANG, LICENSE, index_file, make_corpus, manifest, run_cli, tree_bytes
+from tests.pipeline_util import LANG, LICENSE, index_file, make_corpus, manifest, read_rows, run_cli, tree_bytes
 
 LUMI_V4 = Path("/appl/local/openeurollm/training/catalogue/hplt/4.0")
 

@@ -17,11 +17,11 @@ from shard_pipeline.contract.manifest import build_manifest, write_manifest
 from shard_pipeline.contract.rules import ShardFile, split_of
 from shard_pipeline.contract.shard import read_shards, write_shards
 from shard_pipeline.contract.verify import verify_output
-from shard_pipeline.stages.balance import byte_balanced_cuts
 from shard_pipeline.submit import cli
 from tests.manifest_schema import assert_valid_manifest
 from tests.pipeline_util import (
     LANG,
+    byte_balanced_cuts,
     config_sha,
     expected_output,
     make_corpus,

@@ -111,7 +111,7 @@ def test_verify_finds_a_damaged_pipeline_shard(tmp_path, capsys):
 def test_dp_ranks_give_a_multiple_of_the_lcm_balanced_by_bytes(tmp_path):
     import numpy as np
 
-    from shard_pipeline.stages.balance import byte_balanced_cuts
+    from tests.pipeline_util import byte_balanced_cuts
 
     recs = records(120, seed=31, text_bytes=300)
     for k in range(0, 120, 7):  # uneven sizes, so byte balance differs from row balance

@@ -20,7 +20,6 @@ import pytest
 
 import shard_pipeline.contract.swap as swap_mod
 
-import shard_pipeline.contract.manifest as manifest_mod
 import shard_pipeline.contract.replace as replace_mod
 import shard_pipeline.contract.shard as shard_mod
 from shard_pipeline.contract.manifest import DEDUP_DEFAULTS
@@ -34,6 +33,7 @@ from shard_pipeline.contract.rules import (
     split_of,
 )
 from shard_pipeline.contract.shard import TamperedShard, read_shards, write_shards
+from shard_pipeline.files import out_json_bytes
 from tests.manifest_schema import assert_valid_manifest, manifest_errors
 
 MANIFEST = "_MANIFEST.json"
@@ -897,7 +897,7 @@ def test_read_shards(tmp_path):
     write(hand_docs(), out3, shard_rows=2)
     mf = json.loads((out3 / MANIFEST).read_text(encoding="utf-8"))
     mf["shards"][0]["rows"] = 3
-    (out3 / MANIFEST).write_bytes(manifest_mod.manifest_bytes(mf))
+    (out3 / MANIFEST).write_bytes(out_json_bytes(mf))
     with pytest.raises(TamperedShard):
         next(read_shards(out3))
 

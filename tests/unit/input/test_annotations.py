@@ -22,6 +22,7 @@ from shard_pipeline.contract.manifest import MANIFEST_NAME
 from shard_pipeline.contract.rules import Doc
 from shard_pipeline.contract.shard import write_shards
 from shard_pipeline.contract.verify import verify_output
+from shard_pipeline.files import out_json_bytes
 from shard_pipeline.input.annotations import (
     AbsentField,
     UnknownField,
@@ -190,12 +191,12 @@ def test_dry_run_shows_the_extra_volume(capsys) -> None:
 
 
 def test_fields_missing_from_some_records_are_reported_when_done(tmp_path: Path) -> None:
-    from shard_pipeline.contract.annotations import FIELDS_NAME, fields_bytes, fields_report, null_notes
+    from shard_pipeline.contract.annotations import FIELDS_NAME, fields_report, null_notes
 
     fields = ("doc_scores", "web-register")
     report = fields_report(fields, schema_of(fields, "v4"), 200, {"doc_scores": 0, "web-register": 19})
     (tmp_path / FIELDS_NAME).parent.mkdir(parents=True)
-    (tmp_path / FIELDS_NAME).write_bytes(fields_bytes(report))
+    (tmp_path / FIELDS_NAME).write_bytes(out_json_bytes(report))
     notes = null_notes(tmp_path)
     assert len(notes) == 1 and "'web-register'" in notes[0]
 

@@ -22,9 +22,9 @@ from shard_pipeline.input.counts_index import (
     lookup,
     merge,
     read_index,
-    read_rows,
     record,
 )
+from tests.pipeline_util import read_rows
 
 REPO = Path(__file__).resolve().parents[3]
 WHEN = "2026-10-15T12:00:00Z"

@@ -9,7 +9,7 @@ import pytest
 import zstandard
 
 from shard_pipeline.input.corpus import InputShard
-from shard_pipeline.input.counts_index import CountRow, read_rows, record
+from shard_pipeline.input.counts_index import CountRow, record
 from shard_pipeline.input.index_check import (
     RELEASE_CHANGED,
     InputShorterThanIndex,
@@ -26,7 +26,7 @@ from shard_pipeline.stages.write import run_write
 from shard_pipeline.submit import launch, prepare, scope
 from shard_pipeline.submit.cli import parse
 from shard_pipeline.submit.request import Request
-from tests.pipeline_util import LANG, LICENSE, index_file, make_corpus, run_cli
+from tests.pipeline_util import LANG, LICENSE, index_file, make_corpus, read_rows, run_cli
 
 WHEN = "2026-01-01T00:00:00Z"
 SHARD = "9_1.ia.jsonl.zst"

@@ -8,8 +8,6 @@ import pytest
 
 from shard_pipeline.stages.balance import (
     balance_report,
-    byte_balanced_cuts,
-    cut_in_block,
     cut_targets,
     cuts_from_raw,
     cuts_in_block,
@@ -18,6 +16,7 @@ from shard_pipeline.stages.balance import (
     shard_count_for,
     shard_multiple,
 )
+from tests.pipeline_util import byte_balanced_cuts, cut_in_block
 
 
 def reference_cuts(sizes: list[int], n: int) -> list[tuple[int, int]]:
