@@ -66,7 +66,7 @@ class RunView:
 
 def view_of(root: Path) -> RunView:
     """The view of the run in `root`, of one language or several."""
-    return languages_view(root) if unit_table.is_multi(root) else run_view(RunDir(root))
+    return languages_view(root) if unit_table.is_run_root(root) else run_view(RunDir(root))
 
 
 def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:

@@ -178,8 +178,8 @@ def sbatch_resources(*, worker_mem: str, need: StageMemory, partition_cpus: int,
 def unit_resources(resources: dict[str, StageResources]) -> dict[str, StageResources]:
     """What one unit of each stage needs: a grouped stage's memory divided by its C, one core.
 
-    A multi-language run keeps these in each language's run dir; the array task of C global
-    units, possibly of several languages, asks C x the largest of them (stage_resources)."""
+    Each language's run dir keeps these; the array task of C global units, possibly of several
+    languages, asks C x the largest of them (stage_resources)."""
     from shard_pipeline.run.runconfig import GROUPED_STAGES
 
     return {s: StageResources(share_of_mem(r.mem, r.cpus), r.time, 1) if s in GROUPED_STAGES else r
@@ -198,18 +198,14 @@ def group_resources(units: Sequence[StageResources], cpus: int) -> StageResource
 def stage_resources(table, cfgs: dict, stage: str, units: int, fixed_time: bool) -> StageResources:
     """What a stage's array task asks for when it may run any language's units: C x the most one of them needs.
 
-    A run of one language asks what its run dir holds. In a run of several, each language's run
-    dir keeps one unit's resources (submit/prepare.py unit_scope; a run dir made before C applied
-    to several languages has C = 1, the same thing), so an array task of C units asks C x the
-    largest unit memory of the stage, the longest time, C cores (group_resources). plan and
-    finalize run their languages in turn in one job: their time grows by a few minutes per
-    language (HPLT v4 English plans in under a minute, docs/DESIGN.md), unless --time set it.
+    Each language's run dir keeps one unit's resources (submit/prepare.py unit_scope), so an array
+    task of C units asks C x the largest unit memory of the stage, the longest time, C cores
+    (group_resources). plan and finalize run their languages in turn in one job: their time grows
+    by a few minutes per language (HPLT v4 English plans in under a minute, docs/DESIGN.md),
+    unless --time set it.
     """
     from shard_pipeline.units import slurm_minutes
 
-    if not table.several:
-        (cfg,) = cfgs.values()
-        return cfg.execution.resources[stage]
     every = [(c.execution.resources[stage], c.execution.units_per_task(stage)) for c in cfgs.values()]
     if table.is_array(stage):
         one = [StageResources(share_of_mem(r.mem, k), r.time, 1) for r, k in every]

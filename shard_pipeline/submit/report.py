@@ -14,9 +14,9 @@ from shard_pipeline.submit.projection import (
 from shard_pipeline.units import human_bytes, plural, share_of_mem
 
 
-def describe(args, ms, executor: str, settings, rundir: Path | None, several: bool) -> str:
+def describe(args, ms, executor: str, settings, rundir: Path | None) -> str:
     """The dry-run: one language's scope and projection, or a row per language of a run of several."""
-    if several:
+    if len(ms.langs) > 1:
         text = describe_languages(args, ms, executor, settings)
     else:
         (lang,) = ms.langs
