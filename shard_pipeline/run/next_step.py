@@ -92,7 +92,7 @@ def new_run_command(run: RunDir, suffix: str, extra: Sequence[str] = ()) -> str 
     unclaim += f"{command('rm', '-r', tmp_dir_for(out))} && " if _staged_by(out, run) else ""
     root = run.root.parent
     try:
-        out_is_root = read_run_json(RunDir(root).run_json).get("out_is_root", True)
+        out_is_root = read_json(RunDir(root).run_json).get("out_is_root", True)
     except (OSError, ValueError):
         return None
     if out_is_root:

@@ -161,7 +161,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         cfgs = {l: cfgs[l] for l in left.todo}
         settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
         if settings is not None:  # what the chain would queue, with this resume's --mem/--time/--cpus-per-task/--partition
-            fixed_time = bool(record.get("time_limit"))
+            fixed_time = layout_mod.time_is_fixed({**record, "resources": resources})
             check_layout(layout_mod.chain_resources(table, cfgs, left.tasks, fixed_time), settings.worker_partition)
         say_left(root, table, left)
         refuse_early(args, root, dirs, cfgs, left)

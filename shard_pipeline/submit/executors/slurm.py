@@ -27,7 +27,7 @@ from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.runstate import refusal_next_step
 from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.submit.executors import checkout_path
-from shard_pipeline.submit.layout import array_throttle, chain_resources
+from shard_pipeline.submit.layout import array_throttle, chain_resources, time_is_fixed
 from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS, plural
 from shard_pipeline.run.run_json import read_run_json
 
@@ -236,7 +236,7 @@ def submit_run(table: UnitTable, cfgs: dict[str, RunConfig], t: dict[str, list[i
     python = next(iter(cfgs.values())).execution.python
     tag = job_lang(table.langs)
     s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, tag)
-    fixed_time = bool(read_run_json(RunDir(table.root).run_json).get("time_limit"))
+    fixed_time = time_is_fixed(read_run_json(RunDir(table.root).run_json))
     resources = chain_resources(table, cfgs, t, fixed_time)
     # Array indices are groups of C units (worker/group.py): a resume resubmits the groups holding unfinished units.
     arrays = {stage: table.array_indices(stage, t[stage]) for stage in STAGE_NAMES if t.get(stage)}

@@ -1,4 +1,4 @@
-"""End to end on the real single-node Slurm: every stage queued at once, chained by afterok."""
+"""End to end on the real single-node Slurm: every stage queued at once, chained by afterany."""
 from __future__ import annotations
 
 import json

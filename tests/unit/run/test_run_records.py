@@ -39,7 +39,7 @@ from shard_pipeline.stages.plan import run_plan
 from shard_pipeline.stages.spill import read_arrow
 from shard_pipeline.stages.write import run_write
 from shard_pipeline.submit import cli, launch
-from tests.pipeline_util import LANG, LICENSE, make_corpus
+from tests.pipeline_util import lang_dir, LANG, LICENSE, make_corpus
 
 STAGE_ORDER = ("partition", "plan", "write", "finalize")
 
@@ -55,7 +55,7 @@ def submitted(base: Path, *extra: str) -> RunDir:
         assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(base / f"out-{run.name}"),
                          "--run-dir", str(run), "--license", LICENSE, "--executor", "local",
                          "--partition-tasks", "2", "--write-tasks", "2", "--shard-rows", "15", *extra]) == 0
-    return RunDir(run)
+    return RunDir(lang_dir(run))
 
 
 def through(run: RunDir, last: str) -> RunDir:
