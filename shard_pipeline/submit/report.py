@@ -17,9 +17,8 @@ from shard_pipeline.units import human_bytes, plural, share_of_mem
 def describe(args, ms, executor: str, settings, rundir: Path | None) -> str:
     """The dry-run: each language's scope and projection, the table of languages when there are several (it only
     adds rows), and the run's one chain of jobs, which every language shares."""
-    lines = [line for lang in ms.langs for line in scope_lines(args, lang, ms.scopes[lang])]
-    if len(ms.langs) > 1:
-        lines += languages_table(args, ms, executor, settings)
+    lines = languages_table(args, ms, executor, settings) if len(ms.langs) > 1 else []
+    lines += [line for lang in ms.langs for line in scope_lines(args, lang, ms.scopes[lang])]
     lines += chain_lines(args, ms, executor, settings, rundir)
     text = "\n".join(lines)
     if args.annotations is not None:
@@ -59,12 +58,13 @@ def chain_resources_of(ms, settings) -> tuple[dict[str, int], dict[str, StageRes
     """The units of each stage and what each stage's job asks, as the submission queues them
     (run/unit_table.py table_of, layout.shared_resources over each language's unit resources)."""
     from shard_pipeline.run.registry import STAGE_NAMES
+    from shard_pipeline.run.runconfig import GROUPED_STAGES
     from shard_pipeline.submit.layout import shared_resources, unit_resources
 
     lays = [ms.scopes[l].lay for l in ms.langs]
     units = {"partition": sum(x.partition_tasks for x in lays), "plan": len(lays),
              "write": sum(x.write_tasks for x in lays), "finalize": len(lays)}
-    per = {s: max(1, min(settings.cpus_per_task, units[s])) for s in ("partition", "write")}
+    per = {s: max(1, min(settings.cpus_per_task, units[s])) for s in GROUPED_STAGES}
     res = {s: shared_resources([(unit_resources(x.resources)[s], 1) for x in lays], per.get(s), len(lays),
                                bool(settings.time_limit)) for s in STAGE_NAMES}
     return units, res
@@ -72,11 +72,12 @@ def chain_resources_of(ms, settings) -> tuple[dict[str, int], dict[str, StageRes
 
 def chain_lines(args, ms, executor: str, settings, rundir: Path | None) -> list[str]:
     """The run's one chain: every stage's job, what it asks, what is queued at once."""
+    from shard_pipeline.run.runconfig import GROUPED_STAGES
     from shard_pipeline.run.unit_table import group_count
     from shard_pipeline.submit.layout import array_throttle
 
     units, res = chain_resources_of(ms, settings)
-    groups = {s: group_count(units[s], res[s].cpus) for s in ("partition", "write")}
+    groups = {s: group_count(units[s], res[s].cpus) for s in GROUPED_STAGES}
     throttle = array_throttle(groups["partition"], groups["write"], settings.max_tasks)
     single = "task " if len(ms.langs) == 1 else "job  "
     cpus = settings.cpus_per_task
