@@ -1,6 +1,6 @@
 """--status: a run's view (run/view.py) rendered, with its state line and exit code; the table of a
-language's stages is run/render.py's (a run of one language shows it, with the run's state), the rows of a
-run of several are here.
+language's stages is run/render.py's (a run of one language shows its language's), the rows of a run of
+several are here.
 """
 from __future__ import annotations
 
@@ -42,9 +42,10 @@ def report(root: Path) -> tuple[str, int]:
     if not run.run_json.exists():  # a run of another format is refused by its run.json (check_this_version)
         raise UsageError(f"{run.root} is not a hplt-shard run directory (no run.json)")
     check_this_version(root, read_run_json(run.run_json))
-    if unit_table.is_run_root(root):
-        return languages_report(root)
-    return status_report(run)
+    if not unit_table.is_run_root(root):
+        return status_report(run)
+    langs = unit_table.load(root).langs
+    return languages_report(root) if len(langs) > 1 else status_report(RunDir(root / langs[0]))  # its stages
 
 
 def _row_line(row: LanguageRow) -> str:
@@ -70,8 +71,6 @@ def languages_report(root: Path) -> tuple[str, int]:
     """The --status text of a multi-language run and its exit code (errors.ExitCode, as a single run's)."""
     view = languages_view(root)
     rows = view.languages
-    if len(rows) == 1:  # one language: its stages in detail, with the run's state
-        return one_language_report(view), int(view.phase.exit_code)
     lines = [f"run {view.root}  {plural(len(rows), 'language')}",
              f"{'language':<14}{'partition':>11}{'plan':>7}{'write':>11}{'finalize':>10}{'rows':>14}  state",
              *map(_row_line, rows)]
@@ -90,10 +89,3 @@ def languages_report(root: Path) -> tuple[str, int]:
         lines.append(view.elsewhere)
     return "\n".join(lines), int(view.phase.exit_code)
 
-
-def one_language_report(view: RunView) -> str:
-    """The --status text of a run of one language: the language's stage table, the run's state line."""
-    (row,) = view.languages
-    code = int(view.phase.exit_code)
-    state = render_step(view.step) + (f"; {view.elsewhere}" if view.elsewhere else "")
-    return render(row.run, list(row.stages), progress(row.run, moving=code == ExitCode.BUSY), state, code)

@@ -70,7 +70,7 @@ def view_of(root: Path) -> RunView:
 
 
 def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
-    """The view of a run of one language (`queue`: squeue's answer, when the caller has it)."""
+    """The view of one language's run dir (`queue`: squeue's answer, when the caller has it)."""
     statuses = tuple(stage_statuses(run, queue, strict=not run.done_marker.exists()))  # done: no squeue
     ex = load_config(run).execution
     record = read_run_json(run.run_json) if run.run_json.exists() else {}
@@ -80,7 +80,8 @@ def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
     if phase is RunPhase.DONE:
         done = Done(Path(ex.out), since_done(run, Path(ex.out)) + "".join(f"; warning: {w}" for w in done_warnings(run)))
     new = new_run(run, failures) if phase is RunPhase.FAILED else None
-    facts = StepFacts(run.root, phase, failed_tasks=sum(len(st.failed) for st in statuses),
+    whole = run.root.parent if unit_table.is_run_root(run.root.parent) else run.root  # a resume resumes the run
+    facts = StepFacts(whole, phase, failed_tasks=sum(len(st.failed) for st in statuses),
                       pending_reasons=tuple(r for st in statuses for _, r in st.reasons),
                       queued_ids=tuple(queued_job_ids(run, list(statuses))),
                       cut=sum(len(st.interrupted) for st in statuses),
@@ -127,7 +128,8 @@ def languages_view(root: Path) -> RunView:
                       pending_reasons=tuple(r for st in every for _, r in st.reasons),
                       queued_ids=tuple(dict.fromkeys(k.partition("_")[0] for k in queue)), refusal=last_refusal(record),
                       new_runs=each_language(m.root, {l: m.lang_dir(l) for l in failed}).new_runs if settled else (),
-                      unfinished=tuple(row.lang for row in rows if row.phase is not RunPhase.DONE))
+                      unfinished=tuple(row.lang for row in rows if row.phase is not RunPhase.DONE),
+                      done=Done(Path(record["out"])) if record.get("out") else Done())
     away = elsewhere(record, root, *(m.lang_dir(l) for l in m.langs)) if phase is not RunPhase.DONE else ""
     failures = tuple(o for row in rows for o in outcome.failures(row.run))
     return RunView(m.root, phase, decide(facts), languages=tuple(rows), failures=failures, elsewhere=away)

@@ -10,7 +10,8 @@ import pytest
 from shard_pipeline.contract.shard import read_shards
 from tests.manifest_schema import assert_valid_manifest
 from shard_pipeline.submit import cli
-from tests.pipeline_util import (
+from tests.pipeline_util import (  # noqa: I001
+    lang_dir,
     LANG,
     LICENSE,
     config_sha,
@@ -45,10 +46,10 @@ def test_matches_write_shards_for_any_task_count(tmp_path, tasks):
     assert m["rows"] == 240 and len(m["shards"]) == 5
     assert_valid_manifest(m)
     # spills really happened in several runs and several buckets when asked to
-    receipts = [json.loads(p.read_text()) for p in (run_dir / "partition").glob("*.receipt.json")]
+    receipts = [json.loads(p.read_text()) for p in (lang_dir(run_dir) / "partition").glob("*.receipt.json")]
     if "--spill-bytes" in tasks:
         assert max(r["runs"] for r in receipts) > 1
-    validation = json.loads((run_dir / "validation.json").read_text())
+    validation = json.loads((lang_dir(run_dir) / "validation.json").read_text())
     assert validation["conservation"]["read"] == validation["conservation"]["kept"] == 240
 
 

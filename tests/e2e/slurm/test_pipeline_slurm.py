@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.submit import cli
-from tests.pipeline_util import (
+from tests.pipeline_util import (  # noqa: I001
+    lang_dir,
     LANG,
     LICENSE,
     config_sha,
@@ -61,7 +62,7 @@ def test_chain_is_queued_at_once_and_matches_local_and_write_shards(slurm_cluste
     deps = {j["stage"]: job_records(j["job_id"])[0]["Dependency"] for j in jobs[1:]}
     assert jobs[0]["job_id"] in deps["plan"] and jobs[1]["job_id"] in deps["write"]
     wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT)
-    assert (run_dir / "DONE").exists(), sorted(p.name for p in (run_dir / "logs" / "partition").iterdir())
+    assert (lang_dir(run_dir) / "DONE").exists(), sorted(p.name for p in (run_dir / "logs" / "partition").iterdir())
     # logs are named by job and task id, one per task
     assert {p.name for p in (run_dir / "logs" / "write").iterdir()} == {f"{jobs[2]['job_id']}_{t}.log" for t in range(3)}
     # same bytes as write_shards with the run's config hash, and as the local executor
@@ -114,7 +115,7 @@ def test_training_ready_options_on_the_cluster(slurm_cluster, tmp_path, layout):
     out, run_dir = tmp_path / "out-slurm", tmp_path / "run-slurm"
     jobs = submit(root, out, run_dir, slurm_conf(tmp_path), *opts)
     wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT)
-    assert (run_dir / "DONE").exists()
+    assert (lang_dir(run_dir) / "DONE").exists()
     m = json.loads((out / "_MANIFEST.json").read_text())
     sets = [[e for e in m["shards"] if e["name"].startswith(f)] for f in (("train/", "validation/") if layout == "dirs" else ("",))]
     assert all(len(entries) % 6 == 0 for entries in sets), [len(entries) for entries in sets]
