@@ -170,7 +170,7 @@ class RunDir:
         return self.root / "logs" / stage
 
     def unit_log_dir(self, stage: str) -> Path:
-        """A multi-language run's unit logs when an array task runs C units: named in their language's task numbers."""
+        """A run's unit logs when an array task runs C units: named in their language's task numbers."""
         return self.log_dir(stage) / "units"
 
     def local_log(self, stage: str, task: int) -> Path:

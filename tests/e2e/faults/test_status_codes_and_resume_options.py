@@ -13,7 +13,7 @@ from shard_pipeline.run.queue import slurm_reason
 
 EXIT_DONE, EXIT_STOPPED, EXIT_BUSY = ExitCode.OK, ExitCode.FAILED, ExitCode.BUSY
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LANG, make_corpus, run_cli
+from tests.pipeline_util import lang_dir, LANG, make_corpus, run_cli
 
 
 def conf(tmp_path: Path) -> Path:
@@ -49,7 +49,7 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
     # (squeue's answer is passed in: the fake squeue knows no job states)
     from shard_pipeline.run import status as status_mod
 
-    assert status_mod.status_report(RunDir(run_dir), queue={"777_0": "RUNNING"})[1] == EXIT_BUSY
+    assert status_mod.status_report(RunDir(lang_dir(run_dir)), queue={"777_0": "RUNNING"})[1] == EXIT_BUSY
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == EXIT_DONE
@@ -65,7 +65,7 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
 def test_status_names_slurms_reason_and_the_flag_that_helps(failed_local_run, capsys, line, reason, monkeypatch):
     run_dir = failed_local_run
     monkeypatch.setenv("PATH", "/nonexistent")  # no sacct: the log alone tells
-    log = run_dir / "logs" / "write" / "local_0.log"
+    log = lang_dir(run_dir) / "logs" / "write" / "local_0.log"
     log.write_text(log.read_text() + line + "\n")
     assert slurm_reason(log) == reason
     assert cli.main(["--status", str(run_dir)]) == EXIT_STOPPED
@@ -246,7 +246,7 @@ def test_a_unit_whose_log_cannot_be_opened_is_reported_with_that_cause_not_an_ol
     """A unit whose log this user cannot write (a colleague's log in a shared run dir; as root, a folder in its
     place) does not start: the run's report says so, not the last line of an older attempt's log."""
     run_dir = failed_local_run
-    log = run_dir / "logs" / "write" / "local_0.log"
+    log = lang_dir(run_dir) / "logs" / "write" / "local_0.log"
     assert "enospc" in log.read_text().lower() or "No space left" in log.read_text()
     log.unlink()
     log.mkdir()

@@ -10,7 +10,7 @@ import pytest
 from shard_pipeline.contract.shard import read_shards
 from tests.manifest_schema import assert_valid_manifest
 from shard_pipeline.submit import cli
-from tests.pipeline_util import (  # noqa: I001
+from tests.pipeline_util import (
     lang_dir,
     LANG,
     LICENSE,
@@ -207,7 +207,7 @@ def test_a_done_run_removes_its_spill_unless_asked_to_keep_it_and_still_says_don
     root = make_corpus(tmp_path, n_docs=40)
     assert run_cli(root, tmp_path / "out1", tmp_path / "run1", "--shard-rows", "10") == 0
     assert run_cli(root, tmp_path / "out2", tmp_path / "run2", "--shard-rows", "10", "--keep-spill") == 0
-    gone, kept = RunDir(tmp_path / "run1"), RunDir(tmp_path / "run2")
+    gone, kept = RunDir(lang_dir(tmp_path / "run1")), RunDir(lang_dir(tmp_path / "run2"))
     assert not gone.spill_file(0).exists() and kept.spill_file(0).exists()
     assert gone.partition_receipt(0).exists()  # the records stay
     assert cli.main(["--status", str(gone.root)]) == 0 and cli.main(["--resume", str(gone.root)]) == 0

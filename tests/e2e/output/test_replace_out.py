@@ -22,7 +22,7 @@ from shard_pipeline.contract.swap import SwapFailed
 from shard_pipeline.contract.verify import verify_output
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.stages.finalize import run_finalize
-from tests.pipeline_util import make_corpus, run_cli, tree_bytes
+from tests.pipeline_util import lang_dir, make_corpus, run_cli, tree_bytes
 
 pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline
 
@@ -146,7 +146,7 @@ def test_notes_and_checkpoints_added_to_an_output_are_refused_before_and_at_fina
     assert cli_resume(tmp_path / "run2") == 2  # the resume says what finalize would, before any stage
     assert "holds 1 entry its manifest does not list (notes.txt)" in capsys.readouterr().err
     with pytest.raises(replace_mod.NotReplaceable, match=r"holds 1 entry its manifest does not list \(notes.txt\)"):
-        run_finalize(RunDir(tmp_path / "run2"))  # and finalize itself, for a file added while the run goes on
+        run_finalize(RunDir(lang_dir(tmp_path / "run2")))  # and finalize itself, for a file added while the run goes on
     assert (out / "notes.txt").read_text() == "mine" and tmp_owner(tmp_path / "out.tmp") == str(tmp_path / "run2")
     (out / "notes.txt").unlink()
     assert cli_resume(tmp_path / "run2") == 0 and tree_bytes(out) == whole

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.submit import cli
-from tests.pipeline_util import (  # noqa: I001
+from tests.pipeline_util import (
     lang_dir,
     LANG,
     LICENSE,
