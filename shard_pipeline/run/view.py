@@ -128,8 +128,7 @@ def languages_view(root: Path) -> RunView:
                       pending_reasons=tuple(r for st in every for _, r in st.reasons),
                       queued_ids=tuple(dict.fromkeys(k.partition("_")[0] for k in queue)), refusal=last_refusal(record),
                       new_runs=each_language(m.root, {l: m.lang_dir(l) for l in failed}).new_runs if settled else (),
-                      unfinished=tuple(row.lang for row in rows if row.phase is not RunPhase.DONE),
-                      done=Done(Path(record["out"])) if record.get("out") else Done())
+                      unfinished=tuple(row.lang for row in rows if row.phase is not RunPhase.DONE))
     away = elsewhere(record, root, *(m.lang_dir(l) for l in m.langs)) if phase is not RunPhase.DONE else ""
     failures = tuple(o for row in rows for o in outcome.failures(row.run))
     return RunView(m.root, phase, decide(facts), languages=tuple(rows), failures=failures, elsewhere=away)
