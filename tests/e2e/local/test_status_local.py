@@ -92,7 +92,8 @@ def test_status_of_a_slurm_run_without_an_answering_squeue(tmp_path, monkeypatch
     record["submissions"] = [slurm_sub, *record["submissions"]]  # Slurm first, then this local run
     write_json_atomic(lang_dir(run_dir) / "run.json", record)
     finalize = stage_statuses(RunDir(lang_dir(run_dir)), {}, strict=True)[-1]
-    assert finalize.interrupted == [] and finalize.not_started == 1  # the local executor starts it, not a queued job
+    # the local executor ran it (it failed at once: its write failed), not a queued job that left the queue
+    assert finalize.interrupted == [] and [f.task for f in finalize.failed] == [0]
 
     record["submissions"] = [slurm_sub]  # now its last submission went to Slurm, whose controller does not answer
     write_json_atomic(lang_dir(run_dir) / "run.json", record)
@@ -115,21 +116,22 @@ def test_a_local_unit_whose_starter_was_killed_is_interrupted_not_failed(tmp_pat
 
     from shard_pipeline.run.rundir import RunDir
     from shard_pipeline.submit import cli
-    from tests.pipeline_util import make_corpus, run_cli
+    from tests.pipeline_util import lang_dir, make_corpus, run_cli
 
     root = make_corpus(tmp_path / "in", n_docs=40)
     run = tmp_path / "run"
     monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:kill")
     assert run_cli(root, tmp_path / "out", run, "--shard-rows", "10") != 0
     monkeypatch.delenv("HPLT_SHARD_FAULT")
-    log = RunDir(run).local_log("write", 0)
+    log = RunDir(lang_dir(run)).local_log("write", 0)
     capsys.readouterr()
     assert cli.main(["--status", str(run)]) == 1
     assert "FAILED write task 0: killed by SIGKILL" in capsys.readouterr().out  # its group's trailer says so
     log.write_text(log.read_text().splitlines()[0] + "\n")  # as a killed submitter leaves it: no trailer
-    for record in (run / "live").glob("*"):
+    for record in [*(run / "live").glob("*"), *(lang_dir(run) / "live").glob("*")]:
         os.unlink(record)
     assert cli.main(["--status", str(run)]) == 1
     out = capsys.readouterr().out
-    assert "FAILED write task 0" not in out and "state: failed" not in out
-    assert "INTERRUPTED write 1 task: 0" in out and "state: interrupted before the end (not a failure)" in out
+    assert "FAILED write task 0" not in out and "INTERRUPTED write 1 task: 0" in out
+    # its language's finalize failed at once, naming the write unit that did not finish
+    assert "FAILED finalize task 0: ERROR: eng_Latn: finalize task 0 skipped: write task(s) 0 not done" in out
