@@ -165,8 +165,9 @@ def owner_folders(target: str) -> list[tuple[str, Path]]:
                 found.append(("the hplt-shard output", folder))
             elif (folder / TMP_MARKER).exists():
                 found.append(("the hplt-shard OUT.tmp", folder))
-            elif RunDir(folder).config_json.is_file() and RunDir(folder).run_json.is_file():
-                found.append(("the run directory", folder))
+            elif RunDir(folder).run_json.is_file() and (RunDir(folder).config_json.is_file()
+                                                         or RunDir(folder).languages_json.is_file()):
+                found.append(("the run directory", folder))  # RUNDIR or a language's RUNDIR/<LANG>
     return found
 
 

@@ -175,7 +175,7 @@ def test_after_a_bad_record_both_printed_commands_run_as_written(tmp_path, capsy
     capsys.readouterr()
     assert cli.main(quarantined) == 0
     assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == GOOD + 4  # the bad line set aside:
-    assert any(p.stat().st_size for p in (tmp_path / "run-quarantine" / "quarantine").iterdir())  # kept verbatim
+    assert any(p.stat().st_size for p in (lang_dir(tmp_path / "run-quarantine") / "quarantine").iterdir())  # kept verbatim
     recs = records(GOOD, seed=11, text_bytes=200)
     write_records(root / LANG / "9_1.jsonl.zst", [orjson.dumps(r) for r in recs])  # the input, fixed
     # the quarantine run counted the file with its bad line: the fixed file is smaller than the counts index knows

@@ -60,7 +60,7 @@ def test_partition_resumes_from_its_checkpoint(tmp_path, monkeypatch, reference_
     assert "done" in log
     receipt = json.loads((lang_dir(run_dir) / "partition" / "task-00001.receipt.json").read_text())
     assert receipt["inputs"][0]["index"] == done_input and len(receipt["inputs"]) == len(
-        json.loads((run_dir / "tasks" / "partition-00001.json").read_text())["inputs"])
+        json.loads((lang_dir(run_dir) / "tasks" / "partition-00001.json").read_text())["inputs"])
     assert tree_bytes(out) == expected
 
 

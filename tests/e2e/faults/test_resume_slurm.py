@@ -103,7 +103,7 @@ def test_status_reads_squeue_while_the_run_is_queued(slurm_cluster, tmp_path, mo
                 if l.split() and l.split()[0] in ("partition", "plan", "write", "finalize")}
         # columns: tasks done running pending failed interrupted waiting
         assert rows["partition"][0] == 2 and rows["partition"][2] >= 1  # task 0 hangs: running
-        assert rows["plan"][3] == 1 and rows["write"][3] == 2 and rows["finalize"][3] == 1  # waiting on afterok
+        assert rows["plan"][3] == 1 and rows["write"][3] == 2 and rows["finalize"][3] == 1  # waiting on afterany
         assert "state: running" in text
     finally:
         subprocess.run(["scancel", *all_jobs(run_dir)], check=False)

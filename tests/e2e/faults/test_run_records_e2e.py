@@ -45,7 +45,7 @@ def test_a_config_edited_after_partition_is_refused_by_status_and_resume(tmp_pat
         p = hplt_shard(command, str(run_dir), "--executor", "local") if command == "--resume" else \
             hplt_shard(command, str(run_dir))
         assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
-        assert f"{run_dir / 'config.json'} was changed after the run was made" in p.stderr
+        assert f"{lang_dir(run_dir) / 'config.json'} was changed after the run was made" in p.stderr
     assert not out.exists() and not (lang_dir(run_dir) / "plan.json").exists()  # nothing ran over it
 
 

@@ -40,7 +40,7 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
     from shard_pipeline.run.view import view_of
     from shard_pipeline.run.steps import FixCause
 
-    view = view_of(run_dir)  # a full disk: fix the cause, then resume
+    view = view_of(lang_dir(run_dir))  # a full disk: fix the cause, then resume (RUNDIR)
     assert view.step == FixCause(run_dir) and list(view.by_kind()) == [Kind.FAILED]
     # the same run seen while Slurm still holds one of its tasks: in progress
     record = json.loads((run_dir / "run.json").read_text())
@@ -129,7 +129,7 @@ def test_resume_refuses_content_options_by_name(failed_local_run, capsys, flag, 
 def test_resume_ignores_a_content_option_given_as_the_run_was_made(failed_local_run, capsys):
     argv = ["--resume", str(failed_local_run), "--executor", "local", "--shard-rows", "10"]
     assert cli.main(argv) == 0, capsys.readouterr().err
-    assert (failed_local_run / "DONE").exists()
+    assert (lang_dir(failed_local_run) / "DONE").exists()
 
 
 @pytest.mark.slow
@@ -176,7 +176,7 @@ def test_a_task_record_this_user_cannot_read_counts_as_running_and_stops_a_resum
     resume must not start a second writer of its files. (As root, a folder where the record's file
     should be stands for an unreadable file.)"""
     run_dir = failed_local_run
-    record = run_dir / "live" / "write-00000.424242.json"
+    record = lang_dir(run_dir) / "live" / "write-00000.424242.json"  # where its language records its tasks
     record.mkdir(parents=True)
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == EXIT_BUSY
@@ -198,7 +198,7 @@ def test_a_task_recorded_on_another_login_node_counts_as_running_and_stops_a_res
     import socket
 
     run_dir = failed_local_run
-    record = run_dir / "live" / "write-00000.424242.json"
+    record = lang_dir(run_dir) / "live" / "write-00000.424242.json"  # where its language records its tasks
     record.write_text(json.dumps({"stage": "write", "task": 0, "pid": 424242, "start": 1, "pgid": 424242,
                                   "host": "uan02-not-" + socket.gethostname()}))
     capsys.readouterr()
@@ -238,7 +238,8 @@ def test_the_next_steps_of_a_failed_run_can_be_pasted_with_a_space_in_its_run_di
     monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:enospc")
     assert run_cli(root, tmp_path / "out", run_dir, "--shard-rows", "10") == 1
     err = capsys.readouterr().err
-    assert f"fix the cause named above, then ./hplt-shard --resume {shlex.quote(str(run_dir))}" in err, err
+    assert f"fix the cause, then ./hplt-shard --resume {shlex.quote(str(run_dir))}" in err, err
+    assert f"(details: ./hplt-shard --status {shlex.quote(str(run_dir / LANG))})" in err, err
 
 
 @pytest.mark.slow
