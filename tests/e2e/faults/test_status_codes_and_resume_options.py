@@ -43,9 +43,9 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
     view = view_of(lang_dir(run_dir))  # a full disk: fix the cause, then resume (RUNDIR)
     assert view.step == FixCause(run_dir) and list(view.by_kind()) == [Kind.FAILED]
     # the same run seen while Slurm still holds one of its tasks: in progress
-    record = json.loads((run_dir / "run.json").read_text())
+    record = json.loads((lang_dir(run_dir) / "run.json").read_text())  # its chunks, in its task numbers
     record["submissions"].append({"kind": "resume", "jobs": [{"stage": "write", "job_id": "777", "offset": 0}]})
-    (run_dir / "run.json").write_text(json.dumps(record))
+    (lang_dir(run_dir) / "run.json").write_text(json.dumps(record))
     # (squeue's answer is passed in: the fake squeue knows no job states)
     from shard_pipeline.run import status as status_mod
 
@@ -212,7 +212,7 @@ def test_a_task_recorded_on_another_login_node_counts_as_running_and_stops_a_res
     assert "1 task of this run was started on another host and may still run there: write task 0 on uan02-not-" in err
     assert "(pid 424242)" in err and f"remove their records (rm {record}), then resume again" in err, err
     assert record.exists()  # never removed by a host that cannot see its process
-    done_task = run_dir / "live" / "partition-00000.424242.json"  # a task already done, rerun there
+    done_task = lang_dir(run_dir) / "live" / "partition-00000.424242.json"  # a task already done, rerun there
     done_task_text = record.read_text().replace('"stage": "write"', '"stage": "partition"')
     done_task.write_text(done_task_text)
     record.unlink()

@@ -287,7 +287,7 @@ def test_rerun_over_a_damaged_output_on_the_cluster(slurm_cluster, tmp_path):
     whole = tree_bytes(out)
     damage(out)
     wait_for_jobs([j["job_id"] for j in submit(root, out, tmp_path / "run2", conf, *ROWS)], timeout=TIMEOUT)
-    assert (tmp_path / "run2" / "DONE").exists()
+    assert (lang_dir(tmp_path / "run2") / "DONE").exists()
     assert tree_bytes(out) == whole and not verify_output(out) and not (tmp_path / "out.tmp").exists()
 
 
