@@ -23,7 +23,7 @@ from shard_pipeline.run.registry import stage as registered
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import cli
 from shard_pipeline.worker.entries import stage_main
-from tests.pipeline_util import expected_output, make_corpus, run_cli
+from tests.pipeline_util import expected_output, lang_dir, make_corpus, run_cli
 
 
 @dataclass
@@ -40,12 +40,16 @@ class InProcess:
         """executors/local.run_stage's contract (the failed units), each unit called here in turn."""
         from shard_pipeline.submit.executors.local import TaskResult, unit_log, unit_name
 
-        assert not table.several, "in_process runs one language"
+        from shard_pipeline.worker.landing import upstream_problem
+
         array = registered(stage).array
         failed = []
-        for g in units if array else [0]:
+        for g in units:
             self.ran.append((stage, g))
-            error = self._run_one(stage, RunDir(table.root), g, array)
+            lang, t = table.locate(stage, g)
+            run = RunDir(table.lang_dir(lang))
+            why = upstream_problem(run, stage)  # a failed language's later units fail at once, as landing.py's
+            error = RuntimeError(why) if why else self._run_one(stage, run, t, array)
             if error is not None:
                 self.errors[(stage, g)] = error
                 failed.append(TaskResult(stage, g, 1, unit_log(table, stage, g), unit_name(table, stage, g)))
@@ -71,8 +75,13 @@ class Made:
 
     root: Path  # the corpus root, holding LANG/
     out: Path
-    run: RunDir
+    run: RunDir  # LANG's run dir, RUNDIR/<LANG>
     code: int
+
+    @property
+    def rundir(self) -> Path:
+        """RUNDIR, the run's own folder (run.json, languages.json, LANG/)."""
+        return self.run.root.parent
 
 
 _CORPORA: dict[tuple, Path] = {}
@@ -101,7 +110,7 @@ def make_run(base, runner: InProcess, stop_at: str | None = None, *extra: str, n
         code = run_cli(root, base / "out", base / "run", *args, *extra)
     finally:
         runner.stop_at = None
-    return Made(root, base / "out", RunDir(base / "run"), code)
+    return Made(root, base / "out", RunDir(lang_dir(base / "run")), code)
 
 
 def edit_json(path: Path, change: Callable[[Any], None]) -> None:
@@ -112,8 +121,12 @@ def edit_json(path: Path, change: Callable[[Any], None]) -> None:
 
 
 def resume(run: RunDir, *extra: str) -> int:
-    """`--resume RUNDIR` with the local executor, every task in this process (the `in_process` fixture)."""
-    return cli.main(["--resume", str(run.root), "--executor", "local", *extra])
+    """`--resume RUNDIR` with the local executor, every task in this process (the `in_process` fixture);
+    `run`: RUNDIR or a language's run dir RUNDIR/<LANG> (its run is resumed)."""
+    from shard_pipeline.run.unit_table import is_run_root
+
+    root = run.root if is_run_root(run.root) else run.root.parent
+    return cli.main(["--resume", str(root), "--executor", "local", *extra])
 
 
 def newer_output_at_out(made: Made, monkeypatch) -> None:

@@ -184,7 +184,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("release-checksum-never-checked", "release-checksum", "shard_pipeline/input/reader.py",
            "                hashes.check(line)\n", "                pass\n"),
     Mutant("staging-checked-where-the-manifest-says", "staging-place", "shard_pipeline/submit/launch.py",
-           "of_a_root=several))", "of_a_root=False))"),
+           "of_a_root=out_is_root))", "of_a_root=False))"),
     Mutant("run-json-read-unchecked", "typed-records", "shard_pipeline/run/run_json.py",
            "    if (why := wrong_field(record, SHAPE)) is not None:\n", "    if False:\n"),
     Mutant("index-floor-gone", "index-floor", "shard_pipeline/input/counts_index.py",

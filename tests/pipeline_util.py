@@ -104,8 +104,15 @@ def tree_bytes(d: Path) -> dict[str, bytes]:
     return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
-def config_sha(run_dir: Path) -> str:
-    return json.loads((run_dir / "config.json").read_text())["config_sha256"]
+def lang_dir(run_dir: Path, lang: str = LANG) -> Path:
+    """The run dir of `lang` in the run RUN_DIR: RUN_DIR/<LANG> (config.json, receipts, DONE, its logs)."""
+    return Path(run_dir) / lang
+
+
+def config_sha(run_dir: Path, lang: str = LANG) -> str:
+    """The config sha256 of `lang` in the run RUN_DIR (or of the language's run dir RUN_DIR/<LANG> itself)."""
+    d = Path(run_dir) if (Path(run_dir) / "config.json").exists() else lang_dir(run_dir, lang)
+    return json.loads((d / "config.json").read_text())["config_sha256"]
 
 
 def manifest(out: Path) -> dict:

@@ -6,8 +6,8 @@ A resume redoes the task on the same input, refuses a changed input (its size an
 shard_inventory.tsv and in the content hash) and refuses `--bad-records` (it decides the content).
 Every way on is a new run (a steps.NewRun, which steps.render words) with the exact commands: the
 run's own command line with a fresh `--run-dir` (after fixing the file; or with `--bad-records
-quarantine`). For a language of a run of several, the new run is that language alone into ROOT/<LANG>,
-so the languages that landed are not made again.
+quarantine`). For a language of a run whose --out is a root, the new run is that language alone into
+ROOT/<LANG>, so the languages that landed are not made again.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Sequence
 
 from shard_pipeline.commands import command, program, resume_command
 from shard_pipeline.contract.replace import tmp_dir_for, tmp_owner
-from shard_pipeline.run import codeversion, outcome, unit_table
+from shard_pipeline.run import codeversion, outcome
 from shard_pipeline.run.claim import claim_path, holder
 from shard_pipeline.run.outcome import Kind, Outcome
 from shard_pipeline.run.records import DamagedRunFile, OtherCode, Problem, Why
@@ -78,8 +78,8 @@ def language_alone_argv(argv: Sequence[str], lang: str, out: Path, run_dir: Path
 
 
 def new_run_command(run: RunDir, suffix: str, extra: Sequence[str] = ()) -> str | None:
-    """The exact new run that redoes `run` (one language, or one language of a run of several), its
-    claim on OUT and its staging folder OUT.tmp dropped first when it holds them (a new run is refused
+    """The exact new run that redoes `run` (a language's run dir RUNDIR/<LANG>): the run's own command line when
+    its --out is that language's OUT, else that language alone into ROOT/<LANG>; its claim on OUT and its staging folder OUT.tmp dropped first when it holds them (a new run is refused
     while it does: the abandoned run would otherwise be the way on); None if unknown."""
     try:
         cfg, record = read_json(run.config_json), read_run_json(run.run_json)
@@ -90,12 +90,16 @@ def new_run_command(run: RunDir, suffix: str, extra: Sequence[str] = ()) -> str 
     out = Path(cfg["execution"]["out"])
     unclaim = f"{command('rm', claim_path(out))} && " if holder(out) == str(run.root) else ""
     unclaim += f"{command('rm', '-r', tmp_dir_for(out))} && " if _staged_by(out, run) else ""
-    several = run.root.parent
-    if unit_table.is_multi(several):
-        argv = language_alone_argv(record["argv"], run.root.name, out,
-                                   fresh_run_dir(several, f"{run.root.name}-{suffix}"), extra)
+    root = run.root.parent
+    try:
+        out_is_root = read_json(RunDir(root).run_json).get("out_is_root", True)
+    except (OSError, ValueError):
+        return None
+    if out_is_root:
+        argv = language_alone_argv(record["argv"], run.root.name, out, fresh_run_dir(root, f"{run.root.name}-{suffix}"),
+                                   extra)
     else:
-        argv = new_run_argv(record["argv"], fresh_run_dir(run.root, suffix), extra)
+        argv = new_run_argv(record["argv"], fresh_run_dir(root, suffix), extra)
     return unclaim + command(*argv)
 
 
@@ -161,6 +165,8 @@ def _other_code_step(root: Path, record: dict) -> str:
     commit, dirty = submitted_commit(record)
     back = (f"check out commit {commit} (git checkout {commit}), then {resume_command(root)}"
             if commit and not dirty else f"{resume_command(root)} with the code that made it")
-    fresh = new_run_command(RunDir(root), "new") if not isinstance(record.get("languages"), list) else None
+    langs = record.get("languages")  # RUNDIR's record lists them; a language's run dir's does not
+    one = (root / langs[0] if len(langs) == 1 else None) if isinstance(langs, list) else root
+    fresh = new_run_command(RunDir(one), "new") if one is not None else None
     return (f"its tasks fail rather than mix what two versions wrote. Either {back}, or start a new run with this code"
             + (f": {fresh}" if fresh else " (a fresh --run-dir)"))

@@ -108,10 +108,12 @@ def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str, given: dic
     what the stage's units had, counting an earlier resume's --mem/--time (`given`: run.json's
     "resources", read here when the caller has not).
     """
-    if given is None:
-        given = read_run_json(run.run_json).get("resources", {}) if run.run_json.exists() else {}
+    whole = run.root.parent if RunDir(run.root.parent).languages_json.is_file() else run.root  # the run of this dir
+    if given is None:  # a resume keeps them in RUNDIR/run.json
+        record = RunDir(whole).run_json
+        given = read_run_json(record).get("resources", {}) if record.exists() else {}
     ex = cfg.execution.with_resources(given.get("mem"), given.get("time"))
-    return reason_step(run.root, reason, ex.resources.get(stage) or StageResources("4G", "01:00:00"),
+    return reason_step(whole, reason, ex.resources.get(stage) or StageResources("4G", "01:00:00"),
                        ex.units_per_task(stage), peak_mb)
 
 

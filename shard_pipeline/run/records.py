@@ -25,8 +25,9 @@ from shard_pipeline.run.typed import WrongType, parse_as
 # release, docs/DESIGN.md "Compatibility"): 2 = per-split counts in the index, shard sets in the plan;
 # 3 = every receipt stamp holds its file's ctime, config.json its per-stage resources, and the config hash
 # covers split_layout and hplt; 4 = every record carries its header (`Made`), receipts stamp the Arrow
-# files they vouch for (index, sections.arrow).
-RUN_FORMAT = 4
+# files they vouch for (index, sections.arrow); 5 = every run is RUNDIR/{run.json, languages.json} with
+# each language's run dir in RUNDIR/<LANG>/, one language too.
+RUN_FORMAT = 5
 
 T = TypeVar("T")
 

@@ -170,7 +170,7 @@ class RunDir:
         return self.root / "logs" / stage
 
     def unit_log_dir(self, stage: str) -> Path:
-        """A multi-language run's unit logs when an array task runs C units: named in their language's task numbers."""
+        """A run's unit logs when an array task runs C units: named in their language's task numbers."""
         return self.log_dir(stage) / "units"
 
     def local_log(self, stage: str, task: int) -> Path:
@@ -242,20 +242,14 @@ class RunDir:
         """Written when Ctrl-C, SIGHUP or SIGTERM stopped the local executor; a new start removes it."""
         return self.root / "INTERRUPTED.json"
 
-    def create(self, stages: Iterable[str]) -> None:
-        """Make a new run directory with a log folder per stage (sbatch writes logs into them);
-        an existing one is refused (use --resume or move it)."""
+    def create(self, stages: Iterable[str], work: bool = True) -> None:
+        """Make a new run directory with a log folder per stage (sbatch writes logs into them), and with
+        `work` a language's work folders; an existing one is refused (use --resume or move it)."""
         check_new(self.root)
         self.root.mkdir(parents=True)
         try:
-            for sub in ("tasks", "partition", "write", "quarantine", *(f"logs/{s}" for s in stages)):
+            for sub in ("tasks", *(("partition", "write", "quarantine") if work else ()), *(f"logs/{s}" for s in stages)):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
         except BaseException:  # a full disk, a Ctrl-C: no half-made run dir that --resume would then refuse
             shutil.rmtree(self.root, ignore_errors=True)
             raise
-
-    def create_root_of_languages(self, stages: Iterable[str]) -> None:
-        """The run dir of several languages around their own run dirs: the chain's logs and its selections."""
-        self.root.mkdir(parents=True)
-        for sub in ("tasks", *(f"logs/{s}" for s in stages)):  # Slurm opens the logs of every job here
-            (self.root / sub).mkdir(parents=True, exist_ok=True)

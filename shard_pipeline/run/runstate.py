@@ -128,7 +128,7 @@ def run_phase(c: Counts, *, done_marker: bool, held: bool) -> RunPhase:
     """The run's phase. `held`: a live local submitter (or resume) holds the run's lock."""
     if done_marker:
         return RunPhase.DONE
-    # A job whose afterok names a failed task waits on a dependency that can never be met; Slurm cancels
+    # A job whose dependency names a failed task may wait on one that can never be met; Slurm cancels
     # it (--kill-on-invalid-dep=yes): the failure, not the wait, is what the user acts on.
     doomed = [r for r in c.pending_reasons if c.failed and r.startswith("DependencyNeverSatisfied")]
     if any(is_stuck(r) for r in c.pending_reasons if r not in doomed):

@@ -100,7 +100,7 @@ def _readable_log(st: StageStatus, run: RunDir, task: int, chunks: list[dict[str
 
 def _multi_root(run: RunDir) -> Path | None:
     """The multi-language run dir a language's run dir sits in, or None."""
-    return run.root.parent if unit_table.is_multi(run.root.parent) else None
+    return run.root.parent if unit_table.is_run_root(run.root.parent) else None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""--status: a run's view (run/view.py) rendered, with its state line and exit code; the table of a run of
-one language is run/render.py's, the rows of a run of several are here.
+"""--status: a run's view (run/view.py) rendered, with its state line and exit code; the table of a
+language's stages is run/render.py's (a run of one language shows its language's), the rows of a run of
+several are here.
 """
 from __future__ import annotations
 
@@ -35,16 +36,16 @@ def status_report(run: RunDir, queue: dict[str, str] | None = None) -> tuple[str
 
 
 def report(root: Path) -> tuple[str, int]:
-    """--status of any run dir: one language's stages, or a row per language of a run of several."""
+    """--status of RUNDIR (its languages) or of one language's run dir RUNDIR/<LANG> (its stages)."""
     run = RunDir(root)
     check_whole(root)
-    if not unit_table.is_multi(root) and not run.config_json.exists():
-        raise UsageError(f"{run.root} is not a hplt-shard run directory (no config.json)")
-    if run.run_json.exists():
-        check_this_version(root, read_run_json(run.run_json))
-    if unit_table.is_multi(root):
-        return languages_report(root)
-    return status_report(run)
+    if not run.run_json.exists():  # a run of another format is refused by its run.json (check_this_version)
+        raise UsageError(f"{run.root} is not a hplt-shard run directory (no run.json)")
+    check_this_version(root, read_run_json(run.run_json))
+    if not unit_table.is_run_root(root):
+        return status_report(run)
+    langs = unit_table.load(root).langs
+    return languages_report(root) if len(langs) > 1 else status_report(RunDir(root / langs[0]))  # its stages
 
 
 def _row_line(row: LanguageRow) -> str:
@@ -87,3 +88,4 @@ def languages_report(root: Path) -> tuple[str, int]:
     if view.elsewhere:
         lines.append(view.elsewhere)
     return "\n".join(lines), int(view.phase.exit_code)
+

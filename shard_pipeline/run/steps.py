@@ -206,8 +206,9 @@ def _render_languages(step: EachLanguage) -> str:
                          + ([f"a resume cannot finish {', '.join(fresh)}: {status_command(step.root)} gives the new run"]
                             if fresh else []))
     if step.resumable:
-        head = (f"{step.how}, unfinished ({unfinished}): {resume_command(step.root)}  "
-                f"(details: {status_command(step.root)}/LANG)")
+        details = status_command(step.root / step.unfinished[0]) if len(step.unfinished) == 1 else \
+            f"{status_command(step.root)}/LANG"
+        head = f"{step.how}, unfinished ({unfinished}): {resume_command(step.root)}  (details: {details})"
     else:
         head = (f"{step.how}, unfinished ({unfinished}): a resume cannot finish "
                 f"{'it' if len(step.unfinished) == 1 else 'them'}; the next step of each:")

@@ -1,13 +1,10 @@
 """The unit table of a run: which language's task every global unit index is, and C per array task.
 
-Every executor, the task entry and --status see a run through it. A run of several languages
-keeps it in RUNDIR/languages.json: every global unit index of a stage maps to (language, task)
-of that language's run dir, RUNDIR/<LANG>/, written by the same code as a run of one language
-(so each language's output is byte-identical to its own run by construction). A run of one
-language is the case of one language whose run dir is RUNDIR itself, read from its config.json.
+Every executor, the task entry and --status see a run through it. Every run keeps it in
+RUNDIR/languages.json: every global unit index of a stage maps to (language, task) of that
+language's run dir, RUNDIR/<LANG>/ (a run of one language is a run of several with one element).
 Partition and write are arrays of C units per array index; plan and finalize are one job each,
-which in a run of several languages runs its selected units (one per language) in turn
-(worker/landing.py).
+which runs its selected units (one per language) in turn (worker/landing.py).
 """
 from __future__ import annotations
 
@@ -30,7 +27,8 @@ MULTI_FORMAT = 1
 SINGLE_JOB_STAGES = tuple(s.name for s in STAGE_DEFS if not s.array)  # one job each (array index 0)
 
 
-def is_multi(root: Path) -> bool:
+def is_run_root(root: Path) -> bool:
+    """`root` is a run's RUNDIR (it holds languages.json), not one language's run dir RUNDIR/<LANG>."""
     return RunDir(Path(root)).languages_json.is_file()
 
 
@@ -79,29 +77,20 @@ class LanguagesFile:
 
 @dataclass(frozen=True)
 class UnitTable:
-    """Every unit of a run: which language's task a global unit index is, and C per array task.
-
-    A run of several languages has it in RUNDIR/languages.json, each language's run dir under
-    RUNDIR; a run of one language is the case of one language whose run dir is RUNDIR itself
-    (`load` reads it from config.json): so every executor, submitter and status sees one shape."""
+    """Every unit of a run: which language's task a global unit index is, and C per array task
+    (RUNDIR/languages.json; each language's run dir is RUNDIR/<LANG>)."""
 
     root: Path
     langs: tuple[str, ...]
     blocks: dict[str, tuple[Block, ...]]
     cpus: dict[str, int] | None = None  # array stage -> C, global units per array task (absent: 1)
-    one_dir: bool = False  # a run of one language: RUNDIR is that language's run dir
-
-    @property
-    def several(self) -> bool:
-        """More than one language's run dir under RUNDIR: each lands alone, failures do not stop the others."""
-        return not self.one_dir
 
     def is_array(self, stage: str) -> bool:
         return stage not in SINGLE_JOB_STAGES
 
     def item_noun(self, stage: str) -> str:
-        """What the progress line counts: tasks of one language; units (array) or jobs (per language) of several."""
-        return "task" if not self.several else "unit" if self.is_array(stage) else "job"
+        """What the progress line counts: units of an array stage, jobs (one per language) of plan and finalize."""
+        return "unit" if self.is_array(stage) else "job"
 
     def units_per_task(self, stage: str) -> int:
         """C of an array stage: units one array task runs at once; 1 for plan and finalize."""
@@ -116,7 +105,7 @@ class UnitTable:
         return list(units_of(index, self.units_per_task(stage), self.size(stage)))
 
     def lang_dir(self, lang: str) -> Path:
-        return self.root if self.one_dir else self.root / lang
+        return self.root / lang
 
     def size(self, stage: str) -> int:
         return sum(b.count for b in self.blocks[stage])
@@ -166,9 +155,7 @@ def table_of(root: Path, tasks: Sequence[tuple[str, int, int]], cpus: int = 1) -
 
 
 def load(root: Path) -> UnitTable:
-    """The unit table of any run dir: languages.json, or for a run of one language its config.json."""
-    if not is_multi(root):
-        return one_language(Path(root))
+    """The unit table of a run: its languages.json."""
     path = RunDir(Path(root)).languages_json
     try:
         doc = parse_as(LanguagesFile, read_json(path))
@@ -182,28 +169,31 @@ def load(root: Path) -> UnitTable:
     return UnitTable(Path(root), tuple(e.lang for e in doc.languages), blocks, dict(doc.cpus))
 
 
-def one_language(root: Path) -> UnitTable:
-    """A run of one language as a unit table: global unit = task, C from its resources."""
-    from shard_pipeline.run.runconfig import load_config
+def with_cpus(table: UnitTable, cpus: int | None) -> UnitTable:
+    """The table with C units per array task (a resume's --cpus-per-task regroups the units of any run: no
+    byte depends on C); as it is when `cpus` is None."""
+    if cpus is None:
+        return table
+    return replace(table, cpus={s: max(1, min(int(cpus), table.size(s))) for s in STAGES if s not in SINGLE_JOB_STAGES})
 
-    cfg = load_config(RunDir(root))
-    ex = cfg.execution
-    table = table_of(root, [(cfg.content.lang, ex.partition_tasks, ex.write_tasks)])
-    return replace(table, cpus={s: ex.units_per_task(s) for s in table.cpus or {}}, one_dir=True)
+
+def save_cpus(table: UnitTable) -> None:
+    """Record the table's C in languages.json, where every array task reads how its index maps to units."""
+    path = RunDir(table.root).languages_json
+    doc = read_json(path)
+    if doc.get("cpus") != dict(table.cpus or {}):
+        write_json_atomic(path, {**doc, "cpus": dict(table.cpus or {})})
 
 
 def record_submission(table: UnitTable, kind: str, tasks: dict[str, list[int]], jobs: list[dict],
                       resources: dict[str, Any] | None = None) -> None:
-    """RUNDIR/run.json gets the submission; in a run of several languages each language's run.json
-    gets its chunks too, with offsets in its own task numbers (its --status reads them as a single run's)."""
+    """RUNDIR/run.json gets the submission; each language's run.json gets its chunks too, with offsets in its own task numbers (its --status reads them as a single run's)."""
     now = time.time()
     root = RunDir(table.root)
     rec = read_run_json(root.run_json)
     rec["submissions"].append({"kind": kind, "submitted_at": now, "tasks": tasks, "jobs": jobs,
                                **({"resources": resources} if resources else {})})
     write_json_atomic(root.run_json, rec)
-    if not table.several:
-        return
     for lang in table.langs:
         mine = {s: [table.locate(s, g)[1] for g in tasks.get(s, []) if table.locate(s, g)[0] == lang] for s in STAGES}
         if not any(mine.values()):
@@ -264,7 +254,5 @@ def language_queue(m: UnitTable, lang: str, lang_jobs: dict[str, list[dict[str, 
 
 
 def queue_of_language(run: RunDir, jobs: dict[str, list[dict[str, Any]]], queue: dict[str, str]) -> dict[str, str]:
-    """squeue's states as `--status RUNDIR/<LANG>` looks them up: translated when the run dir is a language of a
-    multi-language run (`language_queue`), else as they are."""
-    root = run.root.parent
-    return language_queue(load(root), run.root.name, jobs, queue) if is_multi(root) else queue
+    """squeue's states as `--status RUNDIR/<LANG>` looks them up (`language_queue`)."""
+    return language_queue(load(run.root.parent), run.root.name, jobs, queue)

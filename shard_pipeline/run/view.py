@@ -66,11 +66,11 @@ class RunView:
 
 def view_of(root: Path) -> RunView:
     """The view of the run in `root`, of one language or several."""
-    return languages_view(root) if unit_table.is_multi(root) else run_view(RunDir(root))
+    return languages_view(root) if unit_table.is_run_root(root) else run_view(RunDir(root))
 
 
 def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
-    """The view of a run of one language (`queue`: squeue's answer, when the caller has it)."""
+    """The view of one language's run dir (`queue`: squeue's answer, when the caller has it)."""
     statuses = tuple(stage_statuses(run, queue, strict=not run.done_marker.exists()))  # done: no squeue
     ex = load_config(run).execution
     record = read_run_json(run.run_json) if run.run_json.exists() else {}
@@ -80,7 +80,8 @@ def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
     if phase is RunPhase.DONE:
         done = Done(Path(ex.out), since_done(run, Path(ex.out)) + "".join(f"; warning: {w}" for w in done_warnings(run)))
     new = new_run(run, failures) if phase is RunPhase.FAILED else None
-    facts = StepFacts(run.root, phase, failed_tasks=sum(len(st.failed) for st in statuses),
+    whole = run.root.parent if unit_table.is_run_root(run.root.parent) else run.root  # a resume resumes the run
+    facts = StepFacts(whole, phase, failed_tasks=sum(len(st.failed) for st in statuses),
                       pending_reasons=tuple(r for st in statuses for _, r in st.reasons),
                       queued_ids=tuple(queued_job_ids(run, list(statuses))),
                       cut=sum(len(st.interrupted) for st in statuses),

@@ -41,9 +41,8 @@ def start(table: unit_table.UnitTable, cfgs: dict[str, RunConfig], tasks: dict[s
     """Hand the units to the executor: blocking locally, queued at once under Slurm."""
     for lang in cfgs:  # this attempt is not the one that was stopped
         RunDir(table.lang_dir(lang)).interrupted_marker.unlink(missing_ok=True)
-    if table.several:  # which languages the plan and finalize jobs take (all, or a resume's unfinished)
-        for stage in unit_table.SINGLE_JOB_STAGES:
-            unit_table.write_selection(table.root, stage, tasks.get(stage, []))
+    for stage in unit_table.SINGLE_JOB_STAGES:  # which languages the plan and finalize jobs take (all, or the unfinished)
+        unit_table.write_selection(table.root, stage, tasks.get(stage, []))
     if executor == "local":
         from shard_pipeline.submit.executors.local import run_local
 

@@ -1,4 +1,4 @@
-"""Applying a new run's plan: each language's run dir written whole (or not at all) and its OUT claimed.
+"""Applying a new run's plan: RUNDIR and each language's run dir written whole (or not at all), each OUT claimed.
 
 A run directory is written once, here, before any task runs; every stage reads its inputs from it.
 """
@@ -29,17 +29,14 @@ from shard_pipeline.units import plural
 
 
 def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Path], root: Path,
-               several: bool) -> dict[str, RunConfig]:
-    """The run dir of one language at RUNDIR, or RUNDIR with one run dir per language and languages.json;
-    undone (claims and all) if any language fails."""
-    if not several:
-        (lang,) = ms.langs
-        return {lang: create_run(args, argv, settings, executor, ms.scopes[lang], outs[lang], RunDir(root))}
+               out_is_root: bool) -> dict[str, RunConfig]:
+    """RUNDIR with one run dir per language, languages.json and run.json; undone (claims and all) if any
+    language fails. `out_is_root`: --out is a root holding OUT/<LANG>/ (else the one language's OUT)."""
     order = languages.smallest_first({l: ms.scopes[l].lay.compressed_bytes for l in ms.langs})
     table = unit_table.table_of(root, [(l, ms.scopes[l].lay.partition_tasks, ms.scopes[l].lay.write_tasks)
                                     for l in order], settings.cpus_per_task)
     root_out = guards.check_out_path(args.out)
-    RunDir(root).create_root_of_languages(STAGE_NAMES)
+    RunDir(root).create(STAGE_NAMES, work=False)
     cfgs, made = {}, []
     try:
         for l in ms.langs:
@@ -49,7 +46,7 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
         write_json_atomic(RunDir(root).languages_json, {**table.to_json(), "out": str(root_out)})
         write_json_atomic(RunDir(root).run_json, {
             "run_format": RUN_FORMAT, "code_version": codeversion.code_version(), "multi_format": unit_table.MULTI_FORMAT,
-            "argv": ["hplt-shard", *argv],
+            "argv": ["hplt-shard", *argv], "out_is_root": out_is_root,
             "languages": ms.langs, "executor": executor, "code": provenance.code_state(), "out": str(root_out),
             "budget": ms.budget, "time_limit": settings.time_limit, "submissions": [],
         })

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Iterable
 
 from shard_pipeline.contract import root_manifest
 from shard_pipeline.contract.replace import tmp_dir_for
@@ -75,32 +74,32 @@ def doing(what: str):
 
 
 @contextlib.contextmanager
-def languages_named(outs: list[Path], several: bool, root: Path):
+def languages_named(outs: dict[str, Path], out_is_root: bool, root: Path):
     """ROOT's root manifest names the languages asked for, before anything is claimed: a run of several makes it,
     a run of one language into ROOT/LANG adds its language to a root that has one (contract/root_manifest.py).
     From then on each language's working files live beside ROOT (contract/beside.py): checked free there too.
     A submission that fails inside the block removes the root manifest (and ROOT) it made: nothing stays."""
-    roots = {out.parent for out in outs if several}
+    roots = {out.parent for out in outs.values() if out_is_root}
     before = {r: (r.exists(), root_manifest.read_root_manifest(r)) for r in roots}
     try:
-        name_languages(outs, several, root)
+        name_languages(outs, out_is_root, root)
         yield
     except BaseException:
         for r, (had_root, earlier) in before.items():
             if earlier is None:
                 root_manifest.root_manifest_path(r).unlink(missing_ok=True)
             else:
-                root_manifest.take_back(r, {o.name for o in outs} - set(earlier.asked))
+                root_manifest.take_back(r, {o.name for o in outs.values()} - set(earlier.asked))
             if not had_root:
                 with contextlib.suppress(OSError):
                     r.rmdir()  # only when empty
         raise
 
 
-def name_languages(outs: Iterable[Path], several: bool, root: Path) -> None:
+def name_languages(outs: dict[str, Path], out_is_root: bool, root: Path) -> None:
     """Each language joins its root's manifest, checked free where its working files now live."""
-    for out in outs:
-        ctx = Context(out, root / out.name if several else root)
+    for lang, out in outs.items():
+        ctx = Context(out, root / lang)
         preflight(Moment.SUBMIT, ctx)  # where the files are now: a run of one language may hold ROOT/LANG there
-        root_manifest.ask(out.parent, [out.name], make=several)
+        root_manifest.ask(out.parent, [out.name], make=out_is_root)
         preflight(Moment.SUBMIT, ctx)

@@ -1,5 +1,5 @@
 """Which languages a run takes: one LANG, a comma list, `all` (the folders of a local corpus root) or
---langs-file; how many queued tasks each gets; where a run of several languages keeps its run dir."""
+--langs-file; how many queued tasks each gets; where a run of a list of languages keeps its run dir."""
 from __future__ import annotations
 
 import re
@@ -12,9 +12,10 @@ from shard_pipeline.submit.request import Request
 LANG_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
 
 
-def wants_several(args: Request) -> bool:
+def out_is_root(args: Request) -> bool:
     """A list of languages was asked for (a comma list, `all`, or --langs-file): OUT is then a root
-    holding OUT/<LANG>/, even when the list holds one language."""
+    holding OUT/<LANG>/, even when the list holds one language; one LANG writes OUT itself. The run
+    (its layout, chain, landing, resume) is the same either way: only the output differs."""
     return bool(args.langs_file) or (args.lang is not None and ("," in args.lang or args.lang == "all"))
 
 

@@ -38,23 +38,23 @@ class NewRun:
     args: Request
     settings: Any
     executor: str
-    several: bool
+    out_is_root: bool  # --out is a root holding OUT/<LANG>/ (a list of languages), else the one language's OUT
     ms: Languages
     root: Path  # RUNDIR
     fits: list  # per language: what the partition's limits say of its layout (None: it fits)
     outs: dict[str, tuple[Path, Any]]  # per language: its OUT and what OUT holds now
 
     def lang_dir(self, lang: str) -> Path:
-        """The language's run dir: RUNDIR itself, or RUNDIR/<LANG> in a run of several."""
-        return self.root / lang if self.several else self.root
+        """The language's run dir, RUNDIR/<LANG>."""
+        return self.root / lang
 
 
 def new_run(args: Request, argv: Sequence[str]) -> int:
     """Find the inputs of every language, lay out the jobs, and (unless --dry-run) write the run dir and start it.
 
-    One LANG makes a run dir for that language and OUT is its output. A list of languages (a
-    comma list, `all`, --langs-file) makes RUNDIR/<LANG>/ for each, written by the same code, and
-    OUT is a root holding OUT/<LANG>/; the languages share one chain (run/unit_table.py's unit table)."""
+    Every run makes RUNDIR/<LANG>/ for each language, and the languages share one chain (run/unit_table.py's
+    unit table). One LANG writes OUT itself; a list of languages (a comma list, `all`, --langs-file) writes a
+    root holding OUT/<LANG>/."""
     plan = plan_new_run(args)
     return render_dry_run(plan) if args.dry_run else apply_new_run(plan, argv)
 
@@ -65,8 +65,8 @@ def plan_new_run(args: Request) -> NewRun:
     option_checks.check_content_args(args)
     clean_policy(settings)  # a bad CLEAN_* value of the conf is refused at --dry-run too, --clean or not
     executor = scope.choose_executor(args)
-    several = languages.wants_several(args)
-    if several:
+    out_is_root = languages.out_is_root(args)
+    if out_is_root:
         langs = languages.languages(args, settings)
     elif not args.lang:
         raise UsageError("LANG is required (e.g. eng_Latn)")
@@ -74,9 +74,9 @@ def plan_new_run(args: Request) -> NewRun:
         langs = [args.lang]
     if not args.dry_run:
         provenance.start()  # git answers on the idle core while the inputs are sampled
-    ms = prepare_all(args, settings, executor, langs, several)
+    ms = prepare_all(args, settings, executor, langs)
     subset = ms.scopes[langs[0]].subset
-    root = (args.run_dir or (languages.default_run_dir(args, subset, langs, settings.runs_root) if several
+    root = (args.run_dir or (languages.default_run_dir(args, subset, langs, settings.runs_root) if out_is_root
                              else scope.default_run_dir(args, subset, settings.runs_root))).resolve()
     fits = []
     if executor == "slurm":  # at --dry-run too
@@ -84,25 +84,25 @@ def plan_new_run(args: Request) -> NewRun:
 
         check_log_dir(root)
         fits = [check_layout(ms.scopes[l].lay.resources, settings.worker_partition) for l in langs]
-    outs = check_outs(args, settings, ms, root, several) if args.out is not None else {}
+    outs = check_outs(args, settings, ms, root, out_is_root) if args.out is not None else {}
     guards.check_counts_index_path(settings.counts_index, list(dict.fromkeys(
         [*([Path(os.path.realpath(args.out))] if args.out is not None else []), *(o for o, _ in outs.values())])),
                                    scope.input_root(args, settings))
-    return NewRun(args, settings, executor, several, ms, root, fits, outs)
+    return NewRun(args, settings, executor, out_is_root, ms, root, fits, outs)
 
 
 def render_dry_run(plan: NewRun) -> int:
     """--dry-run: the plan, and what the run itself would refuse (reading only)."""
     args = plan.args
-    print(describe(args, plan.ms, plan.executor, plan.settings, plan.root, plan.several))
+    print(describe(args, plan.ms, plan.executor, plan.settings, plan.root))
     print(scope.index_line(args, plan.settings, plan.ms.langs))
     for out, held in plan.outs.values():
         print(guards.out_holds(out, held))
     for line in dict.fromkeys(f for f in plan.fits if f):
         print(line)
     check_new(plan.root)  # after the scope: what the run itself would refuse, said here too (reading only)
-    for out, _ in plan.outs.values():
-        preflight(Moment.DRY_RUN, Context(out, plan.lang_dir(out.name)))
+    for lang, (out, _) in plan.outs.items():
+        preflight(Moment.DRY_RUN, Context(out, plan.lang_dir(lang)))
     print("dry run: nothing written, nothing submitted")
     return ExitCode.OK
 
@@ -114,9 +114,9 @@ def apply_new_run(plan: NewRun, argv: Sequence[str]) -> int:
         raise UsageError("--out is required (the output folder; with several languages, the root folder: each "
                          "language goes to OUT/<LANG>/)")
     check_new(root)
-    with guards.languages_named([out for out, _ in plan.outs.values()], plan.several, root):
-        cfgs = create_all(args, argv, plan.settings, plan.executor, plan.ms,
-                          {l: out for l, (out, _) in plan.outs.items()}, root, plan.several)
+    outs = {l: out for l, (out, _) in plan.outs.items()}
+    with guards.languages_named(outs, plan.out_is_root, root):
+        cfgs = create_all(args, argv, plan.settings, plan.executor, plan.ms, outs, root, plan.out_is_root)
     claims = {Path(cfg.execution.out): plan.lang_dir(l) for l, cfg in cfgs.items()}
     with until_started(root, claims, plan.executor), run_lock(root):
         for out, held in plan.outs.values():
@@ -127,24 +127,24 @@ def apply_new_run(plan: NewRun, argv: Sequence[str]) -> int:
                      plan.settings, "submit")
 
 
-def check_outs(args: Request, settings, ms: Languages, root: Path, several: bool) -> dict[str, tuple[Path, Any]]:
+def check_outs(args: Request, settings, ms: Languages, root: Path, out_is_root: bool) -> dict[str, tuple[Path, Any]]:
     """Each language's OUT (OUT itself, or OUT/<LANG> under a root) checked as one run's OUT is, --dry-run
     included: the path rules, what it holds, the same dataset. Returns (OUT, what it holds) per language."""
     given = guards.check_out_path(args.out)
     input_root = scope.input_root(args, settings)
-    if several:
+    if out_is_root:
         if (given / MANIFEST_NAME).exists():
             raise UsageError(f"--out {given} is itself an output (it holds {MANIFEST_NAME}); a run of several "
                              "languages writes OUT/<LANG>/ into it, which that output does not list: choose another --out")
         preflight(Moment.NEW_ROOT, Context(given, root, input_root=input_root))  # a run of one language may hold ROOT
-    places = [(given if several else given.parent, f"--out {given} cannot be written here", "--out"),
+    places = [(given if out_is_root else given.parent, f"--out {given} cannot be written here", "--out"),
               (root.parent, f"the run directory {root} cannot be made here", "--run-dir")]
-    if several:  # the languages' working files live beside ROOT (contract/beside.py)
+    if out_is_root:  # the languages' working files live beside ROOT (contract/beside.py)
         places.append((given.parent, f"the work folder beside --out {given} cannot be made here", "--out"))
     for folder, what, option in places:
         if (why := place_refusal(folder, what, option)) is not None:  # found now, not when the run makes or swaps them
             raise UsageError(why)
-    if not several and is_root(given):
+    if not out_is_root and is_root(given):
         held = scan(given).languages
         if all(LANG_CODE.fullmatch(h) for h in held):
             raise UsageError(f"--out {given} is the root of a run of several languages (it holds LANG/ outputs), and a "
@@ -154,11 +154,10 @@ def check_outs(args: Request, settings, ms: Languages, root: Path, several: bool
                          "replaces OUT whole: give a new folder, or one of those outputs to replace it")
     outs = {}
     for lang in ms.langs:
-        out = given / lang if several else given
+        out = given / lang if out_is_root else given
         held = check_replaceable(out)
         guards.check_same_dataset(out, held, dataset_name(lang_args(args, lang), ms.scopes[lang].subset),
                                   args.replace_other)
-        preflight(Moment.NEW_RUN, Context(out, root / lang if several else root, run_dir=root, input_root=input_root,
-                                          of_a_root=several))
+        preflight(Moment.NEW_RUN, Context(out, root / lang, run_dir=root, input_root=input_root, of_a_root=out_is_root))
         outs[lang] = (out, held)
     return outs

@@ -178,8 +178,8 @@ def sbatch_resources(*, worker_mem: str, need: StageMemory, partition_cpus: int,
 def unit_resources(resources: dict[str, StageResources]) -> dict[str, StageResources]:
     """What one unit of each stage needs: a grouped stage's memory divided by its C, one core.
 
-    A multi-language run keeps these in each language's run dir; the array task of C global
-    units, possibly of several languages, asks C x the largest of them (stage_resources)."""
+    Each language's run dir keeps these; the array task of C global units, possibly of several
+    languages, asks C x the largest of them (stage_resources)."""
     from shard_pipeline.run.runconfig import GROUPED_STAGES
 
     return {s: StageResources(share_of_mem(r.mem, r.cpus), r.time, 1) if s in GROUPED_STAGES else r
@@ -196,24 +196,27 @@ def group_resources(units: Sequence[StageResources], cpus: int) -> StageResource
 
 
 def stage_resources(table, cfgs: dict, stage: str, units: int, fixed_time: bool) -> StageResources:
-    """What a stage's array task asks for when it may run any language's units: C x the most one of them needs.
+    """What a stage's array task asks for when it may run any language's units (shared_resources)."""
+    every = [(c.execution.resources[stage], c.execution.units_per_task(stage)) for c in cfgs.values()]
+    return shared_resources(every, table.units_per_task(stage) if table.is_array(stage) else None, units, fixed_time)
 
-    A run of one language asks what its run dir holds. In a run of several, each language's run
-    dir keeps one unit's resources (submit/prepare.py unit_scope; a run dir made before C applied
-    to several languages has C = 1, the same thing), so an array task of C units asks C x the
-    largest unit memory of the stage, the longest time, C cores (group_resources). plan and
-    finalize run their languages in turn in one job: their time grows by a few minutes per
-    language (HPLT v4 English plans in under a minute, docs/DESIGN.md), unless --time set it.
+
+def shared_resources(every: Sequence[tuple[StageResources, int]], cpus: int | None, units: int,
+                     fixed_time: bool) -> StageResources:
+    """What a stage's job asks when it may run any of these languages' units (`every`: a language's resources
+    and the units they were sized for; `cpus`: C of an array stage, None for plan and finalize).
+
+    Each language's run dir keeps one unit's resources (submit/prepare.py unit_scope), so an array
+    task of C units asks C x the largest unit memory of the stage, the longest time, C cores
+    (group_resources). plan and finalize run their `units` languages in turn in one job: their time
+    grows by a few minutes per language (HPLT v4 English plans in under a minute, docs/DESIGN.md),
+    unless --time set it.
     """
     from shard_pipeline.units import slurm_minutes
 
-    if not table.several:
-        (cfg,) = cfgs.values()
-        return cfg.execution.resources[stage]
-    every = [(c.execution.resources[stage], c.execution.units_per_task(stage)) for c in cfgs.values()]
-    if table.is_array(stage):
+    if cpus is not None:
         one = [StageResources(share_of_mem(r.mem, k), r.time, 1) for r, k in every]
-        return group_resources(one, table.units_per_task(stage))
+        return group_resources(one, cpus)
     mem = max((r.mem for r, _ in every), key=parse_mem)
     longest = max((r.time for r, _ in every), key=slurm_minutes)
     if not fixed_time:
@@ -221,9 +224,14 @@ def stage_resources(table, cfgs: dict, stage: str, units: int, fixed_time: bool)
     return StageResources(mem, longest, max(r.cpus for r, _ in every))
 
 
+def time_is_fixed(record: dict) -> bool:
+    """--time was given at submission or by a resume (run.json's "time_limit", "resources"): every job gets it."""
+    return bool(record.get("time_limit") or (record.get("resources") or {}).get("time"))
+
+
 def chain_resources(table, cfgs: dict, tasks: dict[str, list[int]], fixed_time: bool) -> dict[str, StageResources]:
     """What each stage's array task of the chain asks sbatch for (what slurm_limits checks, what is queued).
-    `fixed_time`: --time was given at submission, so every job gets it."""
+    `fixed_time`: --time was given (time_is_fixed), so every job gets it."""
     from shard_pipeline.run.registry import STAGE_NAMES
 
     return {stage: stage_resources(table, cfgs, stage, len(tasks[stage]), fixed_time)

@@ -68,12 +68,12 @@ def prepare(args: Request, settings, executor: str, budget: int | None = None) -
 
 @dataclass(frozen=True)
 class Languages:
-    """The languages of a run, each with its scope (with its share of the task budget when there are several)."""
+    """The languages of a run, each with its scope (with its share of the task budget)."""
 
     langs: list[str]
     scopes: dict[str, Scope]
     alone: dict[str, Any]  # layout.Layout each language would get in a run of its own
-    budget: int | None  # the queued tasks the languages share (several), None for one language
+    budget: int  # the queued tasks the languages share
 
 
 def lang_args(args: Request, lang: str) -> Request:
@@ -87,16 +87,13 @@ def total_budget(args: Request, settings, executor: str, n: int) -> int:
     return max(scope.local_budget(args.jobs, settings.cpus_per_task), 2 * n + 2)
 
 
-def prepare_all(args: Request, settings, executor: str, langs: list[str], several: bool) -> Languages:
-    """Lay out every language; several share the budget's units in proportion to bytes, and the
-    dry-run also shows the layout each would get alone.
+def prepare_all(args: Request, settings, executor: str, langs: list[str]) -> Languages:
+    """Lay out every language; the languages (one or more) share the budget's units in proportion to bytes,
+    and the dry-run also shows the layout each would get alone.
 
-    Several languages are laid out in units (one core each): their array tasks of C units are
-    packed across languages (run/unit_table.py), so a language's units, not array tasks, are its
-    share, and every unit reads about the same bytes: one time limit fits the array."""
-    if not several:
-        sc = prepare(args, settings, executor)
-        return Languages(langs, {langs[0]: sc}, {langs[0]: sc.lay}, None)
+    Languages are laid out in units (one core each): their array tasks of C units are packed across
+    languages (run/unit_table.py), so a language's units, not array tasks, are its share, and every
+    unit reads about the same bytes: one time limit fits the array."""
     budget = total_budget(args, settings, executor, len(langs))
     first = {l: prepare(lang_args(args, l), settings, executor, budget=budget) for l in langs}
     room = languages.unit_room(budget, settings.cpus_per_task)
@@ -113,8 +110,7 @@ def prepare_all(args: Request, settings, executor: str, langs: list[str], severa
 
 
 def unit_scope(sc: Scope) -> Scope:
-    """A language's scope with one unit's resources: in a run of several languages the array task, not the
-    language's run dir, groups units (C global units, of any language; run/unit_table.py), so the
+    """A language's scope with one unit's resources: the array task, not the language's run dir, groups units (C global units, of any language; run/unit_table.py), so the
     language's run dir keeps what one unit needs and its --status counts units as a C = 1 run."""
     return dataclasses.replace(sc, lay=dataclasses.replace(sc.lay, resources=layout_mod.unit_resources(sc.lay.resources),
                                                            cpus=1, partition_groups=sc.lay.partition_tasks,

@@ -66,7 +66,7 @@ def project(lay: Layout) -> list[StageProjection]:
 
 
 def total_seconds(stages: list[StageProjection], lustre_bytes_s: float | None = None) -> float:
-    """The four stages one after the other (afterok), Lustre-bound where it delivers less."""
+    """The four stages one after the other (the chain), Lustre-bound where it delivers less."""
     return sum(s.seconds_at(lustre_bytes_s) for s in stages)
 
 

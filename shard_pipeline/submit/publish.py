@@ -165,8 +165,9 @@ def owner_folders(target: str) -> list[tuple[str, Path]]:
                 found.append(("the hplt-shard output", folder))
             elif (folder / TMP_MARKER).exists():
                 found.append(("the hplt-shard OUT.tmp", folder))
-            elif RunDir(folder).config_json.is_file() and RunDir(folder).run_json.is_file():
-                found.append(("the run directory", folder))
+            elif RunDir(folder).run_json.is_file() and (RunDir(folder).config_json.is_file()
+                                                         or RunDir(folder).languages_json.is_file()):
+                found.append(("the run directory", folder))  # RUNDIR or a language's RUNDIR/<LANG>
     return found
 
 
@@ -248,15 +249,16 @@ def find_run_dir(out: Path, manifest: dict[str, Any], given: Path | None) -> Pat
         except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not a run's config.json
             return False
 
-    if given is not None:
+    if given is not None:  # RUNDIR (one of its languages wrote OUT) or that language's RUNDIR/<LANG>
         run = given.resolve()
-        if not wrote_out(run):
-            raise PublishRefused(f"--run-dir {run} did not write {out} (no config.json there with this output's "
-                                 "path and config sha256); give the run directory that made it, or leave --run-dir out")
-        return run
-    # a run of one language, or a language of a run of several (RUNDIR/<LANG>)
-    found = [p.parent for runs in runs_roots() for p in sorted([*runs.glob("*/config.json"), *runs.glob("*/*/config.json")])
-             if wrote_out(p.parent)]
+        mine = [d for d in (run, *sorted(p.parent for p in run.glob("*/config.json"))) if wrote_out(d)]
+        if not mine:
+            raise PublishRefused(f"--run-dir {run} did not write {out} (no config.json there or in its languages' "
+                                 "run dirs with this output's path and config sha256); give the run directory that "
+                                 "made it, or leave --run-dir out")
+        return mine[0]
+    # a language's run dir RUNDIR/<LANG>
+    found = [p.parent for runs in runs_roots() for p in sorted(runs.glob("*/*/config.json")) if wrote_out(p.parent)]
     return found[0] if len(found) == 1 else None
 
 

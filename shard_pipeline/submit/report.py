@@ -14,14 +14,13 @@ from shard_pipeline.submit.projection import (
 from shard_pipeline.units import human_bytes, plural, share_of_mem
 
 
-def describe(args, ms, executor: str, settings, rundir: Path | None, several: bool) -> str:
-    """The dry-run: one language's scope and projection, or a row per language of a run of several."""
-    if several:
-        text = describe_languages(args, ms, executor, settings)
-    else:
-        (lang,) = ms.langs
-        sc = ms.scopes[lang]
-        text = describe_one(args, sc.subset, sc.shards, sc.lay, executor, settings, rundir)
+def describe(args, ms, executor: str, settings, rundir: Path | None) -> str:
+    """The dry-run: each language's scope and projection, the table of languages when there are several (it only
+    adds rows), and the run's one chain of jobs, which every language shares."""
+    lines = languages_table(args, ms, executor, settings) if len(ms.langs) > 1 else []
+    lines += [line for lang in ms.langs for line in scope_lines(args, lang, ms.scopes[lang])]
+    lines += chain_lines(args, ms, executor, settings, rundir)
+    text = "\n".join(lines)
     if args.annotations is not None:
         scopes = [ms.scopes[l] for l in ms.langs]
         docs = sum(sc.lay.est_docs for sc in scopes)
@@ -37,34 +36,71 @@ def bulk_line(rundir: Path, lays: list[layout_mod.Layout]) -> str:
             "removes it (--keep-spill keeps it)")
 
 
-def describe_one(args, subset, shards, lay: layout_mod.Layout, executor: str, settings, rundir: Path | None = None) -> str:
-    res = lay.resources
-    lines = [
-        f"hplt-shard {args.lang}  corpus {args.corpus}/{subset}  wds {args.wds or 'all'}"
+def scope_lines(args, lang: str, sc) -> list[str]:
+    """One language's inputs, documents, output shards, buckets and projection."""
+    lay, shards, res = sc.lay, sc.shards, sc.lay.resources
+    return [
+        f"hplt-shard {lang}  corpus {args.corpus}/{sc.subset}  wds {args.wds or 'all'}"
         + (f"  sources {args.sources}" if args.sources else ""),
         f"input shards     {len(shards):,}  ({human_bytes(lay.compressed_bytes)} compressed, ~{human_bytes(lay.est_json_bytes)} JSON)",
         f"documents        ~{lay.est_docs:,}  ({lay.docs_known:,} known exactly, from the counts index or a "
         f"shard read to its end; {lay.inputs_unknown} of {plural(len(shards), 'shard')} estimated from bytes)",
         f"output shards    ~{lay.est_shards:,} of {args.shard_rows:,} rows (val {args.val_permille}/1000)"
         + ("; split layout dirs: train/ and validation/, one shard set each" if args.split_layout == "dirs" else ""),
-        f"executor         {executor}",
-        f"job layout ({lay.cpus} core{'s' if lay.cpus > 1 else ''} per partition/write array task, one task per core):",
-        _grouped("partition", lay.partition_tasks, lay.partition_groups, res["partition"]),
-        f"  plan       {1:>6} task   mem {res['plan'].mem:>5}  time {res['plan'].time}",
-        _grouped("write", lay.write_tasks, lay.write_groups, res["write"]),
-        f"  finalize   {1:>6} task   mem {res['finalize'].mem:>5}  time {res['finalize'].time}  cpus {res['finalize'].cpus}",
-        f"  queued at once: {plural(lay.partition_groups + lay.write_groups + 2, 'array task')} (MAX_TASKS {settings.max_tasks}), "
-        f"{lay.partition_tasks + lay.write_tasks} partition/write cores; array throttle %{lay.throttle}",
         f"id buckets       {lay.buckets:,}",
         f"sorted runs      ~{lay.sorted_runs:,} (text / spill budget {human_bytes(lay.spill_bytes)}), ~{lay.sections:,} "
         f"sections: plan mem {res['plan'].mem}, writer mem {share_of_mem(res['write'].mem, res['write'].cpus)} (more partition memory means fewer runs)",
+        *projection_lines(lay),
     ]
-    if executor == "slurm" and rundir is not None:
-        from shard_pipeline.submit.executors.slurm import job_names, watch_command
 
-        lines.append(f"job names        {' '.join(job_names(rundir, args.lang).values())} (partition, plan, write, "
-                     f"finalize; run dir {rundir}); watch: {watch_command(rundir, args.lang)}")
-    return "\n".join(lines + projection_lines(lay))
+
+def chain_resources_of(ms, settings) -> tuple[dict[str, int], dict[str, StageResources]]:
+    """The units of each stage and what each stage's job asks, as the submission queues them
+    (run/unit_table.py table_of, layout.shared_resources over each language's unit resources)."""
+    from shard_pipeline.run.registry import STAGE_NAMES
+    from shard_pipeline.run.runconfig import GROUPED_STAGES
+    from shard_pipeline.submit.layout import shared_resources, unit_resources
+
+    lays = [ms.scopes[l].lay for l in ms.langs]
+    units = {"partition": sum(x.partition_tasks for x in lays), "plan": len(lays),
+             "write": sum(x.write_tasks for x in lays), "finalize": len(lays)}
+    per = {s: max(1, min(settings.cpus_per_task, units[s])) for s in GROUPED_STAGES}
+    res = {s: shared_resources([(unit_resources(x.resources)[s], 1) for x in lays], per.get(s), len(lays),
+                               bool(settings.time_limit)) for s in STAGE_NAMES}
+    return units, res
+
+
+def chain_lines(args, ms, executor: str, settings, rundir: Path | None) -> list[str]:
+    """The run's one chain: every stage's job, what it asks, what is queued at once."""
+    from shard_pipeline.run.runconfig import GROUPED_STAGES
+    from shard_pipeline.run.unit_table import group_count
+    from shard_pipeline.submit.layout import array_throttle
+
+    units, res = chain_resources_of(ms, settings)
+    groups = {s: group_count(units[s], res[s].cpus) for s in GROUPED_STAGES}
+    throttle = array_throttle(groups["partition"], groups["write"], settings.max_tasks)
+    single = "task " if len(ms.langs) == 1 else "job  "
+    cpus = settings.cpus_per_task
+    lines = [
+        f"executor         {executor}",
+        f"job layout ({cpus} core{'s' if cpus > 1 else ''} per partition/write array task, one task per core"
+        + ("; one chain for all languages, plan and finalize take them in turn" if len(ms.langs) > 1 else "") + "):",
+        _grouped("partition", units["partition"], groups["partition"], res["partition"]),
+        f"  plan       {1:>6} {single}  mem {res['plan'].mem:>5}  time {res['plan'].time}",
+        _grouped("write", units["write"], groups["write"], res["write"]),
+        f"  finalize   {1:>6} {single}  mem {res['finalize'].mem:>5}  time {res['finalize'].time}  cpus {res['finalize'].cpus}",
+        f"  queued at once: {plural(groups['partition'] + groups['write'] + 2, 'array task')} (MAX_TASKS "
+        f"{settings.max_tasks}), {units['partition'] + units['write']} partition/write cores; array throttle %{throttle}",
+    ]
+    if len(ms.langs) > 1:
+        lines += several_lines(ms, executor, settings)
+    if executor == "slurm" and rundir is not None:
+        from shard_pipeline.submit.executors.slurm import job_lang, job_names, watch_command
+
+        tag = job_lang(ms.langs)
+        lines.append(f"job names        {' '.join(job_names(rundir, tag).values())} (partition, plan, write, "
+                     f"finalize; run dir {rundir}); watch: {watch_command(rundir, tag)}")
+    return lines
 
 
 def _grouped(stage: str, tasks: int, groups: int, res: StageResources) -> str:
@@ -87,13 +123,9 @@ def projection_lines(lay: layout_mod.Layout) -> list[str]:
     return lines
 
 
-def describe_languages(args, ms, executor: str, settings) -> str:
-    """Several languages: a row per language with its projected landing, totals, and what separate runs would queue."""
-    from shard_pipeline.run.unit_table import group_count
-    from shard_pipeline.run.unit_table import SINGLE_JOB_STAGES
-    from shard_pipeline.submit.layout import group_resources, unit_resources
+def languages_table(args, ms, executor: str, settings) -> list[str]:
+    """A row per language with its projected landing, and the totals."""
     from shard_pipeline.submit.projection import landing_seconds
-    from shard_pipeline.units import parse_mem
 
     langs = ms.langs
     sc0 = ms.scopes[langs[0]]
@@ -116,36 +148,30 @@ def describe_languages(args, ms, executor: str, settings) -> str:
             tot[k] += v
     lines.append(f"{'total':<14}{tot['inputs']:>8,}{human_bytes(tot['bytes']):>12}{tot['known']:>14,}{tot['est']:>14,}"
                  f"{tot['shards']:>8,}{tot['p']:>7}{tot['w']:>7}{tot['alone']:>7}")
-    lays = [ms.scopes[l].lay for l in langs]
-    cpus = settings.cpus_per_task
-    arrays = {s: group_resources([unit_resources(x.resources)[s] for x in lays], max(1, min(cpus, tot[k])))
-              for s, k in (("partition", "p"), ("write", "w"))}
-    groups = {k: group_count(tot[k], arrays[s].cpus) for s, k in (("partition", "p"), ("write", "w"))}
-    most = {stage: max((x.resources[stage] for x in lays), key=lambda r: parse_mem(r.mem)) for stage in lays[0].resources}
-    queued = groups["p"] + groups["w"] + len(SINGLE_JOB_STAGES)
-    budget = ms.budget
-    lines += [
-        "(docs known: from the counts index or a shard read to its end; shards: output shards of "
-        f"{args.shard_rows:,} rows; part./write: this run's tasks; alone: what a run of that language alone would queue; "
-        f"lands: projected time to its swap, every array task running at once, bench/RESULTS.md rates)",
-        "job layout (one chain for all languages; plan and finalize take the languages in turn):",
-        f"  partition  {tot['p']:>6} units in {groups['p']} array tasks of {arrays['partition'].cpus} cores  "
-        f"mem {arrays['partition'].mem:>5}  time {arrays['partition'].time}",
-        f"  plan       {1:>6} job    mem {most['plan'].mem:>5}",
-        f"  write      {tot['w']:>6} units in {groups['w']} array tasks of {arrays['write'].cpus} cores  "
-        f"mem {arrays['write'].mem:>5}  time {arrays['write'].time}",
-        f"  finalize   {1:>6} job    mem {most['finalize'].mem:>5}  cpus {max(x.resources['finalize'].cpus for x in lays)}",
-        f"  queued at once: {queued} in 4 sbatch arrays (budget {ms.budget}, MAX_TASKS {settings.max_tasks}); "
-        f"tasks shared in proportion to compressed bytes, at least one partition and one write task per language; "
-        f"each language lands when its last write unit ends",
-        f"  separate runs would queue {tot['alone']} in {4 * len(langs)} sbatch arrays"
-        + (f", more than the budget {budget}: at least {-(-tot['alone'] // max(1, budget))} waves"
-           if executor == "slurm" and tot['alone'] > budget else ""),
-        f"projected wall   {hms(max(lands.values()))} to the last landing with {cpus} core(s) per array task, "
-        f"first landing {hms(min(lands.values()))} (no queue wait; docs/DESIGN.md, Many languages)",
-        f"read volume      {human_bytes(tot['bytes'])} input + ~{human_bytes(sum(x.est_json_bytes for x in lays) // 2)} intermediate",
+    lines.append("(docs known: from the counts index or a shard read to its end; shards: output shards of "
+                 f"{args.shard_rows:,} rows; part./write: this run's tasks; alone: what a run of that language alone "
+                 "would queue; lands: projected time to its swap, every array task running at once, bench/RESULTS.md rates)")
+    return lines
+
+
+def several_lines(ms, executor: str, settings) -> list[str]:
+    """What the shared chain saves over separate runs, and when the languages land."""
+    from shard_pipeline.submit.projection import landing_seconds
+
+    langs, lays = ms.langs, [ms.scopes[l].lay for l in ms.langs]
+    alone = sum(ms.alone[l].partition_groups + ms.alone[l].write_groups + 2 for l in langs)
+    lands = landing_seconds({l: ms.scopes[l].lay for l in langs}, settings.cpus_per_task)
+    return [
+        f"  budget {ms.budget}: tasks shared in proportion to compressed bytes, at least one partition and one write "
+        "task per language; each language lands when its last write unit ends",
+        f"  separate runs would queue {alone} in {4 * len(langs)} sbatch arrays"
+        + (f", more than the budget {ms.budget}: at least {-(-alone // max(1, ms.budget))} waves"
+           if executor == "slurm" and alone > ms.budget else ""),
+        f"projected wall   {hms(max(lands.values()))} to the last landing with {settings.cpus_per_task} core(s) per "
+        f"array task, first landing {hms(min(lands.values()))} (no queue wait; docs/DESIGN.md, Many languages)",
+        f"read volume      {human_bytes(sum(x.compressed_bytes for x in lays))} input + "
+        f"~{human_bytes(sum(x.est_json_bytes for x in lays) // 2)} intermediate",
     ]
-    return "\n".join(lines)
 
 
 def annotations_line(spec: str, per_doc: float, docs: int) -> str:

@@ -80,16 +80,10 @@ def with_resources(cfg: RunConfig, resources: dict[str, Any]) -> RunConfig:
                                                                int(cpus) if cpus is not None else None))
 
 
-def keep_cpus(run: RunDir, resources: dict[str, Any]) -> None:
-    """Record a resume's --cpus-per-task in config.json's execution, where every array task reads
-    how its index maps to units (worker/group.py): the tasks queued now group their units by the new C.
-    Only `cpus` (and the memory that scales with it) changes; the content and its hash stay."""
-    if resources.get("cpus_per_task") is None:
-        return
-    on_disk = load_config(run)
-    new = on_disk.execution.with_resources(cpus=int(resources["cpus_per_task"]))
-    if new != on_disk.execution:
-        write_json_atomic(run.config_json, RunConfig(on_disk.content, new).to_json())
+def unit_resources(resources: dict[str, Any]) -> dict[str, Any]:
+    """A resume's resources as a language's run dir keeps them: one unit's (C lives in languages.json,
+    run/unit_table.py with_cpus)."""
+    return {k: v for k, v in resources.items() if k != "cpus_per_task"}
 
 
 def keep_release_changed(run: RunDir) -> RunConfig:

@@ -2,7 +2,6 @@
 applied as a new run is (apply.py), with one rollback if the submission is refused."""
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -42,35 +41,28 @@ class Left:
 
 
 def multi_parent(root: Path) -> list[Path]:
-    """The multi-language run dir this language's run dir belongs to, if any: its units run there too, and a
+    """The run this language's run dir RUNDIR/<LANG> belongs to, if it is one: its units run there, and a
     resume of the language is a resume of that run (two chains for one language would race)."""
-    return [root.parent] if unit_table.is_multi(root.parent) else []
+    return [root.parent] if unit_table.is_run_root(root.parent) else []
 
 
 def resume_root(args: Request) -> Path:
-    """The run dir a resume works on (a language of a run of several resumes that run), refused early
+    """The run dir a resume works on (a language's run dir resumes its run), refused early
     when it is no run dir, not whole, or not ours to write."""
     option_checks.check_numbers(args)  # --jobs -3 on a resume too
     root = args.resume.resolve()
-    for whole in multi_parent(root):  # a language of a run of several: that run numbers, queues and resumes its units
+    for whole in multi_parent(root):  # a language's run dir: its run numbers, queues and resumes its units
         print(f"hplt-shard: {root} is {root.name} of the run {whole}: resuming that run (only what is unfinished, "
               "in every language)", file=sys.stderr)
         root = whole
     check_whole(root)
-    if not unit_table.is_multi(root) and not RunDir(root).config_json.exists():
-        raise UsageError(f"{root} is not a hplt-shard run directory (no config.json)")
+    if not RunDir(root).run_json.exists():  # a run of another format is refused by its run.json (check_this_version)
+        raise UsageError(f"{root} is not a hplt-shard run directory (no run.json)")
     if (why := resume_refusal(root)) is not None:  # a colleague's run made under umask 022: before any lock or warning
         raise ResumeRefused(why)
     if (group_note := share_like(root)) is not None:  # a colleague's resume writes what the run's owner can still read
         print(f"hplt-shard: warning: {group_note}", file=sys.stderr)
     return root
-
-
-def check_cpus(table: unit_table.UnitTable, asked: Any) -> None:
-    if table.several and asked is not None and int(asked) != table.units_per_task("partition"):
-        raise UsageError(f"--cpus-per-task {asked}: a run of several languages keeps the cores per array task it was "
-                         f"submitted with ({table.units_per_task('partition')}), because its array indices name "
-                         "groups of units across languages; resume without --cpus-per-task")
 
 
 def refuse_running(root: Path, dirs: dict[str, RunDir], record: dict) -> None:
@@ -148,23 +140,20 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     """Redo, per language, only what is unfinished; same bytes as an uninterrupted run. Finished
     languages are left alone."""
     from shard_pipeline.run.next_step import check_this_version
-    from shard_pipeline.submit.resume_args import resume_resources, with_resources, with_settings
+    from shard_pipeline.submit.resume_args import resume_resources, unit_resources, with_resources, with_settings
 
     root = resume_root(args)
     record = read_run_json(RunDir(root).run_json)
     check_this_version(root, record)  # before anything of it is read
     table = unit_table.load(root)
     resources = resume_resources(argv, record)  # a later resume keeps an earlier --mem
-    check_cpus(table, resources.get("cpus_per_task"))
     executor = scope.choose_executor(args, record["executor"])
     dirs = {l: RunDir(table.lang_dir(l)) for l in table.langs}
     with run_lock(root):
         refuse_running(root, dirs, record)
-        cfgs = {l: with_resources(load_config(d), resources) for l, d in dirs.items()}
+        cfgs = {l: with_resources(load_config(d), unit_resources(resources)) for l, d in dirs.items()}
         refuse_changed_inputs(dirs, cfgs)
-        if not table.several:  # a resume may regroup the units of one language (--cpus-per-task): no byte depends on C
-            table = dataclasses.replace(table, cpus={s: cfgs[table.langs[0]].execution.units_per_task(s)
-                                                     for s in table.cpus or {}})
+        table = unit_table.with_cpus(table, resources.get("cpus_per_task"))  # a resume may regroup the units
         left = what_is_left(table, dirs, cfgs)
         if not left.todo:
             say_done(root, record, cfgs, left)
@@ -172,7 +161,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
         cfgs = {l: cfgs[l] for l in left.todo}
         settings = with_settings(scope.resolve_settings(args), resources) if executor == "slurm" else None
         if settings is not None:  # what the chain would queue, with this resume's --mem/--time/--cpus-per-task/--partition
-            fixed_time = bool(record.get("time_limit"))
+            fixed_time = layout_mod.time_is_fixed({**record, "resources": resources})
             check_layout(layout_mod.chain_resources(table, cfgs, left.tasks, fixed_time), settings.worker_partition)
         say_left(root, table, left)
         refuse_early(args, root, dirs, cfgs, left)
@@ -188,29 +177,27 @@ def apply_resume(args: Request, root: Path, table: unit_table.UnitTable, dirs: d
     """Claim every unfinished language's OUT and start what is left; a refused submission puts back
     what this resume changed in the run dir."""
     from shard_pipeline.submit.executors.slurm import SubmitError
-    from shard_pipeline.submit.resume_args import (keep_cpus, keep_release_changed, keep_resources,
-                                                   restore_resources, with_resources)
+    from shard_pipeline.submit.resume_args import (keep_release_changed, keep_resources, restore_resources,
+                                                   unit_resources, with_resources)
 
     for l in left.todo:  # refused (a folder that cannot take a claim, a publish) before anything below changes
         check_claimable(Path(cfgs[l].execution.out), dirs[l].root)
-    if table.several:
-        for g in left.tasks["plan"]:  # a stale plan must not feed the writes of a chain that waits with afterany
-            dirs[table.locate("plan", g)[0]].plan_json.unlink(missing_ok=True)
+    for g in left.tasks["plan"]:  # a stale plan must not feed the writes of a chain that waits with afterany
+        dirs[table.locate("plan", g)[0]].plan_json.unlink(missing_ok=True)
     with until_started(root, {Path(cfgs[l].execution.out): dirs[l].root for l in left.todo}, executor):
         for l in left.todo:
             claim(Path(cfgs[l].execution.out), dirs[l].root)
-        config_before = None if table.several else RunDir(root).config_json.read_bytes()
-        if not table.several:
-            keep_cpus(RunDir(root), resources)
+        table_before = RunDir(root).languages_json.read_bytes()
+        unit_table.save_cpus(table)
         if args.release_changed:  # the plan and finalize of each unfinished language read it there
-            cfgs = {l: with_resources(keep_release_changed(dirs[l]), resources) for l in left.todo}
+            cfgs = {l: with_resources(keep_release_changed(dirs[l]), unit_resources(resources)) for l in left.todo}
         kept = record.get("resources")
         keep_resources(RunDir(root).run_json, resources)
         try:
             return start(table, cfgs, left.tasks, executor, args.jobs, settings, "resume")
         except SubmitError as exc:  # nothing of this submission stays queued
-            if config_before is not None:  # units stay grouped as the jobs that ran them (--status maps by it)
-                write_bytes_atomic(RunDir(root).config_json, config_before)
+            # units stay grouped as the jobs that ran them (--status maps by it)
+            write_bytes_atomic(RunDir(root).languages_json, table_before)
             if slurm.refusal_kind(str(exc).split("\n")[0]) == "request":  # a bad --account: not for the next resume
                 restore_resources(RunDir(root).run_json, kept)
             raise

@@ -28,7 +28,6 @@ from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.worker.fork import Forked, fork_unit, forkable, preload
 from shard_pipeline.run.outcome import UnitExit, forget_exit, record_exit
-from shard_pipeline.run.rundir import unit_log
 from shard_pipeline.units import iso_time
 
 
@@ -201,11 +200,9 @@ def run_array_task(table, stage: str, index: int) -> int:
         return reg.problem(states[lang], t) is None
 
     def log_of(g: int) -> Path:
-        """Next to the group's log; in a run of several languages named so that the language's --status finds
-        it in its own task numbers (`<job>_<t - chunk offset>` with the offsets its run.json records)."""
-        if table.several:
-            return RunDir(table.root).unit_log_dir(stage) / f"{job}_{g - chunk}.log"
-        return unit_log(RunDir(table.root).log_dir(stage), job, local, g)
+        """Next to the group's log, named so that the language's --status finds it in its own task numbers
+        (`<job>_<t - chunk offset>` with the offsets its run.json records)."""
+        return RunDir(table.root).unit_log_dir(stage) / f"{job}_{g - chunk}.log"
 
     return run_group(stage, label, units, finished, lambda g: task_argv(stage, table.root, g), log_of)
 

@@ -85,8 +85,8 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
             os.environ.pop(LANG_ENV, None)
     if failed:
         print(f"ERROR: {stage} failed for {', '.join(sorted(set(failed)))} ("
-              + "; ".join(f"{l}: {causes[l][:300]}" for l in sorted(causes)) + "); the other languages went on; "
-              + next_steps(m, causes), file=sys.stderr, flush=True)
+              + "; ".join(f"{l}: {causes[l][:300]}" for l in sorted(causes)) + "); "
+              + ("the other languages went on; " if len(m.langs) > 1 else "") + next_steps(m, causes), file=sys.stderr, flush=True)
         return ExitCode.FAILED
     return ExitCode.OK
 

@@ -115,11 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     stage = registered(a.stage)
     try:  # a job queued by another format or code version (a git pull while it waited), run by this one: refused, named
         check_this_version(a.rundir, read_run_json(RunDir(a.rundir).run_json))
-        table = unit_table.load(a.rundir)  # the run's units: an index names a (language, task) unit, or C of them
+        # RUNDIR: an index names a (language, task) unit, or C of them; RUNDIR/<LANG>: that language's task, by hand
+        table = unit_table.load(a.rundir) if unit_table.is_run_root(a.rundir) else None
     except (RecordRefused, OSError) as exc:
         print(f"ERROR: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return ExitCode.FAILED
-    as_group = grouped(a, stage.array, table.units_per_task(stage.name))
+    as_group = table is not None and grouped(a, stage.array, table.units_per_task(stage.name))
     # The log's first line: the command that reruns this task by hand (README, "What a run leaves").
     print(command(*rerun_argv(stage.name, a.rundir, a.task if stage.array else None, as_group)), file=sys.stderr,
           flush=True)
@@ -135,7 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_task(a: TaskArgs, table, as_group: bool) -> int:
-    """One unit, the C units of an array task, or (several languages) a single job's languages in turn."""
+    """The C units of an array task, one global unit, a single job's languages in turn (`table`: the run's), or one
+    task of a language's run dir (`table` None)."""
     from shard_pipeline.run import outcome
     from shard_pipeline.worker import group, landing
     from shard_pipeline.run.registry import stage as registered
@@ -147,7 +149,7 @@ def run_task(a: TaskArgs, table, as_group: bool) -> int:
     if as_group:  # an array task of a run with --cpus-per-task C runs C units at once
         return group.run_array_task(table, stage.name, task)
     run = stage_main(stage.name)
-    if table.several:  # an array index names one global unit (language, task), a single job its selection
+    if table is not None:  # an array index names one global unit (language, task), a single job its selection
         finalize = stage_main("finalize")
         return landing.run_task(stage.name, run, finalize, a.rundir, task, stage.array)
     rundir = RunDir(a.rundir)

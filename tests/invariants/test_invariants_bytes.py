@@ -89,4 +89,6 @@ def test_a_repeated_id_across_inputs_stops_the_writer_of_its_bucket(tmp_path, in
         write_records(shard, [*lines, json.dumps(twice).encode()])
     made = make_run(tmp_path, in_process, None, "--write-tasks", "1", corpus_root=root)
     assert made.code == 1 and not made.out.exists()
-    assert {k: type(e) for k, e in in_process.errors.items()} == {("write", 0): RepeatedId}
+    # the language's finalize fails at once, naming the write that did not finish (Slurm's afterany chain)
+    assert {k: type(e) for k, e in in_process.errors.items()} == {("write", 0): RepeatedId, ("finalize", 0): RuntimeError}
+    assert "write task(s) 0 not done" in str(in_process.errors[("finalize", 0)])

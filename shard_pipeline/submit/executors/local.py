@@ -278,8 +278,8 @@ def say(*lines: str) -> None:
 
 
 def run_all(python: str, table: UnitTable, tasks: dict[str, Sequence[int]], jobs: int) -> list[TaskResult]:
-    """Run the stages in order; the failed units. One language: a failed stage stops the chain (afterok).
-    Several: the others go on (afterany); a failed language's later units fail at once, naming why."""
+    """Run the stages in order; the failed units. A failed language's later units fail at once, naming why; the
+    other languages go on (Slurm's afterany)."""
     finished: list[str] = []
     failures: list[TaskResult] = []
     todo = [(stage.name, tasks[stage.name]) for stage in STAGES if tasks.get(stage.name)]  # a resume: the unfinished
@@ -289,8 +289,6 @@ def run_all(python: str, table: UnitTable, tasks: dict[str, Sequence[int]], jobs
             failed = run_stage(python, name, table, units, jobs)
             failures += failed
             finished.append(name)
-            if failed and not table.several:  # the chain of one language stops here (afterok)
-                break
     except Interrupted as exc:
         exc.finished = finished
         raise
@@ -340,7 +338,7 @@ def stopped(table: UnitTable, cfgs: dict[str, RunConfig], exc: Interrupted) -> i
              f"{exc.stage} stopped after {exc.done} of {plural(exc.total, 'task')}."]
     for lang, cfg in cfgs.items():
         run, out = RunDir(table.lang_dir(lang)), Path(cfg.execution.out)
-        if run.done_marker.exists():  # a language of several that landed before the stop
+        if run.done_marker.exists():  # a language that landed before the stop
             words.append(f"hplt-shard: {lang}: landed: {out} holds this run's output")
             continue
         mark_interrupted(run, exc.signum, exc.stage)
@@ -386,7 +384,7 @@ def report(table: UnitTable, cfgs: dict[str, RunConfig], failures: Sequence[Task
         not_landed.append((lang, out_now(run, cfg, out)))
         dirs[lang] = run.root
     step = decide(StepFacts(table.root, RunPhase.FAILED, new_runs=each_language(table.root, dirs).new_runs,
-                            unfinished=tuple(dirs) if table.several else None, local=True))
+                            unfinished=tuple(dirs), local=True))
     tasks = tuple((r.stage, r.name, r.error or last_error_line(r.log), r.log) for r in failures)
     lines, errors = end_of_run(EndOfRun(table.root, tuple(done), tasks, tuple(not_landed), step))
     for line in lines:

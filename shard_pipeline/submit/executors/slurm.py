@@ -1,8 +1,7 @@
-"""Slurm executor: every stage submitted at once with plain sbatch, chained by afterok (afterany
-for several languages, whose failures must not cancel each other).
+"""Slurm executor: every stage submitted at once with plain sbatch, chained by afterany (one language's
+failure must not cancel the others'; a failed language's later units fail at once, naming why).
 
-No orchestrator job and nothing polling: a failed stage cancels the ones after it through
---kill-on-invalid-dep=yes. Every value reaches sbatch as an argv element; the batch script is
+No orchestrator job and nothing polling. Every value reaches sbatch as an argv element; the batch script is
 the fixed slurm_job.sh shipped next to this module, which gets its values as positional arguments.
 """
 from __future__ import annotations
@@ -28,7 +27,7 @@ from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.runstate import refusal_next_step
 from shard_pipeline.run.unit_table import UnitTable, record_submission
 from shard_pipeline.submit.executors import checkout_path
-from shard_pipeline.submit.layout import array_throttle, chain_resources
+from shard_pipeline.submit.layout import array_throttle, chain_resources, time_is_fixed
 from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS, plural
 from shard_pipeline.run.run_json import read_run_json
 
@@ -49,7 +48,6 @@ class StageJobs:
     tasks: tuple[int, ...]  # array indices: units, or groups of C units for partition and write
     resources: StageResources  # as the layout decided them, per array task
     throttle: int | None = None
-    after: str = "afterok"  # afterany in a multi-language run: one language's failure must not stop the others
 
 
 @dataclass
@@ -127,6 +125,11 @@ def job_names(rundir: Path, lang: str) -> dict[str, str]:
     return {s.name: s.letter + tag for s in STAGES}
 
 
+def job_lang(langs: Sequence[str]) -> str:
+    """What the job names show of the languages (job_names): "fin_Latn", or "mul" for several."""
+    return langs[0] if len(langs) == 1 else "mul"
+
+
 def watch_command(rundir: Path, lang: str) -> str:
     """The squeue line that shows this run's jobs and nothing else."""
     return f"squeue --me -n {','.join(job_names(rundir, lang).values())}"
@@ -138,7 +141,7 @@ class SlurmSettings:
     account: str | None
     python: str
     module_loads: tuple[str, ...]
-    job_lang: str  # what the job names show of the language (job_names): "fin_Latn", or "mul" for several
+    job_lang: str  # job_lang: "fin_Latn", or "mul" for several
 
 
 def check_log_dir(rundir: Path) -> None:
@@ -175,14 +178,14 @@ def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, l
         "--open-mode=append",
     ]
     if depends_on:
-        argv += ["--dependency", f"{stage.after}:" + ":".join(depends_on), "--kill-on-invalid-dep=yes"]
+        argv += ["--dependency", "afterany:" + ":".join(depends_on), "--kill-on-invalid-dep=yes"]
     argv += [str(JOB_SCRIPT), s.python, checkout_path() or "-", stage.stage, str(rundir), str(offset), *s.module_loads]
     return argv
 
 
 def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *, max_size: int,
                  run=subprocess.run) -> Submission:
-    """Submit every stage now; each waits (afterok) on every array chunk of the stage before it."""
+    """Submit every stage now; each waits (afterany) on every array chunk of the stage before it."""
     sub = Submission()
     previous: list[str] = []
     try:
@@ -228,19 +231,18 @@ def record_refusal(run: RunDir, kind: str, exc: SubmitError) -> None:
 
 
 def submit_run(table: UnitTable, cfgs: dict[str, RunConfig], t: dict[str, list[int]], settings, kind: str) -> int:
-    """Queue every stage that has units now, each after the one before: afterok for one language (a failure
-    cancels the rest), afterany for several (one language's failure must not cancel the others' chain)."""
+    """Queue every stage that has units now, each after the one before with afterany: one language's failure
+    must not cancel the others' chain; a failed language's later units fail at once, naming why."""
     python = next(iter(cfgs.values())).execution.python
-    tag = next(iter(cfgs)) if not table.several else "mul"
+    tag = job_lang(table.langs)
     s = SlurmSettings(settings.worker_partition, settings.account, python, settings.module_loads, tag)
-    fixed_time = bool(read_run_json(RunDir(table.root).run_json).get("time_limit"))
+    fixed_time = time_is_fixed(read_run_json(RunDir(table.root).run_json))
     resources = chain_resources(table, cfgs, t, fixed_time)
     # Array indices are groups of C units (worker/group.py): a resume resubmits the groups holding unfinished units.
     arrays = {stage: table.array_indices(stage, t[stage]) for stage in STAGE_NAMES if t.get(stage)}
     throttle = array_throttle(len(arrays.get("partition", [])), len(arrays.get("write", [])), settings.max_tasks)
-    after = "afterany" if table.several else "afterok"
-    stages = [StageJobs(stage, tuple(arrays[stage]), resources[stage], throttle if table.is_array(stage) else None,
-                        after=after) for stage in arrays]
+    stages = [StageJobs(stage, tuple(arrays[stage]), resources[stage], throttle if table.is_array(stage) else None)
+              for stage in arrays]
     try:
         sub = submit_chain(s, table.root, stages, max_size=max_array_size())
     except SubmitError as exc:

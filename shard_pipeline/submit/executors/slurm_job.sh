@@ -6,8 +6,8 @@
 # package is not put on PYTHONPATH (its site-packages could shadow PYTHON's own packages).
 #
 # Near the time limit Slurm sends USR1 to this shell (sbatch --signal=B:USR1@300): it requeues
-# this task, which restarts later from the stage's last checkpoint; afterok dependents keep
-# waiting for it. The stage runs as a child so that the trap can fire while it works. Nothing is
+# this task, which restarts later from the stage's last checkpoint; the next stage (afterany)
+# keeps waiting for it. The stage runs as a child so that the trap can fire while it works. Nothing is
 # printed before it: the log's first line is the task's rerun command (worker/task.py), its second
 # the job, node and restart count.
 set -uo pipefail
@@ -22,9 +22,8 @@ requeue() {
     echo "hplt-shard: time limit near; requeueing ${task_id} (it resumes from its last checkpoint)" >&2
     kill -TERM "$child" 2>/dev/null
     wait "$child"
-    # A failed requeue (a job not requeueable, slurmctld not answering) must not exit 0 unfinished,
-    # which would let afterok start the next stage: wait for the limit, so the task ends TIMEOUT
-    # and --status names --time.
+    # A failed requeue (a job not requeueable, slurmctld not answering) must not exit 0 unfinished:
+    # wait for the limit, so the task ends TIMEOUT and --status names --time.
     if scontrol requeue "$task_id"; then
         exit 0
     fi

@@ -13,7 +13,7 @@ import pytest
 import zstandard
 
 from shard_pipeline.contract.shard import read_shards
-from tests.pipeline_util import LANG, records, run_cli, tree_bytes, write_records
+from tests.pipeline_util import lang_dir, LANG, records, run_cli, tree_bytes, write_records
 
 pytestmark = pytest.mark.slow  # end-to-end: every test runs the pipeline
 
@@ -75,7 +75,7 @@ def test_every_bad_record_kind_quarantined_counted_and_kept(tmp_path):
     write_records(tmp_path / "clean" / LANG / "9_2.jsonl.zst", records(5, seed=14, text_bytes=200))
     out, run_dir = tmp_path / "out", tmp_path / "run"
     assert run_cli(tmp_path / "clean", out, run_dir, "--bad-records", "quarantine", "--shard-rows", "10") == 0
-    validation = json.loads((run_dir / "validation.json").read_text())
+    validation = json.loads((lang_dir(run_dir) / "validation.json").read_text())
     for inp in validation["inputs"]:
         assert inp["read"] == inp["kept"] + sum(inp["quarantined"].values())
     first = next(i for i in validation["inputs"] if i["name"] == "9_1")
@@ -85,7 +85,7 @@ def test_every_bad_record_kind_quarantined_counted_and_kept(tmp_path):
         expected_counts[reason] = expected_counts.get(reason, 0) + 1
     assert first["quarantined"] == expected_counts
     # kept verbatim with source and line
-    kept = [json.loads(l) for p in (run_dir / "quarantine").iterdir() for l in p.read_text().splitlines()]
+    kept = [json.loads(l) for p in (lang_dir(run_dir) / "quarantine").iterdir() for l in p.read_text().splitlines()]
     assert sorted((q["line"], q["reason"]) for q in kept) == sorted(where.values())
     raw_lines = {q["line"]: q["raw"] for q in kept}
     assert raw_lines[where["not_json"][0]] == '{"id": "x", "text": '
@@ -175,7 +175,7 @@ def test_after_a_bad_record_both_printed_commands_run_as_written(tmp_path, capsy
     capsys.readouterr()
     assert cli.main(quarantined) == 0
     assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == GOOD + 4  # the bad line set aside:
-    assert any(p.stat().st_size for p in (tmp_path / "run-quarantine" / "quarantine").iterdir())  # kept verbatim
+    assert any(p.stat().st_size for p in (lang_dir(tmp_path / "run-quarantine") / "quarantine").iterdir())  # kept verbatim
     recs = records(GOOD, seed=11, text_bytes=200)
     write_records(root / LANG / "9_1.jsonl.zst", [orjson.dumps(r) for r in recs])  # the input, fixed
     # the quarantine run counted the file with its bad line: the fixed file is smaller than the counts index knows

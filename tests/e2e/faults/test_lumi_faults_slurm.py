@@ -16,7 +16,7 @@ import pytest
 
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import cli
-from tests.pipeline_util import make_corpus, run_cli, tree_bytes
+from tests.pipeline_util import lang_dir, make_corpus, run_cli, tree_bytes
 from tests.slurm_util import job_records, wait_for_jobs
 from tests.e2e.faults.test_lumi_slurm import ARGS, reference, submit_argv  # noqa: F401  (reference: a fixture)
 from tests.e2e.slurm.test_pipeline_slurm import slurm_conf
@@ -93,7 +93,7 @@ def hang_task_1(root: Path, tmp_path: Path, monkeypatch, fault: str) -> tuple[Pa
 def hang_write_task_1(root: Path, tmp_path: Path, monkeypatch) -> tuple[Path, str, Path]:
     """Write task 1 hangs on its first start, alone on the node (write task 0 done)."""
     run_dir, write, log = hang_task_1(root, tmp_path, monkeypatch, "write-start:1:hang-once")
-    wait_until(RunDir(run_dir).write_receipt(0).exists, "write task 0 done", TIMEOUT)
+    wait_until(RunDir(lang_dir(run_dir)).write_receipt(0).exists, "write task 0 done", TIMEOUT)
     return run_dir, write, log
 
 
@@ -108,7 +108,7 @@ def ends_like_the_reference(run_dir: Path, log: Path, tmp_path: Path, expected, 
     --status done."""
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT + 200)
     assert "restart 1" in log.read_text()
-    assert (run_dir / "DONE").exists()
+    assert (lang_dir(run_dir) / "DONE").exists()
     assert tree_bytes(tmp_path / "out") == expected
     code, text, rows = status(run_dir, capsys)
     assert code == 0 and rows[stage][:2] == [2, 2] and "state: done" in text, text
@@ -197,8 +197,8 @@ def chunked_reference(tmp_path_factory):
 
 def test_a_stage_above_max_array_size_is_chunked_chained_counted_and_resumed(slurm_cluster, tmp_path, monkeypatch,
                                                                                chunked_reference, capsys):
-    """35 write tasks where MaxArraySize is 33: two arrays, finalize waits on both (afterok). Task 34, in
-    the second array, is killed: finalize never runs, --status counts the 35 tasks of both arrays, and the
+    """35 write tasks where MaxArraySize is 33: two arrays, finalize waits on both (afterany). Task 34, in
+    the second array, is killed: finalize fails at once naming it, --status counts the 35 tasks of both arrays, and the
     resume queues task 34 alone (offset 33, index 1), then finalize; the bytes are those of 4 write tasks."""
     root, expected = chunked_reference
     run_dir = tmp_path / "run"
@@ -211,10 +211,10 @@ def test_a_stage_above_max_array_size_is_chunked_chained_counted_and_resumed(slu
     assert [(j["offset"], j["tasks"]) for j in writes] == [(0, 33), (33, 2)], writes
     finalize = next(j["job_id"] for j in jobs if j["stage"] == "finalize")
     dependency = job_records(finalize)[0]["Dependency"]
-    assert all(f"afterok:{j['job_id']}" in dependency for j in writes), dependency  # both chunks
+    assert all(f"afterany:{j['job_id']}" in dependency for j in writes), dependency  # both chunks
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
-    assert {r["JobState"] for r in job_records(finalize)} == {"CANCELLED"}  # afterok held across the chunks
-    assert not (run_dir / "DONE").exists()
+    assert {r["JobState"] for r in job_records(finalize)} == {"FAILED"}  # it waited for both chunks, then failed at once
+    assert not (lang_dir(run_dir) / "DONE").exists()
     code, text, rows = status(run_dir, capsys)
     assert code == 1 and rows["write"][:2] == [WRITE_TASKS, WRITE_TASKS - 1] and rows["write"][4] == 1, text
     assert f"FAILED write task {WRITE_TASKS - 1}: " in text and f"{writes[1]['job_id']}_1.log" in text, text
@@ -223,7 +223,7 @@ def test_a_stage_above_max_array_size_is_chunked_chained_counted_and_resumed(slu
     assert [(j["stage"], j["offset"], j["array"].split("%")[0]) for j in resumed] == \
         [("write", 33, "1"), ("finalize", 0, "0")], resumed  # only what is unfinished
     wait_for_jobs([j["job_id"] for j in resumed], timeout=TIMEOUT)
-    assert (run_dir / "DONE").exists()
+    assert (lang_dir(run_dir) / "DONE").exists()
     assert tree_bytes(tmp_path / "out") == expected
     code, text, rows = status(run_dir, capsys)
     assert code == 0 and rows["write"][:2] == [WRITE_TASKS, WRITE_TASKS], text
@@ -246,7 +246,7 @@ def test_a_task_slurm_will_not_requeue_ends_timeout_and_its_resume_gives_the_sam
     assert code == 1 and f"FAILED partition task 1: TIMEOUT ({hint})" in text and f"state: failed: {hint}" in text, text
     assert cli.main(shlex.split(hint)[1:]) == 0
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
-    assert (run_dir / "DONE").exists()
+    assert (lang_dir(run_dir) / "DONE").exists()
     assert tree_bytes(tmp_path / "out") == expected
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LANG, LICENSE, make_corpus, run_cli, tree_bytes
+from tests.pipeline_util import lang_dir, LANG, LICENSE, make_corpus, run_cli, tree_bytes
 from tests.slurm_util import wait_for_jobs
 from tests.e2e.slurm.test_pipeline_slurm import slurm_conf
 from tests.e2e.faults.test_resume_slurm import all_jobs, wait_for_log
@@ -95,9 +95,9 @@ def test_sbatch_refusing_midway_cancels_records_and_resumes(slurm_cluster, tmp_p
     assert "state: not queued: sbatch refused the last submission" in out and f"--resume {run_dir}" in out, out
     assert "When your queue has room" in out and "MaxSubmitJobs" in out, out
     # an account the cluster does not know: refused with what to change, and the next resume does not inherit it
-    config_before = (run_dir / "config.json").read_bytes()
+    table_before = (run_dir / "languages.json").read_bytes()
     assert cli.main(["--resume", str(run_dir), "--cpus-per-task", "2", "--account", "nosuch"]) == 2
-    assert (run_dir / "config.json").read_bytes() == config_before  # nor its grouping of units (C)
+    assert (run_dir / "languages.json").read_bytes() == table_before  # nor its grouping of units (C)
     err = capsys.readouterr().err
     assert "Change what sbatch refused" in err and "cap on submitted jobs" not in err, err
     assert "nosuch" not in json.dumps(json.loads((run_dir / "run.json").read_text()).get("resources", {}))
@@ -107,7 +107,7 @@ def test_sbatch_refusing_midway_cancels_records_and_resumes(slurm_cluster, tmp_p
     # two units per array task: 2 partition + plan + 1 write + finalize = 5 jobs, under the cap
     assert cli.main(["--resume", str(run_dir), "--cpus-per-task", "2"]) == 0
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
-    assert (run_dir / "DONE").exists()
+    assert (lang_dir(run_dir) / "DONE").exists()
     assert tree_bytes(tmp_path / "out") == expected
 
 
@@ -130,7 +130,7 @@ def test_out_of_memory_is_named_and_its_resume_gives_the_same_bytes(slurm_cluste
     assert argv[:3] == ["./hplt-shard", "--resume", str(run_dir)] and argv[3] == "--mem", step
     assert cli.main(argv[1:]) == 0
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
-    assert (run_dir / "DONE").exists()
+    assert (lang_dir(run_dir) / "DONE").exists()
     assert tree_bytes(tmp_path / "out") == expected
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == 0
@@ -161,5 +161,5 @@ def test_requeued_partition_tasks_give_the_same_bytes(slurm_cluster, tmp_path, m
     subprocess.run(["scontrol", "update", f"JobId={part}_1", "TimeLimit=10"], check=True, timeout=30)
     wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT + 200)
     assert all("restart 1" in log.read_text() for log in logs)  # each task ran again, appending to its log
-    assert (run_dir / "DONE").exists()
+    assert (lang_dir(run_dir) / "DONE").exists()
     assert tree_bytes(tmp_path / "out") == expected  # 2 partition / 2 write tasks: the same bytes as 4 / 2

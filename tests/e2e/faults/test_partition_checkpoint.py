@@ -11,7 +11,7 @@ from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.runconfig import load_config
 from shard_pipeline.run.render import progress_counts
 from shard_pipeline.stages import partition as partition_mod
-from tests.pipeline_util import make_corpus, run_cli
+from tests.pipeline_util import lang_dir, make_corpus, run_cli
 
 pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline
 
@@ -30,7 +30,7 @@ def finished(tmp_path, monkeypatch):
     assert run_cli(root, tmp_path / "out", tmp_path / "run", "--partition-tasks", "1", "--buckets", "3",
                    "--spill-bytes", "3000", "--bad-records", "quarantine") == 1
     monkeypatch.delenv("HPLT_SHARD_FAULT")
-    run = RunDir(tmp_path / "run")
+    run = RunDir(lang_dir(tmp_path / "run"))
     receipt = json.loads(run.partition_receipt(0).read_text())
     assert len(receipt["inputs"]) == len(NAMES)
     return run, receipt

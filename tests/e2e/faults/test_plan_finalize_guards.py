@@ -11,7 +11,7 @@ from shard_pipeline.run.registry import RunState
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.stages.finalize import FinalizeError, already_swapped, run_finalize
 from shard_pipeline.stages.plan import PlanError, run_plan
-from tests.pipeline_util import make_corpus, run_cli
+from tests.pipeline_util import lang_dir, make_corpus, run_cli
 
 pytestmark = pytest.mark.slow  # end-to-end: every test runs the pipeline
 
@@ -23,7 +23,7 @@ def stopped_at(tmp_path, monkeypatch, fault: str) -> RunDir:
     monkeypatch.setenv("HPLT_SHARD_FAULT", fault)
     assert run_cli(root, tmp_path / "out", tmp_path / "run", *ARGS) == 1
     monkeypatch.delenv("HPLT_SHARD_FAULT")
-    return RunDir(tmp_path / "run")
+    return RunDir(lang_dir(tmp_path / "run"))
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from shard_pipeline.submit import cli
 from tests.conftest import REFERENCE_ARGS
-from tests.pipeline_util import LANG, make_corpus, run_cli, tree_bytes
+from tests.pipeline_util import lang_dir, LANG, make_corpus, run_cli, tree_bytes
 
 pytestmark = pytest.mark.slow  # end-to-end: every test runs the pipeline
 
@@ -41,26 +41,26 @@ def test_killed_task_resumes_to_the_same_bytes(tmp_path, monkeypatch, reference_
     out, run_dir = interrupted(tmp_path, monkeypatch, root, fault)
     assert not out.exists()  # nothing reached OUT
     if fault.startswith("write-mid-shard"):
-        partial = list(Path(json.loads((run_dir / "plan.json").read_text())["tmp_dir"]).glob(".*.partial"))
+        partial = list(Path(json.loads((lang_dir(run_dir) / "plan.json").read_text())["tmp_dir"]).glob(".*.partial"))
         assert partial, "the writer died in the middle of a Parquet file"
     if fault.startswith("partition-after-input"):
-        assert (run_dir / "partition" / "task-00001.checkpoint.json").exists()
+        assert (lang_dir(run_dir) / "partition" / "task-00001.checkpoint.json").exists()
     assert resume(run_dir) == 0
     assert tree_bytes(out) == expected
-    assert (run_dir / "DONE").exists()
+    assert (lang_dir(run_dir) / "DONE").exists()
 
 
 def test_partition_resumes_from_its_checkpoint(tmp_path, monkeypatch, reference_run):
     root, expected = reference_run
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "partition-after-input:1")
-    cp = json.loads((run_dir / "partition" / "task-00001.checkpoint.json").read_text())
+    cp = json.loads((lang_dir(run_dir) / "partition" / "task-00001.checkpoint.json").read_text())
     done_input = cp["inputs"][0]["index"]
     assert resume(run_dir) == 0
-    log = (run_dir / "logs" / "partition" / "local_1.log").read_text()
+    log = (lang_dir(run_dir) / "logs" / "partition" / "local_1.log").read_text()
     assert "done" in log
-    receipt = json.loads((run_dir / "partition" / "task-00001.receipt.json").read_text())
+    receipt = json.loads((lang_dir(run_dir) / "partition" / "task-00001.receipt.json").read_text())
     assert receipt["inputs"][0]["index"] == done_input and len(receipt["inputs"]) == len(
-        json.loads((run_dir / "tasks" / "partition-00001.json").read_text())["inputs"])
+        json.loads((lang_dir(run_dir) / "tasks" / "partition-00001.json").read_text())["inputs"])
     assert tree_bytes(out) == expected
 
 
@@ -75,7 +75,7 @@ def test_finalize_killed_around_the_swap(tmp_path, monkeypatch, reference_run, w
     out, run_dir = interrupted(tmp_path, monkeypatch, root, when, old_out=old)
     # at every moment OUT is the complete old or the complete new version
     assert tree_bytes(out) == (old if when == "finalize-before-swap" else expected)
-    assert not (run_dir / "DONE").exists()
+    assert not (lang_dir(run_dir) / "DONE").exists()
     assert resume(run_dir) == 0
     assert tree_bytes(out) == expected
     assert not Path(str(out) + ".tmp").exists()
@@ -85,8 +85,8 @@ def test_damaged_receipt_and_damaged_shard_are_redone(tmp_path, monkeypatch, ref
     root, expected = reference_run
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "finalize-before-swap")
     # a partition receipt cut short, and a finished shard with a flipped byte
-    (run_dir / "partition" / "task-00002.receipt.json").write_text('{"task": 2, "inp')
-    tmp = Path(json.loads((run_dir / "plan.json").read_text())["tmp_dir"])
+    (lang_dir(run_dir) / "partition" / "task-00002.receipt.json").write_text('{"task": 2, "inp')
+    tmp = Path(json.loads((lang_dir(run_dir) / "plan.json").read_text())["tmp_dir"])
     shard = sorted(tmp.glob("shard-*.parquet"))[1]
     data = bytearray(shard.read_bytes())
     data[100] ^= 0xFF
@@ -99,7 +99,7 @@ def test_damaged_receipt_and_damaged_shard_are_redone(tmp_path, monkeypatch, ref
 def test_damaged_shard_found_by_finalize_is_rewritten_on_resume(tmp_path, monkeypatch, reference_run):
     root, expected = reference_run
     out, run_dir = interrupted(tmp_path, monkeypatch, root, "finalize-before-swap")
-    tmp = Path(json.loads((run_dir / "plan.json").read_text())["tmp_dir"])
+    tmp = Path(json.loads((lang_dir(run_dir) / "plan.json").read_text())["tmp_dir"])
     shard = sorted(tmp.glob("shard-*.parquet"))[0]
     stat = shard.stat()
     data = bytearray(shard.read_bytes())
@@ -110,7 +110,7 @@ def test_damaged_shard_found_by_finalize_is_rewritten_on_resume(tmp_path, monkey
     from shard_pipeline.stages.finalize import FinalizeError, run_finalize
 
     with pytest.raises(FinalizeError, match="sha256"):
-        run_finalize(RunDir(run_dir))
+        run_finalize(RunDir(lang_dir(run_dir)))
     assert resume(run_dir) == 0
     assert tree_bytes(out) == expected
 
@@ -177,7 +177,7 @@ def test_run_of_another_format_is_refused_by_resume_status_and_its_tasks(tmp_pat
     p = subprocess.run(task_argv("write", run_dir, 0, python=sys.executable), capture_output=True, text=True,
                        env=task_env(), timeout=120)
     assert p.returncode == 1 and p.stderr.strip().splitlines()[-1].startswith("ERROR: OtherFormat: ")
-    assert not out.exists() and not (run_dir / "write" / "task-00000.receipt.json").exists()
+    assert not out.exists() and not (lang_dir(run_dir) / "write" / "task-00000.receipt.json").exists()
 
 
 def test_second_resume_of_a_run_is_refused(tmp_path, monkeypatch, reference_run):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.submit import cli
-from tests.pipeline_util import make_corpus, run_cli, tree_bytes
+from tests.pipeline_util import lang_dir, make_corpus, run_cli, tree_bytes
 from tests.slurm_util import job_records, wait_for_jobs
 from tests.e2e.slurm.test_pipeline_slurm import slurm_conf, submit
 
@@ -59,14 +59,14 @@ def test_scancel_one_task_then_resume(slurm_cluster, tmp_path, monkeypatch, refe
              ["partition", "plan", "write", "finalize"].index(stage)]
     for j in later:  # the chain after the cancelled task never ran
         assert {r["JobState"] for r in job_records(j["job_id"])} <= {"CANCELLED"}
-    assert not (run_dir / "DONE").exists()
+    assert not (lang_dir(run_dir) / "DONE").exists()
     assert cli.main(["--resume", str(run_dir), "--conf", str(slurm_conf(tmp_path))]) == 0
     resumed = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
     assert resumed[0]["stage"] == stage
     if stage in ("partition", "write"):
         assert resumed[0]["array"].split("%")[0] == str(task)  # sparse: the task keeps its index and log name
     wait_for_jobs([j["job_id"] for j in resumed], timeout=TIMEOUT)
-    assert (run_dir / "DONE").exists()
+    assert (lang_dir(run_dir) / "DONE").exists()
     assert tree_bytes(out) == expected
 
 
@@ -84,7 +84,7 @@ def test_requeue_on_signal_resumes_the_task(slurm_cluster, tmp_path, monkeypatch
     wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT + 200)
     text = log.read_text()
     assert "restart 1" in text, text  # the same task ran again, appending to its log
-    assert (run_dir / "DONE").exists()
+    assert (lang_dir(run_dir) / "DONE").exists()
     assert tree_bytes(out) == expected
 
 
@@ -103,7 +103,7 @@ def test_status_reads_squeue_while_the_run_is_queued(slurm_cluster, tmp_path, mo
                 if l.split() and l.split()[0] in ("partition", "plan", "write", "finalize")}
         # columns: tasks done running pending failed interrupted waiting
         assert rows["partition"][0] == 2 and rows["partition"][2] >= 1  # task 0 hangs: running
-        assert rows["plan"][3] == 1 and rows["write"][3] == 2 and rows["finalize"][3] == 1  # waiting on afterok
+        assert rows["plan"][3] == 1 and rows["write"][3] == 2 and rows["finalize"][3] == 1  # waiting on afterany
         assert "state: running" in text
     finally:
         subprocess.run(["scancel", *all_jobs(run_dir)], check=False)

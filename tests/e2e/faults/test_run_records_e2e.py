@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REFERENCE_ARGS
-from tests.pipeline_util import LANG, LICENSE, run_cli, tree_bytes
+from tests.pipeline_util import lang_dir, LANG, LICENSE, run_cli, tree_bytes
 
 pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline and the command line in Python processes
 
@@ -38,21 +38,21 @@ def stopped_before_plan(tmp_path, monkeypatch, root: Path) -> tuple[Path, Path]:
 def test_a_config_edited_after_partition_is_refused_by_status_and_resume(tmp_path, monkeypatch, reference_run):
     root, _ = reference_run
     out, run_dir = stopped_before_plan(tmp_path, monkeypatch, root)
-    cfg = json.loads((run_dir / "config.json").read_text())
+    cfg = json.loads((lang_dir(run_dir) / "config.json").read_text())
     cfg["content"]["val_permille"] = 500  # the split partition computed no longer matches the config
-    (run_dir / "config.json").write_text(json.dumps(cfg))
+    (lang_dir(run_dir) / "config.json").write_text(json.dumps(cfg))
     for command in ("--status", "--resume"):
         p = hplt_shard(command, str(run_dir), "--executor", "local") if command == "--resume" else \
             hplt_shard(command, str(run_dir))
         assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
-        assert f"{run_dir / 'config.json'} was changed after the run was made" in p.stderr
-    assert not out.exists() and not (run_dir / "plan.json").exists()  # nothing ran over it
+        assert f"{lang_dir(run_dir) / 'config.json'} was changed after the run was made" in p.stderr
+    assert not out.exists() and not (lang_dir(run_dir) / "plan.json").exists()  # nothing ran over it
 
 
 def test_a_damaged_index_is_redone_by_resume_to_the_uninterrupted_bytes(tmp_path, monkeypatch, reference_run):
     root, expected = reference_run
     out, run_dir = stopped_before_plan(tmp_path, monkeypatch, root)
-    index = run_dir / "partition" / "task-00001.index.arrow"
+    index = lang_dir(run_dir) / "partition" / "task-00001.index.arrow"
     index.write_bytes(index.read_bytes()[:64])
     p = hplt_shard("--status", str(run_dir))
     assert p.returncode == 1 and "task-00001.index.arrow has 64 bytes" in p.stdout, p.stdout
@@ -90,7 +90,7 @@ def test_a_checkout_changed_under_a_stopped_run_refuses_it_until_the_code_is_bac
     task = subprocess.run([sys.executable, "-m", "shard_pipeline.worker.task", "plan", str(run_dir)], cwd=copy,
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(copy)})
     assert task.returncode == 1 and task.stderr.strip().splitlines()[-1].startswith("ERROR: OtherCode: "), task.stderr
-    assert not (run_dir / "plan.json").exists()
+    assert not (lang_dir(run_dir) / "plan.json").exists()
     for command in (("--status", str(run_dir)), ("--resume", str(run_dir), "--executor", "local")):
         p = hplt_shard(*command, checkout=copy)
         assert p.returncode == 2 and "was made by another code version" in p.stderr, p.stderr

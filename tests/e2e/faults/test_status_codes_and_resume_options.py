@@ -13,7 +13,7 @@ from shard_pipeline.run.queue import slurm_reason
 
 EXIT_DONE, EXIT_STOPPED, EXIT_BUSY = ExitCode.OK, ExitCode.FAILED, ExitCode.BUSY
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LANG, make_corpus, run_cli
+from tests.pipeline_util import lang_dir, LANG, make_corpus, run_cli
 
 
 def conf(tmp_path: Path) -> Path:
@@ -40,16 +40,16 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
     from shard_pipeline.run.view import view_of
     from shard_pipeline.run.steps import FixCause
 
-    view = view_of(run_dir)  # a full disk: fix the cause, then resume
+    view = view_of(lang_dir(run_dir))  # a full disk: fix the cause, then resume (RUNDIR)
     assert view.step == FixCause(run_dir) and list(view.by_kind()) == [Kind.FAILED]
     # the same run seen while Slurm still holds one of its tasks: in progress
-    record = json.loads((run_dir / "run.json").read_text())
+    record = json.loads((lang_dir(run_dir) / "run.json").read_text())  # its chunks, in its task numbers
     record["submissions"].append({"kind": "resume", "jobs": [{"stage": "write", "job_id": "777", "offset": 0}]})
-    (run_dir / "run.json").write_text(json.dumps(record))
+    (lang_dir(run_dir) / "run.json").write_text(json.dumps(record))
     # (squeue's answer is passed in: the fake squeue knows no job states)
     from shard_pipeline.run import status as status_mod
 
-    assert status_mod.status_report(RunDir(run_dir), queue={"777_0": "RUNNING"})[1] == EXIT_BUSY
+    assert status_mod.status_report(RunDir(lang_dir(run_dir)), queue={"777_0": "RUNNING"})[1] == EXIT_BUSY
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == EXIT_DONE
@@ -65,7 +65,7 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
 def test_status_names_slurms_reason_and_the_flag_that_helps(failed_local_run, capsys, line, reason, monkeypatch):
     run_dir = failed_local_run
     monkeypatch.setenv("PATH", "/nonexistent")  # no sacct: the log alone tells
-    log = run_dir / "logs" / "write" / "local_0.log"
+    log = lang_dir(run_dir) / "logs" / "write" / "local_0.log"
     log.write_text(log.read_text() + line + "\n")
     assert slurm_reason(log) == reason
     assert cli.main(["--status", str(run_dir)]) == EXIT_STOPPED
@@ -129,7 +129,7 @@ def test_resume_refuses_content_options_by_name(failed_local_run, capsys, flag, 
 def test_resume_ignores_a_content_option_given_as_the_run_was_made(failed_local_run, capsys):
     argv = ["--resume", str(failed_local_run), "--executor", "local", "--shard-rows", "10"]
     assert cli.main(argv) == 0, capsys.readouterr().err
-    assert (failed_local_run / "DONE").exists()
+    assert (lang_dir(failed_local_run) / "DONE").exists()
 
 
 @pytest.mark.slow
@@ -176,7 +176,7 @@ def test_a_task_record_this_user_cannot_read_counts_as_running_and_stops_a_resum
     resume must not start a second writer of its files. (As root, a folder where the record's file
     should be stands for an unreadable file.)"""
     run_dir = failed_local_run
-    record = run_dir / "live" / "write-00000.424242.json"
+    record = lang_dir(run_dir) / "live" / "write-00000.424242.json"  # where its language records its tasks
     record.mkdir(parents=True)
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == EXIT_BUSY
@@ -198,7 +198,7 @@ def test_a_task_recorded_on_another_login_node_counts_as_running_and_stops_a_res
     import socket
 
     run_dir = failed_local_run
-    record = run_dir / "live" / "write-00000.424242.json"
+    record = lang_dir(run_dir) / "live" / "write-00000.424242.json"  # where its language records its tasks
     record.write_text(json.dumps({"stage": "write", "task": 0, "pid": 424242, "start": 1, "pgid": 424242,
                                   "host": "uan02-not-" + socket.gethostname()}))
     capsys.readouterr()
@@ -212,7 +212,7 @@ def test_a_task_recorded_on_another_login_node_counts_as_running_and_stops_a_res
     assert "1 task of this run was started on another host and may still run there: write task 0 on uan02-not-" in err
     assert "(pid 424242)" in err and f"remove their records (rm {record}), then resume again" in err, err
     assert record.exists()  # never removed by a host that cannot see its process
-    done_task = run_dir / "live" / "partition-00000.424242.json"  # a task already done, rerun there
+    done_task = lang_dir(run_dir) / "live" / "partition-00000.424242.json"  # a task already done, rerun there
     done_task_text = record.read_text().replace('"stage": "write"', '"stage": "partition"')
     done_task.write_text(done_task_text)
     record.unlink()
@@ -238,7 +238,8 @@ def test_the_next_steps_of_a_failed_run_can_be_pasted_with_a_space_in_its_run_di
     monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:enospc")
     assert run_cli(root, tmp_path / "out", run_dir, "--shard-rows", "10") == 1
     err = capsys.readouterr().err
-    assert f"fix the cause named above, then ./hplt-shard --resume {shlex.quote(str(run_dir))}" in err, err
+    assert f"fix the cause, then ./hplt-shard --resume {shlex.quote(str(run_dir))}" in err, err
+    assert f"(details: ./hplt-shard --status {shlex.quote(str(run_dir / LANG))})" in err, err
 
 
 @pytest.mark.slow
@@ -246,7 +247,7 @@ def test_a_unit_whose_log_cannot_be_opened_is_reported_with_that_cause_not_an_ol
     """A unit whose log this user cannot write (a colleague's log in a shared run dir; as root, a folder in its
     place) does not start: the run's report says so, not the last line of an older attempt's log."""
     run_dir = failed_local_run
-    log = run_dir / "logs" / "write" / "local_0.log"
+    log = lang_dir(run_dir) / "logs" / "write" / "local_0.log"
     assert "enospc" in log.read_text().lower() or "No space left" in log.read_text()
     log.unlink()
     log.mkdir()

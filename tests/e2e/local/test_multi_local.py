@@ -22,8 +22,8 @@ from shard_pipeline.run import unit_table
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.executors.slurm import job_tag
-from shard_pipeline.submit.languages import languages, read_langs_file, share_budget, smallest_first, wants_several
-from tests.pipeline_util import LICENSE, config_sha, tree_bytes
+from shard_pipeline.submit.languages import languages, read_langs_file, share_budget, smallest_first, out_is_root
+from tests.pipeline_util import lang_dir, LICENSE, config_sha, tree_bytes
 
 
 def make_langs(base: Path, sizes: dict[str, tuple[int, tuple[str, ...]]], text_bytes: int = 300) -> Path:
@@ -91,7 +91,7 @@ def ns(**kw) -> argparse.Namespace:
 
 
 def test_language_lists_from_the_command_line_a_file_and_all(tmp_path):
-    assert wants_several(ns(lang="a_Latn,b_Latn")) and wants_several(ns(lang="all")) and not wants_several(ns(lang="a_Latn"))
+    assert out_is_root(ns(lang="a_Latn,b_Latn")) and out_is_root(ns(lang="all")) and not out_is_root(ns(lang="a_Latn"))
     assert languages(ns(lang="fin_Latn, swe_Latn"), None) == ["fin_Latn", "swe_Latn"]
     f = tmp_path / "langs.txt"
     f.write_text("# Nordic\nfin_Latn\n\nswe_Latn  # Swedish\nbad/lang\n")
@@ -165,20 +165,23 @@ def test_several_languages_get_every_path_guard_of_one(tmp_path, capsys, where):
 
 @pytest.mark.slow
 def test_a_run_of_one_language_is_the_one_language_case_of_the_unit_table(tmp_path, capsys):
-    """unit_table.load reads any run dir: one language's is the identity table whose language dir is RUNDIR,
-    with the C of its config; the executors, the task entry and --status all go through it."""
+    """A run of one language is a run of several with one element: RUNDIR/languages.json and RUNDIR/<LANG>,
+    C in languages.json; the executors, the task entry and --status all go through it. Only OUT differs:
+    one LANG writes OUT itself."""
     root = make_langs(tmp_path, {"fin_Latn": (60, ("10_1", "9_1", "9_2"))})
-    run_dir = tmp_path / "run"
-    assert multi_cli(root, "fin_Latn", tmp_path / "out", run_dir, "--shard-rows", "20", "--cpus-per-task", "2",
+    run_dir, out = tmp_path / "run", tmp_path / "out"
+    assert multi_cli(root, "fin_Latn", out, run_dir, "--shard-rows", "20", "--cpus-per-task", "2",
                      "--partition-tasks", "3", "--write-tasks", "3") == 0
     t = unit_table.load(run_dir)
-    cfg = json.loads((run_dir / "config.json").read_text())["execution"]
-    assert not t.several and t.langs == ("fin_Latn",) and t.lang_dir("fin_Latn") == run_dir
+    lang = lang_dir(run_dir, "fin_Latn")
+    cfg = json.loads((lang / "config.json").read_text())["execution"]
+    assert t.langs == ("fin_Latn",) and t.lang_dir("fin_Latn") == lang
     assert (t.size("partition"), t.size("write"), t.size("plan")) == (cfg["partition_tasks"], cfg["write_tasks"], 1)
-    assert t.units_per_task("partition") == cfg["resources"]["partition"]["cpus"] == 2
+    assert t.units_per_task("partition") == 2 and cfg["resources"]["partition"]["cpus"] == 1
     assert [t.locate("write", g) for g in range(t.size("write"))] == [("fin_Latn", g) for g in range(t.size("write"))]
     assert t.array_indices("partition", [0, 2]) == [0, 1] and not t.is_array("plan")
-    assert (run_dir / "DONE").exists() and not (run_dir / "languages.json").exists()
+    assert (lang / "DONE").exists() and (run_dir / "languages.json").exists() and not (run_dir / "config.json").exists()
+    assert (out / "_MANIFEST.json").exists() and not (out / "fin_Latn").exists()
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ import pytest
 from shard_pipeline.run import live
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LANG, LICENSE, as_from_a_terminal, make_corpus
+from tests.pipeline_util import LANG, LICENSE, as_from_a_terminal, lang_dir, make_corpus
 
 pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline
 
@@ -134,7 +134,7 @@ def test_no_resume_while_a_task_of_the_run_is_alive(tmp_path, monkeypatch, capsy
                               env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     try:
-        task = hanging_task(run_dir, "write")
+        task = hanging_task(lang_dir(run_dir), "write")  # recorded where its language's --status looks
         assert (task.pid, task.stage, task.task) == (orphan.pid, "write", 0)
         assert cli.main(["--status", str(run_dir)]) == 3
         text = capsys.readouterr().out

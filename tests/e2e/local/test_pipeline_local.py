@@ -11,6 +11,7 @@ from shard_pipeline.contract.shard import read_shards
 from tests.manifest_schema import assert_valid_manifest
 from shard_pipeline.submit import cli
 from tests.pipeline_util import (
+    lang_dir,
     LANG,
     LICENSE,
     config_sha,
@@ -45,10 +46,10 @@ def test_matches_write_shards_for_any_task_count(tmp_path, tasks):
     assert m["rows"] == 240 and len(m["shards"]) == 5
     assert_valid_manifest(m)
     # spills really happened in several runs and several buckets when asked to
-    receipts = [json.loads(p.read_text()) for p in (run_dir / "partition").glob("*.receipt.json")]
+    receipts = [json.loads(p.read_text()) for p in (lang_dir(run_dir) / "partition").glob("*.receipt.json")]
     if "--spill-bytes" in tasks:
         assert max(r["runs"] for r in receipts) > 1
-    validation = json.loads((run_dir / "validation.json").read_text())
+    validation = json.loads((lang_dir(run_dir) / "validation.json").read_text())
     assert validation["conservation"]["read"] == validation["conservation"]["kept"] == 240
 
 
@@ -206,7 +207,7 @@ def test_a_done_run_removes_its_spill_unless_asked_to_keep_it_and_still_says_don
     root = make_corpus(tmp_path, n_docs=40)
     assert run_cli(root, tmp_path / "out1", tmp_path / "run1", "--shard-rows", "10") == 0
     assert run_cli(root, tmp_path / "out2", tmp_path / "run2", "--shard-rows", "10", "--keep-spill") == 0
-    gone, kept = RunDir(tmp_path / "run1"), RunDir(tmp_path / "run2")
+    gone, kept = RunDir(lang_dir(tmp_path / "run1")), RunDir(lang_dir(tmp_path / "run2"))
     assert not gone.spill_file(0).exists() and kept.spill_file(0).exists()
     assert gone.partition_receipt(0).exists()  # the records stay
     assert cli.main(["--status", str(gone.root)]) == 0 and cli.main(["--resume", str(gone.root)]) == 0

@@ -18,7 +18,7 @@ from shard_pipeline.input.identity import index_key, known_hplt_roots, names_for
 from shard_pipeline.paths import PRESET_DIR
 from shard_pipeline.submit import cli, scope
 from shard_pipeline.submit.settings import preset_values
-from tests.pipeline_util import LANG, LICENSE, index_file, make_corpus, manifest, read_rows, run_cli, tree_bytes
+from tests.pipeline_util import LANG, LICENSE, index_file, lang_dir, make_corpus, manifest, read_rows, run_cli, tree_bytes
 
 LUMI_V4 = Path("/appl/local/openeurollm/training/catalogue/hplt/4.0")
 
@@ -61,9 +61,9 @@ def test_lumi_preset_with_only_account_never_builds_another_tree(tmp_path: Path,
                    "--cpus-per-task", "1", "--shard-rows", "10") == 0
     assert "/projappl/project_465000001/hplt-counts does not exist" in capsys.readouterr().err  # said at submit
     assert not Path("/projappl").exists()
-    validation = json.loads((tmp_path / "run" / "validation.json").read_text())
+    validation = json.loads((lang_dir(tmp_path / "run") / "validation.json").read_text())
     assert "/projappl/project_465000001/hplt-counts" in validation["counts_index_warning"]
-    assert validation["counts_index_rows"] == 0 and (tmp_path / "run" / "DONE").exists()
+    assert validation["counts_index_rows"] == 0 and (lang_dir(tmp_path / "run") / "DONE").exists()
 
 
 @pytest.mark.slow
@@ -76,7 +76,7 @@ def test_index_write_failure_after_the_swap_is_a_warning(tmp_path: Path, capsys,
     else:
         idx = tmp_path / "missing" / "idx"
     assert run_cli(root, tmp_path / "out", tmp_path / "run", "--counts-index", str(idx), "--shard-rows", "10") == 0
-    validation = json.loads((tmp_path / "run" / "validation.json").read_text())
+    validation = json.loads((lang_dir(tmp_path / "run") / "validation.json").read_text())
     assert str(idx) in validation["counts_index_warning"] and "output is complete" in validation["counts_index_warning"]
     said = capsys.readouterr()
     assert any(l.startswith("hplt-shard: warning: ") and l.endswith(validation["counts_index_warning"])

@@ -16,7 +16,7 @@ import pytest
 
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.submit import cli
-from tests.pipeline_util import make_corpus
+from tests.pipeline_util import lang_dir, make_corpus
 from tests.e2e.local.test_owned_tasks import WAIT, gone, hanging_task, submitter
 
 pytestmark = pytest.mark.slow  # end-to-end: runs the pipeline
@@ -50,7 +50,7 @@ def test_status_of_a_local_run_running_then_interrupted_then_done(tmp_path, caps
     assert p.returncode == ExitCode.INTERRUPTED and gone(task)
     resume = f"./hplt-shard --resume {shlex.quote(str(run_dir))} --executor local"
     assert f"to continue: {resume}" in err
-    marker = json.loads((run_dir / "INTERRUPTED.json").read_text())
+    marker = json.loads((lang_dir(run_dir) / "INTERRUPTED.json").read_text())
     assert marker["signal"] == signal.SIGINT and marker["stage"] == "partition"
 
     assert cli.main(["--status", str(run_dir)]) == ExitCode.FAILED  # interrupted: 1, as the README lists
@@ -63,7 +63,7 @@ def test_status_of_a_local_run_running_then_interrupted_then_done(tmp_path, caps
     assert elapsed(capsys.readouterr().out) == elapsed(text)  # nor a growing elapsed time
 
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0
-    assert not (run_dir / "INTERRUPTED.json").exists()
+    assert not (lang_dir(run_dir) / "INTERRUPTED.json").exists()
     capsys.readouterr()
     assert cli.main(["--status", str(run_dir)]) == ExitCode.OK
     text = capsys.readouterr().out
@@ -85,17 +85,18 @@ def test_status_of_a_slurm_run_without_an_answering_squeue(tmp_path, monkeypatch
     monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:enospc")
     assert run_cli(root, tmp_path / "out", run_dir) == 1
     monkeypatch.delenv("HPLT_SHARD_FAULT")
-    record = json.loads((run_dir / "run.json").read_text())
+    record = json.loads((lang_dir(run_dir) / "run.json").read_text())
     slurm_sub = {"kind": "submit", "submitted_at": 1.0, "jobs": [
         {"stage": s, "job_id": str(900 + k), "offset": 0, "array": "0", "tasks": 1, "argv": []}
         for k, s in enumerate(("partition", "plan", "write", "finalize"))]}
     record["submissions"] = [slurm_sub, *record["submissions"]]  # Slurm first, then this local run
-    write_json_atomic(run_dir / "run.json", record)
-    finalize = stage_statuses(RunDir(run_dir), {}, strict=True)[-1]
-    assert finalize.interrupted == [] and finalize.not_started == 1  # the local executor starts it, not a queued job
+    write_json_atomic(lang_dir(run_dir) / "run.json", record)
+    finalize = stage_statuses(RunDir(lang_dir(run_dir)), {}, strict=True)[-1]
+    # the local executor ran it (it failed at once: its write failed), not a queued job that left the queue
+    assert finalize.interrupted == [] and [f.task for f in finalize.failed] == [0]
 
     record["submissions"] = [slurm_sub]  # now its last submission went to Slurm, whose controller does not answer
-    write_json_atomic(run_dir / "run.json", record)
+    write_json_atomic(lang_dir(run_dir) / "run.json", record)
     monkeypatch.setattr(slurm, "call", lambda argv, *a, **k: slurm.Answer(tuple(argv), None, "", "squeue did not "
                                                                          "answer within 60 s"))
     capsys.readouterr()
@@ -116,22 +117,23 @@ def test_a_local_unit_whose_starter_was_killed_is_interrupted_not_failed(tmp_pat
     from shard_pipeline.run import outcome
     from shard_pipeline.run.rundir import RunDir
     from shard_pipeline.submit import cli
-    from tests.pipeline_util import make_corpus, run_cli
+    from tests.pipeline_util import lang_dir, make_corpus, run_cli
 
     root = make_corpus(tmp_path / "in", n_docs=40)
     run = tmp_path / "run"
     monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:kill")
     assert run_cli(root, tmp_path / "out", run, "--shard-rows", "10") != 0
     monkeypatch.delenv("HPLT_SHARD_FAULT")
-    log = RunDir(run).local_log("write", 0)
+    log = RunDir(lang_dir(run)).local_log("write", 0)
     capsys.readouterr()
     assert cli.main(["--status", str(run)]) == 1
     assert "FAILED write task 0: killed by SIGKILL" in capsys.readouterr().out  # its group's exit record says so
     log.write_text(log.read_text().splitlines()[0] + "\n")  # as a killed submitter leaves it: no trailer,
     outcome.exit_path(log).unlink()  # and no exit record
-    for record in (run / "live").glob("*"):
+    for record in [*(run / "live").glob("*"), *(lang_dir(run) / "live").glob("*")]:
         os.unlink(record)
     assert cli.main(["--status", str(run)]) == 1
     out = capsys.readouterr().out
-    assert "FAILED write task 0" not in out and "state: failed" not in out
-    assert "INTERRUPTED write 1 task: 0" in out and "state: interrupted before the end (not a failure)" in out
+    assert "FAILED write task 0" not in out and "INTERRUPTED write 1 task: 0" in out
+    # its language's finalize failed at once, naming the write unit that did not finish
+    assert "FAILED finalize task 0: ERROR: eng_Latn: finalize task 0 skipped: write task(s) 0 not done" in out

@@ -23,7 +23,7 @@ from shard_pipeline.submit import cli
 from shard_pipeline.submit.publish import PUBLISHED_NAME, SUMS_NAME
 from shard_pipeline.run.claim import claim_path, publish_lock_path
 from shard_pipeline.submit.dest import mask
-from tests.pipeline_util import LANG, LICENSE, tree_bytes
+from tests.pipeline_util import lang_dir, LANG, LICENSE, tree_bytes
 
 ROOT = Path(__file__).resolve().parents[3]
 RCLONE = shutil.which("rclone")
@@ -132,7 +132,7 @@ def test_webdav_upload_byte_for_byte_and_recorded(finished_run, webdav, capsys):
     assert tree_bytes(out) == before  # OUT untouched: nothing added, nothing changed
     text = capsys.readouterr().out
     assert "verified by download" in text and webdav.dest() in text
-    record = json.loads((run / PUBLISHED_NAME).read_text())["publications"][-1]
+    record = json.loads((lang_dir(run) / PUBLISHED_NAME).read_text())["publications"][-1]
     assert record["dest"] == webdav.dest()
     assert record["verified_by"] == "download"
     assert record["manifest_sha256"] == published_tree(out)[SUMS_NAME].decode().splitlines()[-1].split()[0]
@@ -376,7 +376,7 @@ def test_credentials_in_url_and_headers_never_shown_nor_stored_readable(finished
     seen = capfd.readouterr()
     text = seen.out + seen.err + dead.stdout + dead.stderr
     assert "401" in text or "Unauthorized" in text  # the wrong password's message came through, masked
-    record = run / PUBLISHED_NAME
+    record = lang_dir(run) / PUBLISHED_NAME
     stored = record.read_text()
     for secret in LEAKS:
         assert secret not in text and secret not in stored, secret

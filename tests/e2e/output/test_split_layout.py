@@ -20,6 +20,7 @@ from shard_pipeline.contract.verify import verify_output
 from shard_pipeline.submit import cli
 from tests.manifest_schema import assert_valid_manifest
 from tests.pipeline_util import (
+    lang_dir,
     LANG,
     byte_balanced_cuts,
     config_sha,
@@ -256,7 +257,7 @@ def test_resumed_dirs_run_gives_the_same_bytes(tmp_path, monkeypatch):
     assert run_cli(root, out, run_dir, *args) == 1
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     assert not out.exists()
-    plan = json.loads((run_dir / "plan.json").read_text())
+    plan = json.loads((lang_dir(run_dir) / "plan.json").read_text())
     a, b = plan["write_tasks"][2]["shards"]
     assert {plan["shard_list"][i]["set"] for i in range(a, b)} == {0, 1}
     assert list(Path(plan["tmp_dir"]).rglob(".*.partial")), "the writer died in the middle of a Parquet file"

@@ -9,7 +9,7 @@ import pytest
 from shard_pipeline.contract.shard import read_shards
 from shard_pipeline.submit import cli
 from tests.manifest_schema import assert_valid_manifest
-from tests.pipeline_util import LANG, records, run_cli, write_records
+from tests.pipeline_util import lang_dir, LANG, records, run_cli, write_records
 
 
 def corpus(tmp_path):
@@ -44,7 +44,7 @@ def test_clean_quarantines_keeps_and_counts(tmp_path):
     on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
     assert on_disk == listed | {"_MANIFEST.json"} | {s["name"] for s in m["shards"]}
     assert m["ledger"] is None  # no card, no ledger: the manifest points at nothing that is not there
-    validation = json.loads((run_dir / "validation.json").read_text())
+    validation = json.loads((lang_dir(run_dir) / "validation.json").read_text())
     for inp in validation["inputs"]:
         assert inp["read"] == inp["kept"] + sum(inp["quarantined"].values()) + inp["cleaned"]
     assert cli.main(["--verify", str(out)]) == 0

@@ -244,7 +244,7 @@ def test_verify_of_an_output_this_user_cannot_list_is_not_ok(tmp_path, monkeypat
 @pytest.mark.slow  # runs the pipeline
 def test_a_colleagues_resume_that_could_not_replace_out_is_refused_before_it_starts(tmp_path, monkeypatch, capsys):
     from shard_pipeline.submit import cli
-    from tests.pipeline_util import make_corpus, run_cli
+    from tests.pipeline_util import lang_dir, make_corpus, run_cli
 
     root = make_corpus(tmp_path / "in", n_docs=40)
     shared = tmp_path / "scratch"
@@ -320,7 +320,7 @@ def test_status_of_a_run_whose_logs_this_user_may_not_read_shows_the_table_and_s
     The receipts say what is done and the outcome records what it used; a log needed and unread is said, with the way
     on."""
     from shard_pipeline.submit import cli
-    from tests.pipeline_util import make_corpus, run_cli
+    from tests.pipeline_util import lang_dir, make_corpus, run_cli
 
     root = make_corpus(tmp_path / "in", n_docs=40)
     done, failed = tmp_path / "done", tmp_path / "failed"
@@ -329,7 +329,8 @@ def test_status_of_a_run_whose_logs_this_user_may_not_read_shows_the_table_and_s
     assert run_cli(root, tmp_path / "out2", failed, "--shard-rows", "10") != 0
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     capsys.readouterr()
-    hide(monkeypatch, lambda p: p.parent.parent.name == "logs" and p.parent.parent.parent in (done, failed))
+    hide(monkeypatch, lambda p: p.parent.parent.name == "logs"
+         and p.parent.parent.parent in (done, failed, lang_dir(done), lang_dir(failed)))
     assert cli.main(["--status", str(done)]) == 0
     out = capsys.readouterr().out
     # what is done, from the receipts, and what it used, from the outcome records: a done task's log is not read
@@ -352,7 +353,7 @@ def test_a_colleagues_resume_of_a_run_it_cannot_write_is_refused_first_naming_th
 
     run = tmp_path / "run"
     (run / "logs" / "write").mkdir(parents=True)
-    (run / "config.json").write_text("{}")
+    (run / "run.json").write_text("{}")
     os.chown(run / "logs" / "write", NOBODY, -1)
     real = os.access
     monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != run / "logs" / "write" and real(p, mode))
@@ -376,7 +377,7 @@ def test_a_resume_refuses_at_once_what_its_finalize_would_refuse_even_after_a_fi
     cannot choose."""
     from shard_pipeline.contract.manifest import load_manifest
     from shard_pipeline.submit import cli
-    from tests.pipeline_util import make_corpus, run_cli
+    from tests.pipeline_util import lang_dir, make_corpus, run_cli
 
     root = make_corpus(tmp_path / "in", n_docs=40)
     out, run = tmp_path / "out", tmp_path / "run2"
@@ -384,7 +385,7 @@ def test_a_resume_refuses_at_once_what_its_finalize_would_refuse_even_after_a_fi
     monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap::kill")
     assert run_cli(root, out, run, "--shard-rows", "20") != 0
     monkeypatch.delenv("HPLT_SHARD_FAULT")
-    assert (run / "swap.json").exists()
+    assert (lang_dir(run) / "swap.json").exists()
     (out / "notes.txt").write_text("mine")
     finalize_log = sorted((run / "logs" / "finalize").iterdir())
     before = [p.stat().st_mtime_ns for p in finalize_log]
@@ -407,7 +408,7 @@ def test_a_resume_refuses_at_once_after_the_swap_too_and_over_an_identical_or_ne
     the swap, an identical earlier output with a file added, and a newer output of another configuration are each
     refused at once (exit 2), not after the write stage was redone and finalize failed."""
     from shard_pipeline.submit import cli
-    from tests.pipeline_util import make_corpus, run_cli
+    from tests.pipeline_util import lang_dir, make_corpus, run_cli
 
     root = make_corpus(tmp_path / "in", n_docs=40)
     out = tmp_path / "out"

@@ -152,12 +152,12 @@ def test_a_submission_that_fails_takes_back_the_root_manifest_it_made(tmp_path):
     root = tmp_path / "root"
     outs = [root / "est_Latn", root / "isl_Latn"]
     with pytest.raises(OSError):
-        with languages_named(outs, True, tmp_path / "run"):
+        with languages_named({o.name: o for o in outs}, True, tmp_path / "run"):
             assert read_root_manifest(root).asked == ("est_Latn", "isl_Latn") and in_root(outs[0])
             raise OSError("the run dir cannot be made")
     assert not root.exists()  # ROOT and its root manifest were this submission's
     root = new_root(tmp_path, ("fin_Latn",))
     with pytest.raises(OSError):
-        with languages_named(outs, True, tmp_path / "run"):
+        with languages_named({o.name: o for o in outs}, True, tmp_path / "run"):
             raise OSError("the run dir cannot be made")
     assert read_root_manifest(root).asked == ("fin_Latn",)  # an earlier root's: as it was

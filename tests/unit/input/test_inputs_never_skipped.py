@@ -13,7 +13,7 @@ from shard_pipeline.input.synth import generate_corpus
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.stages import partition as partition_mod
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LANG, LICENSE, index_file, make_corpus, run_cli
+from tests.pipeline_util import lang_dir, LANG, LICENSE, index_file, make_corpus, run_cli
 
 SHARD = "9_1.ia.jsonl.zst"
 
@@ -56,7 +56,7 @@ def _submitted(tmp_path, fake_slurm) -> tuple[Path, Path]:
     assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(tmp_path / "out"),
                      "--run-dir", str(tmp_path / "run"), "--license", LICENSE, "--conf", str(conf),
                      "--executor", "slurm", "--partition-tasks", "1"]) == 0
-    return root, tmp_path / "run"
+    return root, lang_dir(tmp_path / "run")
 
 
 def test_input_changed_before_its_task_fails_naming_both_values(tmp_path, fake_slurm):
@@ -108,10 +108,10 @@ def test_counts_index_row_that_disagrees_is_reported_and_recorded(tmp_path, caps
     assert "documents" in line.split("the file has")[1]
     assert run_cli(root, tmp_path / "out", tmp_path / "run", *args) == 0
     assert SHARD in capsys.readouterr().err
-    rec = json.loads((tmp_path / "run" / "run.json").read_text())["counts_index_disagreements"]
+    rec = json.loads((lang_dir(tmp_path / "run") / "run.json").read_text())["counts_index_disagreements"]
     assert rec[0]["file"] == str(path) and rec[0]["index_bytes"] == st.st_size - 5 and rec[0]["index_docs"] == 3
     assert rec[0]["file_bytes"] == st.st_size
-    validation = json.loads((tmp_path / "run" / "validation.json").read_text())
+    validation = json.loads((lang_dir(tmp_path / "run") / "validation.json").read_text())
     assert any(SHARD in r and "3 documents ->" in r for r in validation["counts_index_replaced"])
 
 

@@ -98,4 +98,8 @@ def test_a_run_with_checksums_gives_the_same_bytes_and_a_wrong_one_stops_partiti
     in_process.errors.clear()
     broken = make_run(tmp_path / "broken", in_process, None, corpus_root=root)
     assert broken.code != 0
-    assert {type(e) for e in in_process.errors.values()} == {ChecksumMismatch}
+    # partition fails on the mismatch; the language's later units fail at once, naming that (Slurm's afterany chain)
+    assert {k: type(e) for k, e in in_process.errors.items() if k[0] == "partition"} == {
+        ("partition", 0): ChecksumMismatch, ("partition", 1): ChecksumMismatch}
+    assert all("an earlier stage" in str(e) or "not done" in str(e)
+               for k, e in in_process.errors.items() if k[0] != "partition")

@@ -26,7 +26,7 @@ from shard_pipeline.stages.write import run_write
 from shard_pipeline.submit import launch, prepare, scope
 from shard_pipeline.submit.cli import parse
 from shard_pipeline.submit.request import Request
-from tests.pipeline_util import LANG, LICENSE, index_file, make_corpus, read_rows, run_cli
+from tests.pipeline_util import LANG, LICENSE, index_file, lang_dir, make_corpus, read_rows, run_cli
 
 WHEN = "2026-01-01T00:00:00Z"
 SHARD = "9_1.ia.jsonl.zst"
@@ -164,7 +164,7 @@ def _submitted(tmp_path: Path, fake_slurm) -> tuple[Path, RunDir]:
     (tmp_path / "t.conf").write_text("PRESET=local\nACCOUNT=p\n")
     args, argv = request(root, tmp_path, "--conf", str(tmp_path / "t.conf"), executor="slurm")
     assert launch.new_run(args, argv) == 0
-    return root, RunDir(tmp_path / "run")
+    return root, RunDir(lang_dir(tmp_path / "run"))
 
 
 def test_a_row_with_more_documents_stops_the_plan_and_the_resume_until_the_word(tmp_path, fake_slurm) -> None:

@@ -63,9 +63,11 @@ def test_a_damaged_or_mistyped_outcome_is_named_not_a_traceback(tmp_path, data):
 
 
 def _run(tmp_path: Path, bad_records: str) -> RunDir:
-    """The records new_run reads: config.json's content and OUT, run.json's command line."""
-    run = RunDir(tmp_path / "run")
+    """The records new_run reads: config.json's content and OUT, run.json's command line, RUNDIR's run.json
+    (its --out is the language's OUT)."""
+    run = RunDir(tmp_path / "run" / "eng_Latn")
     (run.root / "tasks").mkdir(parents=True)
+    write_json_atomic(run.root.parent / "run.json", {"out_is_root": False})
     write_json_atomic(run.config_json, {"content": {"bad_records": bad_records},
                                         "execution": {"out": str(tmp_path / "out")}})
     write_json_atomic(run.run_json, {"argv": ["hplt-shard", "eng_Latn", "--out", str(tmp_path / "out"),
@@ -87,7 +89,7 @@ def test_the_next_step_comes_from_the_outcome_kind(tmp_path, exc, bad_records, n
     assert (step is not None) == new_run_expected
     if step is not None:
         assert step.kind is failed[0].kind and step.cause == str(exc)
-        assert step.fixed.endswith(f"--run-dir {run.root}-fixed")  # a new run dir, never this one again
+        assert step.fixed.endswith(f"--run-dir {run.root.parent}-fixed")  # a new run dir, never this one again
         assert (step.quarantine is not None) == (step.kind is Kind.BAD_RECORD)
     # the same decision when new_run reads the records itself
     assert (new_run(run) is not None) == new_run_expected

@@ -39,7 +39,7 @@ from shard_pipeline.stages.plan import run_plan
 from shard_pipeline.stages.spill import read_arrow
 from shard_pipeline.stages.write import run_write
 from shard_pipeline.submit import cli, launch
-from tests.pipeline_util import LANG, LICENSE, make_corpus
+from tests.pipeline_util import lang_dir, LANG, LICENSE, make_corpus
 
 STAGE_ORDER = ("partition", "plan", "write", "finalize")
 
@@ -55,7 +55,7 @@ def submitted(base: Path, *extra: str) -> RunDir:
         assert cli.main([LANG, "--corpus", "v4", "--local-root", str(root), "--out", str(base / f"out-{run.name}"),
                          "--run-dir", str(run), "--license", LICENSE, "--executor", "local",
                          "--partition-tasks", "2", "--write-tasks", "2", "--shard-rows", "15", *extra]) == 0
-    return RunDir(run)
+    return RunDir(lang_dir(run))
 
 
 def through(run: RunDir, last: str) -> RunDir:
@@ -397,3 +397,21 @@ def test_write_progress_of_another_configuration_is_started_over(partitioned, mo
     edit(run.write_progress(1), lambda p: p.update(config_sha256="0" * 64))
     receipt = run_write(run, 1)
     assert receipt.shards[0].name == first["name"] and receipt.shards[0].stamp.ctime_ns != first["stamp"]["ctime_ns"]
+
+
+@pytest.mark.parametrize("command", ["--status", "--resume"])
+def test_a_run_dir_of_the_one_language_layout_is_refused_as_another_format(tmp_path, command, capsys):
+    """Format 4 kept a run of one language at RUNDIR itself (config.json, no languages.json): --status and --resume
+    refuse it by its run.json's format, naming the way on (that version, or a new run), not with a traceback."""
+    from shard_pipeline.run.records import RUN_FORMAT
+
+    run = RunDir(tmp_path / "run")
+    for sub in ("tasks", "logs"):
+        (run.root / sub).mkdir(parents=True)
+    run.config_json.write_text(json.dumps({"content": {}, "execution": {}}))
+    run.run_json.write_text(json.dumps({"run_format": 4, "argv": ["hplt-shard", LANG], "executor": "local",
+                                        "submissions": []}))
+    assert RUN_FORMAT == 5
+    assert cli.main([command, str(run.root)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "format 4" in err and f"reads format {RUN_FORMAT}" in err and "new run" in err

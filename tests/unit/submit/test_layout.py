@@ -12,7 +12,7 @@ from shard_pipeline.submit.layout import (
     lay_out_jobs,
     stage_memory,
 )
-from tests.pipeline_util import make_corpus
+from tests.pipeline_util import lang_dir, make_corpus
 from tests.unit.submit.test_submitter import opt, stage_of, submit
 
 HPLT_EN = [16_382_767_553] * 1108  # v4 clean English: 18.15 TB in 1,108 shards
@@ -61,7 +61,7 @@ def test_small_runs_keep_the_configured_memory():
 def test_plan_job_is_submitted_with_the_plan_memory(tmp_path, fake_slurm):
     root = make_corpus(tmp_path, n_docs=40)
     assert submit(tmp_path, root, "--mem", "2G") == 0
-    res = json.loads((tmp_path / "run" / "config.json").read_text())["execution"]["resources"]
+    res = json.loads((lang_dir(tmp_path / "run") / "config.json").read_text())["execution"]["resources"]
     by_name = {stage_of(a): opt(a, "--mem") for a in fake_slurm("sbatch")}
     assert by_name == {stage: r["mem"] for stage, r in res.items()}
     assert res["partition"]["mem"] == res["finalize"]["mem"] == "2G"

@@ -18,7 +18,7 @@ from shard_pipeline.run.queue import resume_hint
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.layout import lay_out_jobs
 from shard_pipeline.units import parse_mem, scale_mem, share_of_mem
-from tests.pipeline_util import LICENSE, make_corpus
+from tests.pipeline_util import LANG, LICENSE, lang_dir, make_corpus
 from tests.e2e.local.test_multi_local import make_langs
 from tests.unit.submit.test_submitter import opt, stage_of, submit
 
@@ -29,21 +29,23 @@ def by_stage(sbatch_calls: list[list[str]]) -> dict[str, StageResources]:
             for a in sbatch_calls}
 
 
-def kept(run_dir) -> dict[str, StageResources]:
-    return RunConfig.from_json(json.loads((run_dir / "config.json").read_text())).execution.resources
+def kept(run_dir, lang: str = LANG) -> dict[str, StageResources]:
+    """What the language's run dir keeps: one unit's resources (the array task of C units asks C x them)."""
+    return RunConfig.from_json(json.loads((lang_dir(run_dir, lang) / "config.json").read_text())).execution.resources
 
 
 def test_sbatch_gets_exactly_what_the_layout_decided_and_the_run_dir_kept(tmp_path, fake_slurm):
     root = make_corpus(tmp_path, n_docs=40, names=[f"9_{i}" for i in range(1, 6)])
     assert submit(tmp_path, root, "--mem", "300M", "--cpus-per-task", "2", "--partition-tasks", "5",
                   "--write-tasks", "3", "--time", "02:00:00") == 0
-    res = kept(tmp_path / "run")
-    assert by_stage(fake_slurm("sbatch")) == res
-    layout = json.loads((tmp_path / "run" / "run.json").read_text())["layout"]["resources"]
+    res, asked = kept(tmp_path / "run"), by_stage(fake_slurm("sbatch"))
+    layout = json.loads((lang_dir(tmp_path / "run") / "run.json").read_text())["layout"]["resources"]
     assert {stage: StageResources(**r) for stage, r in layout.items()} == res  # the layout's own record, verbatim
-    assert res["partition"] == StageResources("600M", "02:00:00", 2)  # 2 units of 300M each
+    assert res["partition"] == StageResources("300M", "02:00:00", 1)  # one unit
+    assert asked["partition"] == StageResources("600M", "02:00:00", 2)  # 2 units of 300M each
+    assert asked["plan"] == res["plan"] and asked["finalize"] == res["finalize"]
     assert res["plan"].time == "02:00:00" and res["plan"].cpus == 1 and parse_mem(res["plan"].mem) >= parse_mem("300M")
-    assert res["write"].cpus == 2 and res["write"].mem == scale_mem(share_of_mem(res["write"].mem, 2), 2)
+    assert asked["write"] == StageResources(scale_mem(res["write"].mem, 2), "02:00:00", 2) and res["write"].cpus == 1
 
 
 def test_the_layout_raises_memory_to_the_need_then_times_the_cores():
@@ -107,13 +109,13 @@ def test_a_multi_language_run_runs_c_units_per_array_task(tmp_path, fake_slurm, 
     for stage in ("partition", "write"):
         c = m.units_per_task(stage)
         assert c == min(4, m.size(stage)) and sb[stage].cpus == c
-        unit = max(parse_mem(r.mem) for r in (kept(tmp_path / "r2" / l)[stage] for l in m.langs))
+        unit = max(parse_mem(r.mem) for r in (kept(tmp_path / "r2", l)[stage] for l in m.langs))
         assert parse_mem(sb[stage].mem) == c * unit and unit >= parse_mem("500M")
     assert m.size("write") > 4  # more units than a C = 1 run could queue under MAX_TASKS 8
     assert group_count(m.size("partition"), m.units_per_task("partition")) \
         + group_count(m.size("write"), m.units_per_task("write")) + 2 <= 8  # MAX_TASKS counts array tasks
     for lang in ("fin_Latn", "est_Latn"):  # each language's run dir keeps one unit's needs
-        assert {r.cpus for s, r in kept(tmp_path / "r2" / lang).items() if s != "finalize"} == {1}
+        assert {r.cpus for s, r in kept(tmp_path / "r2", lang).items() if s != "finalize"} == {1}
     assert cli.main([*base, "--run-dir", str(tmp_path / "r1"), "--cpus-per-task", "2", "--out", str(tmp_path / "o1")]) == 0
     sb = by_stage(fake_slurm("sbatch")[-4:])
     assert sb["write"].cpus == 2
@@ -148,10 +150,10 @@ def test_a_resume_raises_every_stage_to_at_least_its_mem_and_time_never_lower(tm
 def test_the_status_hint_counts_an_earlier_resumes_mem(tmp_path, fake_slurm):
     root = make_corpus(tmp_path, n_docs=40)
     assert submit(tmp_path, root, "--mem", "300M", "--executor", "slurm") == 0
-    run = RunDir(tmp_path / "run")
+    run = RunDir(lang_dir(tmp_path / "run"))
     cfg = RunConfig.from_json(json.loads(run.config_json.read_text()))
     assert resume_hint(run, cfg, "partition", "OUT_OF_MEMORY").options == ("--mem", "600M")
-    assert cli.main(["--resume", str(run.root), "--conf", str(tmp_path / "t.conf"), "--mem", "2G"]) == 0
+    assert cli.main(["--resume", str(run.root.parent), "--conf", str(tmp_path / "t.conf"), "--mem", "2G"]) == 0
     assert resume_hint(run, cfg, "partition", "OUT_OF_MEMORY").options == ("--mem", "4G")  # not back down to 600M
 
 
@@ -202,12 +204,12 @@ def test_slurm_time_limits_compare_in_minutes():
 
 def test_a_resume_may_change_cpus_per_task_and_regroups_the_units(tmp_path, fake_slurm, capsys):
     """C decides no byte: a resume with another C queues the same units in groups of the new C,
-    with C x the unit memory, and config.json says the new C for the array tasks that read it."""
+    with C x the unit memory, and languages.json says the new C for the array tasks that read it."""
     root = make_corpus(tmp_path, n_docs=40, names=[f"9_{i}" for i in range(1, 6)])
     assert submit(tmp_path, root, "--mem", "300M", "--cpus-per-task", "2", "--partition-tasks", "4",
                   "--write-tasks", "3", "--executor", "slurm") == 0
     run_dir = tmp_path / "run"
-    sha = json.loads((run_dir / "config.json").read_text())["config_sha256"]
+    sha = json.loads((lang_dir(run_dir) / "config.json").read_text())["config_sha256"]
     n = len(fake_slurm("sbatch"))
     assert cli.main(["--resume", str(run_dir), "--conf", str(tmp_path / "t.conf"), "--cpus-per-task", "1"]) == 0
     again = fake_slurm("sbatch")[n:]
@@ -215,9 +217,8 @@ def test_a_resume_may_change_cpus_per_task_and_regroups_the_units(tmp_path, fake
     assert arrays["partition"] == "0-3" and arrays["write"] == "0-2"  # 4 and 3 units, one per array task now
     res = by_stage(again)
     assert res["partition"] == StageResources("300M", res["partition"].time, 1) and res["write"].cpus == 1
-    ex = RunConfig.from_json(json.loads((run_dir / "config.json").read_text())).execution
-    assert ex.units_per_task("partition") == ex.units_per_task("write") == 1
-    assert json.loads((run_dir / "config.json").read_text())["config_sha256"] == sha
+    assert json.loads((run_dir / "languages.json").read_text())["cpus"] == {"partition": 1, "write": 1}
+    assert json.loads((lang_dir(run_dir) / "config.json").read_text())["config_sha256"] == sha
     assert json.loads((run_dir / "run.json").read_text())["resources"] == {"cpus_per_task": 1}
     n = len(fake_slurm("sbatch"))
     assert cli.main(["--resume", str(run_dir), "--conf", str(tmp_path / "t.conf"), "--cpus-per-task", "3"]) == 0
@@ -226,12 +227,15 @@ def test_a_resume_may_change_cpus_per_task_and_regroups_the_units(tmp_path, fake
     assert arrays["partition"] == ("0-1", "3", "900M") and arrays["write"][:2] == ("0", "3")
 
 
-def test_a_multi_language_resume_refuses_another_cpus_per_task(tmp_path, fake_slurm, capsys):
-    root = make_langs(tmp_path, {"fin_Latn": (20, ("10_1",)), "est_Latn": (5, ("10_1",))})
+def test_a_multi_language_resume_regroups_its_units_with_another_cpus_per_task(tmp_path, fake_slurm, capsys):
+    root = make_langs(tmp_path, {"fin_Latn": (20, ("10_1", "9_1")), "est_Latn": (5, ("10_1",))})
     run_dir = tmp_path / "run"
     assert cli.main(["fin_Latn,est_Latn", "--local-root", str(root), "--out", str(tmp_path / "out"), "--license",
-                     LICENSE, "--executor", "slurm", "--run-dir", str(run_dir)]) == 0
+                     LICENSE, "--executor", "slurm", "--run-dir", str(run_dir), "--mem", "300M"]) == 0
     n = len(fake_slurm("sbatch"))
-    assert cli.main(["--resume", str(run_dir), "--cpus-per-task", "2"]) == 2
-    err = capsys.readouterr().err
-    assert "keeps the cores per array task it was submitted with (1)" in err and len(fake_slurm("sbatch")) == n
+    units = {s: b for s, b in json.loads((run_dir / "languages.json").read_text())["units"].items()}
+    assert cli.main(["--resume", str(run_dir), "--cpus-per-task", "2"]) == 0
+    table = json.loads((run_dir / "languages.json").read_text())
+    assert table["cpus"] == {"partition": 2, "write": 2} and table["units"] == units  # the same units, regrouped
+    again = by_stage(fake_slurm("sbatch")[n:])
+    assert again["partition"] == StageResources("600M", again["partition"].time, 2)

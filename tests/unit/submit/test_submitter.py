@@ -37,7 +37,7 @@ def stage_of(argv: list[str]) -> str:
     return argv[script + 3]
 
 
-def test_every_stage_is_queued_at_once_with_afterok_chain(tmp_path, fake_slurm, capsys):
+def test_every_stage_is_queued_at_once_with_afterany_chain(tmp_path, fake_slurm, capsys):
     root = make_corpus(tmp_path, n_docs=40)
     assert submit(tmp_path, root, "--partition-tasks", "3", "--write-tasks", "2") == 0
     sb = fake_slurm("sbatch")
@@ -47,7 +47,7 @@ def test_every_stage_is_queued_at_once_with_afterok_chain(tmp_path, fake_slurm, 
     assert all(len(n) == 8 for n in names)  # squeue's default NAME column shows them whole
     assert [opt(a, "--array").split("%")[0] for a in sb] == ["0-2", "0", "0-1", "0"]
     assert opt(sb[0], "--dependency") is None
-    assert [opt(a, "--dependency") for a in sb[1:]] == ["afterok:1001", "afterok:1002", "afterok:1003"]
+    assert [opt(a, "--dependency") for a in sb[1:]] == ["afterany:1001", "afterany:1002", "afterany:1003"]
     for a in sb:
         assert a[0] == "--parsable" and opt(a, "--account") == "project_462000001" and opt(a, "--partition") == "small"
         assert "--requeue" in a and "--signal=B:USR1@300" in a
@@ -71,8 +71,8 @@ def test_arrays_above_max_array_size_are_chunked_and_all_chunks_depended_on(tmp_
     assert names == ["P"] * 3 + ["L"] + ["W"] * 2 + ["F"]
     assert [opt(a, "--array").split("%")[0] for a in sb[:3]] == ["0-1", "0-1", "0"]
     assert [a[-1] for a in sb[:3]] == ["0", "2", "4"]  # the task offset each chunk passes on
-    assert opt(sb[3], "--dependency") == "afterok:1001:1002:1003"
-    assert opt(sb[6], "--dependency") == "afterok:1005:1006"
+    assert opt(sb[3], "--dependency") == "afterany:1001:1002:1003"
+    assert opt(sb[6], "--dependency") == "afterany:1005:1006"
 
 
 def queued_array_tasks(tmp_path, root, c) -> int:

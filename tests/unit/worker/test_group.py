@@ -22,7 +22,7 @@ from shard_pipeline.worker.task import rerun_argv
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.layout import lay_out_jobs
 from shard_pipeline.units import scale_mem, share_of_mem
-from tests.pipeline_util import config_sha, expected_output, make_corpus, manifest, run_cli, tree_bytes
+from tests.pipeline_util import lang_dir, config_sha, expected_output, make_corpus, manifest, run_cli, tree_bytes
 from tests.unit.submit.test_submitter import opt, stage_of, submit
 
 REPO = Path(__file__).resolve().parents[3]
@@ -116,16 +116,17 @@ def test_groups_are_submitted_with_c_cores_and_c_times_the_memory(tmp_path, fake
     assert submit(tmp_path, root, "--cpus-per-task", "2", "--partition-tasks", "5", "--write-tasks", "3",
                   "--mem", "300M") == 0
     sb = {stage_of(a): a for a in fake_slurm("sbatch")}
-    ex = json.loads((tmp_path / "run" / "config.json").read_text())["execution"]
-    res = ex["resources"]
-    assert (res["partition"]["cpus"], res["write"]["cpus"]) == (2, 2) and (ex["partition_tasks"], ex["write_tasks"]) == (5, 3)
+    ex = json.loads((lang_dir(tmp_path / "run") / "config.json").read_text())["execution"]
+    res = ex["resources"]  # one unit's: the array task of C units asks C x them
+    assert (res["partition"]["cpus"], res["write"]["cpus"]) == (1, 1) and (ex["partition_tasks"], ex["write_tasks"]) == (5, 3)
+    assert json.loads((tmp_path / "run" / "languages.json").read_text())["cpus"] == {"partition": 2, "write": 2}
     assert opt(sb["partition"], "--array") == "0-2%5" and opt(sb["write"], "--array") == "0-1%5"
     assert opt(sb["partition"], "--cpus-per-task") == opt(sb["write"], "--cpus-per-task") == "2"
-    assert opt(sb["partition"], "--mem") == res["partition"]["mem"] == "600M"
-    assert opt(sb["write"], "--mem") == res["write"]["mem"] == scale_mem(share_of_mem(res["write"]["mem"], 2), 2)
+    assert opt(sb["partition"], "--mem") == scale_mem(res["partition"]["mem"], 2) == "600M"
+    assert opt(sb["write"], "--mem") == scale_mem(res["write"]["mem"], 2)
     assert opt(sb["plan"], "--cpus-per-task") == opt(sb["finalize"], "--cpus-per-task") == "1"
     assert opt(sb["plan"], "--mem") == res["plan"]["mem"]
-    # the batch script is unchanged: the stage entry finds C in the run's config
+    # the batch script is unchanged: the stage entry finds C in the run's languages.json
     script = next(i for i, x in enumerate(sb["partition"]) if x.endswith("slurm_job.sh"))
     assert sb["partition"][script + 3] == "partition"
 
@@ -135,8 +136,7 @@ def test_a_stage_with_fewer_tasks_than_c_asks_only_for_its_tasks_cores(tmp_path,
     assert submit(tmp_path, root, "--cpus-per-task", "16", "--partition-tasks", "4", "--write-tasks", "1",
                   "--mem", "300M") == 0
     sb = {stage_of(a): a for a in fake_slurm("sbatch")}
-    res = json.loads((tmp_path / "run" / "config.json").read_text())["execution"]["resources"]
-    assert {stage: r["cpus"] for stage, r in res.items()} == {"partition": 4, "plan": 1, "write": 1, "finalize": 1}
+    assert json.loads((tmp_path / "run" / "languages.json").read_text())["cpus"] == {"partition": 4, "write": 1}
     assert (opt(sb["partition"], "--cpus-per-task"), opt(sb["partition"], "--mem")) == ("4", "1200M")
     assert opt(sb["partition"], "--array").split("%")[0] == "0" and opt(sb["write"], "--cpus-per-task") == "1"
 
