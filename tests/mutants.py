@@ -181,7 +181,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "if rec is not None and ended is not None and rec.ended < ended.start:", "if False:"),
     Mutant("unit-runs-with-its-last-outcome", "status-from-records", "shard_pipeline/worker/landing.py",
            "        outcome.forget(run, stage, task)  # this attempt's end is not known yet, whichever way it goes\n", ""),
-    Mutant("finalize-in-a-write-unit-leaves-its-last-outcome", "status-from-records", "shard_pipeline/worker/landing.py",
+    Mutant("finalize-keeps-its-last-outcome", "status-from-records", "shard_pipeline/worker/landing.py",
            '    outcome.forget(run, "finalize", 0)\n', ""),
     # an input shorter than the counts index knows it is refused
     Mutant("short-input-by-bytes-passes", "short-input", INDEX_CHECK,

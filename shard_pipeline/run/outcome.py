@@ -144,7 +144,7 @@ LATEST = 1e11
 
 def _sane(record: Any) -> bool:
     """Every number of a parsed record finite, times in [0, LATEST], any other number within +-LARGEST."""
-    values = {k: v for k, v in vars(record).items()}
+    values = dict(vars(record))
     if isinstance(values.get("figures"), TaskFigures):
         values.update(vars(values.pop("figures")))
     numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
