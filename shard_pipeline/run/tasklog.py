@@ -36,11 +36,13 @@ def last_error_line(log: Path, lang: str | None = None) -> str:
 
 
 def attempt_text(log: Path, ended: UnitExit | None) -> str:
-    """The log's text, or with the unit's exit record only its last attempt's: the `wrote_bytes` before the trailer."""
+    """The log's text, or with the unit's exit record only its last attempt's: the `wrote_bytes` before the
+    trailer the group wrote with the record (a log that does not end with it, its trailer lost or the log edited
+    since, is read whole: where the attempt began is not known)."""
     data = log.read_bytes()
-    if ended is not None:
-        trailer = f"# {ended.line()}\n".encode()
-        body = data[:-len(trailer)] if data.endswith(trailer) else data
+    trailer = f"# {ended.line()}\n".encode() if ended is not None else b""
+    if ended is not None and data.endswith(trailer):
+        body = data[:-len(trailer)]
         data = body[max(0, len(body) - ended.wrote_bytes):] if ended.wrote_bytes else b""
     return data.decode("utf-8", "replace")
 
