@@ -25,7 +25,7 @@ import orjson  # noqa: E402
 from shard_pipeline.input import synth  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
-from run import stages_from_trailers  # noqa: E402  (the units' own trailers: CPU and peak RSS per stage)
+from run import stages_from_exits  # noqa: E402  (the units' exit records: CPU and peak RSS per stage)
 
 LANG = "eng_Latn"
 VARIANTS = {"none": (), "quality,register": ("--annotations", "quality,register"), "xml": ("--annotations", "xml")}
@@ -60,7 +60,7 @@ def one_run(corpus: Path, work: Path, extra: tuple[str, ...], shard_rows: int) -
                    check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     manifest = json.loads((out / "_MANIFEST.json").read_text())
-    stages, _ = stages_from_trailers(next(run.glob("**/logs")).parent)
+    stages, _ = stages_from_exits(next(run.glob("**/logs")).parent)
     return {"wall_s": wall, **{f"{s}_{k}": stages[s][k] for s in ("partition", "write") for k in ("cpu_s", "max_task_rss")},
             "spill_bytes": sum(p.stat().st_size for p in run.rglob("*.spill")),
             "annotation_bytes": sum(f["bytes"] for f in manifest["files"] if f["name"].startswith("__annotations/")),

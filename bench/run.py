@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -345,7 +344,7 @@ def run_hplt_cli(out: Path, rundir: Path, argv: list[str]) -> dict:
     total = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"hplt-shard exited {os.waitstatus_to_exitcode(status)}: see {log.name}")
-    stages, first = stages_from_trailers(rundir)
+    stages, first = stages_from_exits(rundir)
     stages["partition"]["peak_tree_rss"] = ts.peak  # the whole tree's peak, under the first stage
     lay = argparse.Namespace(partition_tasks=None, write_tasks=None, buckets=None, spill_bytes=None)
     res = _hplt_figures(rundir, out, lay, first - t_epoch, total, stages, cleanup=True)
@@ -354,20 +353,18 @@ def run_hplt_cli(out: Path, rundir: Path, argv: list[str]) -> dict:
     return res
 
 
-TRAILER = re.compile(r"# hplt-shard (\w+)\b.* unit \d+ exit 0: (\S+) -> (\S+), wall [\d.]+ s, cpu ([\d.]+) s, "
-                     r"max rss (\d+) MiB")
+def stages_from_exits(rundir: Path) -> tuple[dict, float]:
+    """Per stage, from the exit record of every unit that ended well (worker/group.py, run/outcome.py read_exit):
+    wall from the first start to the last end, CPU summed, the largest unit's peak RSS; and when the first unit
+    started."""
+    from shard_pipeline.run.outcome import read_exit
 
-
-def stages_from_trailers(rundir: Path) -> tuple[dict, float]:
-    """Per stage, from the last line of every unit's log (worker/group.py): wall from the first
-    start to the last end, CPU summed, the largest unit's peak RSS; and when the first unit started."""
     spans: dict[str, list] = {s: [] for s in STAGES}
-    for log in rundir.glob("logs/*/*.log"):
-        lines = log.read_text(errors="replace").splitlines()
-        m = TRAILER.match(lines[-1]) if lines else None
-        if m:
-            start, end = (time.mktime(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S")) + float(t[19:]) for t in m.group(2, 3))
-            spans[m.group(1)].append((start, end, float(m.group(4)), int(m.group(5)) << 20))
+    for record in rundir.glob("logs/**/*.exit.json"):
+        e = read_exit(record.with_name(record.name.removesuffix(".exit.json") + ".log"))
+        stage = e.label.split()[0] if e is not None else ""
+        if e is not None and e.returncode == 0 and stage in spans:
+            spans[stage].append((e.start, e.end, e.cpu_s, int(e.max_rss_mib) << 20))
     stages = {s: {"wall_s": (max(e for _, e, _, _ in v) - min(a for a, _, _, _ in v)) if v else 0.0, "tasks": len(v),
                   "cpu_s": sum(c for _, _, c, _ in v), "max_task_rss": max((r for *_, r in v), default=0),
                   "peak_tree_rss": 0, "max_task_anon": 0, "peak_tree_anon": 0} for s, v in spans.items()}
@@ -384,7 +381,7 @@ def run_hplt_local(corpus_root: Path, work: Path, cores: int, opts: argparse.Nam
     argv += _layout_options(opts)
     if opts.cpus_per_task:
         argv += ["--cpus-per-task", str(opts.cpus_per_task)]
-    if getattr(opts, "whole_cli", False):  # --also cli: the stages from the units' log trailers
+    if getattr(opts, "whole_cli", False):  # --also cli: the stages from the units' exit records
         return run_hplt_cli(out, rundir, argv)
     t_all = time.perf_counter()
     t0 = time.perf_counter()
@@ -635,8 +632,8 @@ def report(res: dict, cores: int) -> str:
             rs = max(r["stages"][s]["peak_tree_rss"] for r in hs)
             tr = max(r["stages"][s]["max_task_rss"] for r in hs)
             t = hs[0]["stages"][s]["tasks"]
-            if not w:  # --cli of a revision whose single jobs left no unit trailer
-                L.append(f"  {s}: no figures (its log has no unit trailer)")
+            if not w:  # --cli of a revision whose single jobs left no unit exit record
+                L.append(f"  {s}: no figures (no unit exit record)")
                 continue
             row(f"  {s} ({t} tasks)", w, rs, tasks=t)
             cpu = statistics.median(r["stages"][s]["cpu_s"] for r in hs)
@@ -725,7 +722,7 @@ def main() -> int:
                     help="the python whose environment has datatrove (e.g. /work/dt-venv/bin/python)")
     ap.add_argument("--cli", dest="whole_cli", action="store_true",
                     help="measure hplt-shard as the whole ./hplt-shard --executor local command a user runs (its stages "
-                         "from the units' log trailers) instead of the stages run one by one in the executor's pool shape")
+                         "from the units' exit records) instead of the stages run one by one in the executor's pool shape")
     ap.add_argument("--cli-repo", type=Path, default=REPO,
                     help="with --cli or --also cli: run this checkout's ./hplt-shard (a base revision's `git archive`), "
                          "checked by this one's --verify and --reference-manifest")

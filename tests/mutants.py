@@ -176,6 +176,13 @@ MUTANTS: tuple[Mutant, ...] = (
            '{**asdict(outcome), "kind": outcome.kind.value}', '{**asdict(outcome), "kind": outcome.kind.value, "figures": None}'),
     Mutant("failed-line-from-the-log", "status-from-records", "shard_pipeline/run/stage_status.py",
            "    elif rec is not None:\n        said =", "    elif False:\n        said ="),
+    # --status describes the last attempt only: an earlier attempt's outcome is never shown as its end
+    Mutant("status-shows-an-earlier-attempts-outcome", "status-from-records", "shard_pipeline/run/stage_status.py",
+           "if rec is not None and ended is not None and rec.ended < ended.start:", "if False:"),
+    Mutant("unit-runs-with-its-last-outcome", "status-from-records", "shard_pipeline/worker/landing.py",
+           "        outcome.forget(run, stage, task)  # this attempt's end is not known yet, whichever way it goes\n", ""),
+    Mutant("finalize-keeps-its-last-outcome", "status-from-records", "shard_pipeline/worker/landing.py",
+           '    outcome.forget(run, "finalize", 0)\n', ""),
     # an input shorter than the counts index knows it is refused
     Mutant("short-input-by-bytes-passes", "short-input", INDEX_CHECK,
            "        if inp.size is not None and row.bytes > inp.size:\n", "        if False:\n"),

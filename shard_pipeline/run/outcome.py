@@ -12,12 +12,13 @@ import enum
 import os
 import resource
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run.rundir import RunDir, read_json
+from shard_pipeline.run.typed import WrongType, parse_as
 from shard_pipeline.units import iso_time
 
 # A local file whose stream is broken stays broken: only a new copy helps. An HTTP body cut short may
@@ -31,6 +32,7 @@ class Kind(enum.Enum):
     REPEATED_ID = "repeated_id"  # two input lines share a document id
     BROKEN_INPUT = "broken_input"  # a local input that cannot be read to its end (truncated, corrupt)
     SHORT_INPUT = "short_input"  # an input the counts index knows as larger: a download cut short
+    UPSTREAM = "upstream"  # not started: an earlier stage of its language is unfinished (run/landing.py)
     FAILED = "failed"  # anything else: fix the cause, then --resume
 
 
@@ -91,11 +93,17 @@ class DamagedOutcome(Exception):
     """An outcome record that does not parse or has a wrong type: named, never a traceback."""
 
 
+class UpstreamUnfinished(Exception):
+    """A unit of a run of several languages not started: an earlier stage of its language is unfinished."""
+
+
 def kind_of(exc: BaseException) -> Kind:
     """The kind of failure an exception raised out of a stage is."""
     from shard_pipeline.input.failures import BadRecord, CorruptShard, RepeatedId
     from shard_pipeline.input.index_check import InputShorterThanIndex
 
+    if isinstance(exc, UpstreamUnfinished):
+        return Kind.UPSTREAM
     if isinstance(exc, InputShorterThanIndex):
         return Kind.SHORT_INPUT
     if isinstance(exc, BadRecord):
@@ -126,29 +134,40 @@ def forget(run: RunDir, stage: str, task: int) -> None:
     run.outcome(stage, task).unlink(missing_ok=True)
 
 
-FIELDS = {"stage": str, "task": int, "kind": str, "detail": str, "ended": (int, float), "error_type": str,
-          "figures": dict}
-FIGURES = {"wall_s": (int, float), "cpu_s": (int, float), "max_rss_bytes": int}
+# The ranges a record's numbers must lie in (a damaged record is named, never an overflow while shown): times
+# are epoch seconds a clock gives (up to the year 5138), sizes and durations fit an int64.
+TIMES = ("ended", "start", "end")
+LARGEST = 2.0 ** 63
+LATEST = 1e11
 
 
-def _typed(data: Any, fields: dict[str, Any]) -> bool:
-    """Every field there with its type (a bool is no number)."""
-    return isinstance(data, dict) and all(isinstance(data.get(k), t) and not isinstance(data.get(k), bool)
-                                          for k, t in fields.items())
+def _sane(record: Any) -> bool:
+    """Every number of a parsed record finite, times in [0, LATEST], any other number within +-LARGEST."""
+    values = dict(vars(record))
+    if isinstance(values.get("figures"), TaskFigures):
+        values.update(vars(values.pop("figures")))
+    numbers = {k: v for k, v in values.items() if type(v) in (int, float)}  # NaN fails every comparison below
+    return all((0 <= v <= LATEST) if k in TIMES else (-LARGEST < v < LARGEST) for k, v in numbers.items())
+
+
+def checked(cls: type, data: Any, path: Path) -> Any:
+    """A record's JSON as `cls` (run/typed.py parse_as), its numbers sane (`_sane`); DamagedOutcome otherwise."""
+    try:
+        record = parse_as(cls, data)
+    except WrongType as exc:
+        raise DamagedOutcome(f"{path}: not a valid {cls.__name__} record: {exc}") from None
+    if not _sane(record):
+        raise DamagedOutcome(f"{path}: a {cls.__name__} record with a number out of range (not finite, or too large)")
+    return record
 
 
 def parse(data: Any, path: Path) -> Outcome:
-    """An outcome record's JSON as an Outcome, every field checked."""
-    if not _typed(data, FIELDS) or not _typed(data["figures"], FIGURES):
-        raise DamagedOutcome(f"{path}: not an outcome record (fields {', '.join(FIELDS)} and figures' "
-                             f"{', '.join(FIGURES)}, with their types)")
-    try:
-        kind = Kind(data["kind"])
-    except ValueError:
-        raise DamagedOutcome(f"{path}: unknown outcome kind {data['kind']!r}") from None
-    f = data["figures"]
-    figures = TaskFigures(float(f["wall_s"]), float(f["cpu_s"]), f["max_rss_bytes"])
-    return Outcome(data["stage"], data["task"], kind, data["detail"], float(data["ended"]), data["error_type"], figures)
+    """An outcome record's JSON as an Outcome, every field checked, its stage and task those of its file name."""
+    o = checked(Outcome, data, path)
+    if path.name != f"{o.stage}-{o.task:05d}.outcome.json":
+        raise DamagedOutcome(f"{path}: the record of {o.stage} task {o.task}, not of its file")
+    figures = TaskFigures(float(o.figures.wall_s), float(o.figures.cpu_s), o.figures.max_rss_bytes)
+    return replace(o, ended=float(o.ended), figures=figures)
 
 
 def read(run: RunDir, stage: str, task: int) -> Outcome | None:
@@ -158,13 +177,16 @@ def read(run: RunDir, stage: str, task: int) -> Outcome | None:
         data = read_json(path)
     except FileNotFoundError:
         return None
+    except PermissionError:  # --status names it as it names a log it may not read
+        raise
     except (OSError, ValueError) as exc:
         raise DamagedOutcome(f"{path}: cannot be read ({exc})") from None
     return parse(data, path)
 
 
 def read_or_none(run: RunDir, stage: str, task: int) -> Outcome | None:
-    """The last attempt's outcome for --status: a damaged record counts as no record (failures() does the same)."""
+    """The last attempt's outcome for --status: a damaged record counts as no record (failures() does the same);
+    one this user may not read raises PermissionError."""
     try:
         return read(run, stage, task)
     except DamagedOutcome:
@@ -207,10 +229,6 @@ class UnitExit:
                 f"max rss {self.max_rss_mib:.0f} MiB")
 
 
-EXIT_FIELDS = {"label": str, "unit": int, "returncode": int, "start": (int, float), "end": (int, float),
-               "cpu_s": (int, float), "max_rss_mib": (int, float), "wrote_bytes": int}
-
-
 def exit_path(log: Path) -> Path:
     """Where a unit's exit record lies: beside its log (`900_0.unit1.log` -> `900_0.unit1.exit.json`)."""
     return log.with_name(f"{log.stem}.exit.json")
@@ -237,8 +255,7 @@ def read_exit(log: Path) -> UnitExit | None:
     job) or when the record is damaged."""
     try:
         data = read_json(exit_path(log))
-    except (OSError, ValueError):
+        ended = checked(UnitExit, data, exit_path(log))
+    except (OSError, ValueError, DamagedOutcome):
         return None
-    if not _typed(data, EXIT_FIELDS):
-        return None
-    return UnitExit(**{k: data[k] for k in EXIT_FIELDS})
+    return replace(ended, start=float(ended.start), end=float(ended.end))

@@ -82,8 +82,13 @@ SACCT_REASONS = ("OUT_OF_MEMORY", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "CANCELLE
 
 def slurm_reason(log: Path, run=subprocess.run) -> str | None:
     """Why Slurm ended a task (OUT_OF_MEMORY, TIMEOUT, NODE_FAIL, ...): from sacct when it is
-    installed and remembers the job, else from the lines Slurm wrote into the log; None if unknown."""
-    m = re.fullmatch(r"(\d+)_(\d+)\.log", log.name)
+    installed and remembers the job, else from the lines Slurm wrote into the log; None if unknown.
+
+    A unit of a group (`<job>_<index>.unitU.log`, worker/group.py) is asked of as its group's array task, and
+    Slurm's lines are in the group's log (`<job>_<index>.log`): the unit's own log holds only the unit's words."""
+    m = re.fullmatch(r"(\d+)_(\d+)(\.unit\d+)?\.log", log.name)
+    if m and m[3]:
+        log = log.with_name(f"{m[1]}_{m[2]}.log")
     if m and shutil.which("sacct"):
         out = slurm.call(["sacct", "-n", "-P", "-X", "-j", f"{m[1]}_{m[2]}", "-o", "State"], 30, run).stdout
         states = [l.split()[0] for l in out.splitlines() if l.strip()]

@@ -163,7 +163,7 @@ def _count_done(st: StageStatus, run: RunDir, task: int, touched: bool) -> None:
     st.done += 1
     if touched:
         st.touched.append(task)
-    ended = outcome.read_or_none(run, st.stage, task)
+    ended = _outcome(st, run, task)
     if ended is not None and ended.kind is Kind.OK:
         st.figures.append(ended.figures)
 
@@ -182,9 +182,21 @@ class _End:
         return self.outcome is not None and self.outcome.kind is not Kind.OK
 
 
-def _end(run: RunDir, stage: str, task: int, log: Path | None, problem: str) -> _End:
-    rec = outcome.read_or_none(run, stage, task)
+def _outcome(st: StageStatus, run: RunDir, task: int) -> Outcome | None:
+    """The task's outcome record (a damaged one counts as none); one this user may not read is noted in `st.unread`,
+    as a log is."""
+    try:
+        return outcome.read_or_none(run, st.stage, task)
+    except PermissionError:
+        st.unread[task] = run.outcome(st.stage, task)
+        return None
+
+
+def _end(st: StageStatus, run: RunDir, task: int, log: Path | None, problem: str) -> _End:
+    rec = _outcome(st, run, task)
     ended = outcome.read_exit(log) if log is not None else None
+    if rec is not None and ended is not None and rec.ended < ended.start:  # an earlier attempt's: not this one's end
+        rec = None
     lang = run.root.name if _multi_root(run) else None
     if rec is not None and rec.kind is Kind.OK:  # it finished, and what it made is gone or changed since
         said = f"it finished, but {problem}: --resume does it again"
@@ -202,8 +214,10 @@ def _count_unfinished(st: StageStatus, seen: _Seen, task: int, problem: str, chu
     queued, why = split_queued(next((seen.queue[k] for j in chunks
                                      for k in [f"{j['job_id']}_{task // cpus - j['offset']}"] if k in seen.queue), None))
     log = _readable_log(st, run, task, chunks, cpus) if queued is None or queued == "RUNNING" else None
-    end = _end(run, stage, task, log, problem)
-    reason = slurm_reason(log) if log is not None and queued is None else None
+    end = _end(st, run, task, log, problem)
+    # only a Slurm task that ended without its outcome record was ended from outside: Slurm says why
+    reason = slurm_reason(log) if log is not None and queued is None and not seen.local and end.outcome is None \
+        else None
     starting = seen.held and log is not None and end.exit is None
     # A local unit that ended by itself has its exit record (worker/group.py), even a crash; one without it, and
     # without an outcome, that no process runs lost its parent: the submitter was killed (SIGKILL) while it

@@ -10,28 +10,41 @@ from shard_pipeline.run.outcome import TaskFigures, UnitExit, read_exit
 
 
 def last_error_line(log: Path, lang: str | None = None) -> str:
-    """What to show of a failed task that left no outcome record: the log's last `ERROR: Type: message` line
-    (or, failing that, its last line), or how its group saw the unit end (its exit record: a signal, nothing
-    written).
+    """What to show of a failed task that left no outcome record: the last `ERROR: Type: message` line of its
+    last attempt (or, failing that, its last line), or how its group saw the unit end (its exit record: a signal,
+    nothing written).
 
-    `lang`: a multi-language job's log holds the lines of several languages and ends with a summary;
-    the last `ERROR: LANG: ...` line is that language's cause.
+    A group appends each attempt of a unit to its log: with an exit record only that attempt's bytes are read
+    (`attempt_text`). `lang`: a multi-language job's log holds the lines of several languages and ends with a
+    summary; only that language's `ERROR: LANG: ...` lines are its cause.
     """
+    ended = read_exit(log)
     try:
-        lines = [l for l in log.read_text(errors="replace").splitlines() if l.strip()]
+        lines = [l for l in attempt_text(log, ended).splitlines() if l.strip()]
     except FileNotFoundError:
         return "(no log)"
     except OSError as exc:
         return f"(the log could not be read: {exc})"
-    errors = [l for l in lines if l.startswith("ERROR") or "Error" in l]
-    own = [l for l in errors if lang and l.startswith(f"ERROR: {lang}: ")]
-    ended = read_exit(log)
-    if not (own or errors) and ended is not None:
+    errors = [l for l in lines if l.startswith(f"ERROR: {lang}: ")] if lang else \
+        [l for l in lines if l.startswith("ERROR") or "Error" in l]
+    if not errors and ended is not None:
         if ended.returncode < 0:
             return killed_line(ended)
         if ended.wrote_bytes == 0:  # not even its rerun line: its own words were lost
             return f"{empty_log(log)}; {ended.line()}"
-    return (own or errors or lines or [empty_log(log)])[-1]
+    return (errors or ([] if lang else lines) or [empty_log(log) if not lines else f"(no ERROR: {lang}: line)"])[-1]
+
+
+def attempt_text(log: Path, ended: UnitExit | None) -> str:
+    """The log's text, or with the unit's exit record only its last attempt's: the `wrote_bytes` before the
+    trailer the group wrote with the record (a log that does not end with it, its trailer lost or the log edited
+    since, is read whole: where the attempt began is not known)."""
+    data = log.read_bytes()
+    trailer = f"# {ended.line()}\n".encode() if ended is not None else b""
+    if ended is not None and data.endswith(trailer):
+        body = data[:-len(trailer)]
+        data = body[max(0, len(body) - ended.wrote_bytes):] if ended.wrote_bytes else b""
+    return data.decode("utf-8", "replace")
 
 
 def killed_line(ended: UnitExit) -> str:

@@ -6,6 +6,7 @@ when one is found.
 """
 from __future__ import annotations
 
+import enum
 import json
 import types
 import typing
@@ -32,7 +33,7 @@ class WrongType(ValueError):
 
 def parse_as(tp: Any, value: Any, where: str = "") -> Any:
     """`value` (parsed JSON) as type `tp`: a dataclass, int, float, str, bool, None, a union, list[X],
-    tuple[X, ...], tuple[X, Y], dict[str, X] or Any (`where`: the name of `value`, for the message)."""
+    tuple[X, ...], tuple[X, Y], dict[str, X], an Enum (by its value) or Any (`where`: the name of `value`, for the message)."""
     try:
         return _parser(tp)(value)
     except WrongType as exc:
@@ -54,6 +55,8 @@ def _parser(tp: Any) -> Parser:
         return _tuple_parser(tuple(_parser(a) for a in args), _name(tp))
     if origin is dict:
         return _dict_parser(_parser(args[1]))
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _enum_parser(tp)
     return _scalar_parser(tp)
 
 
@@ -69,6 +72,17 @@ def _scalar_parser(tp: type) -> Parser:
         if type(value) in accept:  # not isinstance: true is no integer
             return value
         raise _wrong(value, expected)
+    return parse
+
+
+def _enum_parser(tp: type[enum.Enum]) -> Parser:
+    expected = " or ".join(json.dumps(m.value) for m in tp)
+
+    def parse(value: Any) -> Any:
+        try:
+            return tp(value)
+        except (ValueError, TypeError):
+            raise _wrong(value, expected) from None
     return parse
 
 

@@ -102,8 +102,8 @@ class _Group:
         log = self.log_of(u)
         log.parent.mkdir(parents=True, exist_ok=True)
         argv = self.argv_of(u)
+        forget_exit(log)  # this attempt has not ended: before its log is opened (and emptied, without append)
         with open(log, "ab" if self.append else "wb") as f:  # the unit's first line is its own: the rerun command
-            forget_exit(log)  # this attempt has not ended
             size, start = os.fstat(f.fileno()).st_size, time.time()
             p = self.spawn(u, argv, f)
             _, status, ru = os.wait4(p.pid, 0)

@@ -59,14 +59,15 @@ def run_entry(stage: str, fn: Callable[[RunDir, int], Any], rundir: Path, units:
         if stage == "finalize" and run.done_marker.exists():
             print(f"# {lang} landed before (its last write unit finalized it), skipped", flush=True)
             continue
+        outcome.forget(run, stage, task)  # this attempt's end is not known yet, whichever way it goes
         why = upstream_problem(run, stage)
         if why:
             causes[lang] = f"{stage} task {task} skipped: {why}"
+            outcome.record(run, stage, task, outcome.UpstreamUnfinished(causes[lang]))
             print(f"ERROR: {lang}: {causes[lang]}", file=sys.stderr, flush=True)
             failed.append(lang)
             continue
         os.environ[LANG_ENV] = lang
-        outcome.forget(run, stage, task)
         try:
             with live.recorded(run.root, stage, task):  # the language's --status and --resume see it alive
                 result = fn(run, task)
@@ -124,8 +125,7 @@ def land_if_written(run: RunDir, finalize: Callable[[RunDir], Any]) -> bool:
             if run.done_marker.exists() or not written(run):
                 return False
             print(f"# {run.root.name}: every write unit is done: finalizing it now", flush=True)
-            with live.recorded(run.root, "finalize", 0):
-                result = finalize(run)
+            result = _finalize(run, finalize)
     except Exception as exc:  # the lock, the check or finalize itself
         print(f"WARNING: {run.root.name}: finalize after its last write unit failed ({type(exc).__name__}: "
               f"{str(exc)[:300]}); the finalize job of this run tries it again", file=sys.stderr, flush=True)
@@ -133,6 +133,19 @@ def land_if_written(run: RunDir, finalize: Callable[[RunDir], Any]) -> bool:
     print(f"# {run.root.name} landed: {result.get('rows') if isinstance(result, dict) else result} rows in place",
           flush=True)
     return True
+
+
+def _finalize(run: RunDir, finalize: Callable[[RunDir], Any]) -> Any:
+    """Finalize the language as its finalize task would: its outcome record forgotten first, then written."""
+    outcome.forget(run, "finalize", 0)
+    try:
+        with live.recorded(run.root, "finalize", 0):
+            result = finalize(run)
+    except Exception as exc:
+        outcome.record(run, "finalize", 0, exc)
+        raise
+    outcome.record(run, "finalize", 0, None)
+    return result
 
 
 def run_task(stage: str, entry: Callable[..., Any], finalize: Callable[[RunDir], Any], rundir: Path, index: int,

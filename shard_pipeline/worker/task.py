@@ -112,7 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from shard_pipeline.run.records import RecordRefused
     from shard_pipeline.run.rundir import RunDir
 
+    from shard_pipeline.run import outcome
+
     stage = registered(a.stage)
+    if a.by_hand or not stage.array:  # one task, never a group's index: its last outcome is no longer this attempt's
+        outcome.forget(RunDir(a.rundir), stage.name, a.task)
     try:  # a job queued by another format or code version (a git pull while it waited), run by this one: refused, named
         check_this_version(a.rundir, read_run_json(RunDir(a.rundir).run_json))
         # RUNDIR: an index names a (language, task) unit, or C of them; RUNDIR/<LANG>: that language's task, by hand
@@ -153,7 +157,6 @@ def run_task(a: TaskArgs, table, as_group: bool) -> int:
         finalize = stage_main("finalize")
         return landing.run_task(stage.name, run, finalize, a.rundir, task, stage.array)
     rundir = RunDir(a.rundir)
-    outcome.forget(rundir, stage.name, task)
     try:
         result = run(rundir, task) if stage.array else run(rundir)
     except Exception as exc:  # the traceback for whoever debugs it, the outcome record, one line for the log

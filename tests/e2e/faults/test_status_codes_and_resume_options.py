@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from shard_pipeline.run import outcome
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.run.queue import slurm_reason
@@ -62,11 +63,20 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
     ("slurmstepd: error: *** JOB 123 ON nid001 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME LIMIT ***", "TIMEOUT"),
     ("slurmstepd: error: *** JOB 123 ON nid001 CANCELLED AT 2026-01-01T00:00:00 DUE TO NODE FAILURE ***", "NODE_FAIL"),
 ])
-def test_status_names_slurms_reason_and_the_flag_that_helps(failed_local_run, capsys, line, reason, monkeypatch):
+def test_status_names_slurms_reason_and_the_flag_that_helps(failed_local_run, capsys, line, reason, monkeypatch,
+                                                           fake_slurm, tmp_path):
     run_dir = failed_local_run
-    monkeypatch.setenv("PATH", "/nonexistent")  # no sacct: the log alone tells
-    log = lang_dir(run_dir) / "logs" / "write" / "local_0.log"
-    log.write_text(log.read_text() + line + "\n")
+    monkeypatch.setenv("PATH", str(tmp_path / "fakebin"))  # a squeue that holds no job, no sacct: the log alone tells
+    # the same run resumed on Slurm (job 123), whose write task Slurm ended: it left no outcome record
+    lang = lang_dir(run_dir)
+    record = json.loads((lang / "run.json").read_text())
+    record["submissions"].append({"kind": "multi-resume", "tasks": {"write": [0]}, "jobs": [
+        {"stage": "write", "job_id": "123", "array": "0", "tasks": [0], "offset": 0,
+         "log_dir": str(run_dir / "logs" / "write")}]})
+    (lang / "run.json").write_text(json.dumps(record))
+    outcome.forget(RunDir(lang), "write", 0)
+    log = run_dir / "logs" / "write" / "123_0.log"
+    log.write_text("2026-01-01T00:00:00 write task 0 shard 1/2\n" + line + "\n")
     assert slurm_reason(log) == reason
     assert cli.main(["--status", str(run_dir)]) == EXIT_STOPPED
     text = capsys.readouterr().out

@@ -258,11 +258,18 @@ def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, referenc
     (run_dir / "run.json").write_text(json.dumps(record))
     write = {s.stage: s for s in stage_statuses(RunDir(run_dir), queue={"900_0": "RUNNING"})}["write"]
     assert (write.done, write.running, write.failed) == (3, 1, [])  # unit 1 runs in array task 0 (group 0)
-    (run_dir / "logs" / "write" / "900_0.unit1.log").write_text("# started\nERROR: OSError: disk on fire\n")
+    log = run_dir / "logs" / "write" / "900_0.unit1.log"
+    log.write_text("# started\nERROR: OSError: disk on fire\n")
     write = {s.stage: s for s in stage_statuses(RunDir(run_dir), queue={})}["write"]
     said = outcome.read(RunDir(run_dir), "write", 1).error_line()  # its outcome record's, whatever its log says
     assert said.startswith("ERROR: OSError: ") and "No space left on device" in said
     assert [(f.task, f.log.name, f.last_line) for f in write.failed] == [(1, "900_0.unit1.log", said)]
+    # job 900's attempt ended (its exit record) after that outcome, and left none: the outcome is an earlier
+    # attempt's, not shown as this one's end
+    ended = outcome.read(RunDir(run_dir), "write", 1).ended
+    outcome.record_exit(log, outcome.UnitExit("write group 0", 1, 1, ended + 1, ended + 2, 0.1, 10.0, log.stat().st_size))
+    write = {s.stage: s for s in stage_statuses(RunDir(run_dir), queue={})}["write"]
+    assert [(f.task, f.last_line) for f in write.failed] == [(1, "ERROR: OSError: disk on fire")]
 
 
 @pytest.mark.parametrize("cpus", ["1", "3"])
