@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -61,7 +62,7 @@ def multi(tmp_path: Path, monkeypatch, why: str | None):
     lang = RunDir(tmp_path / "fin_Latn")
     (lang.root / "tasks").mkdir(parents=True)
     outcome.record(lang, "write", 0, OSError("an earlier attempt's cause"))
-    monkeypatch.setattr(landing, "load", lambda root: None)
+    monkeypatch.setattr(landing, "load", lambda root: SimpleNamespace(langs=("fin_Latn",)))
     monkeypatch.setattr(landing, "resolve", lambda root, stage, g: (lang.root, g))
     monkeypatch.setattr(landing, "upstream_problem", lambda run, stage: why)
     monkeypatch.setattr(landing, "next_steps", lambda m, causes: "--resume")
