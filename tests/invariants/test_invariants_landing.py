@@ -3,7 +3,6 @@
 not done, so the stage after it does not start on it. Runs made in process (tests/inprocess.py)."""
 from __future__ import annotations
 
-import os
 
 import pytest
 

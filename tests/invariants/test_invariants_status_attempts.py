@@ -14,21 +14,8 @@ import pytest
 from shard_pipeline.run import outcome
 from shard_pipeline.run.outcome import Kind, UnitExit
 from shard_pipeline.run.rundir import RunDir
-from shard_pipeline.run.stage_status import StageStatus, stage_statuses
 from shard_pipeline.run.tasklog import last_error_line
-from tests.inprocess import make_run
-
-
-@pytest.fixture
-def written(tmp_path, in_process) -> RunDir:
-    """Every partition, plan and write task finished; finalize failed at its start."""
-    made = make_run(tmp_path, in_process, "finalize")
-    assert made.code == 1
-    return made.run
-
-
-def statuses(run: RunDir) -> dict[str, StageStatus]:
-    return {s.stage: s for s in stage_statuses(run, queue={})}
+from tests.invariants.conftest import statuses
 
 
 def finalize_log(run: RunDir, text: str) -> Path:

@@ -5,28 +5,13 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from shard_pipeline.input.failures import RepeatedId
 from shard_pipeline.run import outcome
 from shard_pipeline.run.outcome import Kind, TaskFigures, UnitExit
 from shard_pipeline.run.rundir import RunDir
-from shard_pipeline.run.stage_status import StageStatus, stage_statuses
-from tests.inprocess import make_run
+from tests.invariants.conftest import statuses
 
 FIGURES = [TaskFigures(61.0, 50.0, 812_000_000), TaskFigures(3725.0, 70.0, 90_500_000)]
-
-
-@pytest.fixture
-def written(tmp_path, in_process) -> RunDir:
-    """Every partition, plan and write task finished; finalize failed at its start."""
-    made = make_run(tmp_path, in_process, "finalize")
-    assert made.code == 1
-    return made.run
-
-
-def statuses(run: RunDir) -> dict[str, StageStatus]:
-    return {s.stage: s for s in stage_statuses(run, queue={})}
 
 
 def finished_with(run: RunDir, monkeypatch, stage: str, figures: list[TaskFigures]) -> None:
