@@ -202,7 +202,7 @@ def planned(tmp_path, monkeypatch):
     """A run stopped before plan whose one partition task read a corpus with the decoder corpus's
     lines (good, tricky, damaged) added to one input, bad lines quarantined, in many small runs."""
     from shard_pipeline.input.zstd_stream import open_decompressed
-    from tests.pipeline_util import make_corpus, run_cli, write_records
+    from tests.pipeline_util import lang_dir, make_corpus, run_cli, write_records
 
     root = make_corpus(tmp_path, n_docs=120, names=("10_1.cc", "9_1.ia", "9_2.cc"))
     shard = next((root / "eng_Latn").glob("9_1*.jsonl.zst"))
@@ -213,7 +213,7 @@ def planned(tmp_path, monkeypatch):
     assert run_cli(root, tmp_path / "out", tmp_path / "run", "--partition-tasks", "1", "--buckets", "3",
                    "--spill-bytes", "20000", "--bad-records", "quarantine") == 1
     monkeypatch.delenv("HPLT_SHARD_FAULT")
-    return tmp_path / "run"
+    return lang_dir(tmp_path / "run")
 
 
 def _partition(run_path, monkeypatch, native: bool):

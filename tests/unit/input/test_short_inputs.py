@@ -233,7 +233,7 @@ def test_a_file_cut_at_a_frame_boundary_is_refused_then_accepted_with_the_word(t
     assert run_cli(root, tmp_path / "out2", tmp_path / "run2", *opts, RELEASE_CHANGED) == 0
     now = read_rows(idx, *index_file(idx, root).relative_to(idx).parts[:2], LANG)[SHARD]
     assert now.bytes == after and now.docs == 5
-    validation = json.loads((tmp_path / "run2" / "validation.json").read_text())
+    validation = json.loads((lang_dir(tmp_path / "run2") / "validation.json").read_text())
     assert validation["inputs"] and sum(i["read"] for i in validation["inputs"]) == 65
     (warning,) = [w for w in validation["warnings"] if SHARD in w]
     assert RELEASE_CHANGED in warning and f"{before} bytes" in warning and f"{after} bytes" in warning

@@ -8,7 +8,7 @@ import pytest
 
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.stages import write
-from tests.pipeline_util import make_corpus, manifest, run_cli
+from tests.pipeline_util import lang_dir, make_corpus, manifest, run_cli
 
 
 @pytest.mark.slow  # runs the pipeline end to end first
@@ -28,8 +28,8 @@ def test_one_write_unit_orders_each_bucket_once_and_writes_the_same_shards(tmp_p
         return real(b, *args, **kw)
 
     monkeypatch.setattr(write, "BucketOrder", counted)
-    receipt = write.run_write(RunDir(run_dir), 0)  # again, in process: the plan still holds
-    plan = json.loads((run_dir / "plan.json").read_text())
+    receipt = write.run_write(RunDir(lang_dir(run_dir)), 0)  # again, in process: the plan still holds
+    plan = json.loads((lang_dir(run_dir) / "plan.json").read_text())
     from shard_pipeline.submit import cli
 
     assert cli.main(["--resume", str(run_dir)]) == 0

@@ -25,7 +25,7 @@ def test_a_run_of_one_input_and_one_shard_says_so_in_the_singular(tmp_path, caps
     out, err = capsys.readouterr()
     one_shards = re.search(r"(?<![\d.,])1 shards", out + err)  # not a rate such as "3067.1 shards/min"
     assert "12 documents in 1 shard " in out and "; 1 input shard;" in err and not one_shards, out + err
-    assert "plan      1/1 task" in err and "1 buckets" not in err
+    assert "plan      1/1 job" in err and "1 buckets" not in err
     assert cli.main(["--verify", str(tmp_path / "out")]) == 0
     assert capsys.readouterr().out.strip() == "OK: 12 rows in 1 shard verified"
 
