@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.unit_table import group_count, groups_of, units_of
 from shard_pipeline.worker.task import rerun_argv
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.layout import lay_out_jobs
 from shard_pipeline.units import scale_mem, share_of_mem
-from tests.pipeline_util import lang_dir, config_sha, expected_output, make_corpus, manifest, run_cli, tree_bytes
+from tests.pipeline_util import LANG, lang_dir, config_sha, expected_output, make_corpus, manifest, run_cli, tree_bytes
 from tests.unit.submit.test_submitter import opt, stage_of, submit
 
 REPO = Path(__file__).resolve().parents[3]
@@ -157,7 +158,7 @@ def test_same_bytes_as_write_shards_for_every_c(tmp_path, cpus):
     m = expected_output(root, expected, config_sha256=config_sha(run_dir), shard_rows=50, val_permille=200,
                         row_group_bytes=4000)
     assert tree_bytes(out) == tree_bytes(expected) and manifest(out) == m
-    logs = run_dir / "logs" / "partition"
+    logs = lang_dir(run_dir) / "logs" / "partition"
     # a log per unit, and the exit record its group wrote beside it
     assert sorted(p.name for p in logs.iterdir()) == sorted(f"local_{u}.{x}" for u in range(3) for x in ("log", "exit.json"))
     text = (logs / "local_0.log").read_text()
@@ -177,9 +178,10 @@ def test_default_layout_with_groups_gives_the_same_bytes(tmp_path):
     root = make_corpus(tmp_path, names=[f"9_{i}" for i in range(1, 8)], n_docs=210)
     out, run_dir = tmp_path / "out", tmp_path / "run"
     assert run_cli(root, out, run_dir, "--shard-rows", "30", "--cpus-per-task", "2", "--jobs", "4") == 0
-    ex = json.loads((run_dir / "config.json").read_text())["execution"]
-    # --jobs 4 at C = 2: one unit per core (scope.local_budget), 2 groups of 2 partition units
-    assert (ex["partition_tasks"], ex["resources"]["partition"]["cpus"]) == (4, 2)
+    ex = json.loads((lang_dir(run_dir) / "config.json").read_text())["execution"]
+    # --jobs 4 at C = 2: one unit per core (scope.local_budget), 2 groups of 2 partition units (C: languages.json)
+    cpus = json.loads((run_dir / "languages.json").read_text())["cpus"]
+    assert (ex["partition_tasks"], cpus["partition"]) == (4, 2)
     expected = tmp_path / "expected"
     expected_output(root, expected, config_sha256=config_sha(run_dir), shard_rows=30)
     assert tree_bytes(out) == tree_bytes(expected)
@@ -199,7 +201,7 @@ def failed_write_unit(tmp_path, monkeypatch, root) -> Path:
     assert run_cli(root, tmp_path / "out", tmp_path / "run", *ARGS) == 1
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     run_dir = tmp_path / "run"
-    receipts = sorted(p.name for p in (run_dir / "write").glob("*.receipt.json"))
+    receipts = sorted(p.name for p in (lang_dir(run_dir) / "write").glob("*.receipt.json"))
     assert receipts == ["task-00000.receipt.json", "task-00002.receipt.json", "task-00003.receipt.json"]
     return run_dir
 
@@ -211,14 +213,14 @@ def test_resume_redoes_only_the_failed_unit_of_a_group(tmp_path, monkeypatch, re
     assert cli.main(["--status", str(run_dir)]) == 1  # failed: EXIT_STOPPED
     status = capsys.readouterr().out
     assert "FAILED write task 1" in status and "local_1.log" in status
-    kept = (run_dir / "write" / "task-00000.receipt.json").stat().st_mtime_ns
-    log0 = (run_dir / "logs" / "write" / "local_0.log").read_text()
+    kept = (lang_dir(run_dir) / "write" / "task-00000.receipt.json").stat().st_mtime_ns
+    log0 = (lang_dir(run_dir) / "logs" / "write" / "local_0.log").read_text()
     assert cli.main(["--resume", str(run_dir), "--executor", "local", "--jobs", "2"]) == 0
     assert "write     redo 1  [1: no receipt]" in capsys.readouterr().out
     assert tree_bytes(tmp_path / "out") == expected
-    assert (run_dir / "write" / "task-00000.receipt.json").stat().st_mtime_ns == kept  # unit 0 was not redone
-    assert (run_dir / "logs" / "write" / "local_0.log").read_text() == log0
-    assert "write task 1 done" in (run_dir / "logs" / "write" / "local_1.log").read_text()
+    assert (lang_dir(run_dir) / "write" / "task-00000.receipt.json").stat().st_mtime_ns == kept  # unit 0 was not redone
+    assert (lang_dir(run_dir) / "logs" / "write" / "local_0.log").read_text() == log0
+    assert "write task 1 done" in (lang_dir(run_dir) / "logs" / "write" / "local_1.log").read_text()
 
 
 def test_resume_under_slurm_resubmits_only_groups_with_unfinished_units(tmp_path, monkeypatch, reference_run, fake_slurm):
@@ -240,36 +242,40 @@ def test_array_task_of_a_group_skips_its_finished_units(tmp_path, monkeypatch, r
                        env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "write group 0 unit 0: finished before" in p.stdout and "1 units, wall" in p.stdout
-    logs = run_dir / "logs" / "write"
-    assert not (logs / "77_0.unit0.log").exists() and "write task 1 done" in (logs / "77_0.unit1.log").read_text()
+    logs = RunDir(run_dir).unit_log_dir("write")  # a unit's log: <job>_<unit - the chunk's offset>
+    assert not (logs / "77_0.log").exists() and "write task 1 done" in (logs / "77_1.log").read_text()
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0  # only finalize is left
     assert tree_bytes(tmp_path / "out") == expected
 
 
 def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, reference_run):
-    from shard_pipeline.run import outcome
-    from shard_pipeline.run.rundir import RunDir
+    from shard_pipeline.run import outcome, unit_table
     from shard_pipeline.run.stage_status import stage_statuses
 
     root, _ = reference_run
     run_dir = failed_write_unit(tmp_path, monkeypatch, root)
-    record = json.loads((run_dir / "run.json").read_text())
-    record["submissions"].append({"kind": "resume", "jobs": [{"stage": "write", "job_id": "900", "offset": 0}]})
-    (run_dir / "run.json").write_text(json.dumps(record))
-    write = {s.stage: s for s in stage_statuses(RunDir(run_dir), queue={"900_0": "RUNNING"})}["write"]
+    table = unit_table.load(run_dir)
+    unit_table.record_submission(table, "resume", {"write": [1]},
+                                 [{"stage": "write", "job_id": "900", "array": "0", "tasks": [1], "offset": 0}])
+    lang = RunDir(lang_dir(run_dir))
+    jobs = {"write": json.loads(lang.run_json.read_text())["submissions"][-1]["jobs"]}
+    queue = unit_table.queue_of_language(lang, jobs, {"900_0": "RUNNING"})  # squeue's array task 0 of job 900
+    write = {s.stage: s for s in stage_statuses(lang, queue=queue)}["write"]
     assert (write.done, write.running, write.failed) == (3, 1, [])  # unit 1 runs in array task 0 (group 0)
-    log = run_dir / "logs" / "write" / "900_0.unit1.log"
-    log.write_text("# started\nERROR: OSError: disk on fire\n")
-    write = {s.stage: s for s in stage_statuses(RunDir(run_dir), queue={})}["write"]
-    said = outcome.read(RunDir(run_dir), "write", 1).error_line()  # its outcome record's, whatever its log says
+    log = RunDir(run_dir).unit_log_dir("write") / "900_1.log"  # where group 0 of job 900 logs unit 1
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"# started\nERROR: {LANG}: OSError: disk on fire\n")  # a unit's line in a chain log names its language
+    write = {s.stage: s for s in stage_statuses(lang, queue={})}["write"]
+    said = outcome.read(lang, "write", 1).error_line()  # its outcome record's, whatever its log says
     assert said.startswith("ERROR: OSError: ") and "No space left on device" in said
-    assert [(f.task, f.log.name, f.last_line) for f in write.failed] == [(1, "900_0.unit1.log", said)]
+    shown = f"ERROR: {LANG}: {said.removeprefix('ERROR: ')}"  # as the chain's log would say it
+    assert [(f.task, f.log.name, f.last_line) for f in write.failed] == [(1, "900_1.log", shown)]
     # job 900's attempt ended (its exit record) after that outcome, and left none: the outcome is an earlier
     # attempt's, not shown as this one's end
-    ended = outcome.read(RunDir(run_dir), "write", 1).ended
+    ended = outcome.read(lang, "write", 1).ended
     outcome.record_exit(log, outcome.UnitExit("write group 0", 1, 1, ended + 1, ended + 2, 0.1, 10.0, log.stat().st_size))
-    write = {s.stage: s for s in stage_statuses(RunDir(run_dir), queue={})}["write"]
-    assert [(f.task, f.last_line) for f in write.failed] == [(1, "ERROR: OSError: disk on fire")]
+    write = {s.stage: s for s in stage_statuses(lang, queue={})}["write"]
+    assert [(f.task, f.last_line) for f in write.failed] == [(1, f"ERROR: {LANG}: OSError: disk on fire")]
 
 
 @pytest.mark.parametrize("cpus", ["1", "3"])
@@ -280,7 +286,7 @@ def test_a_resume_with_another_cpus_per_task_gives_the_same_bytes(tmp_path, monk
     assert cli.main(["--resume", str(run_dir), "--executor", "local", "--cpus-per-task", cpus]) == 0
     assert f"cpus_per_task={cpus}" in capsys.readouterr().out
     assert tree_bytes(tmp_path / "out") == expected
-    text = (run_dir / "logs" / "write" / "local_1.log").read_text()
+    text = (lang_dir(run_dir) / "logs" / "write" / "local_1.log").read_text()
     assert ("group 0 unit 1 exit 0" in text) == (cpus != "1")  # regrouped by the new C
 
 
@@ -294,7 +300,7 @@ def test_sigterm_to_a_group_stops_its_units_and_the_group_reruns(tmp_path, monke
     env = {**os.environ, "SLURM_ARRAY_JOB_ID": "78", "SLURM_ARRAY_TASK_ID": "0", "HPLT_SHARD_FAULT": "write-start:1:hang"}
     argv = [sys.executable, str(REPO / "stages" / "write.py"), str(run_dir), "--task-offset", "0"]
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log = run_dir / "logs" / "write" / "78_0.unit1.log"
+    log = RunDir(run_dir).unit_log_dir("write") / "78_1.log"  # unit 1 of array task 0
     deadline = time.monotonic() + 90
     while not (log.exists() and "fault injected" in log.read_text()):
         assert time.monotonic() < deadline and p.poll() is None
