@@ -56,6 +56,8 @@ INVARIANTS = {
     "index-floor": "a counts-index row below the bytes-per-document floor is impossible, never projected",
     "typed-records": "a record of a wrong type is one named refusal or a redo, never a traceback",
     "status-from-records": "--status reads how a task ended and what it used from its typed records, never its log's text",
+    "skipped-is-a-consequence": "a unit skipped for an unfinished earlier stage never makes its language failed: "
+                                "the phase follows the cause",
 }
 
 
@@ -179,6 +181,9 @@ MUTANTS: tuple[Mutant, ...] = (
     # --status describes the last attempt only: an earlier attempt's outcome is never shown as its end
     Mutant("status-shows-an-earlier-attempts-outcome", "status-from-records", "shard_pipeline/run/stage_status.py",
            "if rec is not None and ended is not None and rec.ended < ended.start:", "if False:"),
+    # a unit skipped for an unfinished earlier stage (UPSTREAM) is a consequence: the phase follows its cause
+    Mutant("skipped-unit-counts-as-failed", "skipped-is-a-consequence", "shard_pipeline/run/stage_status.py",
+           "sum(len(s.causes()) for s in statuses),", "sum(len(s.failed) for s in statuses),"),
     Mutant("unit-runs-with-its-last-outcome", "status-from-records", "shard_pipeline/worker/landing.py",
            "        outcome.forget(run, stage, task)  # this attempt's end is not known yet, whichever way it goes\n", ""),
     Mutant("finalize-keeps-its-last-outcome", "status-from-records", "shard_pipeline/worker/landing.py",

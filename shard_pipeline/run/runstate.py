@@ -119,9 +119,10 @@ class Counts:
     done: int
     running: int
     pending: int
-    failed: int
+    failed: int  # tasks that failed by themselves: a cause
     interrupted: int
     pending_reasons: tuple[str, ...] = ()
+    skipped: int = 0  # tasks that did not start because an earlier stage of their language is not done: consequences
 
 
 def run_phase(c: Counts, *, done_marker: bool, held: bool) -> RunPhase:

@@ -36,6 +36,13 @@ class FailedTask:
     last_line: str
     reason: str | None = None
     resume: Resume | None = None
+    kind: Kind | None = None  # its outcome record's kind; None: it ended without one (killed)
+
+    @property
+    def consequence(self) -> bool:
+        """It skipped because an earlier stage of its language is not done (Kind.UPSTREAM): that unit is the
+        cause (interrupted or failed), this one only follows it, so it never makes the run failed by itself."""
+        return self.kind is Kind.UPSTREAM
 
 
 @dataclass
@@ -54,6 +61,10 @@ class StageStatus:
     touched: list[int] = field(default_factory=list)  # done tasks with a file touched since (chmod, chgrp): done by size and mtime
     unread: dict[int, Path] = field(default_factory=dict)  # task -> the log (or its folder) this user may not read
 
+    def causes(self) -> list[FailedTask]:
+        """The failed tasks that are a cause, not the consequence of an earlier stage (FailedTask.consequence)."""
+        return [f for f in self.failed if not f.consequence]
+
     @property
     def not_started(self) -> int:
         """Waiting: neither queued nor started (a later stage, or not queued again yet)."""
@@ -61,10 +72,12 @@ class StageStatus:
 
 
 def counts(statuses: list[StageStatus]) -> Counts:
-    """The run's tasks by state, over its stages (runstate.run_phase's input)."""
+    """The run's tasks by state, over its stages (runstate.run_phase's input). A unit that skipped for an unfinished
+    earlier stage counts as skipped, not failed: the phase follows its cause (interrupted: resume; failed: that unit)."""
     return Counts(sum(s.total for s in statuses), sum(s.done for s in statuses), sum(s.running for s in statuses),
-                  sum(s.pending for s in statuses), sum(len(s.failed) for s in statuses),
-                  sum(len(s.interrupted) for s in statuses), tuple(r for s in statuses for _, r in s.reasons))
+                  sum(s.pending for s in statuses), sum(len(s.causes()) for s in statuses),
+                  sum(len(s.interrupted) for s in statuses), tuple(r for s in statuses for _, r in s.reasons),
+                  skipped=sum(len(s.failed) - len(s.causes()) for s in statuses))
 
 
 def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], cpus: int = 1) -> Path | None:
@@ -247,7 +260,7 @@ def _count_unfinished(st: StageStatus, seen: _Seen, task: int, problem: str, chu
     elif state is TaskState.INTERRUPTED:
         st.interrupted.append(task)
     elif state is TaskState.FAILED and log is not None:
-        st.failed.append(FailedTask(task, log, end.said, reason))
+        st.failed.append(FailedTask(task, log, end.said, reason, kind=end.outcome.kind if end.outcome else None))
 
 
 def phase_of(run: RunDir, statuses: list[StageStatus]) -> RunPhase:
@@ -317,8 +330,9 @@ def language_state(run: RunDir, sts: list[StageStatus], chain_alive: bool) -> tu
 
     A language with a failed task and none running is failed even while other languages' jobs
     still run: its finalize can only name it (afterany), and --resume is what redoes it."""
-    phase = run_phase(counts(sts), done_marker=run.done_marker.exists(), held=chain_alive)
-    failed = [st.stage for st in sts if st.failed]
+    c = counts(sts)
+    phase = run_phase(c, done_marker=run.done_marker.exists(), held=chain_alive)
+    failed = [st.stage for st in sts if st.causes()] if c.failed else []
     if failed and phase in (RunPhase.RUNNING, RunPhase.QUEUED) and not any(st.running for st in sts):
         phase = RunPhase.FAILED
     if phase is RunPhase.DONE:

@@ -81,7 +81,7 @@ def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
         done = Done(Path(ex.out), since_done(run, Path(ex.out)) + "".join(f"; warning: {w}" for w in done_warnings(run)))
     new = new_run(run, failures) if phase is RunPhase.FAILED else None
     whole = run.root.parent if unit_table.is_run_root(run.root.parent) else run.root  # a resume resumes the run
-    facts = StepFacts(whole, phase, failed_tasks=sum(len(st.failed) for st in statuses),
+    facts = StepFacts(whole, phase, failed_tasks=counts(list(statuses)).failed,
                       pending_reasons=tuple(r for st in statuses for _, r in st.reasons),
                       queued_ids=tuple(queued_job_ids(run, list(statuses))),
                       cut=sum(len(st.interrupted) for st in statuses),
@@ -124,7 +124,7 @@ def languages_view(root: Path) -> RunView:
     phase = run_phase(counts(every), done_marker=all(row.phase is RunPhase.DONE for row in rows), held=alive)
     failed = [row.lang for row in rows if row.phase is RunPhase.FAILED]
     settled = phase not in (RunPhase.RUNNING, RunPhase.QUEUED, RunPhase.DONE, RunPhase.STUCK)
-    facts = StepFacts(m.root, phase, failed_tasks=sum(len(st.failed) for st in every), failed_languages=tuple(failed),
+    facts = StepFacts(m.root, phase, failed_tasks=counts(every).failed, failed_languages=tuple(failed),
                       pending_reasons=tuple(r for st in every for _, r in st.reasons),
                       queued_ids=tuple(dict.fromkeys(k.partition("_")[0] for k in queue)), refusal=last_refusal(record),
                       new_runs=each_language(m.root, {l: m.lang_dir(l) for l in failed}).new_runs if settled else (),

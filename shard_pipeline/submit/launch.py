@@ -23,7 +23,7 @@ from shard_pipeline.submit import guards, languages, option_checks, provenance, 
 from shard_pipeline.submit.apply import start, until_started
 from shard_pipeline.submit.create import clean_policy, create_all, dataset_name
 from shard_pipeline.submit.prepare import Languages, lang_args, prepare_all
-from shard_pipeline.submit.report import describe
+from shard_pipeline.submit.report import chain_resources_of, describe
 from shard_pipeline.submit.request import Request
 from shard_pipeline.submit.resuming import resume_run
 from shard_pipeline.submit.slurm_limits import check_layout
@@ -41,7 +41,7 @@ class NewRun:
     out_is_root: bool  # --out is a root holding OUT/<LANG>/ (a list of languages), else the one language's OUT
     ms: Languages
     root: Path  # RUNDIR
-    fits: list  # per language: what the partition's limits say of its layout (None: it fits)
+    fits: list  # what the partition's limits say of the chain's layout (None: it fits)
     outs: dict[str, tuple[Path, Any]]  # per language: its OUT and what OUT holds now
 
     def lang_dir(self, lang: str) -> Path:
@@ -83,7 +83,8 @@ def plan_new_run(args: Request) -> NewRun:
         from shard_pipeline.submit.executors.slurm import check_log_dir
 
         check_log_dir(root)
-        fits = [check_layout(ms.scopes[l].lay.resources, settings.worker_partition) for l in langs]
+        # what the chain's jobs ask (a grouped stage's array task: C units, C cores), not one language's units
+        fits = [check_layout(chain_resources_of(ms, settings)[1], settings.worker_partition)]
     outs = check_outs(args, settings, ms, root, out_is_root) if args.out is not None else {}
     guards.check_counts_index_path(settings.counts_index, list(dict.fromkeys(
         [*([Path(os.path.realpath(args.out))] if args.out is not None else []), *(o for o, _ in outs.values())])),

@@ -8,13 +8,21 @@ from pathlib import Path
 
 import pytest
 
+from shard_pipeline.run import outcome
+from shard_pipeline.run.outcome import Kind
+from shard_pipeline.run.rundir import RunDir
+from shard_pipeline.run.runstate import RunPhase
+from shard_pipeline.run.steps import Resume
+from shard_pipeline.run.view import run_view
 from shard_pipeline.submit import cli
 from tests.pipeline_util import lang_dir, make_corpus, run_cli, tree_bytes
-from tests.slurm_util import job_records, wait_for_jobs
+from tests.slurm_util import wait_for_jobs
 from tests.e2e.slurm.test_pipeline_slurm import slurm_conf, submit
 
 TIMEOUT = 300
 ARGS = ("--shard-rows", "25", "--partition-tasks", "2", "--write-tasks", "2", "--buckets", "3")
+STAGES = ["partition", "plan", "write", "finalize"]
+TASKS = {"plan": 1, "write": 2, "finalize": 1}  # ARGS's
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +50,9 @@ def wait_for_log(path_glob: Path, text: str, timeout: float = 120) -> Path:
 
 @pytest.mark.parametrize("stage,task", [("partition", 1), ("plan", 0), ("write", 1), ("finalize", 0)])
 def test_scancel_one_task_then_resume(slurm_cluster, tmp_path, monkeypatch, reference, stage, task):
+    """scancel of one running task of a stage: the later stages run (afterany) and skip; --status says
+    interrupted with the resume as next step; the resume redoes that task alone (sparse) and the rest after it,
+    and the output is the bytes of an uninterrupted run."""
     root, expected = reference
     point = {"partition": "partition-after-input", "plan": "plan-start", "write": "write-start",
              "finalize": "finalize-before-swap"}[stage]
@@ -55,11 +66,14 @@ def test_scancel_one_task_then_resume(slurm_cluster, tmp_path, monkeypatch, refe
     assert cli.main(["--resume", str(run_dir)]) == 2
     subprocess.run(["scancel", f"{job['job_id']}_{task}"], check=True)
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
-    later = [j for j in jobs if ["partition", "plan", "write", "finalize"].index(j["stage"]) >
-             ["partition", "plan", "write", "finalize"].index(stage)]
-    for j in later:  # the chain after the cancelled task never ran
-        assert {r["JobState"] for r in job_records(j["job_id"])} <= {"CANCELLED"}
+    lang = RunDir(lang_dir(run_dir))
+    later = STAGES[STAGES.index(stage) + 1:]
+    for s in later:  # the chain after the cancelled task ran (afterany) and each of its units skipped at once
+        assert [outcome.read(lang, s, t).kind for t in range(TASKS[s])] == [Kind.UPSTREAM] * TASKS[s]
     assert not (lang_dir(run_dir) / "DONE").exists()
+    # the skipped units are a consequence: the run is interrupted (by the scancel), and its next step is the resume
+    view = run_view(lang)
+    assert view.phase is RunPhase.INTERRUPTED and view.step == Resume(run_dir, (), "interrupted"), view
     assert cli.main(["--resume", str(run_dir), "--conf", str(slurm_conf(tmp_path))]) == 0
     resumed = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
     assert resumed[0]["stage"] == stage

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.errors import ExitCode
+from shard_pipeline.run.outcome import Kind
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.runstate import STUCK_REASONS
+from shard_pipeline.run.stage_status import counts, stage_statuses
 from shard_pipeline.submit import cli
 from tests.pipeline_util import make_corpus
 from tests.slurm_util import squeue_reasons, wait_for_jobs
@@ -152,9 +155,10 @@ def interrupted_then_resumed(run_dir: Path, conf: Path, capsys) -> str:
 
 def test_tasks_whose_jobs_were_cancelled_before_they_started_are_interrupted_not_waiting(slurm_cluster, tmp_path,
                                                                                         capsys):
-    """scancel of the plan job while partition is held: write and finalize go with it (--kill-on-invalid-dep).
-    Their tasks never run, so --status counts them interrupted, says the run cannot finish as queued, and the
-    step it gives (scancel what is left, --resume) finishes the run."""
+    """scancel of the plan job while partition is held: its task never runs, so --status counts it interrupted,
+    not waiting; write and finalize run after it (afterany) and skip at once (UPSTREAM), a consequence that does
+    not make the run failed. --status says the run cannot finish as queued, and the step it gives (scancel what
+    is left, --resume) finishes the run."""
     root = make_corpus(tmp_path, n_docs=40)
     run_dir, out = tmp_path / "run", tmp_path / "out"
     conf = slurm_conf(tmp_path)
@@ -173,11 +177,13 @@ def test_tasks_whose_jobs_were_cancelled_before_they_started_are_interrupted_not
         capsys.readouterr()
         code = cli.main(["--status", str(run_dir)])
         text = capsys.readouterr().out
-        for stage in ("plan", "write", "finalize"):
-            assert f"INTERRUPTED {stage} 1 task" in text, text
+        assert "INTERRUPTED plan 1 task" in text, text
+        sts = {st.stage: st for st in stage_statuses(RunDir(run_dir / "eng_Latn"), strict=True)}
+        assert [f.kind for s in ("write", "finalize") for f in sts[s].failed] == [Kind.UPSTREAM] * 2
+        assert (counts(list(sts.values())).failed, counts(list(sts.values())).skipped) == (0, 2)
         if held and pending:  # partition still waits: queued, but the chain cannot end
             assert code == ExitCode.BUSY, text
-            assert ("but 3 tasks will not run (their jobs left the queue, e.g. scancel): the run cannot finish as queued; "
+            assert ("but 1 task will not run (their jobs left the queue, e.g. scancel): the run cannot finish as queued; "
                     f"scancel {part}, then ./hplt-shard --resume {run_dir}") in text, text
             subprocess.run(["scancel", part], check=True, timeout=30)
             wait_for_jobs(ids, timeout=TIMEOUT)

@@ -11,7 +11,7 @@ import time
 from shard_pipeline.worker.task import rerun_argv
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.executors.slurm import job_names
-from tests.pipeline_util import LANG, config_sha, expected_output, make_corpus, tree_bytes
+from tests.pipeline_util import LANG, config_sha, expected_output, lang_dir, make_corpus, tree_bytes
 from tests.slurm_util import wait_for_jobs
 from tests.e2e.slurm.test_pipeline_slurm import TIMEOUT, slurm_conf, submit
 from tests.e2e.faults.test_resume_slurm import all_jobs, wait_for_log
@@ -79,7 +79,7 @@ def test_a_task_logs_first_line_reruns_it_and_a_resume_may_change_cpus_per_task(
                   "--write-tasks", "3", "--buckets", "3", "--row-group-bytes", "6000")
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     wait_for_jobs(all_jobs(run_dir), timeout=TIMEOUT)
-    assert not (run_dir / "DONE").exists()
+    assert not (lang_dir(run_dir) / "DONE").exists()
     rd = run_dir.resolve()
     part = next(j["job_id"] for j in jobs if j["stage"] == "partition")
     logs = rd / "logs" / "partition"
@@ -94,7 +94,7 @@ def test_a_task_logs_first_line_reruns_it_and_a_resume_may_change_cpus_per_task(
     write = next(j for j in resumed if j["stage"] == "write")
     assert write["array"].split("%")[0] == "1"  # unit 1 alone, as array task 1 now that C = 1
     wait_for_jobs([j["job_id"] for j in resumed], timeout=TIMEOUT)
-    assert (run_dir / "DONE").exists()
+    assert (lang_dir(run_dir) / "DONE").exists()
     expected = tmp_path / "expected"
     expected_output(root, expected, config_sha256=config_sha(run_dir), shard_rows=20, row_group_bytes=6000)
     assert tree_bytes(out) == tree_bytes(expected)
