@@ -356,7 +356,7 @@ def rebuilt_by(root: Path, lang: str, run: RunDir) -> Path | None:
         candidates = sorted(root.parent.glob(f"{root.name}-{lang}-*"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return next((c for c in candidates if RunDir(c).done_marker.exists()
-                 and manifest_is_this_runs(RunDir(c), out, manifest, rehash=False)), None)
+    return next((c for c in candidates if RunDir(c / lang).done_marker.exists()  # the new run's own language dir
+                 and manifest_is_this_runs(RunDir(c / lang), out, manifest, rehash=False)), None)
 
 

@@ -36,7 +36,8 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
     table = unit_table.table_of(root, [(l, ms.scopes[l].lay.partition_tasks, ms.scopes[l].lay.write_tasks)
                                     for l in order], settings.cpus_per_task)
     root_out = guards.check_out_path(args.out)
-    RunDir(root).create(STAGE_NAMES, work=False)
+    with guards.doing(f"creating the run directory {root}"):
+        RunDir(root).create(STAGE_NAMES, work=False)
     cfgs, made = {}, []
     try:
         for l in ms.langs:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline_util import tree_bytes
+from tests.pipeline_util import lang_dir, tree_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 SKIP = shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__", "runs", ".pytest_cache", "*.so")
@@ -41,8 +41,8 @@ def test_pip_install_gives_a_command_that_runs_from_any_folder(tmp_path):
     out = elsewhere / "X"
     assert (out / "_MANIFEST.json").is_file()
     runs = list((elsewhere / "runs").iterdir())  # an installed command keeps runs/ in the current folder
-    assert len(runs) == 1 and (runs[0] / "DONE").is_file()
-    log = (runs[0] / "logs" / "partition" / "local_0.log").read_text()
+    assert len(runs) == 1 and (lang_dir(runs[0], "eng_Latn") / "DONE").is_file()
+    log = (lang_dir(runs[0], "eng_Latn") / "logs" / "partition" / "local_0.log").read_text()
     assert "-m shard_pipeline.worker.task partition" in log and "PYTHONPATH" not in log  # the installed package ran
 
     verify = subprocess.run([hplt_shard, "--verify", "X"], cwd=elsewhere, env=env, capture_output=True, text=True)

@@ -42,7 +42,10 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
     from shard_pipeline.run.steps import FixCause
 
     view = view_of(lang_dir(run_dir))  # a full disk: fix the cause, then resume (RUNDIR)
-    assert view.step == FixCause(run_dir) and list(view.by_kind()) == [Kind.FAILED]
+    kinds = view.by_kind()  # the write task's full disk; finalize (afterany) ended at once as UPSTREAM
+    assert view.step == FixCause(run_dir) and list(kinds) == [Kind.FAILED, Kind.UPSTREAM]
+    assert [(o.stage, o.task) for o in kinds[Kind.FAILED]] == [("write", 0)]
+    assert [(o.stage, o.task) for o in kinds[Kind.UPSTREAM]] == [("finalize", 0)]
     # the same run seen while Slurm still holds one of its tasks: in progress
     record = json.loads((lang_dir(run_dir) / "run.json").read_text())  # its chunks, in its task numbers
     record["submissions"].append({"kind": "resume", "jobs": [{"stage": "write", "job_id": "777", "offset": 0}]})

@@ -135,5 +135,5 @@ def test_a_local_unit_whose_starter_was_killed_is_interrupted_not_failed(tmp_pat
     assert cli.main(["--status", str(run)]) == 1
     out = capsys.readouterr().out
     assert "FAILED write task 0" not in out and "INTERRUPTED write 1 task: 0" in out
-    # its language's finalize failed at once, naming the write unit that did not finish
-    assert "FAILED finalize task 0: ERROR: eng_Latn: finalize task 0 skipped: write task(s) 0 not done" in out
+    # its language's finalize failed at once (its outcome record: UPSTREAM), naming the write unit that did not finish
+    assert "FAILED finalize task 0: ERROR: eng_Latn: UpstreamUnfinished: finalize task 0 skipped: write task(s) 0 not done" in out

@@ -340,7 +340,7 @@ def test_status_of_a_run_whose_logs_this_user_may_not_read_shows_the_table_and_s
     out = capsys.readouterr().out
     assert code != 2 and out.startswith(f"run {failed}")
     unread = next(l for l in out.splitlines() if l.startswith("UNREAD "))
-    assert f" (the first: write task 0, {failed}/logs/write/" in unread  # the unfinished tasks' logs
+    assert f" (the first: write task 0, {lang_dir(failed)}/logs/write/" in unread  # the unfinished tasks' logs
     assert "not readable by this user, so their last lines are not shown" in unread and "it is this user's" in unread
     assert "a task among them without a receipt is counted as not started even if it failed" in out
 

@@ -9,7 +9,7 @@ import pytest
 
 from shard_pipeline.run.claim import claim, holder, release
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LANG, as_from_a_terminal, make_corpus, records, run_cli, write_records
+from tests.pipeline_util import LANG, as_from_a_terminal, lang_dir, make_corpus, records, run_cli, write_records
 
 
 def test_a_run_dir_ending_in_a_space_releases_its_claim(tmp_path):
@@ -75,13 +75,13 @@ def test_a_starting_task_is_not_failed_in_status(tmp_path, monkeypatch):
     root, run = make_corpus(tmp_path / "in", n_docs=60), tmp_path / "run"
     monkeypatch.setenv("HPLT_SHARD_FAULT", "write-start:0:kill")
     assert run_cli(root, tmp_path / "out", run) != 0
-    (write,) = [s for s in stage_statuses(RunDir(run)) if s.stage == "write"]
+    (write,) = [s for s in stage_statuses(RunDir(lang_dir(run))) if s.stage == "write"]
     assert [f.task for f in write.failed] == [0]  # ended with its exit record: failed
     log = write.failed[0].log
     forget_exit(log)  # what its group does as it starts the unit again
     log.write_text(log.read_text().splitlines()[0] + "\n")  # only the rerun line a task writes first
     with run_lock(run):  # a live local submitter is starting the task again
-        (write,) = [s for s in stage_statuses(RunDir(run)) if s.stage == "write"]
+        (write,) = [s for s in stage_statuses(RunDir(lang_dir(run))) if s.stage == "write"]
     assert write.failed == [] and write.running == 1
 
 
@@ -127,11 +127,11 @@ def test_a_langs_file_that_is_not_utf8_is_one_message(tmp_path):
 def test_status_and_resume_of_a_damaged_config_are_one_message(tmp_path, capsys, how):
     root, run = make_corpus(tmp_path / "in", n_docs=60), tmp_path / "run"
     assert run_cli(root, tmp_path / "out", run) == 0
-    (run / "config.json").write_text("{")
+    (lang_dir(run) / "config.json").write_text("{")
     capsys.readouterr()
     assert cli.main([how, str(run)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"hplt-shard: {run / 'config.json'} is damaged (not JSON") and "Traceback" not in err
+    assert err.startswith(f"hplt-shard: {lang_dir(run) / 'config.json'} is damaged (not JSON") and "Traceback" not in err
 
 
 @pytest.mark.slow  # starts a Python process

@@ -80,7 +80,11 @@ def test_a_truncated_input_of_one_language_leads_to_a_new_run_of_that_language_a
     assert "a resume cannot finish it" in status and f"--resume {run}" not in status.splitlines()[-3]
     view = view_of(run)  # what --status rendered, as a value
     assert isinstance(view.step, EachLanguage) and view.step.unfinished == ("swe_Latn",) and not view.step.resumable
-    assert [lang for lang, _ in view.step.new_runs] == ["swe_Latn"] and list(view.by_kind()) == [Kind.BROKEN_INPUT]
+    assert [lang for lang, _ in view.step.new_runs] == ["swe_Latn"]
+    # the chain is afterany: swe_Latn's later stages ran, and each ended at once as UPSTREAM, not as a cause
+    kinds = view.by_kind()
+    assert list(kinds) == [Kind.BROKEN_INPUT, Kind.UPSTREAM] and [o.stage for o in kinds[Kind.BROKEN_INPUT]] == ["partition"]
+    assert [o.stage for o in kinds[Kind.UPSTREAM]] == ["plan", "write", "finalize"]
     (fixed,) = commands_in(status)
     assert fixed in commands_in(err)  # the run's end and --status say the same
     assert fixed[0] == "swe_Latn" and fixed[fixed.index("--out") + 1] == str(out / "swe_Latn")

@@ -8,11 +8,12 @@ from shard_pipeline.submit.executors.local import Ticker
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.render import live_line
 from shard_pipeline.run.tasklog import count_progress_lines, last_progress_line
+from tests.pipeline_util import lang_dir
 
 
 def test_finished_run_reads_as_complete_in_the_live_lines(finished_run):
     out, run_dir = finished_run
-    run = RunDir(run_dir)
+    run = RunDir(lang_dir(run_dir))
     part = live_line(run, "partition", time.time() - 10)
     assert part.startswith("partition 120 docs") and "(100%)" in part and "ETA -" in part
     write = live_line(run, "write", time.time() - 10)
@@ -23,7 +24,7 @@ def test_finished_run_reads_as_complete_in_the_live_lines(finished_run):
 
 def test_task_logs_carry_one_progress_line_per_input_and_per_shard(finished_run):
     out, run_dir = finished_run
-    run = RunDir(run_dir)
+    run = RunDir(lang_dir(run_dir))
     part_logs = sorted(run.log_dir("partition").glob("*.log"))
     write_logs = sorted(run.log_dir("write").glob("*.log"))
     assert count_progress_lines(part_logs, "input") == 4  # make_corpus writes four input shards
@@ -56,7 +57,7 @@ def test_on_a_terminal_task_counts_never_run_into_the_live_line_and_the_last_lin
     out, run_dir = finished_run
     n = len(list(out.glob("shard-*.parquet")))
     term = _Terminal()
-    ticker = Ticker(RunDir(run_dir), "write", stream=term)
+    ticker = Ticker(RunDir(lang_dir(run_dir)), "write", stream=term)
     ticker.started -= 10
     ticker._tick()  # a live line is on screen, as after the first second
     ticker.say("write     1/3 tasks")

@@ -13,7 +13,7 @@ from shard_pipeline.run.resume import plan_resume
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.status import status_report
 from shard_pipeline.run.stage_status import stage_statuses
-from tests.pipeline_util import make_corpus, run_cli
+from tests.pipeline_util import lang_dir, make_corpus, run_cli
 
 ARGS = ("--shard-rows", "25", "--partition-tasks", "2", "--write-tasks", "3", "--buckets", "4")
 
@@ -24,7 +24,7 @@ def stopped_before_the_swap(tmp_path, monkeypatch) -> RunDir:
     monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-before-swap")
     assert run_cli(root, tmp_path / "out", tmp_path / "run", *ARGS) == 1
     monkeypatch.delenv("HPLT_SHARD_FAULT")
-    return RunDir(tmp_path / "run")
+    return RunDir(lang_dir(tmp_path / "run"))
 
 
 def test_the_stage_sequence():
@@ -119,7 +119,7 @@ def test_touched_shards_in_out_after_the_swap_are_told_for_the_write_task_that_m
     monkeypatch.setenv("HPLT_SHARD_FAULT", "finalize-after-swap")
     assert run_cli(root, tmp_path / "out", tmp_path / "run", *ARGS) == 1
     monkeypatch.delenv("HPLT_SHARD_FAULT")
-    run = RunDir(tmp_path / "run")
+    run = RunDir(lang_dir(tmp_path / "run"))
     name = json.loads(run.write_receipt(2).read_text())["shards"][0]["name"]
     shard = tmp_path / "out" / name
     os.chmod(shard, shard.stat().st_mode)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LANG, LICENSE, as_from_a_terminal, make_corpus, manifest, run_cli, tree_bytes
+from tests.pipeline_util import LANG, LICENSE, as_from_a_terminal, lang_dir, make_corpus, manifest, run_cli, tree_bytes
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -90,7 +90,7 @@ def test_failure_after_the_swap_says_out_was_replaced(tmp_path, capsys, monkeypa
     assert "as it was before" not in err
     monkeypatch.delenv("HPLT_SHARD_FAULT")
     assert cli.main(["--resume", str(tmp_path / "run2"), "--executor", "local"]) == 0
-    assert (tmp_path / "run2" / "DONE").exists()
+    assert (lang_dir(tmp_path / "run2") / "DONE").exists()
 
 
 @pytest.mark.slow
@@ -127,7 +127,7 @@ def test_ctrl_c_stops_the_workers_and_prints_the_resume_command(tmp_path):
             "--jobs", "2", "--partition-tasks", "2"]
     p = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=as_from_a_terminal)
-    log = run_dir / "logs" / "partition" / "local_0.log"
+    log = lang_dir(run_dir) / "logs" / "partition" / "local_0.log"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (log.exists() and "fault injected" in log.read_text()):
         time.sleep(0.2)
