@@ -8,13 +8,14 @@ import shlex
 import subprocess
 import time
 
+from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.worker.task import rerun_argv
 from shard_pipeline.submit import cli
 from shard_pipeline.submit.executors.slurm import job_names
 from tests.pipeline_util import LANG, config_sha, expected_output, lang_dir, make_corpus, tree_bytes
 from tests.slurm_util import wait_for_jobs
 from tests.e2e.slurm.test_pipeline_slurm import TIMEOUT, slurm_conf, submit
-from tests.e2e.faults.test_resume_slurm import all_jobs, wait_for_log
+from tests.e2e.faults.test_resume_slurm import all_jobs
 
 ARGS = ("--shard-rows", "25", "--partition-tasks", "2", "--write-tasks", "2", "--buckets", "3")
 
@@ -84,7 +85,8 @@ def test_a_task_logs_first_line_reruns_it_and_a_resume_may_change_cpus_per_task(
     part = next(j["job_id"] for j in jobs if j["stage"] == "partition")
     logs = rd / "logs" / "partition"
     assert (logs / f"{part}_0.log").read_text().splitlines()[0] == shlex.join(rerun_argv("partition", rd, 0, True))
-    assert (logs / f"{part}_0.unit1.log").read_text().splitlines()[0] == shlex.join(rerun_argv("partition", rd, 1))
+    unit1 = RunDir(rd).unit_log_dir("partition") / f"{part}_1.log"  # a group's units log apart, by unit
+    assert unit1.read_text().splitlines()[0] == shlex.join(rerun_argv("partition", rd, 1))
     plan = next(j["job_id"] for j in jobs if j["stage"] == "plan")
     first = (rd / "logs" / "plan" / f"{plan}_0.log").read_text().splitlines()
     assert first[0] == shlex.join(rerun_argv("plan", rd, None)) and f"(job {plan}_0 on " in first[1]
