@@ -86,7 +86,8 @@ def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
                       queued_ids=tuple(queued_job_ids(run, list(statuses))),
                       cut=sum(len(st.interrupted) for st in statuses),
                       here=not any(st.running or st.pending for st in statuses),
-                      refusal=last_refusal(record), local=ex.executor == "local",
+                      refusal=last_refusal(record if whole == run.root else read_run_json(RunDir(whole).run_json)),
+                      local=ex.executor == "local",  # sbatch refuses a submission of the run: its run.json keeps it
                       slurm_resume=next((replace(f.resume, after="failed") for st in statuses for f in st.failed if f.resume), None),
                       new_runs=(("", new),) if new is not None else (), done=done)
     away = elsewhere(record, run.root) if phase is not RunPhase.DONE else ""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shard_pipeline.errors import UsageError
+from shard_pipeline.run.unit_table import group_count
 from shard_pipeline.submit import languages, option_checks, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.request import Request
@@ -80,9 +81,9 @@ def lang_args(args: Request, lang: str) -> Request:
     return args.for_language(lang)
 
 
-def total_budget(args: Request, settings, executor: str, n: int) -> int:
+def total_budget(args: Request, settings, executor: str, n: int, room: scope.QueueRoom | None = None) -> int:
     if executor == "slurm":
-        return scope.task_budget(args, settings, executor)
+        return scope.task_budget(args, settings, executor, room)
     # locally tasks are process starts, not queue slots; as a single run, groups of C count once
     return max(scope.local_budget(args.jobs, settings.cpus_per_task), 2 * n + 2)
 
@@ -94,7 +95,8 @@ def prepare_all(args: Request, settings, executor: str, langs: list[str]) -> Lan
     Languages are laid out in units (one core each): their array tasks of C units are packed across
     languages (run/unit_table.py), so a language's units, not array tasks, are its share, and every
     unit reads about the same bytes: one time limit fits the array."""
-    budget = total_budget(args, settings, executor, len(langs))
+    queue = scope.queue_room(settings) if executor == "slurm" else None
+    budget = total_budget(args, settings, executor, len(langs), queue)
     first = {l: prepare(lang_args(args, l), settings, executor, budget=budget) for l in langs}
     room = languages.unit_room(budget, settings.cpus_per_task)
     shares = languages.share_budget([first[l].lay.compressed_bytes for l in langs], room)
@@ -106,6 +108,10 @@ def prepare_all(args: Request, settings, executor: str, langs: list[str]) -> Lan
                                 sc.sample.compressed_per_doc, sc.sample.text_per_doc, budget=share + 2,
                                 sample=sc.sample, cpus=1, partition_tasks=p)
         scopes[l] = dataclasses.replace(sc, lay=lay)
+    if queue is not None:  # the chain's array tasks, C units each over every language (run/unit_table.py)
+        c = settings.cpus_per_task
+        scope.check_fits_room(group_count(sum(scopes[l].lay.partition_tasks for l in langs), c),
+                              group_count(sum(scopes[l].lay.write_tasks for l in langs), c), queue)
     return Languages(langs, scopes, {l: first[l].lay for l in langs}, budget)
 
 

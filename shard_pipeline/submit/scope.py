@@ -264,17 +264,17 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
     )
     option_checks.check_write_tasks(args, lay.est_docs, budget, executor)
     if room is not None:
-        check_fits_room(lay, room)
+        check_fits_room(lay.partition_groups, lay.write_groups, room)
     return lay
 
 
-def check_fits_room(lay: layout_mod.Layout, room: QueueRoom) -> None:
-    """Refuse, before anything is queued, a layout with more array tasks than the submit cap leaves (given
+def check_fits_room(partition_groups: int, write_groups: int, room: QueueRoom) -> None:
+    """Refuse, before anything is queued, a chain with more array tasks than the submit cap leaves (given
     --partition-tasks/--write-tasks override the layout's own fit): sbatch would refuse it midway."""
-    queued = lay.partition_groups + lay.write_groups + 2
+    queued = partition_groups + write_groups + 2
     if queued > room.free:
-        raise UsageError(f"this run would queue {queued} array tasks ({lay.partition_groups} partition, plan, "
-                         f"{lay.write_groups} write, finalize) but only {room.free} of the {room.cap.limit} jobs you may "
+        raise UsageError(f"this run would queue {queued} array tasks ({partition_groups} partition, plan, "
+                         f"{write_groups} write, finalize) but only {room.free} of the {room.cap.limit} jobs you may "
                          f"have queued ({room.cap.source}) are free: give fewer --partition-tasks/--write-tasks (or "
                          "none: the layout fits itself), or a larger --cpus-per-task (C units per array task)")
 
