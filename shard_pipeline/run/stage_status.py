@@ -210,9 +210,9 @@ def _end(st: StageStatus, run: RunDir, task: int, log: Path | None, problem: str
     ended = outcome.read_exit(log) if log is not None else None
     if rec is not None and ended is not None and rec.ended < ended.start:  # an earlier attempt's: not this one's end
         rec = None
-    # a log of the chain (RUNDIR/logs) holds `ERROR: LANG: ...` lines, the plan and finalize job's those of every
-    # language: only this language's are its own; a log in its own run dir is a task run there by hand
-    shared = log is not None and not log.is_relative_to(run.root)
+    # the plan and finalize job's one log (RUNDIR/logs) holds every language's `ERROR: LANG: ...` lines: only this
+    # language's are its own; a unit's own log, or a task run by hand in its run dir, is read whole
+    shared = log is not None and st.stage in unit_table.SINGLE_JOB_STAGES and not log.is_relative_to(run.root)
     lang = run.root.name if shared else None
     if rec is not None and rec.kind is Kind.OK:  # it finished, and what it made is gone or changed since
         said = f"it finished, but {problem}: --resume does it again"

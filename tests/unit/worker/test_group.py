@@ -268,8 +268,7 @@ def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, referenc
     write = {s.stage: s for s in stage_statuses(lang, queue={})}["write"]
     said = outcome.read(lang, "write", 1).error_line()  # its outcome record's, whatever its log says
     assert said.startswith("ERROR: OSError: ") and "No space left on device" in said
-    shown = f"ERROR: {LANG}: {said.removeprefix('ERROR: ')}"  # as the chain's log would say it
-    assert [(f.task, f.log.name, f.last_line) for f in write.failed] == [(1, "900_1.log", shown)]
+    assert [(f.task, f.log.name, f.last_line) for f in write.failed] == [(1, "900_1.log", said)]
     # job 900's attempt ended (its exit record) after that outcome, and left none: the outcome is an earlier
     # attempt's, not shown as this one's end
     ended = outcome.read(lang, "write", 1).ended
