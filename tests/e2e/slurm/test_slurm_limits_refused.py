@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from shard_pipeline.submit import cli
-from tests.pipeline_util import LANG, LICENSE, make_corpus
+from tests.pipeline_util import LANG, LICENSE, lang_dir, make_corpus
 from tests.slurm_util import wait_for_jobs
 from tests.e2e.slurm.test_pipeline_slurm import slurm_conf
 
@@ -28,7 +28,7 @@ def test_run_dir_with_percent_signs_gets_its_logs_and_finishes(slurm_cluster, tm
     jobs = json.loads((run_dir / "run.json").read_text())["submissions"][-1]["jobs"]
     assert all("%%j-%%u-%%%%A%%a" in j["argv"][j["argv"].index("--output") + 1] for j in jobs)
     wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT)
-    assert (run_dir / "DONE").exists(), capsys.readouterr()
+    assert (lang_dir(run_dir) / "DONE").exists(), capsys.readouterr()
     for j in jobs:  # every task's log sits in the run dir as it is spelled, named by its job and index
         assert (run_dir / "logs" / j["stage"] / f"{j['job_id']}_0.log").is_file(), j
     assert json.loads((out / "_MANIFEST.json").read_text())["rows"] == 40
@@ -72,4 +72,4 @@ def test_resume_with_a_time_too_short_is_refused(slurm_cluster, tmp_path, capsys
         assert (run_dir / "run.json").read_bytes() == record  # nothing recorded, nothing queued
     finally:
         wait_for_jobs([j["job_id"] for j in jobs], timeout=TIMEOUT)
-    assert (run_dir / "DONE").exists()
+    assert (lang_dir(run_dir) / "DONE").exists()
