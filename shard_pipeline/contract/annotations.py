@@ -1,10 +1,8 @@
 """The annotation files beside the shards (--annotations): where they lie, how they are written and checked.
 
-`OUT/__annotations/hplt/<shard name>` holds, for each shard, its ids in its row order and the kept HPLT fields
-(input/annotations.py types them), one row group per shard row group. The `__` folder two levels above a
-Parquet file keeps every reader of OUT on the shards (contract/extras.py): `OUT/*.parquet`, `OUT/*/*.parquet`,
-pyarrow's dataset discovery and `datasets.load_dataset(OUT)` never reach it. `__annotations/fields.json`
-says which fields, their types and how many rows hold each as null.
+`OUT/__annotations/hplt/<shard name>` holds each shard's ids in row order and the kept HPLT fields, one row
+group per shard row group; the `__` folder keeps readers of OUT on the shards (contract/extras.py).
+`__annotations/fields.json` says which fields, their types and how many rows hold each as null.
 """
 from __future__ import annotations
 

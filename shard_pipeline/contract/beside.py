@@ -1,12 +1,8 @@
 """Where the working files of an OUT live: one definition of every path a run or a publish keeps beside OUT.
 
-An OUT whose folder holds a root manifest (`ROOT/_LANGUAGES.json`, written by a run of several languages
-before it claims anything: contract/root_manifest.py) is a language of a root, ROOT/LANG (a run of several
-languages, or a run of one language into ROOT/LANG): its staging folder, parking folder, claim, claim lock
-and publish lock live in the work folder beside ROOT, `ROOT.hplt-shard/`, so ROOT holds only landed
-languages and files a reader may open (`ROOT/*/*.parquet` never sees a half-written shard). The work
-folder shares ROOT's parent, so it lies on ROOT's filesystem unless ROOT is a mount point (refused,
-contract/replace.py): the swap stays a rename. Any other OUT keeps them beside itself, `OUT.tmp` and so on.
+A language of a root (ROOT/LANG, ROOT holding `_LANGUAGES.json`) keeps them in `ROOT.hplt-shard/`, so ROOT
+holds only landed languages; that folder shares ROOT's filesystem, so the swap stays a rename. Any other OUT
+keeps them beside itself (`OUT.tmp` and so on). docs/DESIGN.md, "Where the working files live".
 """
 from __future__ import annotations
 

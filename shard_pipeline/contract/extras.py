@@ -1,19 +1,8 @@
 """The files an output holds besides its shards, named so that readers of OUT never take them for data.
 
-Hadoop, Spark and Arrow skip every entry whose name starts with ``_`` or ``.`` when they read a
-folder (``_SUCCESS``, ``_MANIFEST.json``), and ``OUT/*.parquet`` (column layout) or
-``OUT/*/*.parquet`` (``--split-layout dirs``) are the globs DuckDB, polars and ``datasets`` users
-write. So, for every file in OUT that is not a shard (docs/formats/corpus-shard.md section 7a):
-
-* its first path component starts with ``_`` or ``.``; the one exception is the dataset card
-  ``README.md``, which the Hugging Face Hub needs at the root;
-* a Parquet file with another schema lies two folders deep at least, under a ``__``- or
-  ``.``-prefixed folder (``__quarantine/clean/documents.parquet``): neither glob reaches it, and
-  ``datasets.load_dataset(OUT)``, which skips ``.*`` and ``__*`` folders (as ``__pycache__``) but
-  not ``_*`` ones, does not take it for a data file either;
-* no ``.json`` file at the root but ``_MANIFEST.json``: without a card, ``load_dataset(OUT)``
-  picks its reader by the most common file extension (ties go to Parquet), so JSON side files at
-  the root would outvote an output of one shard. Hence ``__balance/`` and ``__quarantine/clean/``.
+Arrow, Spark and Hadoop skip names starting with ``_`` or ``.``; ``datasets.load_dataset(OUT)`` skips only
+``.*`` and ``__*`` folders and picks its reader by the most common extension. The rules that follow from
+this (``reader_problem``) and why: docs/formats/corpus-shard.md section 7a.
 """
 from __future__ import annotations
 
@@ -52,10 +41,8 @@ def reader_problem(name: str) -> str | None:
 def ledger_problems(ledger: object, listed: set[str]) -> list[str]:
     """What is wrong with the manifest's ``ledger`` given the files OUT lists; [] when nothing is.
 
-    ``ledger`` is null (this output carries no ledger: a run without ``--dataset-card``), a file
-    OUT lists, or a reference outside OUT (``write_shards``' default ``corpus/LEDGER.jsonl``, the
-    corpus repository's ledger). A ``_``/``.``-prefixed name is one of OUT's own files, so OUT
-    must hold it.
+    ``ledger`` is null (no ``--dataset-card``), a file OUT lists, or a reference outside OUT (``write_shards``'
+    default ``corpus/LEDGER.jsonl``); a ``_``/``.``-prefixed name is OUT's own, so OUT must hold it.
     """
     bad = []
     if ledger is not None and not isinstance(ledger, str):

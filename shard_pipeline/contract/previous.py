@@ -1,11 +1,8 @@
 """What an existing OUT holds: is it a previous output, which a run may replace whole?
 
-A replace deletes everything in OUT, so OUT qualifies only when its manifest names, as an
-hplt-shard output would, every entry OUT holds: a copied `_MANIFEST.json` in a home folder, a
-`notes.txt` or `checkpoints/` added to an output, or the language outputs of a multi-language
-root make it not replaceable. The check is by `stat` alone (docs/DESIGN.md, "Replacing OUT"):
-listed files missing or of another size make a damaged previous output, which a run replaces
-(re-running is how a user repairs it) and says so.
+OUT qualifies only when its manifest names every entry it holds, checked by `stat` alone; listed files
+missing or of another size make a damaged previous output, which a run replaces and says so
+(docs/DESIGN.md, "Replacing OUT").
 """
 from __future__ import annotations
 

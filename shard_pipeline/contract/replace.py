@@ -143,11 +143,9 @@ def _make_marked(tmp: Path, owner: str, out: Path) -> None:
 def check_replaceable(out: Path, new_run: bool = True) -> Holdings | None:
     """Refuse to replace anything that is not a previous output (a typo must not delete $HOME).
 
-    `new_run` False: the run is under way (its resume, its finalize), so no message offers another --out.
-
-    Returns what OUT holds (None: absent or empty). A previous output is a folder whose manifest
-    lists every entry in it (contract/previous.py); one whose listed files are missing or of
-    another size is a damaged previous output, replaced as well: re-running is how it is repaired.
+    Returns what OUT holds (None: absent or empty); a damaged previous output (contract/previous.py) is
+    replaced as well: re-running is how it is repaired. `new_run` False: a run under way, so no message
+    offers another --out.
     """
     check_not_mounted(out, new_run)
     if out.is_symlink():

@@ -1,17 +1,8 @@
 """A multi-language output root (`--out ROOT` of a run of several languages) told apart from anything else.
 
-A run of several languages writes each language's output to `ROOT/<LANG>/` and names the languages it was
-asked for, and those that landed, in ROOT's root manifest (`_LANGUAGES.json`, contract/root_manifest.py).
-What a run works with (the claim, its lock, the publish lock and, while a language is being written, its
-marked `<LANG>.tmp`) lives in the work folder beside ROOT (`ROOT.hplt-shard/`, contract/beside.py), never in
-ROOT. ROOT itself holds no `_MANIFEST.json`.
-
-So a folder is a multi-language root when it holds no `_MANIFEST.json` and a root manifest or at least
-one subfolder (a real folder, not a symbolic link) that holds one: those subfolders are its language
-outputs. Everything else in it is named, never passed over: an unfinished language (a marked
-`.tmp` with no output), a run writing a language's next version, other folders (a
-language whose manifest is gone looks exactly like this), and other files. A folder with no
-manifest and no language output is neither an output nor a root: `--verify` and `--publish` say so.
+A root holds no `_MANIFEST.json`, and a root manifest (`_LANGUAGES.json`) or at least one real subfolder
+holding a manifest: its language outputs. Everything else in it is named, never passed over (an unfinished
+language's marked `.tmp`, other folders, which is how a language whose manifest is gone looks, other files).
 """
 from __future__ import annotations
 
@@ -20,10 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shard_pipeline.commands import status_command
-from shard_pipeline.contract.beside import BOOKKEEPING_SUFFIXES, TMP_SUFFIX, root_work_folder
-from shard_pipeline.contract.replace import tmp_owner
+from shard_pipeline.contract.beside import BOOKKEEPING_SUFFIXES, ROOT_MANIFEST_NAME, TMP_SUFFIX, root_work_folder
 from shard_pipeline.contract.manifest import MANIFEST_NAME
-from shard_pipeline.contract.beside import ROOT_MANIFEST_NAME
+from shard_pipeline.contract.replace import tmp_owner
 
 # How a language folder of a root is usually named (HPLT: ISO 639-3 and the script, `fin_Latn`); a folder
 # of outputs named otherwise is no root a person meant, whatever it holds.

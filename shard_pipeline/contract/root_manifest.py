@@ -1,11 +1,8 @@
 """ROOT's root manifest, `ROOT/_LANGUAGES.json`: the languages runs into ROOT were asked for, and which landed.
 
-A reader of ROOT (and `--verify ROOT`) cannot tell a language that failed from one never asked for by
-looking at the folders; the root manifest says. A run of several languages names its languages at submit
-(`ask`); each language's finalize records its landing with the sha256 of its `_MANIFEST.json` (`land`),
-as does a run of one language into ROOT/LANG of a root that has one. Both update it under a lock in the
-work folder beside ROOT (contract/beside.py). Its name starts with `_`, so Arrow, Spark and `datasets`
-readers of ROOT pass over it.
+Folders cannot tell a failed language from one never asked for; this file can. A run of several languages
+names them at submit (`ask`); each language's finalize records its landing with its manifest's sha256
+(`land`), under a lock in the work folder beside ROOT.
 """
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""The shard contract's interface, in one module as the contract names it (section 4):
-`SCHEMA`, `DEFAULT_ROW_GROUP_BYTES`, `DEDUP_DEFAULTS`, `Doc`, `split_of`, `shard_name`,
-`write_shards` and `read_shards`.
-
-Code written against the contract imports these from here. The rules themselves are defined in
-`rules` (schema, split, naming, row groups) and `manifest` (the manifest and its defaults); one
-shard file is written by `writer`, the swap into OUT is `replace`'s. This module defines the
-in-memory writer and the verifying reader and offers the rest under their contract names.
-The rules are in docs/formats/corpus-shard.md; the manifest's shape in
-docs/formats/corpus-manifest.schema.json.
+"""The shard contract's interface under the names docs/formats/corpus-shard.md (section 4) gives it:
+`SCHEMA`, `DEFAULT_ROW_GROUP_BYTES`, `DEDUP_DEFAULTS`, `Doc`, `split_of`, `shard_name`, `write_shards`
+and `read_shards`. The in-memory writer and the verifying reader are defined here; the rest is
+`rules`', `manifest`'s, `writer`'s and `replace`'s.
 """
 from __future__ import annotations
 
@@ -75,8 +69,7 @@ def write_shards(
 ) -> dict[str, Any]:
     """Write `docs` as contract shards into `out`, atomically; return the manifest.
 
-    Reads every document first (it sorts): the end of a streaming pipeline. Every check runs
-    before anything is written, so bad input leaves `out` and `out.tmp` untouched.
+    Reads every document first (it sorts). Every check runs before anything is written.
     """
     out = Path(out)
     check_positive("shard_rows", shard_rows)

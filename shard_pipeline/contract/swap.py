@@ -180,13 +180,10 @@ class Swapped:
 def swap_into_place(tmp: Path, out: Path) -> Swapped:
     """Make `tmp` the new `out`; at every moment `out` is the complete old or the complete new one.
 
-    With an existing `out`, the two directories are exchanged in one renameat2(RENAME_EXCHANGE).
-    Filesystems without it (some network filesystems) fall back to two renames through a marked
-    folder of this run's (OUT.replaced): between them `out` is absent, the previous version complete
-    in OUT.replaced/previous, and a resumed run puts it back before trying again (restore_parked).
-    The old version is then deleted by its manifest's list (remove_previous): a file someone wrote into OUT after it
-    was checked is kept, and named. The marker travels with the shards and is removed from the new
-    `out` right after: a failed rename leaves `tmp` marked as its run's, so that run can resume.
+    One renameat2(RENAME_EXCHANGE), or where a filesystem lacks it two renames through this run's marked
+    OUT.replaced, which a resumed run puts back first (restore_parked). The old version is then deleted
+    by its manifest's list (remove_previous). The marker travels with the shards and is removed right
+    after: a failed rename leaves `tmp` marked as its run's, so that run can resume.
     Returns what OUT held before, and the warnings the user must see.
     """
     owner = tmp_owner(tmp) or WRITE_SHARDS_OWNER

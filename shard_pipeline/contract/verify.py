@@ -1,14 +1,10 @@
 """Verify a hplt-shard output folder from its files alone: `./hplt-shard --verify OUT`.
 
-Independent of any run directory, and trusting nothing the writer recorded: every number in
-`_MANIFEST.json` is recomputed from the shards, every file is re-hashed, every row re-derived.
-The rules are docs/formats/corpus-shard.md; docs/verify.md lists what is checked.
+Trusts nothing the writer recorded: every number in the manifest is recomputed, every file re-hashed,
+every row re-derived (docs/verify.md lists the checks). Memory stays bounded: files are hashed in blocks,
+shards read a row group at a time; only the rows that are not their own cluster root are kept.
 
     python -m shard_pipeline.contract.verify OUT [--shallow]
-
-Memory stays bounded: files are hashed in blocks and shards are read one row group at a time.
-The only state that grows with the corpus is the set of rows that are *not* their own cluster
-root (`minhash_cluster != row index`), which is small for HPLT outputs.
 """
 from __future__ import annotations
 
@@ -242,9 +238,8 @@ def _check_one(out: Path, e: dict[str, Any], first: int, last: bool, n: int, rul
 def verify_output(out: Path, *, deep: bool = True) -> list[Problem]:
     """Every way the folder `out` breaks the corpus-shard contract; [] when it verifies.
 
-    deep=False skips the per-row checks (ids, hashes, splits, n_chars, clusters, empty values,
-    split totals) but still hashes every file and reads the text column for the row-group and
-    text-byte checks.
+    deep=False skips the per-row checks but still hashes every file and reads the text column
+    for the row-group and text-byte checks.
     """
     out = Path(out)
     rep = _Report()

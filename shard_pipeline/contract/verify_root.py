@@ -1,11 +1,8 @@
 """`./hplt-shard --verify ROOT` of a multi-language root: every language output with the one verifier.
 
-Each `ROOT/<LANG>/` is checked by `verify_output` as if it were given alone; ROOT passes only when
-every language output verifies and nothing in ROOT could be a language that is missing or broken:
-a language its root manifest (`_LANGUAGES.json`) names as asked for and not landed, a language output
-it does not name or whose manifest is not the one that landed, a marked `<LANG>.tmp` with no output
-(a language being written) and any other folder (e.g. a language whose manifest is gone) fail it. Other files are named, not checked.
-What makes a folder a root: contract/root.py.
+ROOT passes only when every `ROOT/<LANG>/` verifies alone and nothing in ROOT could be a language that is
+missing or broken (asked for and not landed, not named or not the manifest that landed, a marked
+`<LANG>.tmp`, another folder). Other files are named, not checked. What makes a root: contract/root.py.
 """
 from __future__ import annotations
 

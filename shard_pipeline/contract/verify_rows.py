@@ -1,8 +1,7 @@
 """Row rules of `--verify`: each row re-derived from its text, and the row-group cuts re-checked.
 
-Kept apart from the file and manifest checks (verify_files.py, verify_manifest.py) because these run
-once per row and carry state across row groups and shards: the previous id (strict order) and
-the rows that are not their own minhash cluster root.
+Apart from the file and manifest checks because they carry state across row groups and shards: the
+previous id and the rows that are not their own minhash cluster root.
 """
 from __future__ import annotations
 

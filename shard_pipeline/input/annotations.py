@@ -1,10 +1,8 @@
 """HPLT's per-document annotations kept beside the shards (--annotations): which fields, their types, their values.
 
-The contract's 11 columns drop every annotation HPLT ships (docs/hplt-mapping.md). With --annotations a run
-keeps the named fields, one typed column each, in a file per shard (contract/annotations.py). Every field has
-one Arrow type here, whatever the records hold, so the files' schema depends on the option alone: a field a
-record does not carry (or holds as null) is null; a value of another type is a bad record (`annotation_type`),
-reported with its file and line like every other bad line, never coerced.
+Every field has one Arrow type here whatever the records hold, so the files' schema depends on the option
+alone: a missing or null field is null; a value of another type is a bad record (`annotation_type`), named
+with its file and line like every other bad line, never coerced.
 """
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Finding the input shards of one language.
 
-Local corpora are ``<local_root>/<lang>/*.jsonl.zst`` (HPLT v4 ``clean``/``noisy``,
-v3 ``sorted``, or any JSONL corpus of the same shape); HPLT v3 can also be
-listed from ``<base_url>/<lang>.map``. Names follow the release layout
-(hplt-format.md section 2): v3 ``<bin>_<n>``, v4 English ``<bin>_<n>.<src>``
-with ``src`` in cc/ia/ab. ``--wds`` and ``--sources`` select by name, the way
-the HPLT sampler does, so a run's scope is known before anything is read.
+Local corpora are ``<local_root>/<lang>/*.jsonl.zst``; HPLT v3 can also be listed from
+``<base_url>/<lang>.map``. ``--wds`` and ``--sources`` select by release name (hplt-format.md
+section 2), as the HPLT sampler does, so a run's scope is known before anything is read.
 """
 
 from __future__ import annotations
@@ -130,11 +127,8 @@ def _present(names) -> str:
 
 
 def _unclassified(name: str, wds: str | None, sources: str | None) -> str | None:
-    """Why the filters cannot tell whether `name` is in or out, or None when they can.
-
-    An unfiltered run reads every shard, so a name a filter cannot classify is never dropped in
-    silence: a WDS filter needs ``<bin>_<n>`` with a bin from 0 to 10, a source filter a known
-    source tag (lower case, as the release writes it)."""
+    """Why the filters cannot tell whether `name` is in or out, or None when they can: an unfiltered run
+    reads every shard, so a name a filter cannot classify is never dropped in silence."""
     parsed = _parsed_name(name)
     if wds is not None and (parsed is None or parsed[0] not in WDS_BINS):
         return f"--wds {wds} needs names <bin>_<n>[.<src>]{SUFFIX} with a bin from 0 to 10"
@@ -144,13 +138,8 @@ def _unclassified(name: str, wds: str | None, sources: str | None) -> str | None
 
 
 def _select(names: list[str], wds: str | None, sources: str | None, where: str) -> list[str]:
-    """Apply the WDS and source filters to file names (without the suffix).
-
-    The match is on the parsed ``<bin>_`` prefix, so ``--wds 1`` never selects
-    ``10_*``. A name a filter cannot classify (``9_1 copy``, ``9_4.CC``, a
-    generic corpus's names) is refused, all of them named: an unfiltered run
-    would read it, so dropping it would shrink the run in silence.
-    """
+    """Apply the WDS and source filters to file names (without the suffix), on the parsed ``<bin>_`` prefix
+    (``--wds 1`` never selects ``10_*``); names a filter cannot classify are refused, all of them named."""
     bins = parse_wds(wds) if wds is not None else None
     srcs = parse_sources(sources) if sources is not None else None
     odd = {name: why for name in names if (why := _unclassified(name, wds, sources)) is not None}
@@ -370,17 +359,12 @@ def find_shards(
     warn: Callable[[str], None] | None = None,
     corpus_name: str | None = None,
 ) -> list[InputShard]:
-    """The selected shards of ``lang``, in a fixed order.
+    """The selected shards of ``lang``, in a fixed order whatever the directory listing order.
 
-    A local root wins over ``base_url``. Order: release names by (bin, n, src)
-    ascending and numerically (``9_2`` before ``9_10`` before ``10_1``), then
-    any other names in natural order, ties by name; the same on every machine
-    whatever the directory listing order. A bad ``wds``/``sources`` spec is a
-    ValueError; a missing root, an unknown language or an empty selection is an
-    :class:`InputError` naming the path or URL and the filter. Entries of a local language
-    folder that look like data but would not be read are an InputError too; other entries that
-    are not HPLT side files go to `warn` (default: one ``hplt-shard: warning:`` line on stderr).
-    Source ids follow identity.names_for: HPLT release names only for HPLT subset folders.
+    A local root wins over ``base_url``. Release names sort by (bin, n, src) numerically (``9_2`` before
+    ``9_10``), other names naturally after them. A bad spec is a ValueError; a missing root, an unknown
+    language, an empty selection or entries that look like data but would not be read are an
+    :class:`InputError`; other unexpected entries go to `warn`.
     """
     _check_corpus(corpus)
     if not lang or "/" in lang or lang.startswith("."):

@@ -1,14 +1,9 @@
-"""The shared counts index: exact documents per input shard.
+"""The shared counts index: exact documents per input shard, in the HPLT sampler's layout so one index serves both.
 
-Same layout as the HPLT sampler's, so one index serves both tools:
-``<root>/<corpus>/<subset>/<lang>.tsv`` (e.g. ``v4/clean/eng_Latn.tsv``,
-``v3/sorted/fin_Latn.tsv``) with the header
-``shard bytes mtime docs method counted``. A local shard's row is trusted
-only while its size and mtime still match; URL shards have no stat and are
-trusted by name, as the sampler does. Writers merge under a file lock and
-replace the file atomically, so concurrent runs and users never lose rows.
-A row that cannot describe any file (`impossible_reason`) is named and ignored,
-and a row is never replaced by a smaller one unless the release changed.
+``<root>/<corpus>/<subset>/<lang>.tsv``, header ``shard bytes mtime docs method counted``. A local shard's
+row is trusted only while its size and mtime match; URL shards by name, as the sampler does. Writers merge
+under a file lock and replace the file atomically; an impossible row is named and ignored, and a row is
+never replaced by a smaller one unless the release changed.
 """
 
 from __future__ import annotations
@@ -169,12 +164,8 @@ def read_index(root: Path, corpus: str, subset: str, lang: str) -> IndexRows:
 
 
 def lookup(rows: dict[str, CountRow], shards: Sequence[InputShard]) -> dict[str, int]:
-    """Known exact counts: ``InputShard.name`` -> docs, for shards the index still describes.
-
-    A local shard's row counts only while its bytes and mtime equal the
-    shard's current stat (a changed file is counted again). URL shards
-    (size and mtime None) are trusted by file name.
-    """
+    """Known exact counts: ``InputShard.name`` -> docs, for shards the index still describes (a local shard
+    while its bytes and mtime match, a URL shard by name)."""
     known: dict[str, int] = {}
     for shard in shards:
         row = rows.get(shard.name + SUFFIX)
@@ -306,13 +297,8 @@ def merge(lines: Sequence[str], rows: Sequence[CountRow], accept_smaller: bool) 
 
 def record(root: Path, corpus: str, subset: str, lang: str, rows: Sequence[CountRow],
            accept_smaller: bool = False) -> Merge:
-    """Merge rows into the index (`merge`): same-shard rows are replaced, all others kept.
-
-    Callers pass rows only from full reads. The merge runs under
-    ``<file>.lock``; the new file is written next to the old one, fsynced and
-    renamed over it, so a reader sees the old or the new file, never half.
-    The lock wait is bounded: a lock that cannot be had ends in an OSError naming it.
-    """
+    """Merge rows from full reads into the index (`merge`) under ``<file>.lock``, replaced atomically: a
+    reader sees the old or the new file. A lock that cannot be had in time is an OSError naming it."""
     from filelock import Timeout
 
     # a read of a file denser than any HPLT shard (not HPLT-shaped ids) is true, but the index is HPLT's:

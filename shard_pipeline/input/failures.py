@@ -49,11 +49,8 @@ class _LineError(Exception):
 
 
 class CorruptShard(_LineError):
-    """The shard's byte stream cannot be read to its end; the whole shard has failed.
-
-    It may be raised after records were already yielded: callers must discard
-    whatever they produced from this shard.
-    """
+    """The shard's byte stream cannot be read to its end; the whole shard has failed. It may come after
+    records were yielded: callers discard what they produced from this shard."""
 
     def __init__(self, location: str, line: int, reason: str, detail: str, between: bool = False) -> None:
         super().__init__(location, line, reason, detail)

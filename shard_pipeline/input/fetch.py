@@ -113,13 +113,10 @@ class _Download:
 
 
 def _http_chunks(url: str, retries: int, backoff: float, count: Callable[[int], None] | None) -> Iterator[bytes]:
-    """Yield the body of ``url``; resume with Range requests after a drop.
+    """Yield the body of ``url``, resuming with Range requests after a drop.
 
-    ``retries`` counts consecutive failed attempts that brought no new bytes;
-    any progress resets it, so a long shard over a flaky link still finishes,
-    while a server that never delivers more fails after ``retries`` retries.
-    The total length comes from Content-Length / Content-Range and is checked
-    at the end: a body cut short is never taken for a short shard.
+    ``retries`` counts consecutive attempts that brought no new bytes (progress resets it). The total
+    length (Content-Length / Content-Range) is checked at the end: a body cut short is never a short shard.
     """
     import http.client
     import urllib.error

@@ -1,17 +1,10 @@
-"""What a corpus root is called, and where its rows live in the counts index.
+"""What a corpus root is called, and where its rows live in the counts index: two answers, two protections.
 
-Two questions with two answers, because they protect different things:
-
-* Names (source ids, the default dataset, the card): a root is HPLT when its folder is
-  one of the release's subsets (v4 ``clean``/``noisy``, v3 ``sorted``; HTTP inputs are
-  v3 ``sorted``) and no ``--corpus-name`` was given. HPLT names stay
-  ``hplt-<corpus>/<subset>/<lang>/<shard>`` and ``hplt-<corpus>-<subset>-<LANG>``, so the
-  bundled example and every earlier output keep their bytes. Any other root (or any root
-  with ``--corpus-name N``) is named after itself: ``N/<lang>/<shard>``, ``N-<LANG>``.
-* The counts index key: the HPLT sampler's ``<corpus>/<subset>`` only for the catalogue
-  folders a shipped preset names (``V4_ROOT``/``V3_ROOT`` and their sibling subsets) and
-  for the HPLT v3 map; any other root is ``custom/<name>-<sha256 of its resolved path>``,
-  which no other folder can share, so a private ``clean`` never rewrites HPLT's rows.
+* Names: a root is HPLT when its folder is a release subset (v4 ``clean``/``noisy``, v3 ``sorted``; HTTP is
+  v3 ``sorted``) and no ``--corpus-name`` was given, so HPLT outputs keep their bytes; any other root is
+  named after itself (``N/<lang>/<shard>``, ``N-<LANG>``).
+* The index key: ``<corpus>/<subset>`` only for the folders a shipped preset names and the v3 map; any other
+  root is ``custom/<name>-<sha256 of its path>``, so a private ``clean`` never rewrites HPLT's rows.
 """
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Inputs the counts index knows as larger: refused before anything is queued, unless the release changed.
 
-HPLT releases are immutable, so a file the index knows with more bytes or more documents is a
-download cut short; cut at a zstd frame boundary it still reads as a whole, valid stream, and the
-documents after the cut would be gone in silence (and finalize would erase the index's evidence).
-`--release-changed` is the explicit word that the smaller file is right. Checked at submit and
---dry-run (sizes, and the documents of files the head sample read whole), at a resume and by the
-plan (run/short_inputs.py: sizes, and the documents read in full).
+HPLT releases are immutable, so a file known with more bytes or documents is a download cut short, which
+at a frame boundary still reads as a valid stream. `--release-changed` says the smaller file is right.
+Checked at submit and --dry-run, at a resume and by the plan (run/short_inputs.py).
 """
 from __future__ import annotations
 

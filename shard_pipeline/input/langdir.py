@@ -1,22 +1,12 @@
 """Everything a language folder holds: the shards a run reads, and what it says about the rest.
 
-A run reads only ``<lang>/<name>.jsonl.zst`` (exact, lower-case suffix, directly in the folder).
-Every other entry is named, never passed over in silence:
+A run reads only ``<lang>/<name>.jsonl.zst`` directly in the folder. Every other entry is named:
 
-- *refused*: it looks like corpus data that would not be read: another case of the suffix
-  (``.JSONL.ZST``), another compression or none (``.jsonl``, ``.jsonl.gz``, ``.jsonl.zstd``,
-  ``.bz2``, ``.xz``, ...), or a subfolder holding such files (shards one level down included).
-  Reading 75 documents while 375 sit beside them is data loss the user never sees.
-- *silent*: HPLT's own side files (hplt-format.md sections 1.3, 2.1, 2.2): ``counts.json``,
-  ``.counts.json``, ``.filter.json``, ``.duplicate.ids``, ``.domains.zst``, ``.urls.zst``,
-  ``.signatures.zst``, and per shard ``.<name>.counts.json``, ``.<name>.filter.json``,
-  ``.<name>.jsonl.md5``, ``.<name>.ids.zst``, and checksum files of any name (``*.md5``,
-  ``*.sha256``, e.g. v2's ``<n>.jsonl.zst.md5``). A real release folder holds them next to
-  every shard; a warning per language would teach users to ignore warnings.
-- *warned*: anything else (a README, another hidden file, an rsync partial ``.x.jsonl.zst.AbC12``,
-  a folder without data): named in one warning line, and the run goes on.
-
-The walk into subfolders is a listing (no file is opened); a release language folder has none.
+- *refused*: it looks like data that would not be read (``.JSONL.ZST``, ``.jsonl``, ``.jsonl.gz``, ...,
+  or a subfolder of such files): reading 75 documents while 375 sit beside them is silent data loss;
+- *silent*: HPLT's own side files (hplt-format.md sections 1.3, 2.1, 2.2) and checksum files, which sit
+  beside every shard: a warning per language would teach users to ignore warnings;
+- *warned*: anything else, in one warning line; the run goes on.
 """
 from __future__ import annotations
 

@@ -14,12 +14,8 @@ from shard_pipeline.input.failures import BadRecord
 
 
 class QuarantineWriter:
-    """Appends bad records, verbatim, one JSON object per line.
-
-    The file is created on the first bad record, so a clean shard leaves no
-    file behind. ``raw`` is the line as text when it is valid UTF-8, else
-    ``{"base64": ...}``, so the original bytes can always be recovered.
-    """
+    """Appends bad records, verbatim, one JSON object per line; the file is made on the first one.
+    ``raw`` is the line as text when it is valid UTF-8, else ``{"base64": ...}``."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)

@@ -1,22 +1,10 @@
 """A strict streaming reader for HPLT ``.jsonl.zst`` shards.
 
-Every line of a shard is either yielded as an :class:`HpltRecord` or reported
-as a :class:`BadRecord` with its reason; nothing is skipped silently, so the
-pipeline can prove ``read == kept + quarantined`` per shard. A stream that
-cannot be read to its end (truncated or corrupt zstd, an HTTP body cut short)
-is a :class:`CorruptShard`: the rest of such a shard cannot be counted, so it is
-never quarantinable.
-
-Memory does not depend on the shard's size (HPLT v4 shards hold up to 1e11
-bytes of JSON): decompression runs in bounded chunks whatever the compression
-ratio, and only the line being parsed is held whole. A single 200 MB document
-peaks at about three times its size (its bytes, the decoder's buffer, the str).
-
-The parts, by role: ``fetch`` (files, HTTP with Range resume), ``zstd_stream``
-(frames, truncation), ``records`` (one line -> a record or a reason; the fast
-msgspec path and the strict orjson path), ``quarantine`` (bad lines kept
-verbatim), ``failures`` (the reasons and their errors). This module ties them
-into :func:`iter_records` and keeps the names other modules import.
+Every line is yielded as an :class:`HpltRecord` or reported as a :class:`BadRecord` with its reason, so the
+pipeline can prove ``read == kept + quarantined``; a stream that cannot be read to its end is a
+:class:`CorruptShard`. Memory does not depend on the shard's size: decompression runs in bounded chunks and
+only the line being parsed is held whole (a 200 MB document peaks at about three times its size).
+The parts: ``fetch``, ``zstd_stream``, ``records``, ``quarantine``, ``failures``.
 """
 
 from __future__ import annotations
@@ -100,14 +88,11 @@ def iter_records(
     stats: ReadStats,
     annotations: tuple[str, ...] = (),
 ) -> Iterator[HpltRecord]:
-    """Yield every good record of ``shard``; report every other line.
+    """Yield every good record of ``shard``; report every other line (split on ``b"\\n"`` only).
 
-    Lines are split on ``b"\\n"`` only; a final line without a newline is a
-    line. ``bad_records="fail"`` raises :class:`BadRecord` at the first bad
-    line; ``"quarantine"`` counts it in ``stats.quarantined`` by reason and
-    writes it to ``quarantine``. Stream failures raise :class:`CorruptShard`.
-    Arguments are checked here, before the first line is read. With ``annotations`` (field names,
-    input/annotations.py) each record carries those fields, and every line takes the strict path.
+    ``bad_records="fail"`` raises :class:`BadRecord` at the first bad line; ``"quarantine"`` counts it by
+    reason and writes it to ``quarantine``. Arguments are checked before the first line is read. With
+    ``annotations`` each record carries those fields, and every line takes the strict path.
     """
     return _records(ShardLines(shard, corpus=corpus, bad_records=bad_records, quarantine=quarantine, stats=stats,
                                annotations=annotations))
@@ -164,13 +149,9 @@ def _check_args(shard: InputShard, corpus: str, bad_records: str, quarantine: Qu
 
 
 class ShardLines:
-    """A shard's lines one decompressed chunk at a time, for a caller that decodes them natively
-    (partition's `native_scan`), and the strict path's decision for each line it does not take.
-
-    The same contract as :func:`iter_records`: every line is a record or a reported bad line, and
-    the stream's failures are :class:`CorruptShard`. ``stats.read`` counts the lines handed out
-    (a batch is read whole before the next is asked for); the caller adds the records it took
-    itself to ``stats.kept``, and :meth:`decide` counts the rest.
+    """A shard's lines one decompressed chunk at a time, for partition's native scan, and the strict path's
+    decision for each line it does not take (:meth:`decide`), under :func:`iter_records`' contract.
+    ``stats.read`` counts the lines handed out; the caller adds the records it took to ``stats.kept``.
     """
 
     def __init__(self, shard: InputShard, *, corpus: str, bad_records: str, quarantine: QuarantineWriter | None,
@@ -225,14 +206,10 @@ class ShardLines:
 
 
 class _LineBatches:
-    """Complete lines, one list per decompressed chunk, split on b"\\n" only.
+    """Complete lines (each keeps its b"\\n"), one list per decompressed chunk.
 
-    Each line keeps its b"\\n" (JSON whitespace to the decoders; stripped before a
-    bad line is reported). ``BytesIO.readlines`` finds newlines with memchr,
-    about 10x faster than ``bytes.split``, and handing the hot loop a list
-    per chunk keeps the per-line cost to a list iteration. A line longer than
-    a chunk grows in one bytearray, so a 200 MB document is held once, not in
-    pieces plus a joined copy.
+    ``BytesIO.readlines`` finds newlines with memchr, about 10x faster than ``bytes.split``; a line
+    longer than a chunk grows in one bytearray, so a 200 MB document is held once.
     """
 
     def __init__(self, chunks: Iterator[bytes], stats: ReadStats) -> None:

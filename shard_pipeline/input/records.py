@@ -1,22 +1,10 @@
 """One line of an HPLT shard -> an :class:`HpltRecord`, or the reason it is a bad record.
 
-Two decoders, one contract. The strict path (orjson, then checks in Python) is the reference:
-it decides every line the fast path does not accept and names the reason of every bad line.
-The fast path (msgspec into a typed ``Struct``, no dict, no key strings) accepts a line only when
-the strict path would accept it with the same values, by construction:
-
-- the Struct declares every key of the HPLT schema (``forbid_unknown_fields``): nothing is
-  skipped unchecked. msgspec skips unknown fields without checking their UTF-8 or the range of
-  their numbers, which orjson refuses (``1e400``); so an unknown key sends the line to the
-  strict path instead;
-- strings are checked as orjson checks them (UTF-8, lone surrogates, control characters), and
-  every number is typed ``float``, which refuses what is beyond double range (an ``int`` or
-  ``Any`` would take a 400-digit integer that orjson refuses);
-- the types of id, text, u, pii and the language are the strict path's checks, and the checks
-  after decoding (non-empty id and url, id length and characters) are made again by the strict
-  path whenever they fail. Any msgspec error sends the line to the strict path.
-
-``tests/unit/input/test_decoder_diff.py`` checks the two paths against each other on many tricky lines.
+The strict path (orjson, then checks in Python) is the reference: it decides every line the fast path
+(msgspec into a typed ``Struct``) does not accept. The fast path accepts a line only when the strict path
+would give the same values: the Struct declares every HPLT key (an unknown one, which msgspec would skip
+unchecked, goes to the strict path), every number is ``float`` (refusing what orjson refuses), and any
+msgspec error or failed check goes to the strict path. ``tests/unit/input/test_decoder_diff.py`` compares them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Which HPLT release a corpus looks like, from its file names and the first records.
 
-`--corpus v3` on v4 records (or the reverse) reads every record without an error but with
-`lang='und'` and a wrong source id, so the submit checks the shape first: v3 records carry a
-top-level `lang` list, v4 records `openlid_v3` (or the pool spelling `openlid-v3`) and no
-`lang`; v4 English file names carry a source tag (`8_30.ia`).
+`--corpus v3` on v4 records (or the reverse) reads without an error but with `lang='und'` and wrong source
+ids, so the submit checks the shape first: v3 records carry a `lang` list, v4 ones `openlid_v3` (or
+`openlid-v3`); v4 English file names carry a source tag (`8_30.ia`).
 """
 from __future__ import annotations
 

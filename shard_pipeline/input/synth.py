@@ -1,9 +1,5 @@
-"""HPLT-shaped fixture generator.
-
-Tests, the bundled example and the benchmark need shards that look like the
-real release files (same field set, same file names, multi-frame zstd) without
-downloading any of them. Field shapes follow the v3 and v4 release formats
-(``docs/hplt-mapping.md``). Everything is a pure function of the seed.
+"""HPLT-shaped fixture generator: shards like the v3 and v4 release files (``docs/hplt-mapping.md``; same
+fields, names, multi-frame zstd) for the tests, the bundled example and the benchmarks; a pure function of the seed.
 """
 
 from __future__ import annotations
@@ -227,12 +223,8 @@ def _frames_of(lines: list[bytes], frames: int) -> list[list[bytes]]:
 
 
 def write_jsonl_zst(path: Path, lines: Iterable[bytes], *, frames: int = 1, level: int = 3) -> int:
-    """Write lines (each without its newline) as ``.jsonl.zst``; return the compressed size.
-
-    With ``frames > 1`` the lines are cut evenly into independent zstd frames,
-    as t2sz writes the v4 pool files, so readers are tested across frames.
-    Written to a temporary file and renamed, so a crash never leaves half a shard.
-    """
+    """Write lines (each without its newline) as ``.jsonl.zst`` atomically; return the compressed size.
+    ``frames > 1`` cuts them evenly into independent zstd frames, as t2sz writes the v4 pool files."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     cctx = zstandard.ZstdCompressor(level=level)
@@ -268,12 +260,9 @@ def generate_corpus(
 ) -> list[Path]:
     """Write ``<root>/<lang>/<name>.jsonl.zst`` for every shard name; return the paths.
 
-    ``n_docs`` is spread evenly over the shards (earlier shards get the
-    remainder). Each shard has its own generator seeded by (seed, name), and
-    document numbers are global, so "web"/"sorted" ids are unique across the
-    corpus. Records agree with their shard name: ``doc_scores[0]`` falls in the
-    name's WDS bin and ``crawl_id`` matches a v4 source tag. ``annotated`` adds the annotations only some
-    releases or records carry (`with_extra_annotations`), drawn apart so the other fields keep their values.
+    ``n_docs`` is spread evenly (earlier shards get the remainder); each shard's generator is seeded by
+    (seed, name) and document numbers are global, so ids are unique across the corpus. Records agree
+    with their shard name (WDS bin, v4 source tag). ``annotated`` adds `with_extra_annotations`.
     """
     if not shard_names:
         raise ValueError("generate_corpus needs at least one shard name")

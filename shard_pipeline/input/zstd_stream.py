@@ -32,18 +32,12 @@ _FCS_BYTES = ((0, 1), (2, 2), (4, 4), (8, 8))  # [FCS flag][Single_Segment_flag]
 
 
 class _FrameWalker:
-    """Follows zstd frame and block headers (RFC 8878) over the compressed bytes.
+    """Follows zstd frame and block headers (RFC 8878) over the compressed bytes, without decompressing.
 
-    python-zstandard's ``stream_reader`` returns a short stream, without an
-    error, when its input stops inside a frame, and ``decompressobj`` cannot
-    bound its output (a highly repetitive shard expands without limit). So
-    the bytes are decompressed by ``stream_reader`` (bounded reads) while this
-    walker, which skips over block contents without decompressing them, says
-    whether the input ended exactly at a frame boundary. It also names the
-    first byte that is not a frame (garbage, a bad block header). A file cut
-    exactly at a frame boundary of a multi-frame file is still a valid zstd
-    stream and cannot be detected from the bytes alone: only a known size
-    (HTTP Content-Length, the counts index's bytes) or count catches it.
+    ``stream_reader`` returns a short stream, without an error, when its input stops inside a frame, and
+    ``decompressobj`` cannot bound its output; so ``stream_reader`` decompresses and this walker says
+    whether the input ended at a frame boundary, and names the first byte that is not a frame. A cut
+    exactly at a frame boundary is only caught by a known size or count.
     """
 
     def __init__(self) -> None:
@@ -237,14 +231,11 @@ def head_density(prefix: bytes) -> tuple[int, float] | None:
 
 
 def steady_density(prefix: bytes) -> tuple[int, float] | None:
-    """(compressed bytes, lines) of a shard past its first WARM_BYTES: what its documents take at zstd's
-    steady rate. None when `prefix` (DEEP_BYTES of the shard) reaches no further.
+    """(compressed bytes, lines) of a shard past its first WARM_BYTES, at zstd's steady rate; None when
+    `prefix` (DEEP_BYTES of the shard) reaches no further.
 
-    A shard's head is no measure of it: its first blocks compress with no history to match, so the
-    first 128 KiB of the bench's shards take 1.6x the compressed bytes per document of the whole
-    file, and the head sample's own count (bytes fed for the records read, with the decompressor's
-    read-ahead) put v4 English at 0.41x its documents, and plan and write memory at half their
-    need. Between 256 KiB and 1 MiB the rate is the file's within 1-2%.
+    A shard's first blocks compress with no history: the first 128 KiB of the bench's shards take 1.6x
+    the bytes per document of the whole file. Between 256 KiB and 1 MiB the rate is the file's within 1-2%.
     """
     warm, whole = head_density(prefix[:WARM_BYTES]), head_density(prefix)
     if warm is None or whole is None or whole[0] <= warm[0] or whole[1] <= warm[1]:
@@ -302,11 +293,8 @@ class _DecompressedRaw(io.RawIOBase):
 def open_decompressed(location: str, *, retries: int = HTTP_RETRIES, backoff: float = HTTP_BACKOFF) -> BinaryIO:
     """Open a local ``.jsonl.zst`` path or an http(s) URL as a decompressed binary stream.
 
-    Reads across zstd frames; raises :class:`CorruptShard` when the stream is
-    empty, not zstd, corrupt, truncated inside a frame, or (HTTP) still short
-    after ``retries`` retries with exponential backoff starting at
-    ``backoff`` seconds. Its line number counts the newlines decompressed so
-    far, which may run ahead of what the caller has read from the buffer.
+    :class:`CorruptShard` when it is empty, not zstd, corrupt, truncated inside a frame, or (HTTP) still
+    short after ``retries`` retries. Its line number may run ahead of what the caller has read.
     """
     if not is_url(location) and not os.path.exists(location):
         raise FileNotFoundError(f"{location}: no such shard")
