@@ -1,9 +1,8 @@
 """Who may do what on a shared filesystem (LUMI's project and scratch folders): the owner of what stops
 this user, the way on, and the checks a run makes before it relies on writing, renaming or deleting.
 
-A run that could not write beside OUT, swap OUT or delete the previous output used to learn it at the
-end, after every stage, and leave a full OUT.tmp its owner could not remove: these checks run at
---dry-run and at submit, as the other refusals do. Root passes them all (it may do everything here).
+They run at --dry-run and at submit, so a run never learns after every stage that it cannot swap OUT
+or delete the previous output. Root passes them all.
 """
 from __future__ import annotations
 
@@ -78,10 +77,9 @@ def _mine(st: os.stat_result) -> bool:
 
 def replace_refusal(out: Path, tree: Iterable[tuple[str, list[str], list[str]]] | None = None) -> str | None:
     """Why this user could not put a new output in place of the previous one in `out` and delete that one
-    after the swap; None when it can. In a sticky folder (mode +t, as /tmp and many scratch folders) only the
-    owner of an entry (or of the folder) may rename or delete it; and a folder of the previous output that
-    this user may not write is one whose files it cannot delete. `tree` is OUT as `os.walk` gives it, when
-    the caller knows it already (`Holdings.tree`): OUT is then not listed a second time."""
+    after the swap; None when it can. In a sticky folder (+t, as /tmp and many scratch folders) only an
+    entry's owner (or the folder's) may rename or delete it; a folder this user may not write is one whose
+    files it cannot delete. `tree`: OUT as `os.walk` gives it, when the caller has it (`Holdings.tree`)."""
     if os.geteuid() == 0:
         return None
     parent = out.parent
@@ -158,14 +156,11 @@ def _not_resumable(root: Path, folder: Path) -> str:
 
 
 def share_like(folder: Path) -> str | None:
-    """Give what this process writes from now on the group permissions of `folder`, when it is another user's:
-    a colleague's --resume under `umask 077` wrote receipts, logs, shards and the manifest its owner could no
-    longer read, and the run was then neither resumable nor verifiable by them. Only group bits the folder
-    itself grants are opened; tasks inherit the umask (Slurm's sbatch passes it to the jobs).
-
-    The files take the folder's group only when it is setgid (`chmod g+s`, as LUMI's project folders are);
-    else they take this user's primary group, and the returned warning says how to keep them in the
-    folder's. None when nothing needs saying."""
+    """Give what this process writes from now on the group permissions of `folder`, when it is another user's,
+    so a colleague's --resume under `umask 077` leaves the run readable, resumable and verifiable by its owner.
+    Only group bits the folder grants are opened; tasks inherit the umask. Files take the folder's group
+    only when it is setgid (as LUMI's project folders are); else the returned warning says how. None when
+    nothing needs saying."""
     try:
         st = folder.stat()
     except OSError:

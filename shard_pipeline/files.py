@@ -41,14 +41,9 @@ def fsync_file(f: BinaryIO) -> None:
 
 
 class EarlyWriteback:
-    """Starts the disk writing a large file while it is still being written, so that its fsync
-    at the end (or at a checkpoint) finds the bytes on their way and waits less.
-
-    Every `every` bytes, Linux's sync_file_range(SYNC_FILE_RANGE_WRITE) queues the dirty pages
-    and returns; the task goes on computing the next section or row group while the disk works.
-    It promises nothing about durability (the fsync does that) and is skipped where the call is
-    missing or fails.
-    """
+    """Starts the disk writing a large file while it is still being written, so that its fsync waits less:
+    every `every` bytes, sync_file_range(SYNC_FILE_RANGE_WRITE) queues the dirty pages and returns. It
+    promises no durability (the fsync does) and is skipped where the call is missing or fails."""
 
     EVERY = 8 << 20
 
@@ -155,12 +150,9 @@ def naming(path: Path) -> Iterator[None]:
 
 @contextmanager
 def atomic_file(path: Path, mode: int | None = None, sync_dir: bool = True) -> Iterator[BinaryIO]:
-    """A binary file that appears at `path` only if the block ends without an exception.
-    Its OSErrors name `path` (a full disk among them).
-
-    `sync_dir=False` leaves the rename itself undurable: only for a file whose previous
-    version is as good after a crash (a partition checkpoint), to save one fsync per write.
-    """
+    """A binary file that appears at `path` only if the block ends without an exception; its OSErrors name
+    `path`. `sync_dir=False` leaves the rename undurable: only for a file whose previous version is as good
+    after a crash (a partition checkpoint), to save one fsync per write."""
     path = Path(path)
     with naming(path):
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,8 @@
 """The compiled parts (setup.py), used only when built from the source beside them.
 
-An editable install keeps the modules it built; after a `git pull` that changed a `.c` file they would
-be called with another signature. Each module records the sha256 of its source; one that differs from the
-file is not used, and the stage takes its Python path, to the same bytes, until `pip install -e .`
-builds it again.
+After a `git pull` that changed a `.c` file, an editable install's old module would be called with another
+signature: each module records its source's sha256, and one that differs is not used (the Python path
+runs, to the same bytes) until `pip install -e .` builds it again.
 """
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Where the code and its data files are, and where an invocation's defaults live.
 
-The presets, the manifest schema, the dataset card's template and the Slurm batch script ship inside the package, so an
-installed `hplt-shard` finds them as a checkout does. Defaults that name a place (the conf
-`hplt-shard.conf`, `runs/`, `counts-index/`) are relative to `home()`: $HPLT_SHARD_HOME when set,
-else the checkout when the code runs from one (as `./hplt-shard` does), else the current directory.
+The presets, the manifest schema, the card's template and the Slurm batch script ship inside the package,
+so an installed `hplt-shard` finds them as a checkout does; default places are relative to `home()`.
 """
 from __future__ import annotations
 

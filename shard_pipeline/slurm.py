@@ -1,10 +1,7 @@
 """Every Slurm command this code runs, and every SLURM_* variable it reads, in one place.
 
-`call` runs one command (an argv list, never a shell string) with a timeout and never raises: a
-missing command, a timeout and a non-zero exit all come back as an `Answer`, and each caller says
-what that means for it (the submitter refuses, --status shows what it knows, a check is skipped
-with a warning). sbatch and scancel are run by the Slurm executor, which needs their exact
-answers; they go through `call` too.
+`call` runs one command (an argv list) with a timeout and never raises: a missing command, a timeout and
+a non-zero exit all come back as an `Answer`, and each caller says what that means for it.
 """
 from __future__ import annotations
 

@@ -82,16 +82,11 @@ HEAD_TOTAL = 100_000
 
 
 def sample_heads(shards, *, corpus: str, per_shard: int = HEAD_RECORDS, total: int = HEAD_TOTAL) -> HeadSample:
-    """Read the first records of every shard: cheap (about 2 MB of JSON each), enough for quantiles.
+    """Read the first 500 records of every shard (a large run: by `total`): enough for quantiles.
 
-    The submitter reads them serially before any task starts, so the sample is time every run
-    waits for: 500 records a shard (2,000 until 2026-12: 0.8 s of a 120 k-document run's 8 s, for
-    ids and sizes that 500 records estimate as well). A large run is sampled by `total`, unchanged.
-
-    A shard read to its end in the sample has an exact count; the others are estimated from
-    the compressed bytes per record seen. Bad records and corrupt streams are skipped here on
-    purpose: the partition stage reads every byte and reports them; a sample only steers
-    balance and the job layout, never the output.
+    The submitter reads them serially before any task starts, so the sample is time every run waits for.
+    A shard read to its end has an exact count; the others are estimated from the compressed bytes per
+    record. Bad records and corrupt streams are skipped: a sample steers balance and layout, never the output.
     """
     from shard_pipeline.input.reader import BadRecord, CorruptShard, ReadStats, head_records
 

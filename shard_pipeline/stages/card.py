@@ -1,29 +1,12 @@
 """The dataset card (``OUT/README.md``) and the input ledger for a training-ready output.
 
-A folder of shards is only usable by others if it says what it is: the card is a Hugging Face
-dataset README whose YAML front matter makes ``datasets.load_dataset(OUT)`` return the right
-splits, and whose body states the counts, the split rule, the cleaning policy, the balance for
-data-parallel ranks, the provenance and a content notice. The ledger lists every input shard so
-every row can be traced to the file it came from and the license it was packaged under.
+The card is a Hugging Face dataset README whose YAML makes ``datasets.load_dataset(OUT)`` return the right
+splits; the ledger traces every row to its input file and license. Pure functions of their arguments (the
+same output gives the same bytes); the prose is the packaged template ``card.md``, blocks named ``%% name``.
 
-Everything here is a pure function of its arguments: no timestamps, host names or paths unless
-the caller passes them (the same output gives byte-identical files).
-
-The card's prose is the packaged template ``card.md`` (blocks named by a line ``%% name``, each a
-``str.format`` template); this module picks the blocks an output needs and fills in its values.
-
-Layouts (``layout=``):
-
-* ``"dirs"``: ``OUT/train/shard-*.parquet`` and ``OUT/validation/shard-*.parquet``; the
-  ``default`` config maps split ``train`` and split ``validation`` to the two folders.
-* ``"column"``: all shards at ``OUT/shard-*.parquet``, each holding both splits, told apart by
-  the ``split`` column (``"train"``/``"val"``). Hugging Face ``data_files`` map whole files to
-  splits, so one config cannot hold both. The ``default`` config therefore reads the files with
-  the Parquet filter ``split == "train"`` (so ``load_dataset(OUT)["train"]`` never contains a
-  validation row), and a second config ``validation`` reads them with ``split == "val"``. The
-  filter is a ``datasets`` Parquet option since 3.2; an older ``datasets`` refuses the unknown
-  option instead of silently mixing the splits.
-
+In the column layout both splits share the files, and ``data_files`` map whole files, so the ``default``
+config reads them with the Parquet filter ``split == "train"`` and a ``validation`` config with
+``split == "val"`` (``datasets`` >= 3.2; older ones refuse the option rather than mix the splits).
 A split with no rows is left out of the configs (an empty glob is an error for ``datasets``).
 """
 from __future__ import annotations
@@ -60,12 +43,8 @@ def _check_count(where: str, key: str, value: Any, *, optional: bool) -> None:
 
 
 def ledger_rows(inputs: Sequence[Mapping[str, Any]]) -> list[dict]:
-    """One ledger row per input shard, in input order, with exactly ``LEDGER_KEYS`` in that order.
-
-    ``bytes`` and ``mtime`` may be None (a shard read over HTTP has no stat); ``documents`` is the
-    number of records read from the shard; ``license_spdx`` must be non-empty (the ledger exists
-    so that every row can be traced to a license).
-    """
+    """One ledger row per input shard, in input order, with exactly ``LEDGER_KEYS`` in that order; ``bytes``
+    and ``mtime`` are None over HTTP; ``license_spdx`` must be non-empty (the ledger exists to trace it)."""
     rows = []
     for i, inp in enumerate(inputs):
         where = f"ledger input {i}"
@@ -287,13 +266,9 @@ def dataset_card(
 ) -> str:
     """``OUT/README.md``: YAML front matter for the Hub and ``datasets``, then the card body.
 
-    ``manifest``: the output's manifest (``dataset``, ``version``, ``config_sha256``, ``rows``,
-    ``text_bytes``, ``splits``, ``params.val_permille``, ``shards[].bytes``), plus optionally
-    ``balance`` (``balance.balance_report``). ``policy``: ``clean.summary(...)`` (``thresholds``,
-    ``quarantined``, ``reasons``) or None when ``--clean`` was off. ``provenance``: at least
-    ``license_spdx``; optionally ``source``, ``selection``, ``tool``, ``tool_commit``,
-    ``language`` (list of codes for the front matter), ``pretty_name``, ``repo_id`` (used in the
-    usage snippet), and any other key, shown in the provenance table in the given order.
+    ``manifest`` may carry ``balance`` (``balance.balance_report``); ``policy`` is ``clean.summary(...)`` or
+    None without --clean; ``provenance`` needs ``license_spdx``, and its other keys (``source``,
+    ``language``, ``repo_id``, ...) go to the front matter, the usage snippet or the provenance table.
     """
     f = _card_facts(manifest, layout, provenance)
     values = _values(f, provenance, manifest["config_sha256"], ledger_name)

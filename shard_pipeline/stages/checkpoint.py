@@ -1,16 +1,10 @@
 """A partition task's checkpoint: a small fixed-size record plus an append-only receipts log.
 
-The task checkpoints after every input at a cost that does not grow with the inputs before it
-(rewriting every receipt and section so far would be quadratic: 8,000 small files, 291 s):
-each input appends one line to ``task-N.receipts.jsonl`` (that input's receipt and the
-spill sections its run added) and fsyncs it; then the checkpoint, whose size does not grow,
-records the log's length with the spill and quarantine lengths. A restart cuts all three
-files back to those lengths, so what it continues from is exactly what the checkpoint saw.
-
-Order of durability: spill and quarantine fsynced, then the log line fsynced, then the
-checkpoint (temp file fsynced, renamed). The folder is not fsynced after the rename: after a
-crash the previous checkpoint may be the one found, and it is whole and consistent too (it
-names shorter lengths, and the input after it is read again).
+Each input appends one fsynced line to ``task-N.receipts.jsonl`` (its receipt and the sections its run
+added); then the checkpoint, whose size does not grow, records the log's, the spill's and the quarantine's
+lengths, so a checkpoint costs the same after every input (rewriting everything was quadratic: 8,000
+files, 291 s). A restart cuts all three back to those lengths. Durability order: spill and quarantine,
+log line, checkpoint (temp file fsynced, renamed); an older checkpoint found after a crash is consistent too.
 """
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """The quarantine policy (``--clean``): pure checks that set aside broken documents, never edit them.
 
-A training set should not carry documents that are not text: binary blobs decoded as text,
-padding, a page repeated line by line, a minified script as one giant line. Each rule below is a
-conservative check on one document's text; a document that matches any rule is quarantined
-whole (kept verbatim elsewhere and counted by reason), and no kept document is ever rewritten.
-The rules are those of the reference "conservative v2 policy" (64 MiB, runs over 10,000
-characters, ...); the other defaults are chosen so that any normal web page in any language
-(CJK and Thai without spaces, Arabic, code, lists, tables) passes (tests/unit/stages/test_clean_policy.py).
+Each rule is a conservative check on one document's text; a document that matches any is quarantined
+whole (kept verbatim elsewhere, counted by reason), and no kept document is rewritten. The rules are the
+reference "conservative v2 policy"; the other defaults let any normal web page in any language pass
+(tests/unit/stages/test_clean_policy.py).
 
 Exact rules (``n`` = ``len(text)`` in code points, ``B`` = UTF-8 bytes, lines = ``text`` split
 on ``"\\n"``, empty lines ignored; comparisons in IEEE doubles exactly as written):
@@ -22,14 +19,9 @@ on ``"\\n"``, empty lines ignored; comparisons in IEEE doubles exactly as writte
 | ``whitespace_padding`` | ``n >= whitespace_min_chars``, ``str.isspace`` characters ``> whitespace_ratio * n`` and ``str.isalnum`` characters ``< alnum_ratio_below * n`` |
 | ``base64_blob`` | a run of at least ``base64_min_run`` characters from ``[A-Za-z0-9+/=]`` |
 
-Speed: the common case (a few KB of text) costs one ``bytes.translate`` pass over the UTF-8
-bytes (control characters and newlines are counted together; they are told apart only when
-either could be over its threshold) and a memchr for U+FFFD, about what hashing the text costs.
-Every other rule is gated by a length check; the whitespace rule first takes an upper bound
-from a few numpy passes over the bytes. Long runs are found by probing every k-th position (a
-run of k equal characters always covers one), never by a regex that restarts at each position.
-Pass ``utf8=`` when the bytes are at hand (the partition stage hashes them anyway) to skip an
-encode.
+Speed: the common case costs one ``bytes.translate`` pass over the UTF-8 bytes and a memchr for U+FFFD,
+about what hashing the text costs; every other rule is gated by a length check, and runs are found by
+probing every k-th position, never by a regex that restarts at each position.
 """
 from __future__ import annotations
 
@@ -90,11 +82,8 @@ class CleanPolicy:
 
     @staticmethod
     def from_conf(values: Mapping[str, str]) -> "CleanPolicy":
-        """The policy from conf values: ``CLEAN_<FIELD>`` keys (``CONF_KEYS``), other keys ignored.
-
-        Integers are plain decimal digits; ratios are decimal numbers in [0, 1]. An unknown
-        ``CLEAN_*`` key is an error (a typo must not silently keep a default).
-        """
+        """The policy from ``CLEAN_<FIELD>`` conf keys, other keys ignored: integers in decimal digits, ratios
+        in [0, 1]; an unknown ``CLEAN_*`` key is an error (a typo must not silently keep a default)."""
         by_key = {conf_key(f.name): f for f in fields(CleanPolicy)}
         kwargs: dict[str, int | float] = {}
         for key, raw in values.items():
@@ -146,11 +135,8 @@ assert list(CONF_KEYS) == [conf_key(f.name) for f in fields(CleanPolicy)]
 
 
 def summary(policy: CleanPolicy, quarantined: int, reasons: Mapping[str, int]) -> dict:
-    """What the manifest and ``card.dataset_card(policy=...)`` take: thresholds and counts.
-
-    ``reasons`` counts documents per reason; one document can match several, so they may sum to
-    more than ``quarantined``. Every reason is listed, in ``REASONS`` order.
-    """
+    """What the manifest and ``card.dataset_card(policy=...)`` take: thresholds, and counts per reason (in
+    ``REASONS`` order; one document can match several, so they may sum to more than ``quarantined``)."""
     unknown = set(reasons) - set(REASONS)
     if unknown:
         raise ValueError(f"unknown quarantine reasons {sorted(unknown)}")
@@ -235,11 +221,8 @@ def _run_through(seq: str | bytes, p: int, need: int, chars) -> int:
 
 
 def quarantine_reasons(text: str, text_bytes: int, policy: CleanPolicy, *, utf8: bytes | None = None) -> tuple[str, ...]:
-    """Every rule ``text`` matches, in ``REASONS`` order; ``()`` for a clean document.
-
-    ``text_bytes`` is ``len(text.encode("utf-8"))``; ``utf8``, if given, those bytes (saves an
-    encode). A length that disagrees with the text is a ValueError: it is a caller bug.
-    """
+    """Every rule ``text`` matches, in ``REASONS`` order; ``()`` for a clean document. ``text_bytes`` is its
+    UTF-8 length (a disagreeing one is a ValueError), ``utf8`` those bytes when at hand (saves an encode)."""
     p = policy
     raw = utf8 if utf8 is not None else text.encode("utf-8", "surrogatepass")
     nbytes = len(raw)

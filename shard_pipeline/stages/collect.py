@@ -52,10 +52,8 @@ class OnDisk:
 
 def inspect_files(directory: Path, names: list[str]) -> dict[str, OnDisk | None]:
     """Hash and count many shards at once: hashlib and Parquet's decoding release the GIL, so threads use every
-    core the job has. Each file is counted right after it is hashed, from the page cache.
-
-    At HPLT scale finalize re-reads ~10 TB of Parquet; one stream would take hours.
-    """
+    core the job has (HPLT scale: ~10 TB re-read; one stream would take hours). Each file is counted from the
+    page cache right after it is hashed."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(name: str) -> OnDisk | None:

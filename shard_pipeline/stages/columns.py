@@ -72,14 +72,10 @@ def utf8_array(strings: list[str]) -> pa.Array:
 class ReusedBytes:
     """A byte buffer kept from one join to the next, for the texts of a spill run or a row group.
 
-    A new buffer for each is fresh memory that the kernel faults in and zeroes page by page: in
-    the write stage that was 86% of its page faults, ~10% of its CPU (bench/RESULTS.md 4). Kept,
-    its pages are faulted in once. What `join` returned is overwritten by the next `join`: an Arrow
-    array over it must be written out (the spill run, the row group) before then.
-
-    It keeps at most `keep` bytes, the size of a normal run or row group. A larger join (a large
-    document's) gets a buffer of its own, freed with the array over it, as before: the memory
-    model counts a large document's copies once each (`layout.doc_memory`, bench/doc_memory.py).
+    A new buffer each time is fresh memory the kernel faults in and zeroes: in the write stage 86% of its
+    page faults, ~10% of its CPU (bench/RESULTS.md 4). What `join` returned is overwritten by the next
+    `join`, so an array over it must be written out first. A join over `keep` bytes (a large document)
+    gets a buffer of its own, as the memory model counts it (`layout.doc_memory`).
     """
 
     def __init__(self, keep: int) -> None:
@@ -87,12 +83,8 @@ class ReusedBytes:
         self._data = memoryview(bytearray())
 
     def room(self, total: int) -> int:
-        """The size to allocate for a join of `total` bytes: a quarter more, up to `keep`. Joins are
-        rarely the same size (a run ends past its budget by part of a document, a row group short of
-        its bound by part of one), and a buffer of exactly the largest so far was replaced at each new
-        largest: fresh memory again, faulted in and zeroed (bench/RESULTS.md 4). Pages never written
-        are never faulted in, so the headroom costs address space (and at most the rest of the
-        huge page the last written byte is in)."""
+        """The size to allocate for a join of `total` bytes: a quarter more, up to `keep`, so a join a little
+        larger than the last does not take fresh memory again; pages never written are never faulted in."""
         return max(total, min(self.keep, total + total // 4))
 
     def join(self, sources: list, owner: np.ndarray, start: np.ndarray, end: np.ndarray) -> memoryview:
@@ -120,12 +112,9 @@ class ReusedBytes:
 
 
 def gather_strings(arrays: list[pa.Array], positions: np.ndarray, into: ReusedBytes | None = None) -> pa.Array:
-    """`pa.concat_arrays(arrays).take(positions)` for string arrays without nulls, in one copy of the bytes.
-
-    The writer's texts arrive as many small chunks (32-row spill batches) in section order and leave
-    in rank order; concatenating then taking copied every text byte twice (bench/RESULTS.md 4). Here
-    each output value is a slice of its chunk's data buffer, runs of adjacent slices are merged, and
-    the data buffer is joined once, into `into` when given (valid until its next join).
+    """`pa.concat_arrays(arrays).take(positions)` for string arrays without nulls, in one copy of the bytes
+    (concatenating then taking copied every text byte twice: bench/RESULTS.md 4). Runs of adjacent slices
+    are merged and the data joined once, into `into` when given (valid until its next join).
     """
     views, starts, ends, owners = [], [], [], []
     for k, a in enumerate(arrays):

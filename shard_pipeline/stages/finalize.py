@@ -1,9 +1,7 @@
 """Finalize: check every receipt against the plan and the disk, write the manifest, swap OUT.
 
-Nothing reaches OUT unless every shard the plan promised exists in OUT.tmp with the rows and
-the hash its writer recorded, and OUT.tmp holds nothing else. What the manifest says of each shard
-(rows, text bytes, split counts, size, sha256) is read from the file itself, and a receipt that says
-otherwise is refused, named.
+Nothing reaches OUT unless every planned shard is in OUT.tmp as its writer recorded it and OUT.tmp holds
+nothing else; what the manifest says of each shard is read from the file itself.
 """
 from __future__ import annotations
 
@@ -68,9 +66,8 @@ def partition_inputs(run: RunDir, cfg: RunConfig) -> list[InputReceipt]:
 def update_counts_index(cfg: RunConfig, run: RunDir) -> tuple[int, Merge]:
     """Record every input's exact document count (a full read) in the shared counts index.
 
-    Only the index root itself may be made here, and only inside a folder that exists: a run
-    never builds a path such as /projappl/<another project>/... (counts_index.record). A row that
-    knows a file as larger stays unless the run was given --release-changed (counts_index.merge).
+    Only the index root itself may be made here, inside a folder that exists: a run never builds
+    /projappl/<another project>/... A row that knows a file as larger stays unless --release-changed.
     """
     root = cfg.execution.counts_index
     if not root:
@@ -90,11 +87,8 @@ def update_counts_index(cfg: RunConfig, run: RunDir) -> tuple[int, Merge]:
 
 
 def counts_index_step(cfg: RunConfig, run: RunDir) -> tuple[dict[str, Any], list[str]]:
-    """The index update after the swap, as validation.json's fields and its warnings (counts_index.Merge): a failed
-    write is a warning, never a failed run.
-
-    The output is in place by then; the index only saves a later run a count.
-    """
+    """The index update after the swap, as validation.json's fields and its warnings: the output is in place
+    by then, so a failed write is a warning, never a failed run."""
     try:
         counted, merged = update_counts_index(cfg, run)
     except (OSError, ValueError) as exc:  # TimeoutError is an OSError
@@ -286,10 +280,7 @@ def tool_commit(run: RunDir) -> str | None:
 
 def write_extra_files(run: RunDir, cfg: RunConfig, plan: Plan, tmp: Path,
                       manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """OUT's files besides the shards (balance, --clean quarantine and policy, card and ledger), for the manifest.
-
-    Their names (contract/extras.py) keep every reader of OUT on the shards alone.
-    """
+    """OUT's files besides the shards (balance, --clean quarantine and policy, card and ledger), for the manifest."""
     from shard_pipeline.stages import card
     from shard_pipeline.stages.clean_policy import CleanPolicy, summary
     from shard_pipeline.stages.clean_quarantine import write_cleaned

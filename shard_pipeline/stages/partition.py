@@ -33,18 +33,11 @@ from shard_pipeline.stages.spill import ANNOTATED_SPILL_SCHEMA, ANNOTATIONS, SPI
 
 
 class _Buffer:
-    """The documents read since the last spill, held as compactly as a Python loop allows.
+    """The documents read since the last spill (one input's), held as compactly as a Python loop allows.
 
-    Texts and digests go end to end into two bytearrays, numbers into typed arrays; only the
-    short strings stay objects. `table` makes each column from one buffer (`columns`), not
-    object by object, and texts are the UTF-8 bytes `read_into` hashed, taken as they are.
-    A buffer holds one input's documents (a run never spans two inputs): one source number.
-
-    Both text buffers, as read (`texts` up to `fill`) and gathered in id order (`ordered`), keep
-    their memory from run to run (`columns.ReusedBytes` says why), up to `keep` bytes each (the
-    spill budget and a quarter): both are full while a run is sorted, so keeping them raises the
-    peak by no more than the run's IPC sections being written. A run over `keep` (large documents)
-    frees both, as the memory model for large documents assumes (`layout.doc_memory`).
+    Texts and digests go end to end into bytearrays, numbers into typed arrays; `table` builds each column
+    from one buffer. Both text buffers (as read, and in id order) keep their memory from run to run
+    (`columns.ReusedBytes`) up to `keep` bytes; a larger run frees them, as `layout.doc_memory` assumes.
     """
 
     def __init__(self, val_permille: int, keep: int = 1 << 62, annotated: bool = False) -> None:
@@ -99,13 +92,9 @@ class _Buffer:
             self.annotation_bytes += len(rec.annotations)
 
     def sorted_table(self) -> pa.Table:
-        """The buffer as a SPILL_SCHEMA table sorted by id: a copy, so the buffer can be cleared. Its
-        texts are a view of `ordered`, so the table must be written (`_spill`) before the next sort.
-
-        Sorted here, not with `pc.sort_indices` + `take`: Python's stable sort of str compares
-        code points, which is the order of their UTF-8 bytes, so the rows come out in the order
-        Arrow's stable sort gave. Each column is gathered once in that order, and the stage
-        does not import pyarrow.compute (60-90 ms of every task's start-up).
+        """The buffer as a SPILL_SCHEMA table sorted by id, its texts a view of `ordered` (so `_spill` it
+        before the next sort). Python's stable str sort is UTF-8 byte order, Arrow's order, without
+        importing pyarrow.compute (60-90 ms of every task's start-up).
         """
         ids = self.ids
         order = sorted(range(len(ids)), key=ids.__getitem__)

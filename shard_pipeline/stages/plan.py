@@ -1,11 +1,9 @@
 """Plan: fix the global order and the exact row range of every output shard, without reading an id.
 
-Buckets are ordered id ranges and partition counted every (task, run, bucket) section exactly,
-so bucket b starts at the sum of the rows of the buckets before it; shard i is global rows
-[i*R, (i+1)*R), which maps to exact (bucket, offset) ranges. With --split-layout dirs the same
-holds per split (sections count their val rows too), one shard set per split. The plan also proves
-read = kept + quarantined for every input shard, and that none read fewer documents than the counts
-index knows it holds (run/short_inputs.py), before anything is written.
+Partition counted every (task, run, bucket) section exactly, so bucket b starts at the rows of the buckets
+before it and shard i's global rows [i*R, (i+1)*R) map to (bucket, offset) ranges; per split with
+--split-layout dirs. The plan also proves read = kept + quarantined per input, and that none read fewer
+documents than the counts index knows (run/short_inputs.py), before anything is written.
 """
 from __future__ import annotations
 
@@ -122,12 +120,8 @@ def filters_of(conservation: Conservation) -> dict[str, int]:
 
 def byte_balanced_bounds(run: RunDir, cfg: RunConfig, buckets: list[BucketPlan], sections: pa.Table,
                          split: str | None = None) -> list[tuple[int, int]]:
-    """Shard row ranges of one set, balanced by text bytes (balance.py's rule), found bucket by bucket.
-
-    The cut for target t is the first rank whose cumulative text bytes reach t. Buckets give
-    cumulative bytes exactly; only the buckets that hold a cut are ordered (their ids and
-    text_bytes read), so the plan never holds more than one bucket's order.
-    """
+    """Shard row ranges of one set, balanced by text bytes (balance.py's rule), found bucket by bucket: only
+    the buckets that hold a cut are ordered, so the plan never holds more than one bucket's order."""
     from shard_pipeline.stages.balance import (
         cut_targets,
         cuts_from_raw,

@@ -72,16 +72,11 @@ class Section:
 
 
 def section_blob(table: pa.Table, compression: str, into: np.ndarray | None = None) -> pa.Buffer:
-    """One section as an Arrow IPC file in BATCH_ROWS-row batches.
+    """One section as an Arrow IPC file in BATCH_ROWS-row batches, compressed on the calling thread (Arrow's
+    pool costs more CPU than it saves on 32-row buffers). Batches of a large_string run are cast back.
 
-    Compressed on the calling thread: Arrow's thread pool costs more CPU than it saves on
-    buffers of 32 rows (-25% CPU measured, same bytes), and the cores already run other tasks.
-    A run of 2 GiB of text or more arrives with large_string columns: each batch is cast back.
-
-    With `into` (at least `blob_bound(table)` bytes) the blob is written there, a buffer its
-    caller keeps, and is valid until the next call with it: a growing stream took fresh memory
-    for every section, copied it as it grew and had the kernel zero it page by page, ~8% of a
-    partition unit's CPU (bench/RESULTS.md table 4). The bytes are the same either way.
+    With `into` (at least `blob_bound(table)` bytes) the blob is written into that kept buffer, valid
+    until the next call: a growing stream cost ~8% of a partition unit's CPU (bench/RESULTS.md table 4).
     """
     sink = pa.BufferOutputStream() if into is None else pa.FixedSizeBufferWriter(pa.py_buffer(into))
     opts = pa.ipc.IpcWriteOptions(compression=compression, use_threads=False)
@@ -259,12 +254,8 @@ class SpillReader:
 
 
 class _SectionFile(io.RawIOBase):
-    """One section of a spill file as a file of its own, read with pread.
-
-    A memory map of the spill file would keep every page a writer touched in its RSS (file-backed:
-    reclaimable, but a cgroup charges it to the job), so a writer's RSS would grow with its bucket. Through this window Arrow copies only the buffers it asks for (with
-    `included_fields`, only those columns' bytes), and they are freed with the batch.
-    """
+    """One section of a spill file as a file of its own, read with pread: a memory map would keep every page
+    a writer touched in its cgroup-charged RSS; here Arrow copies only the buffers it asks for."""
 
     def __init__(self, fd: int, s: Section):
         super().__init__()
@@ -303,11 +294,8 @@ class _SectionFile(io.RawIOBase):
 
 
 class SectionCursor:
-    """Reads one section front to back, keeping its last decoded batch.
-
-    A writer consumes every section of a bucket in order, a few rows per row group; keeping
-    the one batch that straddles two row groups means each batch is decompressed once.
-    """
+    """Reads one section front to back, keeping its last decoded batch: the one that straddles two row
+    groups, so each batch is decompressed once."""
 
     def __init__(self, spill: SpillReader, s: Section):
         self._reader = spill._reader(s)

@@ -38,9 +38,8 @@ from shard_pipeline.stages.spill import ANNOTATIONS, Section, SectionCursor, rea
 class ShardRanks:
     """Where each rank of one shard lives, in rank order: its bucket, section (within the bucket), row, text bytes.
 
-    Built from the bucket orders in one forward pass, so a write unit sorts each bucket once, whatever
-    its shards and row groups. Holds slices of the orders (~24 B per rank), not whole buckets: a
-    writer's memory stays one bucket's order plus one shard's ranks.
+    Built in one forward pass over the bucket orders, so each bucket is sorted once; it holds slices
+    (~24 B per rank), so a writer's memory stays one bucket's order plus one shard's ranks.
     """
 
     bucket: np.ndarray
