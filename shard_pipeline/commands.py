@@ -11,20 +11,14 @@ README_WAY = "./hplt-shard"  # how the README starts the tool, from the checkout
 NAME = "hplt-shard"  # the installed command
 
 
-def started_by() -> str | None:
-    """The tool's absolute path: as it was started (cli.command), else the checkout's `hplt-shard` this
-    code belongs to (a task rerun by hand with `python -m`), else the installed command on PATH."""
+def program() -> str:
+    """How a printed step starts the tool: `./hplt-shard` when that is the one in the current directory
+    (the README's way), `hplt-shard` when PATH finds it, else the absolute path it was started by (the
+    environment's, else this checkout's, else the installed command), which pastes from anywhere."""
     from shard_pipeline.paths import checkout_root
 
     checkout = checkout_root()
-    return os.environ.get(PROGRAM_ENV) or (str(checkout / NAME) if checkout else shutil.which(NAME))
-
-
-def program() -> str:
-    """How a printed step starts the tool: `./hplt-shard` when that is the one in the current directory
-    (the README's way), `hplt-shard` when PATH finds it, else the absolute path it was started by, which
-    pastes from anywhere."""
-    path = started_by()
+    path = os.environ.get(PROGRAM_ENV) or (str(checkout / NAME) if checkout else shutil.which(NAME))
     if not path:
         return README_WAY
     for way in (README_WAY, shutil.which(NAME)):
