@@ -23,10 +23,7 @@ def checkout_root() -> Path | None:
 
 
 def home() -> Path:
-    """The folder default paths are relative to: $HPLT_SHARD_HOME, else the checkout, else the current directory.
-
-    HPLT_SHARD_HOME keeps runs/ and counts-index/ off a shared or read-only checkout (and the tests
-    out of the developer's checkout).
-    """
+    """The folder default paths are relative to: $HPLT_SHARD_HOME (keeps runs/ and counts-index/ off a shared
+    or read-only checkout), else the checkout, else the current directory."""
     chosen = os.environ.get("HPLT_SHARD_HOME")
     return Path(chosen).expanduser().resolve() if chosen else checkout_root() or Path.cwd()

@@ -11,10 +11,8 @@ _DECIMAL = (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
 
 
 def human_bytes(n: float) -> str:
-    """Decimal units (1 kB = 1000 B) with two decimals, as `du --si` and storage quotas count.
-
-    The dataset card prints it, so it is part of the output bytes: TB stays the largest unit.
-    """
+    """Decimal units (1 kB = 1000 B) with two decimals, as `du --si` and storage quotas count. The dataset
+    card prints it, so it is part of the output bytes: TB stays the largest unit."""
     for unit, size in _DECIMAL:
         if abs(n) >= size:
             return f"{n / size:.2f} {unit}"

@@ -39,11 +39,8 @@ def reader_problem(name: str) -> str | None:
 
 
 def ledger_problems(ledger: object, listed: set[str]) -> list[str]:
-    """What is wrong with the manifest's ``ledger`` given the files OUT lists; [] when nothing is.
-
-    ``ledger`` is null (no ``--dataset-card``), a file OUT lists, or a reference outside OUT (``write_shards``'
-    default ``corpus/LEDGER.jsonl``); a ``_``/``.``-prefixed name is OUT's own, so OUT must hold it.
-    """
+    """What is wrong with the manifest's ``ledger`` (null without --dataset-card, a file OUT lists, or a reference
+    outside OUT) given the files OUT lists; [] when nothing is. A ``_``/``.`` name is OUT's own: OUT must hold it."""
     bad = []
     if ledger is not None and not isinstance(ledger, str):
         return [f"ledger must be a string or null, got {ledger!r}"]

@@ -19,11 +19,8 @@ MANIFEST_FORMAT = "hplt-shard/corpus-shard/1"
 
 
 def manifest_sets(manifest: dict[str, Any]) -> list[tuple[str, str | None, list[dict[str, Any]]]]:
-    """(folder, split, shard entries) of each shard set a manifest lists, in manifest order.
-
-    An entry belongs to the set whose folder it is in; one in no set's folder is in none (the
-    verifier reports it).
-    """
+    """(folder, split, shard entries) of each shard set a manifest lists, in manifest order; an entry in no
+    set's folder is in none (the verifier reports it)."""
     sets = shard_sets(manifest["params"].get("split_layout", "column"))
     if sets == [("", None)]:
         return [("", None, list(manifest["shards"]))]
@@ -75,10 +72,8 @@ def build_manifest(
     files: Sequence[dict[str, Any]] = (),
     split_layout: str = "column",
 ) -> dict[str, Any]:
-    """The manifest, keys in the documented order (docs/formats/corpus-shard.md).
-
-    `params.split_layout` appears only for "dirs", so column-layout manifests keep their bytes.
-    """
+    """The manifest, keys in the documented order; `params.split_layout` only for "dirs", so column-layout
+    manifests keep their bytes."""
     params: dict[str, Any] = {"shard_rows": shard_rows, "val_permille": val_permille, "row_group_bytes": row_group_bytes}
     if split_layout != "column":
         shard_sets(split_layout)  # validates

@@ -90,10 +90,8 @@ def own_file_name(name: Any) -> bool:
 
 
 def holdings(out: Path, manifest: dict[str, Any]) -> Holdings:
-    """Walk OUT (never following a link, never entering a folder no listed file lies in) and stat each listed file.
-
-    Cost: one readdir per folder that holds listed files and one lstat per listed file (~100 k at HPLT scale).
-    """
+    """Walk OUT (never following a link, never entering a folder no listed file lies in) and stat each listed
+    file: one readdir per such folder, one lstat per listed file (~100 k at HPLT scale)."""
     sizes = listed_sizes(manifest)
     folders = {p.as_posix() for name in sizes for p in Path(name).parents} - {"."}
     foreign, inside = [], []

@@ -99,10 +99,8 @@ def check_tmp_free(out: Path, owner: str, step: str = NEW_RUN_STEP, of_a_root: b
 
 
 def fresh_tmp_dir(out: Path, owner: str, step: str = NEW_RUN_STEP) -> Path:
-    """`out.tmp`, empty but for its marker naming `owner`: one left by the same owner is removed first.
-
-    An `out.tmp` without the marker, or marked by another owner, is refused and never removed.
-    """
+    """`out.tmp`, empty but for its marker naming `owner`: one left by the same owner is removed first; one
+    without the marker, or marked by another owner, is refused and never removed."""
     check_tmp_free(out, owner, step)
     tmp = tmp_dir_for(out)
     if tmp.exists():
@@ -219,11 +217,8 @@ def check_not_mounted(out: Path, new_run: bool = True) -> None:
 
 
 def parking_dir_for(out: Path, of_a_root: bool = False) -> Path:
-    """Where the fallback swap parks the previous OUT for the two syscalls between its renames.
-
-    A folder this run makes (exclusively) and marks, never a name the user may already use:
-    `OUT.old` is where users keep a previous output by hand, and it must never be deleted.
-    """
+    """Where the fallback swap parks the previous OUT between its renames: a folder this run makes exclusively
+    and marks, never `OUT.old`, where users keep a previous output by hand."""
     return beside(out, PARKING_SUFFIX, of_a_root)
 
 

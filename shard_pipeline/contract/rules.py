@@ -71,10 +71,8 @@ class ShardFile:
 
 
 def split_of(sha256: bytes, val_permille: int) -> str:
-    """'val' when the first 8 bytes of the text's SHA-256, big-endian, mod 1000 are < val_permille.
-
-    A function of the text alone: exact copies never straddle train and val.
-    """
+    """'val' when the first 8 bytes of the text's SHA-256, big-endian, mod 1000 are < val_permille: a function
+    of the text alone, so exact copies never straddle train and val."""
     check_val_permille(val_permille)
     if not isinstance(sha256, (bytes, bytearray)) or len(sha256) != 32:
         raise ValueError("sha256 must be the 32-byte SHA-256 digest of the text")
@@ -127,11 +125,8 @@ def shard_bounds(rows: int, shard_rows: int) -> list[tuple[int, int]]:
 
 
 def row_group_bounds(text_bytes: Sequence[int], budget: int) -> list[tuple[int, int]]:
-    """Cut consecutive rows into groups whose text bytes sum to at most `budget`.
-
-    A group is cut *before* it would overflow; a row longer than the budget gets a group of
-    its own (also when it is the first row of a shard).
-    """
+    """Cut consecutive rows into groups whose text bytes sum to at most `budget`, each cut *before* it would
+    overflow; a row longer than the budget gets a group of its own."""
     bounds: list[tuple[int, int]] = []
     start, acc = 0, 0
     for i, b in enumerate(text_bytes):
@@ -145,10 +140,8 @@ def row_group_bounds(text_bytes: Sequence[int], budget: int) -> list[tuple[int, 
 
 
 def doc_row(doc: Doc, val_permille: int) -> dict[str, Any]:
-    """Validate one Doc and compute its columns (all but minhash_cluster, which needs the order).
-
-    Returns the row plus two private keys: `_cluster` (the cluster key) and `_pii` (per-kind counts).
-    """
+    """Validate one Doc and compute its columns but minhash_cluster (it needs the order), plus two private
+    keys: `_cluster` (the cluster key) and `_pii` (per-kind counts)."""
     if not isinstance(doc, Doc):
         raise TypeError(f"expected Doc, got {type(doc).__name__}")
     if not isinstance(doc.id, str) or not doc.id:

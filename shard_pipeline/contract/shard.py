@@ -67,10 +67,8 @@ def write_shards(
     ledger_ref: str | None = "corpus/LEDGER.jsonl",
     config_sha256: str = "0" * 64,
 ) -> dict[str, Any]:
-    """Write `docs` as contract shards into `out`, atomically; return the manifest.
-
-    Reads every document first (it sorts). Every check runs before anything is written.
-    """
+    """Write `docs` as contract shards into `out`, atomically; return the manifest. Reads every document
+    first (it sorts); every check runs before anything is written."""
     out = Path(out)
     check_positive("shard_rows", shard_rows)
     check_positive("row_group_bytes", row_group_bytes)
@@ -123,11 +121,8 @@ class TamperedShard(Exception):
 
 
 def _verified_open(out: Path, entry: dict[str, Any]) -> BinaryIO:
-    """Open a shard, hash it through that same open file, and return it rewound.
-
-    Parsing from the file object that was hashed means a replace of OUT between the check and
-    the read cannot slip unverified bytes in: the open file keeps the verified inode.
-    """
+    """Open a shard, hash it through that same open file, and return it rewound: the open file keeps the
+    verified inode, so a replace of OUT between the check and the read cannot slip other bytes in."""
     path = Path(out) / entry["name"]
     f = open(path, "rb")
     _, digest = sha256_of(f)
@@ -139,10 +134,8 @@ def _verified_open(out: Path, entry: dict[str, Any]) -> BinaryIO:
 
 
 def read_shards(out: Path, split: str | None = None) -> Iterator[Doc]:
-    """Yield the rows of every shard in manifest order, each file verified against its hash first.
-
-    Arguments and the manifest are checked when called, not on first iteration.
-    """
+    """Yield the rows of every shard in manifest order, each file verified against its hash first; the
+    arguments and the manifest are checked when called, not on first iteration."""
     if split is not None and split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS} or None, got {split!r}")
     manifest = load_manifest(out)

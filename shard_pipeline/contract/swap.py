@@ -180,11 +180,9 @@ class Swapped:
 def swap_into_place(tmp: Path, out: Path) -> Swapped:
     """Make `tmp` the new `out`; at every moment `out` is the complete old or the complete new one.
 
-    One renameat2(RENAME_EXCHANGE), or where a filesystem lacks it two renames through this run's marked
-    OUT.replaced, which a resumed run puts back first (restore_parked). The old version is then deleted
-    by its manifest's list (remove_previous). The marker travels with the shards and is removed right
-    after: a failed rename leaves `tmp` marked as its run's, so that run can resume.
-    Returns what OUT held before, and the warnings the user must see.
+    One renameat2(RENAME_EXCHANGE), else two renames through this run's marked OUT.replaced (restore_parked
+    undoes a stop between them); the old version is then deleted by its manifest's list. The marker is
+    removed right after, so a failed rename leaves `tmp` its run's. Returns what OUT held, and warnings.
     """
     owner = tmp_owner(tmp) or WRITE_SHARDS_OWNER
     restore_parked(out, owner)

@@ -197,10 +197,8 @@ def _ids_of(out: Path, entries: list[dict[str, Any]]) -> Iterator[tuple[bytes, s
 
 
 def _check_ids_across_sets(out: Path, m: dict[str, Any], rep: _Report) -> None:
-    """An id is unique in the whole output, not only in its set: merge the sets' sorted id streams.
-
-    Reads the id column once more (a few percent of the bytes); memory stays one row group per set.
-    """
+    """An id is unique in the whole output, not only in its set: merge the sets' sorted id streams (the id
+    column read once more; memory one row group per set)."""
     sets = manifest_sets(m)
     if len(sets) < 2:
         return
@@ -236,11 +234,8 @@ def _check_one(out: Path, e: dict[str, Any], first: int, last: bool, n: int, rul
 
 
 def verify_output(out: Path, *, deep: bool = True) -> list[Problem]:
-    """Every way the folder `out` breaks the corpus-shard contract; [] when it verifies.
-
-    deep=False skips the per-row checks but still hashes every file and reads the text column
-    for the row-group and text-byte checks.
-    """
+    """Every way the folder `out` breaks the corpus-shard contract; [] when it verifies. deep=False skips the
+    per-row checks, still hashing every file and reading the text column for the row-group and byte checks."""
     out = Path(out)
     rep = _Report()
     if not out.is_dir():

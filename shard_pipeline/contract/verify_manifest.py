@@ -112,10 +112,8 @@ def _expected_key_orders() -> dict[str, list[str]]:
 
 @functools.lru_cache(maxsize=1)
 def _schema_validator() -> Any:
-    """The validator of the packaged corpus-manifest.schema.json; always on (jsonschema is a hard dependency).
-
-    Imported here, on the first --verify, so that every other command starts without it.
-    """
+    """The validator of the packaged corpus-manifest.schema.json, imported on the first --verify so that
+    every other command starts without jsonschema."""
     import jsonschema
 
     schema = json.loads(MANIFEST_SCHEMA.read_text(encoding="utf-8"))

@@ -18,12 +18,9 @@ from shard_pipeline.contract.verify_manifest import _Report, _short
 
 @dataclass
 class GroupCutChecker:
-    """Check, one row group at a time, that a shard's groups equal row_group_bounds(sizes, budget).
-
-    Equivalent to comparing with row_group_bounds: the greedy rule makes a group of 2+ rows
-    fit the budget, and closes every group (but a shard's last) only when the next row would
-    not fit. Only the previous group's total is kept.
-    """
+    """Check, one row group at a time, that a shard's groups equal row_group_bounds(sizes, budget): the greedy
+    rule makes a group of 2+ rows fit the budget and closes every group but a shard's last only when the next
+    row would not fit, so only the previous group's total is kept."""
 
     budget: int
     prev_total: int | None = None

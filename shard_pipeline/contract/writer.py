@@ -49,11 +49,8 @@ class _HashingSink:
 
 
 def write_shard_file(path: Path, groups: Iterable[pa.Table]) -> ShardFile:
-    """Write one shard: one Parquet row group per table in `groups`, zstd, the contract schema.
-
-    Each table is written as exactly one row group (combined into single chunks first, so the
-    bytes do not depend on how the caller's arrays were chunked). The file is fsynced.
-    """
+    """Write one fsynced shard, one Parquet row group per table in `groups` (combined into single chunks
+    first, so the bytes do not depend on the caller's chunking), zstd, the contract schema."""
     with naming(path):  # a full disk names the shard
         return _write_shard_file(path, groups)
 

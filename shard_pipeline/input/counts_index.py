@@ -267,10 +267,8 @@ class Merge:
 
 
 def merge(lines: Sequence[str], rows: Sequence[CountRow], accept_smaller: bool) -> tuple[list[str], Merge]:
-    """The index's data lines with `rows` merged in, in natural shard order, lines of another layout last.
-
-    A row never replaces one that knows the file as larger or with more documents unless
-    `accept_smaller` (the release changed): a file cut short must not erase the evidence."""
+    """The index's data lines with `rows` merged in, in natural shard order, lines of another layout last. A
+    row never replaces a larger one unless `accept_smaller`: a file cut short must not erase the evidence."""
     last: dict[str, CountRow | ImpossibleRow] = {}
     kept_lines: dict[str, str] = {}
     foreign: list[str] = []

@@ -113,11 +113,8 @@ class _Download:
 
 
 def _http_chunks(url: str, retries: int, backoff: float, count: Callable[[int], None] | None) -> Iterator[bytes]:
-    """Yield the body of ``url``, resuming with Range requests after a drop.
-
-    ``retries`` counts consecutive attempts that brought no new bytes (progress resets it). The total
-    length (Content-Length / Content-Range) is checked at the end: a body cut short is never a short shard.
-    """
+    """Yield the body of ``url``, resuming with Range requests after a drop; ``retries`` counts consecutive
+    attempts that brought no new bytes. The total length is checked at the end: a body cut short is no shard."""
     import http.client
     import urllib.error
     import urllib.request

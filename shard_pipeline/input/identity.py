@@ -81,10 +81,8 @@ def known_hplt_roots(preset_values: list[dict[str, str]]) -> dict[str, set[str]]
 
 
 def index_key(corpus: str, root: Path | None, known: dict[str, set[str]], name: str | None = None) -> tuple[str, str]:
-    """(corpus dir, subset dir) of the root's rows: ``v4/clean`` for a known HPLT root, else ``custom/<name>-<hash>``.
-
-    `root` None means inputs listed from the HPLT v3 map (trusted by name, as the sampler does).
-    """
+    """(corpus dir, subset dir) of the root's rows: ``v4/clean`` for a known HPLT root, else
+    ``custom/<name>-<hash>``; `root` None: inputs from the HPLT v3 map (trusted by name, as the sampler does)."""
     if root is None:
         return corpus, URL_SUBSET
     real = _real(root)

@@ -100,12 +100,8 @@ def iter_records(
 
 def head_records(shard: InputShard, *, corpus: str, quarantine: QuarantineWriter, stats: ReadStats
                  ) -> Iterator[tuple[int, str, int]]:
-    """(line, id, UTF-8 bytes of the text) of every good record, in order, for the head sample.
-
-    The records and counts of :func:`iter_records` in quarantine mode, from the native scan when
-    it is built: the sample needs no text, so no `str` of one is made. ``stats.read`` counts the
-    lines up to the last one yielded, as :func:`iter_records` does when its caller stops early.
-    """
+    """(line, id, UTF-8 bytes of the text) of every good record, for the head sample: :func:`iter_records`'
+    records and counts in quarantine mode, from the native scan when it is built (no text `str` is made)."""
     if native_scan is None:
         for rec in iter_records(shard, corpus=corpus, bad_records="quarantine", quarantine=quarantine, stats=stats):
             yield rec.line, rec.id, len(rec.text.encode("utf-8"))
@@ -206,11 +202,8 @@ class ShardLines:
 
 
 class _LineBatches:
-    """Complete lines (each keeps its b"\\n"), one list per decompressed chunk.
-
-    ``BytesIO.readlines`` finds newlines with memchr, about 10x faster than ``bytes.split``; a line
-    longer than a chunk grows in one bytearray, so a 200 MB document is held once.
-    """
+    """Complete lines (each keeps its b"\\n"), one list per decompressed chunk: ``BytesIO.readlines`` uses
+    memchr (10x ``bytes.split``); a line longer than a chunk grows in one bytearray, held once."""
 
     def __init__(self, chunks: Iterator[bytes], stats: ReadStats) -> None:
         self.chunks = chunks

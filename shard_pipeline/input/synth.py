@@ -31,11 +31,8 @@ _SPECIAL_WORDS = ("café", "Straße", "naïve", "Zürich", "€1,200", "中文",
 
 
 def _word_table(size: int = 6000, slots: int = 1 << 16, seed: int = 20260101) -> tuple[str, ...]:
-    """65,536 word slots filled with Zipf-like frequencies; the same on every machine.
-
-    Drawing a document is then one ``randbytes`` call and a C-level lookup,
-    which keeps generating 100 MB of fixtures to seconds.
-    """
+    """65,536 word slots filled with Zipf-like frequencies, the same on every machine: a document is one
+    ``randbytes`` call and a C-level lookup, so 100 MB of fixtures take seconds."""
     rng = random.Random(seed)
     syllables = [c + v for c in "bcdfghjklmnprstvwz" for v in ("a", "e", "i", "o", "u", "ou", "ai")]
     words: set[str] = set()
@@ -112,10 +109,7 @@ def _lid(lang: str, rng: random.Random) -> dict:
 
 
 def _with_pii(text: str, rng: random.Random) -> tuple[str, list[list[int]]]:
-    """Sometimes append an e-mail address; return the text and its PII spans.
-
-    Spans are [start, end) code-point offsets, as the HPLT annotator stores them.
-    """
+    """Sometimes append an e-mail address; the text and its PII spans ([start, end) code points, as HPLT's)."""
     if rng.random() >= 0.2:
         return text, []
     email = f"{rng.choice(('anna', 'jussi', 'li'))}@example.org"

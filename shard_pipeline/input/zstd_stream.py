@@ -141,11 +141,8 @@ class _FrameWalker:
 
 
 class _WalkedSource:
-    """The file-like source ``stream_reader`` pulls from: compressed chunks, walked as they pass.
-
-    Bytes after a structural error are withheld, so everything before it is
-    still decompressed and yielded, and the error is raised where it occurred.
-    """
+    """The file-like source ``stream_reader`` pulls from: compressed chunks, walked as they pass. Bytes after
+    a structural error are withheld, so all before it is still yielded and the error raised where it is."""
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
         self.chunks = chunks
@@ -232,11 +229,8 @@ def head_density(prefix: bytes) -> tuple[int, float] | None:
 
 def steady_density(prefix: bytes) -> tuple[int, float] | None:
     """(compressed bytes, lines) of a shard past its first WARM_BYTES, at zstd's steady rate; None when
-    `prefix` (DEEP_BYTES of the shard) reaches no further.
-
-    A shard's first blocks compress with no history: the first 128 KiB of the bench's shards take 1.6x
-    the bytes per document of the whole file. Between 256 KiB and 1 MiB the rate is the file's within 1-2%.
-    """
+    `prefix` reaches no further. A head compresses with no history (the bench's first 128 KiB: 1.6x the
+    bytes per document); between 256 KiB and 1 MiB the rate is the file's within 1-2%."""
     warm, whole = head_density(prefix[:WARM_BYTES]), head_density(prefix)
     if warm is None or whole is None or whole[0] <= warm[0] or whole[1] <= warm[1]:
         return None
@@ -291,11 +285,8 @@ class _DecompressedRaw(io.RawIOBase):
 
 
 def open_decompressed(location: str, *, retries: int = HTTP_RETRIES, backoff: float = HTTP_BACKOFF) -> BinaryIO:
-    """Open a local ``.jsonl.zst`` path or an http(s) URL as a decompressed binary stream.
-
-    :class:`CorruptShard` when it is empty, not zstd, corrupt, truncated inside a frame, or (HTTP) still
-    short after ``retries`` retries. Its line number may run ahead of what the caller has read.
-    """
+    """A local ``.jsonl.zst`` path or an http(s) URL as a decompressed binary stream across frames;
+    :class:`CorruptShard` when it is empty, not zstd, corrupt, truncated or (HTTP) still short after retries."""
     if not is_url(location) and not os.path.exists(location):
         raise FileNotFoundError(f"{location}: no such shard")
     raw = _DecompressedRaw(location, inflate(compressed_chunks(location, retries, backoff, None)))

@@ -22,10 +22,8 @@ from shard_pipeline.stages.spill import Section, SpillWriter
 
 
 class PartitionCheckpoint:
-    """Where a partition task stood after its last whole input; `save` costs the same for every input.
-
-    A checkpoint that is not this run's (damaged, another configuration or code version: run/records.py)
-    is not continued from: the task starts over."""
+    """Where a partition task stood after its last whole input; one that is not this run's (damaged, another
+    configuration or code version: run/records.py) is not continued from."""
 
     def __init__(self, run: RunDir, task: int, made: Made):
         self.made = made

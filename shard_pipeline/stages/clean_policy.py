@@ -181,11 +181,8 @@ def _count_space(text: str) -> int:
 
 
 def _has_char_run(text: str, need: int) -> bool:
-    """True if some character occurs ``need`` times in a row.
-
-    Any ``need`` consecutive positions contain a multiple of ``need``, so probing those positions
-    finds every such run; a probe costs O(1) unless a neighbour is the same character.
-    """
+    """True if some character occurs ``need`` times in a row: any ``need`` consecutive positions hold a
+    multiple of ``need``, so probing those finds every run, each probe O(1) unless a neighbour is equal."""
     n = len(text)
     if n < need:
         return False

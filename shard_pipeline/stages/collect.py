@@ -72,10 +72,8 @@ def inspect_files(directory: Path, names: list[str]) -> dict[str, OnDisk | None]
 
 
 def unexpected_files(tmp: Path, expected: set[str]) -> list[str]:
-    """Paths under OUT.tmp (relative, folders included) that are not `expected`: left by an attempt cut short.
-
-    Folders that hold an expected file (at any depth, e.g. `__quarantine/` and `__quarantine/clean/`) are expected too.
-    """
+    """Paths under OUT.tmp (relative, folders included) that are not `expected` or a folder holding one:
+    left by an attempt cut short."""
     allowed = expected | ({p.as_posix() for name in expected for p in Path(name).parents} - {"."})
     return sorted(rel for rel in (p.relative_to(tmp).as_posix() for p in tmp.rglob("*")) if rel not in allowed)
 

@@ -48,11 +48,8 @@ def offsets_of(sizes: np.ndarray) -> np.ndarray:
 
 
 def string_array(data, offsets: np.ndarray) -> pa.Array:
-    """A string array over `data` (bytes-like, valid UTF-8), value i at [offsets[i], offsets[i+1]).
-
-    large_string when the values pass int32 offsets (a spill budget of 2 GiB or more):
-    sorting and slicing work on it, and IPC batches are cast back (`spill.section_blob`).
-    """
+    """A string array over `data` (valid UTF-8), value i at [offsets[i], offsets[i+1]); large_string past
+    int32 offsets (a spill budget of 2 GiB or more; `spill.section_blob` casts IPC batches back)."""
     n = len(offsets) - 1
     if offsets[-1] > MAX_STRING_BYTES:
         return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))

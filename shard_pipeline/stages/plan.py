@@ -51,10 +51,7 @@ def assign_write_tasks(shard_rows: list[int], tasks: int) -> list[WriteTask]:
 
 def bucket_plans(sections: pa.Table, buckets: int, split: str | None = None) -> list[BucketPlan]:
     """Per-bucket rows, bytes, start and section range of one shard set; `sections` sorted by bucket.
-
-    Vectorised (cumulative sums over the sorted sections): at HPLT scale there are tens of
-    millions of sections, too many for a Python loop.
-    """
+    Vectorised: at HPLT scale there are tens of millions of sections."""
     b = sections.column("bucket").to_numpy()
     if len(b) and (int(b.max()) >= buckets or int(b.min()) < 0):
         raise PlanError(f"sections name buckets outside 0..{buckets - 1}")

@@ -36,11 +36,8 @@ from shard_pipeline.stages.spill import ANNOTATIONS, Section, SectionCursor, rea
 
 @dataclass(frozen=True, eq=False)
 class ShardRanks:
-    """Where each rank of one shard lives, in rank order: its bucket, section (within the bucket), row, text bytes.
-
-    Built in one forward pass over the bucket orders, so each bucket is sorted once; it holds slices
-    (~24 B per rank), so a writer's memory stays one bucket's order plus one shard's ranks.
-    """
+    """Where each rank of one shard lives, in rank order: bucket, section, row, text bytes. Built in one pass
+    over the bucket orders; holds slices (~24 B per rank), so a writer holds one bucket's order and one shard."""
 
     bucket: np.ndarray
     section: np.ndarray
