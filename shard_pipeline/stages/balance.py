@@ -27,10 +27,8 @@ of any contiguous run of shards is within one document's bytes of its share (unl
 moved it, which takes documents larger than a shard). That is why one set of cuts serves every
 R that divides n at once.
 
-The streaming form (``cut_targets`` + ``cuts_in_block`` + ``cuts_from_raw``)
-needs only the row sizes of one block at a time, for a plan that cannot hold billions of them. A positive
-target falls in exactly one block (the one with ``before < target <= before + sum(block)``);
-a target of 0 (only when T < n) falls in no block and its raw cut is 1 (c[0] >= 0).
+The streaming form (``cut_targets`` + ``cuts_in_block`` + ``cuts_from_raw``) needs only the row sizes
+of one block at a time, for a plan that cannot hold billions of them.
 """
 from __future__ import annotations
 
