@@ -139,12 +139,9 @@ def _make_marked(tmp: Path, owner: str, out: Path) -> None:
 
 
 def check_replaceable(out: Path, new_run: bool = True) -> Holdings | None:
-    """Refuse to replace anything that is not a previous output (a typo must not delete $HOME).
-
-    Returns what OUT holds (None: absent or empty); a damaged previous output (contract/previous.py) is
-    replaced as well: re-running is how it is repaired. `new_run` False: a run under way, so no message
-    offers another --out.
-    """
+    """Refuse to replace anything that is not a previous output (a typo must not delete $HOME); return what
+    OUT holds (None: absent or empty). A damaged previous output (contract/previous.py) is replaced too:
+    re-running repairs it. `new_run` False: a run under way, so no message offers another --out."""
     check_not_mounted(out, new_run)
     if out.is_symlink():
         raise NotReplaceable(f"{out} is a symbolic link (to {os.readlink(out)}); a run never replaces what a link "

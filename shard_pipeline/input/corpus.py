@@ -359,13 +359,10 @@ def find_shards(
     warn: Callable[[str], None] | None = None,
     corpus_name: str | None = None,
 ) -> list[InputShard]:
-    """The selected shards of ``lang``, in a fixed order whatever the directory listing order.
-
-    A local root wins over ``base_url``. Release names sort by (bin, n, src) numerically (``9_2`` before
-    ``9_10``), other names naturally after them. A bad spec is a ValueError; a missing root, an unknown
-    language, an empty selection or entries that look like data but would not be read are an
-    :class:`InputError`; other unexpected entries go to `warn`.
-    """
+    """The selected shards of ``lang`` (a local root wins over ``base_url``), in a fixed order whatever the
+    listing: release names by (bin, n, src) numerically, other names naturally after them. A bad spec is a
+    ValueError; a missing root, an unknown language, an empty selection or entries that look like data but
+    would not be read are an :class:`InputError`; other unexpected entries go to `warn`."""
     _check_corpus(corpus)
     if not lang or "/" in lang or lang.startswith("."):
         raise InputError(f"bad language code {lang!r}")

@@ -88,12 +88,10 @@ def iter_records(
     stats: ReadStats,
     annotations: tuple[str, ...] = (),
 ) -> Iterator[HpltRecord]:
-    """Yield every good record of ``shard``; report every other line (split on ``b"\\n"`` only).
-
-    ``bad_records="fail"`` raises :class:`BadRecord` at the first bad line; ``"quarantine"`` counts it by
-    reason and writes it to ``quarantine``. Arguments are checked before the first line is read. With
-    ``annotations`` each record carries those fields, and every line takes the strict path.
-    """
+    """Yield every good record of ``shard``; report every other line (split on ``b"\\n"`` only), checking
+    the arguments before the first line. ``bad_records="fail"`` raises :class:`BadRecord` at the first bad
+    line; ``"quarantine"`` counts it by reason and writes it to ``quarantine``. With ``annotations`` each
+    record carries those fields, and every line takes the strict path."""
     return _records(ShardLines(shard, corpus=corpus, bad_records=bad_records, quarantine=quarantine, stats=stats,
                                annotations=annotations))
 

@@ -33,12 +33,9 @@ _FCS_BYTES = ((0, 1), (2, 2), (4, 4), (8, 8))  # [FCS flag][Single_Segment_flag]
 
 class _FrameWalker:
     """Follows zstd frame and block headers (RFC 8878) over the compressed bytes, without decompressing.
-
-    ``stream_reader`` returns a short stream, without an error, when its input stops inside a frame, and
-    ``decompressobj`` cannot bound its output; so ``stream_reader`` decompresses and this walker says
-    whether the input ended at a frame boundary, and names the first byte that is not a frame. A cut
-    exactly at a frame boundary is only caught by a known size or count.
-    """
+    ``stream_reader`` returns a short stream, without an error, when its input stops inside a frame (and
+    ``decompressobj`` cannot bound its output): this walker says whether the input ended at a frame boundary
+    and names the first byte that is not a frame. A cut at a boundary takes a known size or count to catch."""
 
     def __init__(self) -> None:
         self.state = "magic"

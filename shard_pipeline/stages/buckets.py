@@ -82,12 +82,10 @@ HEAD_TOTAL = 100_000
 
 
 def sample_heads(shards, *, corpus: str, per_shard: int = HEAD_RECORDS, total: int = HEAD_TOTAL) -> HeadSample:
-    """Read the first 500 records of every shard (a large run: by `total`): enough for quantiles.
-
-    The submitter reads them serially before any task starts, so the sample is time every run waits for.
-    A shard read to its end has an exact count; the others are estimated from the compressed bytes per
-    record. Bad records and corrupt streams are skipped: a sample steers balance and layout, never the output.
-    """
+    """Read the first 500 records of every shard (a large run: by `total`), serially before any task starts:
+    enough for quantiles. A shard read to its end has an exact count, the others an estimate from the
+    compressed bytes per record. Bad records and corrupt streams are skipped: a sample steers balance and
+    layout, never the output."""
     from shard_pipeline.input.reader import BadRecord, CorruptShard, ReadStats, head_records
 
     per = max(10, min(per_shard, total // max(1, len(shards))))

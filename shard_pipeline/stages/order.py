@@ -37,12 +37,10 @@ def sections_of(table: pa.Table, lo: int, hi: int) -> list[Section]:
 
 
 class BucketOrder:
-    """The sorted order of one bucket, or of one split's rows in it: for each rank, (section, row) and text bytes.
-
-    `split` None or "train" orders every row, so equal ids in different splits still meet ("train" then
-    keeps the train rows); "val" keeps the few val rows before sorting (a repeat of a train id is caught
-    by the train order).
-    """
+    """The sorted order of one bucket, or of one split's rows in it: for each rank, (section, row) and text
+    bytes. `split` None or "train" orders every row, so equal ids in different splits still meet ("train"
+    then keeps the train rows); "val" keeps the few val rows first (a repeat of a train id is caught by the
+    train order)."""
 
     def __init__(self, bucket: int, sections: list[Section], readers: Readers, cfg: RunConfig,
                  split: str | None = None):
