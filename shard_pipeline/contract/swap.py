@@ -180,9 +180,11 @@ class Swapped:
 def swap_into_place(tmp: Path, out: Path) -> Swapped:
     """Make `tmp` the new `out`; at every moment `out` is the complete old or the complete new one.
 
-    One renameat2(RENAME_EXCHANGE), else two renames through this run's marked OUT.replaced (restore_parked
-    undoes a stop between them); the old version is then deleted by its manifest's list. The marker is
-    removed right after, so a failed rename leaves `tmp` its run's. Returns what OUT held, and warnings.
+    An existing `out` is exchanged with `tmp` in one renameat2(RENAME_EXCHANGE). Without it (some network
+    filesystems), two renames through this run's marked OUT.replaced: between them `out` is absent and
+    the old version complete in OUT.replaced/previous, which a resume puts back (restore_parked). The old
+    version is then deleted by its manifest's list, so a file written into OUT after the check is kept
+    and named. Returns what OUT held before, and the warnings the user must see.
     """
     owner = tmp_owner(tmp) or WRITE_SHARDS_OWNER
     restore_parked(out, owner)
