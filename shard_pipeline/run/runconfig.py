@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from shard_pipeline.contract.manifest import MANIFEST_FORMAT
@@ -70,29 +70,10 @@ class Content:
         return self.shard_bytes is not None or bool(self.dp_ranks)
 
     def sha256(self) -> str:
-        """Hash of the content config: input names and sizes, never their paths or mtimes."""
-        doc = {
-            "format": MANIFEST_FORMAT,
-            "corpus": self.corpus,
-            "subset": self.subset,
-            "lang": self.lang,
-            "dataset": self.dataset,
-            "version": self.version,
-            "license_spdx": self.license_spdx,
-            "shard_rows": self.shard_rows,
-            "val_permille": self.val_permille,
-            "row_group_bytes": self.row_group_bytes,
-            "bad_records": self.bad_records,
-            "inputs": [[i.source_id, i.size] for i in self.inputs],
-            "dataset_card": self.dataset_card,
-            "clean": self.clean,
-            "shard_bytes": self.shard_bytes,
-            "dp_ranks": list(self.dp_ranks),
-            "split_layout": self.split_layout,
-            "hplt": self.hplt,
-        }
-        if self.annotations:  # hashed only when asked for: a run without them keeps its config hash
-            doc["annotations"] = list(self.annotations)
+        """Hash of every content field; inputs by name and size, never their paths or mtimes. Annotations are
+        hashed only when asked for, so a run without them keeps its config hash."""
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "annotations" or self.annotations}
+        doc.update(format=MANIFEST_FORMAT, inputs=[[i.source_id, i.size] for i in self.inputs])
         return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

@@ -1,6 +1,5 @@
-"""A run's view, built by one function (`view_of`) for a run of one language or several: its phase, each
-stage's tasks by state (run/stage_status.py), a row per language, the failures by kind (the outcome records) and
-the next step as a typed value (run/steps.py). --status renders it (run/status.py).
+"""A run's view, of one language or several: its phase, each stage's tasks by state, a row per language,
+the failed tasks' outcome records and the next step as a typed value (run/steps.py), which --status renders.
 """
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from pathlib import Path
 
 from shard_pipeline.run import outcome, unit_table
 from shard_pipeline.run.next_step import each_language, new_run
-from shard_pipeline.run.outcome import Kind, Outcome
+from shard_pipeline.run.outcome import Outcome
 from shard_pipeline.run.queue import latest_jobs, squeue_states
 from shard_pipeline.run.registry import done_warnings, since_done
 from shard_pipeline.run.runconfig import load_config
@@ -55,18 +54,6 @@ class RunView:
     languages: tuple[LanguageRow, ...] = ()
     failures: tuple[Outcome, ...] = ()
     elsewhere: str = ""
-
-    def by_kind(self) -> dict[Kind, list[Outcome]]:
-        """The failed tasks' outcomes, by their error kind."""
-        found: dict[Kind, list[Outcome]] = {}
-        for o in self.failures:
-            found.setdefault(o.kind, []).append(o)
-        return found
-
-
-def view_of(root: Path) -> RunView:
-    """The view of the run in `root`, of one language or several."""
-    return languages_view(root) if unit_table.is_run_root(root) else run_view(RunDir(root))
 
 
 def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
