@@ -1,6 +1,5 @@
-"""--status: a run's view (run/view.py) rendered, with its state line and exit code; the table of a
-language's stages is run/render.py's (a run of one language shows its language's), the rows of a run of
-several are here.
+"""--status: a run's view (run/view.py) rendered with its exit code; the table of a language's stages is
+run/render.py's (a run of one language shows it), the rows of a run of several are here.
 """
 from __future__ import annotations
 
