@@ -51,7 +51,7 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
     record["submissions"].append({"kind": "resume", "jobs": [{"stage": "write", "job_id": "777", "offset": 0}]})
     (lang_dir(run_dir) / "run.json").write_text(json.dumps(record))
     # (squeue's answer is passed in: the fake squeue knows no job states)
-    from shard_pipeline.run import status as status_mod
+    from shard_pipeline.run import view as status_mod
 
     assert status_mod.status_report(RunDir(lang_dir(run_dir)), queue={"777_0": "RUNNING"})[1] == EXIT_BUSY
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0

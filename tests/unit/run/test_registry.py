@@ -11,7 +11,7 @@ from shard_pipeline.run import outcome
 from shard_pipeline.run.registry import STAGE_NAMES, STAGES, RunState
 from shard_pipeline.run.resume import plan_resume
 from shard_pipeline.run.rundir import RunDir
-from shard_pipeline.run.status import status_report
+from shard_pipeline.run.view import status_report
 from shard_pipeline.run.stage_status import stage_statuses
 from tests.pipeline_util import lang_dir, make_corpus, run_cli
 
