@@ -123,11 +123,11 @@ def new_run(run: RunDir, failed: Sequence[Outcome] | None = None) -> NewRun | No
     return NewRun(first.kind, first.detail, fixed, quarantine)
 
 
-def each_language(root: Path, langs: dict[str, Path], how: str = "failed", brief: bool = False) -> EachLanguage:
+def each_language(root: Path, langs: dict[str, Path], brief: bool = False) -> EachLanguage:
     """The next step of a run of several whose `langs` (language -> its run dir) did not land: a resume for
     those it finishes, the new run of each other."""
     new_runs = tuple((lang, new) for lang, d in langs.items() if (new := new_run(RunDir(d))) is not None)
-    return EachLanguage(root, how, tuple(langs), new_runs, brief)
+    return EachLanguage(root, "failed", tuple(langs), new_runs, brief)
 
 
 def check_this_version(root: Path, record: dict) -> None:
