@@ -83,8 +83,7 @@ def is_alive(t: LiveTask) -> bool:
 
 @dataclass(frozen=True)
 class Hidden:
-    """A record this user cannot read: another user's task may run, so --status counts it running and a resume
-    refuses to start."""
+    """A record this user cannot read: its task (another user's) may run."""
     path: Path
     why: str
     stage: str
@@ -111,8 +110,7 @@ class LiveScan:
         return {(t.stage, t.task) for t in [*self.alive(), *away]} | {(h.stage, h.task) for h in self.hidden}
 
     def killed(self) -> set[tuple[str, int]]:
-        """(stage, task) of every record on this host whose process is gone: killed with its submitter before it
-        could remove its record (a local executor that sees a task fail prunes its record)."""
+        """(stage, task) of every record on this host whose process is gone: killed with its submitter."""
         return {(t.stage, t.task) for _, t in self.records if is_stale(t)}
 
 
@@ -163,8 +161,7 @@ def scan(root: Path) -> LiveScan:
 
 
 def prune(root: Path, elsewhere: bool = False) -> None:
-    """Remove the records of processes that are gone, and with `elsewhere` those of other hosts too (Slurm
-    tasks, once squeue holds none of the run's jobs)."""
+    """Remove the records of processes gone, and with `elsewhere` other hosts' (Slurm tasks no longer queued)."""
     for p, t in scan(root).records:
         if is_stale(t) or (elsewhere and is_elsewhere(t)):
             p.unlink(missing_ok=True)

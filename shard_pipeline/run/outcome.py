@@ -129,8 +129,7 @@ def forget(run: RunDir, stage: str, task: int) -> None:
     run.outcome(stage, task).unlink(missing_ok=True)
 
 
-# The ranges a record's numbers must lie in (a damaged record is named, never an overflow while shown): times
-# are epoch seconds a clock gives (up to the year 5138), sizes and durations fit an int64.
+# The ranges a record's numbers must lie in, so that a damaged one is named, never an overflow while shown.
 TIMES = ("ended", "start", "end")
 LARGEST = 2.0 ** 63
 LATEST = 1e11
@@ -180,8 +179,7 @@ def read(run: RunDir, stage: str, task: int) -> Outcome | None:
 
 
 def read_or_none(run: RunDir, stage: str, task: int) -> Outcome | None:
-    """The last attempt's outcome for --status: a damaged record counts as none; an unreadable one raises
-    PermissionError."""
+    """The last attempt's outcome for --status: a damaged record counts as none (an unreadable one raises)."""
     try:
         return read(run, stage, task)
     except DamagedOutcome:

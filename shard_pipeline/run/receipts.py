@@ -13,8 +13,7 @@ from shard_pipeline.contract.rules import ShardFile
 
 @dataclass(frozen=True)
 class Stamp:
-    """Size, mtime and ctime of a finished file: every later change sets its ctime to now, so an unchanged ctime
-    vouches for its bytes."""
+    """Size, mtime and ctime of a finished file: an unchanged ctime vouches for its bytes."""
 
     bytes: int
     mtime_ns: int

@@ -165,8 +165,7 @@ def _listed_gone(out: Path, data: bytes) -> str | None:
 
 
 def done_warnings(run: RunDir) -> list[str]:
-    """The warnings finalize recorded in validation.json: the done message and --status repeat them, since a
-    finalize log is not where a user looks."""
+    """The warnings finalize recorded in validation.json, repeated where a user looks (not a finalize log)."""
     validation = run_history(run, run.validation_json, Validation)
     if validation is None:
         return []

@@ -68,8 +68,7 @@ def _eta(done: float, total: float, rate: float) -> float:
 
 
 def live_line(runs: RunDir | Sequence[RunDir], stage: str, started: float) -> str | None:
-    """One line of a running local stage over every language of the run: work done (partition: bytes read; write:
-    shards), rate and ETA."""
+    """One line of a running local stage over every language of the run: work done, rate and ETA."""
     runs = [runs] if isinstance(runs, RunDir) else list(runs)
     elapsed = max(1e-9, time.time() - started)
     try:

@@ -222,8 +222,7 @@ class RunDir:
         return self.root / "INTERRUPTED.json"
 
     def create(self, stages: Iterable[str], work: bool = True) -> None:
-        """Make a new run directory with a log folder per stage (sbatch writes into them), and with `work` a
-        language's work folders."""
+        """Make a new run directory with a log folder per stage, and with `work` a language's work folders."""
         check_new(self.root)
         self.root.mkdir(parents=True)
         try:

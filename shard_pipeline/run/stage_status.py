@@ -225,9 +225,8 @@ def _count_unfinished(st: StageStatus, seen: _Seen, task: int, problem: str, chu
     reason = slurm_reason(log) if log is not None and queued is None and not seen.local and end.outcome is None \
         else None
     starting = seen.held and log is not None and end.exit is None
-    # A local unit that ended by itself has its exit record (worker/group.py), even a crash; one without it, and
-    # without an outcome, that no process runs lost its parent: the submitter was killed (SIGKILL) while it
-    # started or ran the unit.
+    # A local unit that ended by itself has its exit record, even a crash; one without it or an outcome that no
+    # process runs lost its parent: the submitter was killed (SIGKILL) while it started or ran the unit.
     orphaned = (seen.local and log is not None and not starting and (stage, task) not in seen.alive
                 and end.exit is None and end.outcome is None)
     cut = reason == "CANCELLED" or ((seen.stopped or (stage, task) in seen.killed or orphaned)

@@ -16,8 +16,7 @@ Parser = Callable[[Any], Any]
 
 
 class WrongType(ValueError):
-    """A JSON value that is not of its declared type: `path` (`execution.partition_tasks`, `inputs[0].read`)
-    and what is wrong with it."""
+    """A JSON value not of its declared type: `path` (`inputs[0].read`) and what is wrong with it."""
 
     def __init__(self, what: str, path: str = "") -> None:
         super().__init__(f"{path or 'it'} {what}")

@@ -163,8 +163,7 @@ def load(root: Path) -> UnitTable:
 
 
 def with_cpus(table: UnitTable, cpus: int | None) -> UnitTable:
-    """The table with C units per array task (never more than a stage's units; no byte depends on C); as it is
-    when `cpus` is None."""
+    """The table with C units per array task (at most a stage's units); as it is when `cpus` is None."""
     if cpus is None:
         return table
     return replace(table, cpus={s: max(1, min(int(cpus), table.size(s))) for s in STAGES if s not in SINGLE_JOB_STAGES})

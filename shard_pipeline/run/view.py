@@ -129,17 +129,13 @@ def languages_view(root: Path) -> RunView:
     return RunView(m.root, phase, decide(facts), languages=tuple(rows), failures=failures, elsewhere=away)
 
 
-def state_line(view: RunView) -> str:
-    """The state line: the next step, and what this host cannot see."""
-    return render_step(view.step) + (f"; {view.elsewhere}" if view.elsewhere and not view.languages else "")
-
-
 def status_report(run: RunDir, queue: dict[str, str] | None = None) -> tuple[str, int]:
     """The --status text and its exit code (errors.ExitCode: 0 done, 1 failed or interrupted, 3 busy, 4 stuck)."""
     view = run_view(run, queue)
     code = int(view.phase.exit_code)
     prog = progress(run, moving=code == ExitCode.BUSY)
-    return render(run, list(view.stages), prog, state_line(view), code), code
+    state = render_step(view.step) + (f"; {view.elsewhere}" if view.elsewhere else "")  # what this host cannot see
+    return render(run, list(view.stages), prog, state, code), code
 
 
 def report(root: Path) -> tuple[str, int]:
