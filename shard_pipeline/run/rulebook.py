@@ -76,7 +76,7 @@ class Rule:
     next_step: str
     kept: str
     paths: Callable[[Context], tuple[Path, ...]]
-    owner: Callable[[Context], str | None]
+    owner: Callable[[Context], str | None] = lambda ctx: None  # who owns what is in the way: no run of hplt-shard
 
 
 def inside(a: Path, b: Path) -> bool:
@@ -172,10 +172,6 @@ def _staging(ctx: Context) -> tuple[Path, ...]:
     return tmp_dir_for(ctx.out, ctx.of_a_root), parking_dir_for(ctx.out, ctx.of_a_root)
 
 
-def _no_owner(ctx: Context) -> str | None:
-    return None
-
-
 def _staging_owner(ctx: Context) -> str | None:
     return next((o for p in _staging(ctx) if (o := tmp_owner(p)) is not None and o != str(ctx.run_root)), None)
 
@@ -188,11 +184,11 @@ RULES: tuple[Rule, ...] = (
          "claim and lock files; for ROOT/LANG of a root, these in `ROOT.hplt-shard/`) are the same folder or lie one "
          "inside the other, however spelled (`..`, a link)", "2",
          "choose folders apart (`--run-dir`, `--out`, `--local-root`)", "everything; nothing written",
-         lambda ctx: (ctx.out, ctx.run_dir or ctx.run_root), _no_owner),
+         lambda ctx: (ctx.out, ctx.run_dir or ctx.run_root)),
     Rule("out-nested", frozenset({NEW_RUN, NEW_ROOT}), not_nested,
          "OUT lies inside another output (an ancestor holds `_MANIFEST.json`) or inside another run's marked "
          "staging or parking folder", "2", "choose an `--out` outside it", "everything; nothing written",
-         _out, _no_owner),
+         _out),
     Rule("out-held", frozenset({NEW_ROOT, DRY_RUN, SUBMIT, RESUME}), not_held,
          "another unfinished run holds OUT (its claim file, `OUT.hplt-shard-claim`, names that run)", "2",
          "finish that run with `--resume R`, or remove the claim file if that run was abandoned",
@@ -203,11 +199,11 @@ RULES: tuple[Rule, ...] = (
          "puts the previous version back), said before any stage unless OUT is provably this run's output already",
          "2",
          "move what is at OUT away (or unmount it), then `--resume RUNDIR`", "OUT; the run dir as it was",
-         _out, _no_owner),
+         _out),
     Rule("newer-output", frozenset({RESUME, FINALIZE}), no_newer_output,
          "OUT holds an output of another configuration (a newer run's) put there after this run's earlier finalize "
          "attempt", "2 / 1 (finalize)",
-         "move OUT away, then `--resume RUNDIR`", "the newer output; the run dir", _out, _no_owner),
+         "move OUT away, then `--resume RUNDIR`", "the newer output; the run dir", _out),
     Rule("staging-not-ours", frozenset({NEW_RUN, SUBMIT, RESUME}), staging_ours,
          "`OUT.tmp` or `OUT.replaced` (where a swap without `RENAME_EXCHANGE` parks the previous OUT) exists and "
          "this run did not make it: no `.hplt-shard-tmp` marker (a user's folder, an earlier output a run could not "
