@@ -136,10 +136,11 @@ def check_this_version(root: Path, record: dict) -> None:
     records are history: its --status and --resume say it is done, whatever reads them."""
     made_by = record.get("run_format", 1)
     if made_by != RUN_FORMAT:
-        raise OtherFormat(Problem(Why.OTHER_FORMAT, root, f"hplt-shard {commit_words(record) or '(unknown commit)'}, "
-                                  f"whose run directories have format {made_by}; this version reads format {RUN_FORMAT}",
-                                  "see or resume it with that version (git checkout it), or start a new run: inputs "
-                                  "and OUT are untouched by either"))
+        commit = commit_words(record) or "(unknown commit)"
+        raise OtherFormat(Problem(Why.OTHER_FORMAT, root, f"hplt-shard {commit}, whose run directories have "
+                                  f"format {made_by}; this version reads format {RUN_FORMAT}",
+                                  "see or resume it with that version (git checkout it), or start a new run: "
+                                  "inputs and OUT are untouched by either"))
     try:
         made = parse_as(str, record.get("code_version"), "code_version")
     except WrongType as exc:

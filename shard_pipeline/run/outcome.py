@@ -113,8 +113,8 @@ def kind_of(exc: BaseException) -> Kind:
 
 
 def record(run: RunDir, stage: str, task: int, exc: BaseException | None) -> Outcome:
-    """Write the outcome of this attempt (`exc`: what ended it, None when it ended well). One that cannot be written
-    (a full disk) is left out: the log and exit still say what happened, and without it the next step is --resume."""
+    """Write the outcome of this attempt (`exc`: what ended it, None when it ended well). One that cannot be
+    written (a full disk) is left out: the log and exit say what happened, and the next step is --resume."""
     outcome = Outcome(stage, task, Kind.OK if exc is None else kind_of(exc), "" if exc is None else str(exc),
                       time.time(), "" if exc is None else type(exc).__name__, own_figures())
     try:

@@ -74,7 +74,7 @@ _LOG_REASONS = (  # what slurmstepd / slurmd write into a task's log when Slurm 
     (re.compile(r"DUE TO PREEMPTION|PREEMPTED", re.I), "PREEMPTED"),
     (re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+ \*\*\*"), "CANCELLED"),  # scancel: no "DUE TO"
 )
-SACCT_REASONS = ("OUT_OF_MEMORY", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "CANCELLED")  # what ended a task from outside
+SACCT_REASONS = ("OUT_OF_MEMORY", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "CANCELLED")  # a task ended from outside
 
 
 def slurm_reason(log: Path, run=subprocess.run) -> str | None:

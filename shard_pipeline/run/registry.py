@@ -1,4 +1,4 @@
-"""The stages, written once: their order, array or single, and when a task is done (a stage's code: worker/entries.py).
+"""The stages, written once: their order, array or single, and when a task is done (code: worker/entries.py).
 
 --status and --resume ask `Stage.problem` whether a task is done, by one rule: its receipt is this run's record
 (run/records.py) and agrees with the files it names: size and mtime as recorded, and bytes vouched for by a ctime

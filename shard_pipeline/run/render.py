@@ -133,7 +133,8 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state
         if st.touched:
             lines.append(touched_line(st.stage, st.touched))
         if st.interrupted:
-            lines.append(f"INTERRUPTED {st.stage} {plural(len(st.interrupted), 'task')}: {_first_ten(st.interrupted)}")
+            lines.append(f"INTERRUPTED {st.stage} {plural(len(st.interrupted), 'task')}: "
+                         f"{_first_ten(st.interrupted)}")
     failed = [(st.stage, f) for st in statuses for f in st.failed]
     lines += [failed_line(stage, f) for stage, f in failed[:20]]
     if len(failed) > 20:
@@ -155,15 +156,17 @@ def unread_line(unread: list[tuple[str, int, Path]], unfinished: bool) -> str:
 
 def touched_line(stage: str, tasks: list[int]) -> str:
     """Done tasks whose files something touched after their receipts: how --status counted them, what re-checks."""
-    return (f"TOUCHED {stage} {plural(len(tasks), 'task')} ({_first_ten(tasks)}): their files were touched after they finished "
-            "(chmod, chgrp, a copy): counted done by size and mtime; --resume re-checks their sha256 and redoes any that changed")
+    return (f"TOUCHED {stage} {plural(len(tasks), 'task')} ({_first_ten(tasks)}): their files were touched "
+            "after they finished (chmod, chgrp, a copy): counted done by size and mtime; --resume re-checks "
+            "their sha256 and redoes any that changed")
 
 
 def requeued_line(stage: str, tasks: list[int]) -> str:
     """Pending tasks that had started: Slurm requeued them, and nothing is to be done (a pending reason such as
     BeginTime alone would not say why a started task waits again)."""
-    return (f"REQUEUED {stage} {plural(len(tasks), 'task')} ({_first_ten(tasks)}): requeued by Slurm after a start (a node "
-            "failure, a time limit near, scontrol requeue); each starts again by itself from its last checkpoint")
+    return (f"REQUEUED {stage} {plural(len(tasks), 'task')} ({_first_ten(tasks)}): requeued by Slurm after a "
+            "start (a node failure, a time limit near, scontrol requeue); each starts again by itself from its "
+            "last checkpoint")
 
 
 def _first_ten(tasks: list[int]) -> str:

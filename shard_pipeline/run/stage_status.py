@@ -67,7 +67,7 @@ class StageStatus:
 
 
 def counts(statuses: list[StageStatus]) -> Counts:
-    """The run's tasks by state (runstate.run_phase's input); a skipped unit (FailedTask.consequence) is not failed."""
+    """The run's tasks by state (run_phase's input); a skipped unit (FailedTask.consequence) is no failure."""
     return Counts(sum(s.total for s in statuses), sum(s.done for s in statuses), sum(s.running for s in statuses),
                   sum(s.pending for s in statuses), sum(len(s.causes()) for s in statuses),
                   sum(len(s.interrupted) for s in statuses), tuple(r for s in statuses for _, r in s.reasons),

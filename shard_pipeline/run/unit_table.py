@@ -143,8 +143,8 @@ def table_of(root: Path, tasks: Sequence[tuple[str, int, int]], cpus: int = 1) -
         for stage, n in (("partition", p), ("plan", 1), ("write", w), ("finalize", 1)):
             blocks[stage].append(Block(lang, nxt[stage], n))
             nxt[stage] += n
-    return with_cpus(UnitTable(Path(root), tuple(l for l, _, _ in tasks), {s: tuple(b) for s, b in blocks.items()}),
-                     cpus)
+    table = UnitTable(Path(root), tuple(l for l, _, _ in tasks), {s: tuple(b) for s, b in blocks.items()})
+    return with_cpus(table, cpus)
 
 
 def load(root: Path) -> UnitTable:
