@@ -228,10 +228,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "if not pc.any(same).as_py():", "if True:"),
     # same documents, same bytes
     Mutant("config-hash-covers-paths", "same-bytes", "shard_pipeline/run/runconfig.py",
-           '"inputs": [[i.source_id, i.size] for i in self.inputs],',
-           '"inputs": [[i.location, i.size] for i in self.inputs],'),
+           "inputs=[[i.source_id, i.size] for i in self.inputs]", "inputs=[[i.location, i.size] for i in self.inputs]"),
     Mutant("config-hash-ignores-shard-rows", "same-bytes", "shard_pipeline/run/runconfig.py",
-           '"shard_rows": self.shard_rows,', ""),
+           'if f.name != "annotations" or self.annotations}',
+           'if f.name != "shard_rows" and (f.name != "annotations" or self.annotations)}'),
     Mutant("cluster-index-per-shard", "same-bytes", WRITE,
            "pa.array(np.arange(first + a, first + b, dtype=np.int64)),", "pa.array(np.arange(a, b, dtype=np.int64)),"),
     Mutant("val-split-off-by-one", "same-bytes", PARTITION,

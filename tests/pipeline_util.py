@@ -143,3 +143,20 @@ def cut_in_block(cumsum_before: int, block_text_bytes: "np.ndarray", target: int
     if before + int(local[-1]) < target:
         return None
     return int(np.searchsorted(local, target - before, side="left")) + 1
+
+
+def view_of(root: Path):
+    """The view of the run in `root` (a run's RUNDIR, or one language's run dir)."""
+    from shard_pipeline.run import unit_table
+    from shard_pipeline.run.rundir import RunDir
+    from shard_pipeline.run.view import languages_view, run_view
+
+    return languages_view(root) if unit_table.is_run_root(root) else run_view(RunDir(root))
+
+
+def failures_by_kind(view) -> dict:
+    """A view's failed tasks' outcome records, by their error kind."""
+    found: dict = {}
+    for o in view.failures:
+        found.setdefault(o.kind, []).append(o)
+    return found

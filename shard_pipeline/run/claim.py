@@ -1,12 +1,8 @@
-"""Which run holds an output folder: a small claim file beside OUT, taken under a file lock.
+"""Which run holds an output folder: a claim file beside OUT (contract/beside.py), naming the run directory.
 
-Beside OUT means where contract/beside.py says: for a language of a root, the work folder beside ROOT.
-
-Slurm jobs of one run live in many processes over hours, so a process lock cannot express
-"this run owns OUT": the claim is a file naming the run directory, released by finalize.
-`--publish` reads OUT for minutes to hours from one process, so it holds a shared flock on
-OUT.hplt-shard-publish instead; both are taken under the claim's lock, so a run never claims an
-OUT being published and a publish never starts on an OUT that a run will replace.
+A run lives in many processes over hours, so no process lock can say "this run owns OUT": finalize releases
+the claim. --publish, one process, holds a shared flock on OUT.hplt-shard-publish instead; both are taken under
+the claim's lock, so a run never claims an OUT being published and a publish never starts on one a run holds.
 """
 from __future__ import annotations
 
@@ -41,8 +37,6 @@ def holder(out: Path) -> str | None:
         return None
     text = p.read_text()
     return text[:-1] if text.endswith("\n") else text
-
-
 
 
 @contextlib.contextmanager
@@ -87,11 +81,8 @@ def _refuse_if_published(out: Path) -> None:
 
 @contextlib.contextmanager
 def held_for_publish(out: Path):
-    """Hold OUT while it is published: refused while a run holds it; no run claims it meanwhile.
-
-    Yields False (with nothing held) when the folder of OUT is not writable, e.g. someone
-    else's output: no run of this user can replace such an OUT either, and the caller says so.
-    """
+    """Hold OUT while it is published: refused while a run holds it; no run claims it meanwhile. Yields False
+    (nothing held) when OUT's folder is not writable (someone else's output: no run of this user replaces it)."""
     folder = work_folder(out) if work_folder(out).is_dir() else work_folder(out).parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         yield False
@@ -166,8 +157,8 @@ def claim_lock_path(out: Path) -> Path:
 
 
 def probe_writable(lock_file: Path, out: Path) -> None:
-    """Open (creating) the lock file once: filelock retries a file it cannot create until its
-    timeout, so a folder such as /proc would look like a held lock instead of an error."""
+    """Open (creating) the lock file once: filelock retries a file it cannot create until its timeout, so /proc
+    would look like a held lock instead of an error."""
     existed = lock_file.exists()
     try:
         os.close(os.open(lock_file, os.O_CREAT | os.O_RDWR, 0o666))
@@ -212,9 +203,9 @@ def make_work_folder(out: Path) -> None:
         work_folder(out).mkdir(exist_ok=True)
 
 
+@contextlib.contextmanager
 def run_lock(root: Path):
-    """Held while this process runs or submits the run: a second resume of the same run is refused,
-    naming the process that holds it."""
+    """Held while this process runs or submits the run: a second one is refused, naming this process."""
     from filelock import FileLock, Timeout
 
     run = RunDir(root)
@@ -227,7 +218,11 @@ def run_lock(root: Path):
         write_json_atomic(run.lock_holder, {"pid": os.getpid(), "host": socket.gethostname()})
     except OSError:
         pass  # a refusal then names no process; the lock holds all the same
-    return _Held(lock, run.lock_holder)
+    try:
+        yield
+    finally:
+        run.lock_holder.unlink(missing_ok=True)
+        lock.release()
 
 
 def _holder(run: RunDir) -> str:
@@ -240,16 +235,3 @@ def _holder(run: RunDir) -> str:
     if host != socket.gethostname():
         return f" (pid {pid} on {host}, another host: wait for it to end, or stop it there, and resume again)"
     return f" (pid {pid} on this host: wait for it to end, or stop it ({command('kill', pid)}), and resume again)"
-
-
-class _Held:
-    def __init__(self, lock, holder: Path):
-        self.lock = lock
-        self.holder = holder
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.holder.unlink(missing_ok=True)
-        self.lock.release()

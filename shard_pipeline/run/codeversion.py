@@ -1,10 +1,5 @@
-"""The code version every run-dir record carries: a sha256 of the package's own source.
-
-Two checkouts of one commit, or an installed copy of it, have the same code version wherever they
-are; a `git pull` or any edit of a source file changes it, committed or not. A record made by one
-version is never read as done by another (run/records.py), because the two may read or write it
-differently. Computed once per process (~100 files, under 1 MB): a task compares it with its run's
-before it reads anything, and a unit forked by a group inherits its group's.
+"""The code version every run-dir record carries: a sha256 of the package's own source, the same for every copy
+of one commit and changed by any edit, committed or not. Computed once per process (~100 files, under 1 MB).
 """
 from __future__ import annotations
 
@@ -14,8 +9,7 @@ from pathlib import Path
 
 from shard_pipeline.paths import PACKAGE_DIR
 
-# The package's source: code, the C it compiles, its batch script, presets, schema and card template. Compiled
-# extensions (built from the .c files) and __pycache__ are not source; hidden files (an editor's) are skipped.
+# The package's source: code, C, batch script, presets, schema, card template; not compiled or hidden files.
 SOURCE_SUFFIXES = (".py", ".c", ".sh", ".conf", ".json", ".md")
 
 

@@ -1,11 +1,5 @@
-"""Fault injection for the fault tests: HPLT_SHARD_FAULT=<point>[:<task>][:<action>][:<lang>].
-
-Production code calls `fault_point` at the few places where a crash is interesting (mid-file,
-around the swap). Unset, it costs one dict lookup. Actions: `kill` (SIGKILL, as a node failure
-would), `hang` (sleep until cancelled, for scancel tests), `hang-once` (hang only on a task's
-first attempt, for requeue tests), `enospc` (raise a full-disk OSError), `oom` (take memory until a
-memory limit kills the task, as a cgroup does). With <lang>, only units of that
-language of a multi-language run (HPLT_SHARD_LANG) fire.
+"""Fault injection for the fault tests (CONTRIBUTING.md): HPLT_SHARD_FAULT=<point>[:<task>][:<action>][:<lang>].
+Unset, `fault_point` costs one dict lookup. `oom` takes memory until a memory limit kills the task.
 """
 from __future__ import annotations
 

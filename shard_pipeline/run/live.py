@@ -1,23 +1,16 @@
 """The task processes of a run that are alive now: a record per task in RUNDIR/live, checked in /proc.
 
-The run's lock says only that a submitter is alive. Its tasks are other processes: if they
-outlive it (a closed SSH session, a SIGKILL), a resume must not start a second writer of their
-spill and partial files, and --status must call them running, not failed. So every task records
-its pid and its start time (field 22 of /proc/PID/stat, which a reused pid does not share) and
-removes the record when it ends; a record whose process is gone (killed) is stale and ignored.
-Records of another host are Slurm compute nodes, left to squeue; in a local run they are tasks started
-on another login node that shares the run dir, which may run there: --status counts them running and a
-resume refuses, naming the host.
-
-Under the local executor a task also dies with the process that started it: the executor sets
-HPLT_SHARD_DIE_WITH to its pid and the task asks the kernel for SIGKILL when its parent goes
-(prctl PR_SET_PDEATHSIG). The kernel sends it when the parent *thread* that forked the task ends;
-every thread that starts a task waits for it, so that thread outlives the task.
+Tasks may outlive their submitter (a closed SSH session, a SIGKILL): a resume must not start a second writer
+of their files, and --status must call them running. So a task records its pid and start time (a reused pid
+does not share it) and removes the record when it ends. Records of another host are Slurm nodes, left to
+squeue, or, in a local run, tasks of another login node sharing the run dir. Under the local executor a task
+also dies with the thread that started it (prctl PR_SET_PDEATHSIG), which waits for it.
 """
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import re
 import signal
@@ -88,36 +81,9 @@ def is_alive(t: LiveTask) -> bool:
     return t.pgid == t.pid and _group_alive(t.pgid, t.start)  # its own group: what it started counts too
 
 
-class Unreadable(Exception):
-    """A record this user cannot read: another user's task (umask 077 in a shared run dir) may run."""
-
-
-def _read(path: Path) -> LiveTask | None:
-    import json
-
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None  # it ended meanwhile
-    except OSError as exc:
-        raise Unreadable(exc.strerror or str(exc)) from None
-    try:
-        return LiveTask(**json.loads(text))
-    except (ValueError, TypeError):
-        return None  # foreign: a record is written atomically, so never half-written
-
-
-def _paths(root: Path) -> list[Path]:
-    try:
-        return sorted(live_dir(root).glob("*.json"))
-    except OSError:
-        return []
-
-
 @dataclass(frozen=True)
 class Hidden:
-    """A record this user cannot read: its task may run (another user started it, by hand or by a
-    resume), so --status counts it running and a resume refuses to start."""
+    """A record this user cannot read: its task (another user's) may run."""
     path: Path
     why: str
     stage: str
@@ -135,29 +101,22 @@ class LiveScan:
         return [t for _, t in self.records if is_alive(t)]
 
     def elsewhere(self) -> list[tuple[Path, LiveTask]]:
-        """The records of another host. Under Slurm those are compute nodes, and squeue answers for them; in
-        a local run, a task started on another login node that shares the run dir: this host cannot see
-        whether it still runs."""
+        """The records of another host, whose processes this one cannot see."""
         return [(p, t) for p, t in self.records if is_elsewhere(t)]
 
     def running(self, local: bool) -> set[tuple[str, int]]:
-        """(stage, task) of every live task, of every hidden record (it may run) and, in a `local` run,
-        of every record of another host (it may run there)."""
+        """(stage, task) of every task that runs or may run: live, hidden, and in a `local` run another host's."""
         away = [t for _, t in self.elsewhere()] if local else []
         return {(t.stage, t.task) for t in [*self.alive(), *away]} | {(h.stage, h.task) for h in self.hidden}
 
     def killed(self) -> set[tuple[str, int]]:
-        """(stage, task) of every record on this host whose process is gone: a task killed with its
-        submitter (SIGKILL) before it could remove its record; --status calls it interrupted. (A local
-        executor that sees a task fail, killed by the OOM killer too, prunes the records: those tasks
-        failed.)"""
+        """(stage, task) of every record on this host whose process is gone: killed with its submitter."""
         return {(t.stage, t.task) for _, t in self.records if is_stale(t)}
 
 
 def elsewhere_step(away: list[tuple[Path, LiveTask]]) -> str:
-    """The one text for tasks a local run recorded on another host: a resume refuses with it, and --status
-    gives it as the way on. A unit of a run of several records itself twice (the run's and its language's
-    live/), so one process is one task here."""
+    """The one text for tasks a local run recorded on another host (a resume refuses with it, --status gives it).
+    A unit records itself in the run's and its language's live/: one process is one task here."""
     from shard_pipeline.commands import command
     from shard_pipeline.units import plural
 
@@ -180,23 +139,29 @@ def is_stale(t: LiveTask) -> bool:
 
 
 def scan(root: Path) -> LiveScan:
-    """Read every record of the run once."""
+    """Read every record of the run once; one this user cannot read (umask 077 in a shared run dir) is hidden."""
     records, hidden = [], []
-    for p in _paths(root):
+    try:
+        paths = sorted(live_dir(root).glob("*.json"))
+    except OSError:
+        paths = []
+    for p in paths:
         try:
-            t = _read(p)
-        except Unreadable as exc:
+            t = LiveTask(**json.loads(p.read_text()))
+        except FileNotFoundError:
+            continue  # it ended meanwhile
+        except OSError as exc:
             if m := re.fullmatch(r"([a-z]+)-(\d+)\.\d+\.json", p.name):
-                hidden.append(Hidden(p, str(exc), m[1], int(m[2])))
+                hidden.append(Hidden(p, exc.strerror or str(exc), m[1], int(m[2])))
             continue
-        if t is not None:
-            records.append((p, t))
+        except (ValueError, TypeError):
+            continue  # foreign: a record is written atomically, so never half-written
+        records.append((p, t))
     return LiveScan(records, hidden)
 
 
 def prune(root: Path, elsewhere: bool = False) -> None:
-    """Remove the records of processes that are gone (killed before they could remove their own), and with
-    `elsewhere` those of other hosts too (Slurm tasks, once squeue holds none of the run's jobs)."""
+    """Remove the records of processes gone, and with `elsewhere` other hosts' (Slurm tasks no longer queued)."""
     for p, t in scan(root).records:
         if is_stale(t) or (elsewhere and is_elsewhere(t)):
             p.unlink(missing_ok=True)

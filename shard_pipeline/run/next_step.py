@@ -1,13 +1,7 @@
-"""The true next step when a resume cannot help: a run stopped at a bad record with
-`--bad-records fail`, at a document id that two input lines share, or at an input that cannot be
-read to its end (truncated, corrupt); or a resume refused because an input changed.
-
-A resume redoes the task on the same input, refuses a changed input (its size and mtime are in
-shard_inventory.tsv and in the content hash) and refuses `--bad-records` (it decides the content).
-Every way on is a new run (a steps.NewRun, which steps.render words) with the exact commands: the
-run's own command line with a fresh `--run-dir` (after fixing the file; or with `--bad-records
-quarantine`). For a language of a run whose --out is a root, the new run is that language alone into
-ROOT/<LANG>, so the languages that landed are not made again.
+"""The next step when a resume cannot help (it rereads the same input and refuses a changed one): a new run,
+as the exact command: the run's own command line with a fresh --run-dir, or, for a language of a root, that
+language alone into ROOT/<LANG>, so the languages that landed are not made again. And the refusal of a run
+made by another version.
 """
 from __future__ import annotations
 
@@ -19,11 +13,10 @@ from shard_pipeline.contract.replace import tmp_dir_for, tmp_owner
 from shard_pipeline.run import codeversion, outcome
 from shard_pipeline.run.claim import claim_path, holder
 from shard_pipeline.run.outcome import Kind, Outcome
-from shard_pipeline.run.records import DamagedRunFile, OtherCode, Problem, Why
+from shard_pipeline.run.records import RUN_FORMAT, DamagedRunFile, OtherCode, OtherFormat, Problem, Why
 from shard_pipeline.run.steps import EachLanguage, NewRun
 from shard_pipeline.run.rundir import (
     RunDir,
-    check_format,
     commit_words,
     fresh_run_dir,
     is_finished,
@@ -40,8 +33,8 @@ _OF_SEVERAL = {"--langs-file": 1, "--out": 1}  # what a language alone replaces 
 
 
 def _without(argv: Sequence[str], dropped: dict[str, int], positionals: bool = False) -> list[str]:
-    """argv (program name first) without the `dropped` options and their values (and, with
-    `positionals`, without the LANG argument): an option not in FLAGS takes one value."""
+    """argv (program name first) without the `dropped` options and their values (with `positionals`, without
+    LANG too): an option not in FLAGS takes one value."""
     kept, i = [], 1
     while i < len(argv):
         arg = argv[i]
@@ -59,8 +52,7 @@ def _without(argv: Sequence[str], dropped: dict[str, int], positionals: bool = F
 
 
 def _dropped(extra: Sequence[str]) -> dict[str, int]:
-    """What the new command drops of the run's own: its --run-dir, --dry-run, and an option `extra` sets anew
-    (`--bad-records quarantine`); every other option is kept, --bad-records quarantine included."""
+    """What the new command drops of the run's own: --run-dir, --dry-run, and an option `extra` sets anew."""
     return {**_DROPPED, **{a.split("=", 1)[0]: 1 for a in extra if a.startswith("--")}}
 
 
@@ -71,16 +63,15 @@ def new_run_argv(argv: Sequence[str], run_dir: Path, extra: Sequence[str] = ()) 
 
 def language_alone_argv(argv: Sequence[str], lang: str, out: Path, run_dir: Path,
                         extra: Sequence[str] = ()) -> list[str]:
-    """A run of several languages' command line (run.json "argv") made a run of `lang` alone into its own
-    OUT (ROOT/<LANG>, which a root allows): same content options, so the same bytes for that language."""
+    """A run of several languages' command line made a run of `lang` alone into ROOT/<LANG>: the same content
+    options, so the same bytes."""
     rest = _without(["hplt-shard", *_without(argv, _dropped(extra))], _OF_SEVERAL, positionals=True)
     return [program(), lang, *rest, "--out", str(out), *extra, "--run-dir", str(run_dir)]
 
 
 def new_run_command(run: RunDir, suffix: str, extra: Sequence[str] = ()) -> str | None:
-    """The exact new run that redoes `run` (a language's run dir RUNDIR/<LANG>): the run's own command line when
-    its --out is that language's OUT, else that language alone into ROOT/<LANG>; its claim on OUT and its staging folder OUT.tmp dropped first when it holds them (a new run is refused
-    while it does: the abandoned run would otherwise be the way on); None if unknown."""
+    """The exact new run that redoes `run` (RUNDIR/<LANG>), None if unknown; first dropping the claim on OUT and
+    the OUT.tmp it holds, which a new run would otherwise be refused for."""
     try:
         cfg, record = read_json(run.config_json), read_run_json(run.run_json)
     except (OSError, ValueError):
@@ -111,9 +102,8 @@ def _staged_by(out: Path, run: RunDir) -> bool:
 
 
 def new_run(run: RunDir, failed: Sequence[Outcome] | None = None) -> NewRun | None:
-    """The new run after a bad record stopped a `--bad-records fail` run, or a repeated document id or an
-    unreadable input stopped any run; None when none of these did (--resume is the way on). Decided from
-    the tasks' outcome records (`failed`, when the caller has read them)."""
+    """The new run after a failure a resume cannot go past (outcome.NEEDS_NEW_RUN; a bad record only under
+    --bad-records fail), decided from the outcome records (`failed`, when the caller read them); else None."""
     failed = outcome.failures(run) if failed is None else failed
     try:
         failing = read_json(run.config_json)["content"].get("bad_records") == "fail"
@@ -133,18 +123,24 @@ def new_run(run: RunDir, failed: Sequence[Outcome] | None = None) -> NewRun | No
     return NewRun(first.kind, first.detail, fixed, quarantine)
 
 
-def each_language(root: Path, langs: dict[str, Path], how: str = "failed", brief: bool = False) -> EachLanguage:
+def each_language(root: Path, langs: dict[str, Path], brief: bool = False) -> EachLanguage:
     """The next step of a run of several whose `langs` (language -> its run dir) did not land: a resume for
-    those it finishes, the new run of each other (`new_run`, from its outcome records)."""
+    those it finishes, the new run of each other."""
     new_runs = tuple((lang, new) for lang, d in langs.items() if (new := new_run(RunDir(d))) is not None)
-    return EachLanguage(root, how, tuple(langs), new_runs, brief)
+    return EachLanguage(root, "failed", tuple(langs), new_runs, brief)
 
 
 def check_this_version(root: Path, record: dict) -> None:
-    """Refuse to work on a run (`record`: its run.json) made by a version of another run-dir format, or by another
-    code version unless it is finished: the two versions may read or write its records differently, so they are
-    never mixed. A finished run's records are history: its --status and --resume say it is done, whatever reads them."""
-    check_format(record, root)
+    """Refuse a run (`record`: its run.json) made by a version of another run-dir format, or by another code
+    version unless it is finished: two versions may read or write its records differently. A finished run's
+    records are history: its --status and --resume say it is done, whatever reads them."""
+    made_by = record.get("run_format", 1)
+    if made_by != RUN_FORMAT:
+        commit = commit_words(record) or "(unknown commit)"
+        raise OtherFormat(Problem(Why.OTHER_FORMAT, root, f"hplt-shard {commit}, whose run directories have "
+                                  f"format {made_by}; this version reads format {RUN_FORMAT}",
+                                  "see or resume it with that version (git checkout it), or start a new run: "
+                                  "inputs and OUT are untouched by either"))
     try:
         made = parse_as(str, record.get("code_version"), "code_version")
     except WrongType as exc:

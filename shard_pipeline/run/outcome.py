@@ -1,10 +1,6 @@
-"""What the last attempt of a task ended with, as a typed record in the run directory.
-
-A task writes its outcome when it ends by itself, well or not (a task killed from outside writes
-none: its log and Slurm say why). The next step after a failure is decided from these records,
-never from the text of a log: which failures a resume cannot go past (a bad record under
-`--bad-records fail`, a repeated document id, a local input that cannot be read to its end) is a
-property of the outcome's kind.
+"""What the last attempt of a task ended with, as a typed record in the run directory: written when a task
+ends by itself, well or not (one killed from outside writes none). The next step after a failure is decided
+from these records' kinds, never from the text of a log.
 """
 from __future__ import annotations
 
@@ -42,7 +38,7 @@ NEEDS_NEW_RUN = frozenset({Kind.BAD_RECORD, Kind.REPEATED_ID, Kind.BROKEN_INPUT,
 
 @dataclass(frozen=True)
 class TaskFigures:
-    """What one task process used until it recorded its outcome: its own measure, so it needs no accounting (sacct)."""
+    """What one task process used until it recorded its outcome: its own measure, needing no sacct."""
 
     wall_s: float
     cpu_s: float  # user + system, of it and its children
@@ -117,9 +113,8 @@ def kind_of(exc: BaseException) -> Kind:
 
 
 def record(run: RunDir, stage: str, task: int, exc: BaseException | None) -> Outcome:
-    """Write the outcome of this attempt (`exc`: what ended it, None when it ended well). A record that
-    cannot be written (a full disk) is left out: the task's log and exit still say what happened, and
-    without an outcome the next step is --resume."""
+    """Write the outcome of this attempt (`exc`: what ended it, None when it ended well). One that cannot be
+    written (a full disk) is left out: the log and exit say what happened, and the next step is --resume."""
     outcome = Outcome(stage, task, Kind.OK if exc is None else kind_of(exc), "" if exc is None else str(exc),
                       time.time(), "" if exc is None else type(exc).__name__, own_figures())
     try:
@@ -134,8 +129,7 @@ def forget(run: RunDir, stage: str, task: int) -> None:
     run.outcome(stage, task).unlink(missing_ok=True)
 
 
-# The ranges a record's numbers must lie in (a damaged record is named, never an overflow while shown): times
-# are epoch seconds a clock gives (up to the year 5138), sizes and durations fit an int64.
+# The ranges a record's numbers must lie in, so that a damaged one is named, never an overflow while shown.
 TIMES = ("ended", "start", "end")
 LARGEST = 2.0 ** 63
 LATEST = 1e11
@@ -185,8 +179,7 @@ def read(run: RunDir, stage: str, task: int) -> Outcome | None:
 
 
 def read_or_none(run: RunDir, stage: str, task: int) -> Outcome | None:
-    """The last attempt's outcome for --status: a damaged record counts as no record (failures() does the same);
-    one this user may not read raises PermissionError."""
+    """The last attempt's outcome for --status: a damaged record counts as none (an unreadable one raises)."""
     try:
         return read(run, stage, task)
     except DamagedOutcome:
@@ -210,8 +203,8 @@ def failures(run: RunDir) -> list[Outcome]:
 
 @dataclass(frozen=True)
 class UnitExit:
-    """How a unit's process ended, as the group that started it saw it (worker/group.py): written next to the
-    unit's log with the trailer line, even when the unit could write nothing itself (a signal, a full disk)."""
+    """How a unit's process ended, as its group saw it (worker/group.py): written beside the unit's log with the
+    trailer line, even when the unit could write nothing itself (a signal, a full disk)."""
 
     label: str  # the group's label: `write group 3`
     unit: int
@@ -251,8 +244,7 @@ def forget_exit(log: Path) -> None:
 
 
 def read_exit(log: Path) -> UnitExit | None:
-    """The unit's exit as its group recorded it; None while it starts or runs, when no group ran it (a single
-    job) or when the record is damaged."""
+    """The unit's exit as its group recorded it; None while it runs, when no group ran it, or when damaged."""
     try:
         data = read_json(exit_path(log))
         ended = checked(UnitExit, data, exit_path(log))

@@ -38,12 +38,8 @@ _FORGOTTEN = "Invalid job id specified"
 
 
 def squeue_states(job_ids: list[str], run=subprocess.run, *, strict: bool = False) -> dict[str, str]:
-    """'<array id>_<task>' -> 'STATE|REASON' for the still-queued tasks of these arrays (-r: one line per task).
-
-    Jobs Slurm has forgotten (long finished) are simply absent. With `strict` (--status) squeue must
-    answer (installed, the controller reachable): the jobs may be queued, so calling them finished, failed
-    or interrupted would be a guess. Without it (a job's own look at its run, landing.py) an unanswered
-    squeue leaves the states to the run dir."""
+    """'<array id>_<task>' -> 'STATE|REASON' for the still-queued tasks of these arrays; jobs Slurm forgot are
+    absent. With `strict` (--status) squeue must answer: any state it does not give would be a guess."""
     if not job_ids:
         return {}
     answer = slurm.call(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i|%T|%r"], 60, run)
@@ -70,6 +66,7 @@ def split_queued(value: str | None) -> tuple[str | None, str]:
     state, _, reason = value.partition("|")
     return state, reason
 
+
 _LOG_REASONS = (  # what slurmstepd / slurmd write into a task's log when Slurm ends it
     (re.compile(r"oom[-_ ]kill|out of memory|OUT_OF_MEMORY", re.I), "OUT_OF_MEMORY"),
     (re.compile(r"DUE TO TIME LIMIT|TIMEOUT", re.I), "TIMEOUT"),
@@ -77,15 +74,13 @@ _LOG_REASONS = (  # what slurmstepd / slurmd write into a task's log when Slurm 
     (re.compile(r"DUE TO PREEMPTION|PREEMPTED", re.I), "PREEMPTED"),
     (re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+ \*\*\*"), "CANCELLED"),  # scancel: no "DUE TO"
 )
-SACCT_REASONS = ("OUT_OF_MEMORY", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "CANCELLED", "FAILED")
+SACCT_REASONS = ("OUT_OF_MEMORY", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "CANCELLED")  # a task ended from outside
 
 
 def slurm_reason(log: Path, run=subprocess.run) -> str | None:
-    """Why Slurm ended a task (OUT_OF_MEMORY, TIMEOUT, NODE_FAIL, ...): from sacct when it is
-    installed and remembers the job, else from the lines Slurm wrote into the log; None if unknown.
-
-    A unit of a group (`<job>_<index>.unitU.log`, worker/group.py) is asked of as its group's array task, and
-    Slurm's lines are in the group's log (`<job>_<index>.log`): the unit's own log holds only the unit's words."""
+    """Why Slurm ended a task (OUT_OF_MEMORY, TIMEOUT, ...): from sacct when it remembers the job, else from the
+    lines Slurm wrote into the log; None if unknown. A unit is asked of as its group's array task, whose log
+    (`<job>_<index>.log`) holds Slurm's lines."""
     m = re.fullmatch(r"(\d+)_(\d+)(\.unit\d+)?\.log", log.name)
     if m and m[3]:
         log = log.with_name(f"{m[1]}_{m[2]}.log")
@@ -93,7 +88,7 @@ def slurm_reason(log: Path, run=subprocess.run) -> str | None:
         out = slurm.call(["sacct", "-n", "-P", "-X", "-j", f"{m[1]}_{m[2]}", "-o", "State"], 30, run).stdout
         states = [l.split()[0] for l in out.splitlines() if l.strip()]
         for state in reversed(states):
-            if state in SACCT_REASONS[:5]:
+            if state in SACCT_REASONS:
                 return state
     try:
         tail = log.read_text(errors="replace")[-20000:]
@@ -107,12 +102,8 @@ def slurm_reason(log: Path, run=subprocess.run) -> str | None:
 
 def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str, given: dict[str, Any] | None = None,
                 peak_mb: float | None = None) -> Resume:
-    """The command that helps after this reason: more memory, more time, or just another try.
-
-    `--mem` on resume means what it meant at submission, one unit's memory, so the hint doubles
-    what the stage's units had, counting an earlier resume's --mem/--time (`given`: run.json's
-    "resources", read here when the caller has not).
-    """
+    """The resume that helps after this reason, counting an earlier resume's --mem/--time (`given`: run.json's
+    "resources", read here when the caller has not)."""
     whole = run.root.parent if RunDir(run.root.parent).languages_json.is_file() else run.root  # the run of this dir
     if given is None:  # a resume keeps them in RUNDIR/run.json
         record = RunDir(whole).run_json
@@ -123,10 +114,9 @@ def resume_hint(run: RunDir, cfg: RunConfig, stage: str, reason: str, given: dic
 
 
 def reason_step(root: Path, reason: str, res: StageResources, units: int, peak_mb: float | None = None) -> Resume:
-    """The resume command after Slurm ended a task for `reason`, whose array task had `res` for `units` units:
-    after OUT_OF_MEMORY the most of twice one unit's memory, twice the floor a unit needs, and 1.5x the peak
-    the stage's finished tasks measured (`peak_mb`); twice the time after TIMEOUT; the same again otherwise
-    (NODE_FAIL, PREEMPTED: the node, not the task, was at fault)."""
+    """The resume after Slurm ended a task for `reason` (`res` for `units` units): after OUT_OF_MEMORY the most of
+    twice one unit's memory, twice a unit's floor and 1.5x the peak the stage's finished tasks measured; twice the
+    time after TIMEOUT; the same again otherwise (the node, not the task, was at fault)."""
     if reason == "OUT_OF_MEMORY":
         options = [Memory.parse(res.mem).share(units).times(2), Memory(UNIT_MEMORY_FLOOR >> 20, "M").times(2)]
         if peak_mb is not None:
@@ -135,5 +125,3 @@ def reason_step(root: Path, reason: str, res: StageResources, units: int, peak_m
     if reason == "TIMEOUT":
         return Resume(root, ("--time", str(WallTime.parse(res.time).times(2))))
     return Resume(root)
-
-

@@ -1,8 +1,5 @@
-"""What each stage leaves in the run directory, as dataclasses: its receipts, the plan, the swap.
-
-Each is saved and read as a record (run/records.py): a header binding it to the run's content hash and
-code version, and one of these bodies, type-checked when read. A receipt vouches for the files it names
-by their stamps (size, mtime, ctime) and sha256; the done rule (run/registry.py) compares them.
+"""What each stage leaves in the run directory, as the bodies of its records (run/records.py): receipts, the plan,
+the swap. A receipt vouches for the files it names by their stamps and sha256 (the done rule: run/registry.py).
 """
 from __future__ import annotations
 
@@ -16,8 +13,7 @@ from shard_pipeline.contract.rules import ShardFile
 
 @dataclass(frozen=True)
 class Stamp:
-    """Size, mtime and ctime of a finished file. Every later write, rename, chmod or utime sets its ctime to
-    now (nobody can set it back), so an unchanged ctime vouches for its bytes."""
+    """Size, mtime and ctime of a finished file: an unchanged ctime vouches for its bytes."""
 
     bytes: int
     mtime_ns: int
@@ -84,8 +80,8 @@ class PartitionReceipt:
 
 @dataclass(frozen=True)
 class PartitionCheckpoint:
-    """Where a partition task stood after its last whole input (stages/checkpoint.py): lengths to cut its
-    files back to, and running totals (--status's progress). `inputs` holds only the last save's receipts."""
+    """Where a partition task stood after its last whole input (stages/checkpoint.py): lengths to cut its files
+    back to, and running totals. `inputs` holds only the last save's receipts."""
 
     format: str
     log_bytes: int
@@ -167,8 +163,7 @@ class Plan:
 
 @dataclass(frozen=True)
 class WrittenShard(ShardFile):
-    """One shard a write task finished in OUT.tmp (what writing it produced: contract/rules.py ShardFile), which
-    of the plan's shards it is, and its stamp."""
+    """One shard a write task finished in OUT.tmp: which of the plan's shards it is, and its stamp."""
 
     index: int  # into the plan's shard list
     stamp: Stamp
@@ -190,8 +185,7 @@ class WriteProgress:
 
 @dataclass(frozen=True)
 class SwapReceipt:
-    """What finalize recorded before the swap: the manifest it put in OUT.tmp, and what OUT held then
-    (contract/swap.folder_identity), so that a rerun knows both."""
+    """What finalize recorded before the swap: the manifest it put in OUT.tmp, and what OUT held then."""
 
     manifest_sha256: str
     previous: dict[str, Any] | None

@@ -1,11 +1,8 @@
 """Every record of a run directory as data: typed when read, and bound to the run and the code that made it.
 
-A record is a JSON object: a header saying what made it (`Made`: the run-dir format, the content hash of
-the run's config, the code version) and a body, a dataclass. `read_record` returns the dataclass, or a
-`Problem` saying why it cannot be used: missing, damaged (not JSON, a wrong type, a field missing or
-unknown), or made under another format, configuration or code version. The done rule counts a record
-with a problem as not done, so its task is redone; a reader that needs the record raises `RecordRefused`,
-one message naming the file, the reason and the next step. No record reaches a traceback.
+A record is a JSON object: a header (`Made`: run-dir format, config content hash, code version) and a body, a
+dataclass. `read_record` returns the body or the `Problem` that keeps it from being this run's; the done rule
+redoes such a task, and a reader that needs the record raises `RecordRefused` naming file, reason and next step.
 """
 from __future__ import annotations
 
@@ -20,13 +17,9 @@ from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run import codeversion
 from shard_pipeline.run.typed import WrongType, parse_as
 
-# The format of a run directory: the files stages hand each other (spill index, plan.json, receipts)
-# and config.json. A run directory is read only by code of the same format (no shims before the first
-# release, docs/DESIGN.md "Compatibility"): 2 = per-split counts in the index, shard sets in the plan;
-# 3 = every receipt stamp holds its file's ctime, config.json its per-stage resources, and the config hash
-# covers split_layout and hplt; 4 = every record carries its header (`Made`), receipts stamp the Arrow
-# files they vouch for (index, sections.arrow); 5 = every run is RUNDIR/{run.json, languages.json} with
-# each language's run dir in RUNDIR/<LANG>/, one language too.
+# The format of a run directory's files (spill index, plan.json, receipts, config.json): read only by code of
+# the same format (docs/DESIGN.md "Compatibility"). 5: every run is RUNDIR/{run.json, languages.json} with each
+# language's run dir in RUNDIR/<LANG>/, one language too.
 RUN_FORMAT = 5
 
 T = TypeVar("T")
@@ -166,9 +159,7 @@ HEADER = tuple(f.name for f in fields(Made))
 
 
 def made_here(config_sha256: str) -> Made:
-    """The header of a record made here: this run-dir format, the run's content hash, this code version. What this
-    process writes, and what every record of the run must carry to count (a run made by another code version is
-    refused before its records are read: next_step.check_this_version)."""
+    """The header of a record made here, and what every record of the run must carry to count."""
     return Made(RUN_FORMAT, config_sha256, codeversion.code_version())
 
 
@@ -190,8 +181,8 @@ def header_of(doc: dict[str, Any], path: Path) -> Made:
 
 
 def stale(made: Made, expect: Made, path: Path, *, any_code: bool = False) -> Problem | None:
-    """Why a record made as `made` is not one of the run `expect` describes (another format, configuration or
-    code version); None when it is. `any_code`: a finished run's records are history, read by any code."""
+    """Why a record made as `made` is not one of the run `expect` describes; None when it is. `any_code`: a
+    finished run's records are history, read by any code."""
     if made.run_format != expect.run_format:
         return Problem(Why.OTHER_FORMAT, path, f"format {made.run_format}; this version reads {expect.run_format}")
     if made.config_sha256 != expect.config_sha256:

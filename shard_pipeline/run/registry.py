@@ -1,25 +1,23 @@
-"""The stages, written once: their order, array or single, and when a task is done
-(where a stage's code is: worker/entries.py).
+"""The stages, written once: their order, array or single, and when a task is done (code: worker/entries.py).
 
-The executors queue or run `STAGES` in order; `--status` and `--resume` both ask `problem()`
-whether a task is done, by one rule. A task is done only when its receipt is this run's record
-(run/records.py: every field of its type, made for this run's configuration by this code version, so a
-receipt copied from another run or left by another version is not) and agrees with the files it names
-(the spill and its index, sections.arrow, the shards): size and mtime as recorded, and bytes vouched for, either by a ctime
-still equal to the one recorded when the file was finished (every write, rename, chmod or utime
-sets it to now, and nobody can set it back), or, when something touched the file, by its
-sha256. `--status` never reads a file: it counts a touched one as done by size and mtime and says
-so, and `--resume` (or a requeued group) re-hashes exactly those, keeping them when their bytes are the
-same. Finalize re-hashes every shard before anything reaches OUT either way. Once DONE exists, every
-task of the run is done.
+--status and --resume ask `Stage.problem` whether a task is done, by one rule: its receipt is this run's record
+(run/records.py) and agrees with the files it names: size and mtime as recorded, and bytes vouched for by a ctime
+still equal to the recorded one (every write, rename, chmod or utime sets it to now) or, once something touched
+the file, by its sha256. --status reads no file: it counts a touched one done by size and mtime and says so, and
+--resume re-hashes it. Once DONE exists, every task of the run is done.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
+from shard_pipeline.commands import verify_command
+from shard_pipeline.contract.manifest import MANIFEST_NAME, load_manifest
 from shard_pipeline.files import file_sha256
 from shard_pipeline.run.receipts import PartitionReceipt, Plan, Stamp, SwapReceipt, Validation, WriteReceipt
 from shard_pipeline.run.records import RUN_FORMAT, Made, Problem, Why, made_here, read_record
@@ -30,9 +28,8 @@ from shard_pipeline.run.rundir import RunDir
 def file_matches(path: Path, stamp: Stamp, sha256: str, rehash: bool = True,
                  touched: list[Path] | None = None) -> str | None:
     """None when `path` is what its receipt recorded, else why not (`rehash`: a touched file may be re-hashed).
-
-    `touched` (--status, which reads no file): a file whose ctime alone changed (a chmod, a chgrp, a copy
-    that kept its times) is listed there and counted as matching by size and mtime; --resume re-hashes it."""
+    `touched` (--status, which reads no file): a file whose ctime alone changed (a chmod, a chgrp) is listed there
+    and counted as matching by size and mtime."""
     if not path.is_file():
         return f"{path.name} missing"
     st = path.stat()
@@ -62,16 +59,11 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: Plan, out: Path,
                     rehash: bool = True, touched: list[Path] | None = None) -> dict[str, Any] | None:
     """OUT's manifest, if OUT is provably this run's output: an earlier attempt of finalize swapped it in.
 
-    Finalize can be killed between the swap and its last steps; rerun, it must finish those
-    steps, not fail on an OUT.tmp that is gone (or holds the old version). Equal hashes in the
-    manifest are no proof: a re-run over a previous (perhaps damaged) output makes the same
-    manifest. So every shard in OUT must be the very file a writer of this run finished (its
-    receipt's size, mtime and ctime; a touched one by sha256 when `rehash`), every other listed
-    file there with its size, and nothing else in OUT but this run's marker (left when finalize
-    stopped between the exchange and removing it), and the manifest the one finalize wrote
-    (manifest_is_this_runs). Cost: one stat per shard; the manifest and the few other files are hashed.
+    A finalize killed after the swap must finish its last steps on rerun. Equal hashes in the manifest are no
+    proof (a re-run over a damaged output makes the same manifest), so every shard in OUT must be the very file a
+    writer of this run finished (its receipt's stamp; a touched one by sha256 when `rehash`), nothing else may be
+    in OUT but this run's marker, and the manifest must be the one finalize wrote (`manifest_is_this_runs`).
     """
-    from shard_pipeline.contract.manifest import load_manifest
     from shard_pipeline.contract.previous import holdings
     from shard_pipeline.contract.replace import TMP_MARKER, tmp_owner
 
@@ -109,28 +101,51 @@ def already_swapped(run: RunDir, cfg: RunConfig, plan: Plan, out: Path,
     return manifest
 
 
-def out_changed_since(run: RunDir, out: Path) -> str | None:
-    """Why OUT no longer holds what this run swapped in: another manifest (a later run replaced it, or
-    someone edited or removed it), or a file it lists gone; None while it does, or when the run recorded
-    none (swap.json: older runs). Cost: the manifest hashed, one listing of each folder it names."""
+def run_history(run: RunDir, path: Path, cls: type[Any]) -> Any:
+    """A record finalize wrote about OUT (swap.json, validation.json), or None: made for this run's config, by any
+    code version, since a finished run's --status and --resume read them whatever code runs them."""
+    got = read_record(path, cls, Made(RUN_FORMAT, load_config(run).content.sha256(), ""), any_code=True)
+    return None if isinstance(got, Problem) else got
+
+
+def swap_receipt(run: RunDir) -> SwapReceipt | None:
+    return run_history(run, run.swap_receipt, SwapReceipt)
+
+
+def _swapped_manifest(run: RunDir, out: Path) -> bytes | str | None:
+    """OUT's manifest as it is on disk when it is the one this run swapped in (swap.json), else why not; None when
+    the run recorded none."""
     receipt = swap_receipt(run)
     if receipt is None:
         return None
-    data = _manifest_bytes(out)
-    if isinstance(data, str):
-        return data
-    return _manifest_changed(receipt, out, data) or _listed_changed(out, data)
+    try:
+        data = (out / MANIFEST_NAME).read_bytes()
+    except OSError as exc:
+        return f"{out} holds no readable {MANIFEST_NAME} now ({exc.strerror})"
+    if hashlib.sha256(data).hexdigest() != receipt.manifest_sha256:
+        return (f"{out}/{MANIFEST_NAME} is no longer the one this run wrote (a later run replaced the output, "
+                "or it was edited)")
+    return data
 
 
-def _listed_changed(out: Path, data: bytes) -> str | None:
-    """The first file OUT's own manifest (`data`, the one this run wrote: its hash was checked) lists that is
-    gone, by one listing of each folder it names. A file edited in place is --verify's to find: a stat per
-    file would cost a done run's --status seconds on Lustre at HPLT English's ~8,000 shards."""
-    import json
-    import os
+def manifest_is_this_runs(run: RunDir, out: Path, manifest: dict[str, Any], rehash: bool) -> bool:
+    """OUT's manifest is the very one finalize wrote, and, when `rehash`, so are the other files it lists."""
+    if not isinstance(_swapped_manifest(run, out), bytes):
+        return False
+    return not rehash or all(file_sha256(out / f["name"]) == f["sha256"] for f in manifest["files"])
 
-    from shard_pipeline.contract.manifest import MANIFEST_NAME
 
+def since_done(run: RunDir, out: Path) -> str:
+    """What a done run adds to "done: output at OUT" (--status and --resume say the same): why OUT no longer holds
+    what it swapped in, or "" while it does."""
+    got = _swapped_manifest(run, out)
+    since = _listed_gone(out, got) if isinstance(got, bytes) else got
+    return f"; but {since}: {verify_command(out)} checks what it holds now" if since else ""
+
+
+def _listed_gone(out: Path, data: bytes) -> str | None:
+    """The first file OUT's manifest (`data`) lists that is gone, by one listing of each folder. A file edited in
+    place is --verify's to find: a stat per file would cost --status seconds on Lustre at ~8,000 shards."""
     try:
         manifest = json.loads(data)
         files = [*manifest["shards"], *manifest["files"]]
@@ -149,51 +164,8 @@ def _listed_changed(out: Path, data: bytes) -> str | None:
     return None
 
 
-def since_done(run: RunDir, out: Path) -> str:
-    """What a done run adds to "done: output at OUT" when OUT changed since (--status and --resume say
-    the same): "" while OUT holds what it swapped in."""
-    from shard_pipeline.commands import verify_command
-
-    since = out_changed_since(run, out)
-    return f"; but {since}: {verify_command(out)} checks what it holds now" if since else ""
-
-
-def _manifest_bytes(out: Path) -> bytes | str:
-    """OUT's manifest as it is on disk, read once for its hash and its list; or why it cannot be read."""
-    from shard_pipeline.contract.manifest import MANIFEST_NAME
-
-    try:
-        return (out / MANIFEST_NAME).read_bytes()
-    except OSError as exc:
-        return f"{out} holds no readable {MANIFEST_NAME} now ({exc.strerror})"
-
-
-def swap_receipt(run: RunDir) -> SwapReceipt | None:
-    """swap.json, if this run's finalize wrote it (before its swap) and it is whole."""
-    return run_history(run, run.swap_receipt, SwapReceipt)
-
-
-def run_history(run: RunDir, path: Path, cls: type[Any]) -> Any:
-    """A record about OUT that finalize wrote (swap.json, validation.json), or None: made for this run's config, by
-    any code version, since a finished run's --status and --resume read them whatever code runs them."""
-    got = read_record(path, cls, Made(RUN_FORMAT, load_config(run).content.sha256(), ""), any_code=True)
-    return None if isinstance(got, Problem) else got
-
-
-def _manifest_changed(receipt: SwapReceipt, out: Path, data: bytes) -> str | None:
-    """Why OUT's manifest (`data`) is not the one swap.json `receipt` recorded; None when it is."""
-    import hashlib
-
-    from shard_pipeline.contract.manifest import MANIFEST_NAME
-
-    if hashlib.sha256(data).hexdigest() == receipt.manifest_sha256:
-        return None
-    return f"{out}/{MANIFEST_NAME} is no longer the one this run wrote (a later run replaced the output, or it was edited)"
-
-
 def done_warnings(run: RunDir) -> list[str]:
-    """The warnings finalize recorded in validation.json (files kept beside OUT after the swap, a counts index it
-    could not update): the done message and --status repeat them, since a finalize log is not where a user looks."""
+    """The warnings finalize recorded in validation.json, repeated where a user looks (not a finalize log)."""
     validation = run_history(run, run.validation_json, Validation)
     if validation is None:
         return []
@@ -201,28 +173,16 @@ def done_warnings(run: RunDir) -> list[str]:
     return [*validation.warnings, *([index] if index else [])]
 
 
-def manifest_is_this_runs(run: RunDir, out: Path, manifest: dict[str, Any], rehash: bool) -> bool:
-    """OUT's manifest is the very one finalize wrote (its sha256 in swap.json), and so are the other files it
-    lists: by sha256 when `rehash`, else by size alone (--status reads no file but the small manifest)."""
-    receipt = swap_receipt(run)  # read once: what it records is what is compared
-    data = _manifest_bytes(out)
-    if receipt is None or isinstance(data, str) or _manifest_changed(receipt, out, data) is not None:
-        return False
-    return not rehash or all(file_sha256(out / f["name"]) == f["sha256"] for f in manifest["files"])
-
-
 class RunState:
-    """The run dir as the done-checks read it; config, plan and the swap are read once.
-
-    `rehash=False` never reads a file: one whose ctime changed is not done, unless `trust_touched`
-    (--status): then it counts as done by its size and mtime and is listed in `touched`, which --status
-    reports (a `chmod -R g+w` or `chgrp -R` of a shared run dir changes every ctime, not one byte).
-    """
+    """The run dir as the done rule reads it; config, plan and the swap are read once. `rehash=False` never
+    reads a file: one whose ctime changed is not done, unless `trust_touched` (--status: a `chgrp -R` of a shared
+    run dir changes every ctime, not one byte): then it is done by size and mtime, and listed in `touched`."""
 
     def __init__(self, run: RunDir, rehash: bool = True, trust_touched: bool = False) -> None:
         self.run = run
         self.rehash = rehash
         self.touched: list[Path] | None = [] if trust_touched and not rehash else None
+        self.touched_in_out = None if self.touched is None else []  # shards in OUT: each write task claims its own
 
     @cached_property
     def cfg(self) -> RunConfig:
@@ -249,11 +209,6 @@ class RunState:
         """Finalize exchanged OUT already: the shards left OUT.tmp, their receipts still hold."""
         return self.plan is not None and already_swapped(self.run, self.cfg, self.plan, Path(self.cfg.execution.out),
                                                         self.rehash, self.touched_in_out) is not None
-
-    @cached_property
-    def touched_in_out(self) -> list[Path] | None:
-        """The shards in OUT that `swapped` counted by size and mtime (trust_touched): each write task claims its own."""
-        return None if self.touched is None else []
 
 
 def not_done(problem: Problem) -> str:
@@ -325,9 +280,6 @@ class Stage:
         seen = len(state.touched or ())
         why = self.problem(state, task)
         return why, (state.touched or [])[seen:]
-
-    def is_done(self, run: RunDir | RunState, task: int) -> bool:
-        return self.problem(run if isinstance(run, RunState) else RunState(run), task) is None
 
 
 STAGES: tuple[Stage, ...] = (

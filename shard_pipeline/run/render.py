@@ -23,8 +23,8 @@ from shard_pipeline.run.run_json import read_run_json
 
 
 def progress_counts(path: Path, cfg: RunConfig) -> tuple[int, int] | None:
-    """(documents read, compressed bytes read) that a partition receipt or checkpoint records; None when it is not
-    this run's or not whole (a file mid-write)."""
+    """(documents, compressed bytes) read that a partition receipt or checkpoint records; None when it is not this
+    run's or not whole (mid-write)."""
     kind = PartitionCheckpoint if path.name.endswith(".checkpoint.json") else PartitionReceipt
     rec = read_record(path, kind, made_here(cfg.content.sha256()))
     if isinstance(rec, Problem):
@@ -35,9 +35,8 @@ def progress_counts(path: Path, cfg: RunConfig) -> tuple[int, int] | None:
 
 
 def progress(run: RunDir, moving: bool = True) -> dict[str, Any]:
-    """Documents and bytes read so far (receipts and checkpoints), throughput, ETA of the partition stage.
-
-    `moving` False (a run stopped, failed or stuck): the time runs to its last receipt or checkpoint, not to now."""
+    """Documents and bytes read so far, throughput and ETA of the partition stage. `moving` False (a run stopped,
+    failed or stuck): the time runs to its last receipt or checkpoint, not to now."""
     cfg = load_config(run)
     docs = compressed = 0
     touched = []
@@ -60,13 +59,16 @@ def progress(run: RunDir, moving: bool = True) -> dict[str, Any]:
         end = time.time() if moving else max((p.stat().st_mtime for p in touched), default=started)
     elapsed = max(1e-9, end - started)
     rate = compressed / elapsed
-    eta = (total - compressed) / rate if rate > 0 and compressed < total else 0.0
-    return {"docs": docs, "compressed": compressed, "total": total, "elapsed": elapsed, "rate": rate, "eta": eta}
+    return {"docs": docs, "compressed": compressed, "total": total, "elapsed": elapsed, "rate": rate,
+            "eta": _eta(compressed, total, rate)}
+
+
+def _eta(done: float, total: float, rate: float) -> float:
+    return (total - done) / rate if rate > 0 and done < total else 0.0
 
 
 def live_line(runs: RunDir | Sequence[RunDir], stage: str, started: float) -> str | None:
-    """One line of a running local stage, over every language of the run (`runs`, a list of one for one
-    language): work done, rate and ETA (partition: bytes read; write: shards)."""
+    """One line of a running local stage over every language of the run: work done, rate and ETA."""
     runs = [runs] if isinstance(runs, RunDir) else list(runs)
     elapsed = max(1e-9, time.time() - started)
     try:
@@ -74,7 +76,7 @@ def live_line(runs: RunDir | Sequence[RunDir], stage: str, started: float) -> st
             ps = [progress(run) for run in runs]
             docs, done, total = (sum(p[k] for p in ps) for k in ("docs", "compressed", "total"))
             rate = done / elapsed
-            eta = (total - done) / rate if rate > 0 and done < total else 0.0
+            eta = _eta(done, total, rate)
             pct = 100 * done / total if total else 100.0
             return (f"partition {docs:,} docs, {human_bytes(done)} of {human_bytes(total)} ({pct:.0f}%), "
                     f"{human_bytes(rate)}/s, ETA {_hms(eta) if eta else '-'}")
@@ -85,7 +87,7 @@ def live_line(runs: RunDir | Sequence[RunDir], stage: str, started: float) -> st
             total = sum(shards)
             done = sum(count_progress_lines(sorted(run.log_dir("write").glob("*.log")), "shard") for run in runs)
             rate = done / elapsed
-            eta = (total - done) / rate if rate > 0 and done < total else 0.0
+            eta = _eta(done, total, rate)
             return f"write     {done:,} of {plural(total, 'shard')}, {rate * 60:.1f} shards/min, ETA {_hms(eta) if eta else '-'}"
     except (OSError, ValueError, KeyError):  # a file mid-write: the next tick reads it whole
         return None
@@ -132,7 +134,7 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state
             lines.append(touched_line(st.stage, st.touched))
         if st.interrupted:
             lines.append(f"INTERRUPTED {st.stage} {plural(len(st.interrupted), 'task')}: "
-                         f"{', '.join(map(str, st.interrupted[:10]))}{' ...' if len(st.interrupted) > 10 else ''}")
+                         f"{_first_ten(st.interrupted)}")
     failed = [(st.stage, f) for st in statuses for f in st.failed]
     lines += [failed_line(stage, f) for stage, f in failed[:20]]
     if len(failed) > 20:
@@ -142,8 +144,8 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state
 
 
 def unread_line(unread: list[tuple[str, int, Path]], unfinished: bool) -> str:
-    """Task logs this user may not read (a colleague's run): what the table cannot show (`unfinished`: tasks
-    without a receipt among them, whose failure only the log would tell), and the way on."""
+    """Task logs this user may not read (a colleague's run), what the table cannot show of them (`unfinished`: a
+    task without a receipt among them), and the way on."""
     from shard_pipeline.access import access_step
 
     stage, task, log = unread[0]
@@ -153,24 +155,26 @@ def unread_line(unread: list[tuple[str, int, Path]], unfinished: bool) -> str:
 
 
 def touched_line(stage: str, tasks: list[int]) -> str:
-    """Done tasks whose files something touched after their receipts (a ctime changed: chmod, chgrp, a copy
-    that kept the times): --status reads no file, so it says how it counted them, and what re-checks them."""
-    shown = ", ".join(map(str, tasks[:10])) + (" ..." if len(tasks) > 10 else "")
-    return (f"TOUCHED {stage} {plural(len(tasks), 'task')} ({shown}): their files were touched after they finished "
-            "(chmod, chgrp, a copy): counted done by size and mtime; --resume re-checks their sha256 and redoes any that changed")
+    """Done tasks whose files something touched after their receipts: how --status counted them, what re-checks."""
+    return (f"TOUCHED {stage} {plural(len(tasks), 'task')} ({_first_ten(tasks)}): their files were touched "
+            "after they finished (chmod, chgrp, a copy): counted done by size and mtime; --resume re-checks "
+            "their sha256 and redoes any that changed")
 
 
 def requeued_line(stage: str, tasks: list[int]) -> str:
-    """Pending tasks that had started: Slurm requeued them, and nothing is to be done (a pending reason
-    such as BeginTime alone would not say why a started task waits again)."""
-    shown = ", ".join(map(str, tasks[:10])) + (" ..." if len(tasks) > 10 else "")
-    return (f"REQUEUED {stage} {plural(len(tasks), 'task')} ({shown}): requeued by Slurm after a start (a node "
-            "failure, a time limit near, scontrol requeue); each starts again by itself from its last checkpoint")
+    """Pending tasks that had started: Slurm requeued them, and nothing is to be done (a pending reason such as
+    BeginTime alone would not say why a started task waits again)."""
+    return (f"REQUEUED {stage} {plural(len(tasks), 'task')} ({_first_ten(tasks)}): requeued by Slurm after a "
+            "start (a node failure, a time limit near, scontrol requeue); each starts again by itself from its "
+            "last checkpoint")
+
+
+def _first_ten(tasks: list[int]) -> str:
+    return ", ".join(map(str, tasks[:10])) + (" ..." if len(tasks) > 10 else "")
 
 
 def figures_summary(st: StageStatus) -> str:
-    """`FINISHED partition 4 tasks: elapsed up to 0h01m02s, peak memory 812.0 MB, cpu 3.9 min in all`: what
-    the stage's finished tasks (one unit each) used, by their own logs, to size --time and --mem next time."""
+    """What the stage's finished tasks used, by their outcome records, to size --time and --mem next time."""
     wall = max(f.wall_s for f in st.figures)
     peak = max(f.max_rss_mb for f in st.figures)
     cpu = sum(f.cpu_s for f in st.figures) / 60
@@ -188,8 +192,6 @@ def cell(st: StageStatus) -> str:
     return f"{st.done}/{st.total}" + (f" {len(st.failed)}F" if st.failed else "")
 
 
-
-
 @dataclass(frozen=True)
 class Landed:
     """A language whose output a local run swapped in: its manifest's counts, and the done rule's warnings."""
@@ -205,8 +207,8 @@ class Landed:
 
 @dataclass(frozen=True)
 class EndOfRun:
-    """What a local run ends with, for one language or several alike: the languages that landed, each failed
-    task (stage, name, its error, its log), what OUT holds now for each language that did not land, the next step."""
+    """What a local run ends with: the languages that landed, each failed task (stage, name, error, log), what OUT
+    holds now for each language that did not land, and the next step."""
 
     root: Path
     landed: tuple[Landed, ...]
@@ -237,8 +239,8 @@ def end_of_run(end: EndOfRun) -> tuple[list[str], list[str]]:
 
 
 def queued_lines(root: Path, jobs: list[dict], watch: str, lands: dict[str, tuple[Path, Path]]) -> list[str]:
-    """What a Slurm submission prints, for one language or several alike: each queued array, the run dir, how to
-    watch it, and per language (`lands`: its DONE marker and OUT; the first three) where it lands."""
+    """What a Slurm submission prints: each queued array, the run dir, how to watch it, and where the first three
+    languages land (`lands`: language -> its DONE marker and OUT)."""
     lines = [f"queued {j['stage']:<9} job {j['job_id']}  array {j['array']}" for j in jobs]
     lines += [f"run dir: {root}  ({plural(len(lands), 'language')}; {status_command(root)})", f"watch:   {watch}"]
     lines += [f"done when {marker} exists; {lang}'s output appears at {out}"

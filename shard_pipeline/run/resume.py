@@ -1,7 +1,5 @@
-"""What an interrupted run still has to do, decided from the run directory alone.
-
-A task is redone when the stage registry says it is not done (the same rule `--status` shows);
-everything downstream of a redone task is redone too.
+"""What an interrupted run still has to do, from the run directory alone: a task the done rule says is not done,
+and every task after it.
 """
 from __future__ import annotations
 
@@ -84,13 +82,9 @@ def run_job_ids(run: RunDir) -> list[str]:
 
 
 def refuse_live_tasks(*roots, local: bool, squeue_answered: bool, done: bool = False) -> None:
-    """A resume never starts while a task of the run still runs (a submitter that died can leave one):
-    two writers of the same spill and partial files would corrupt them. Stale records are dropped.
-
-    `local`: the run's last submission ran on the local executor, so a record of another host is a task
-    started on another login node, which may run there. Otherwise such records are Slurm tasks: stale
-    once squeue answered that it holds none of the run's jobs (`squeue_answered`), else left alone. A
-    `done` run starts nothing, so a task elsewhere cannot meet a second writer: it says it is done."""
+    """A resume never starts while a task of the run still runs: two writers of the same files would corrupt them.
+    `local`: a record of another host is a task of another login node; else a Slurm task, stale once squeue
+    answered (`squeue_answered`). A `done` run starts nothing, so a task elsewhere is no refusal."""
     scans = [live.scan(r) for r in roots]
     busy = [t for s in scans for t in s.alive()]
     hidden = [h for s in scans for h in s.hidden]

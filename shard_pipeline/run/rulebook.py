@@ -1,27 +1,27 @@
-"""The rule book: each safety rule about OUT, defined once with the moments it applies to.
+"""The rule book: each safety rule about OUT, defined once with the moments that check it (`preflight`).
 
-A moment (a new run, a new root, a dry run, a submit, a resume, finalize) checks its rules through one call,
-`preflight(moment, context)`: a rule added here is checked at every moment it names, and
-docs/operations.md's table of these rules is rendered from this book (`python -m
-shard_pipeline.run.rulebook --table`). A refused rule raises its own error carrying a typed
-`Refusal` (`.refusal`): the rule's kind, the paths, the owner of what is in the way, the next step.
+docs/operations.md's table of the rules is rendered from it (`python -m shard_pipeline.run.rulebook --table`). A
+refused rule raises its own error carrying a typed `Refusal`. A run removes or replaces only what it can prove it
+made (OUT, a previous output, its own marked OUT.tmp, its own run dir), so the run dir, the input root, OUT and
+what a run keeps beside OUT must lie apart, and OUT in no other output.
 """
 from __future__ import annotations
 
 import enum
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from shard_pipeline.commands import resume_command
-from shard_pipeline.contract.manifest import load_manifest
-from shard_pipeline.contract.replace import (NEW_RUN_STEP, NotReplaceable, check_out_for_resume, check_tmp_free,
-                                             parking_dir_for, tmp_dir_for, tmp_owner)
+from shard_pipeline.contract.beside import root_work_folder
+from shard_pipeline.contract.manifest import MANIFEST_NAME, load_manifest
+from shard_pipeline.contract.replace import (NEW_RUN_STEP, TMP_MARKER, NotReplaceable, check_out_for_resume,
+                                             check_tmp_free, parking_dir_for, tmp_dir_for, tmp_owner)
 from shard_pipeline.contract.swap import folder_identity
-from shard_pipeline.errors import UserError
-from shard_pipeline.run.apart import beside_out, check_no_overlap, check_out_not_enclosed
-from shard_pipeline.run.claim import check_not_held, claim_path, holder
+from shard_pipeline.errors import UsageError, UserError
+from shard_pipeline.run.claim import check_not_held, claim_lock_path, claim_path, holder, publish_lock_path
 from shard_pipeline.run.registry import RunState, already_swapped, swap_receipt
 from shard_pipeline.run.resume import ResumeRefused
 from shard_pipeline.run.rundir import RunDir
@@ -76,40 +76,74 @@ class Rule:
     next_step: str
     kept: str
     paths: Callable[[Context], tuple[Path, ...]]
-    owner: Callable[[Context], str | None]
+    owner: Callable[[Context], str | None] = lambda ctx: None  # who owns what is in the way: no run of hplt-shard
+
+
+def inside(a: Path, b: Path) -> bool:
+    """True when `a` is `b` or lies under it."""
+    return a == b or b in a.parents
+
+
+def beside_out(out: Path) -> dict[str, Path]:
+    """What runs and publishes keep beside an OUT (or a root of several languages): no run dir or input there."""
+    return {"OUT.tmp": tmp_dir_for(out), "OUT.replaced": parking_dir_for(out), "OUT's claim": claim_path(out),
+            "OUT's claim lock": claim_lock_path(out), "OUT's publish lock": publish_lock_path(out),
+            "the work folder beside OUT (a root's)": root_work_folder(out)}
+
+
+def check_no_overlap(named: dict[str, Path | None]) -> None:
+    """Refuse any two of these folders that are equal or nested, in either direction (one message per pair)."""
+    items = [(name, Path(os.path.realpath(p))) for name, p in named.items() if p is not None]
+    for i, (na, a) in enumerate(items):
+        for nb, b in items[i + 1:]:
+            if a == b:
+                raise UsageError(f"{na} {a} and {nb} {b} are the same path; they must be apart")
+            if inside(a, b) or inside(b, a):
+                inner, outer = ((na, a), (nb, b)) if inside(a, b) else ((nb, b), (na, a))
+                raise UsageError(f"{inner[0]} {inner[1]} lies inside {outer[0]} {outer[1]}; they must be apart "
+                                 "(a run replaces OUT and OUT.tmp and never touches its inputs)")
 
 
 def paths_apart(ctx: Context) -> None:
-    """The run dir, the input root, OUT and what a run keeps beside OUT are apart."""
     check_no_overlap({"--run-dir": ctx.run_dir or ctx.run_root, "input root": ctx.input_root, "--out": ctx.out,
                       **beside_out(ctx.out)})
 
 
 def not_nested(ctx: Context) -> None:
-    """OUT lies in no other output and in no other run's staging folder."""
-    check_out_not_enclosed(ctx.out)
+    """OUT lies in no other output (an ancestor holds a manifest: its --verify would fail, its next run remove it)
+    and in no other run's marked staging or parking folder (swapped away or removed with it). A root of several
+    languages holds no manifest, so ROOT/<LANG> is not refused."""
+    for parent in Path(os.path.realpath(ctx.out)).parents:
+        try:  # a folder we may not look into is no output we could tell: the later checks say more
+            if (parent / MANIFEST_NAME).is_file():
+                where = f"inside the output {parent} (it holds {MANIFEST_NAME})"
+            elif (owner := tmp_owner(parent)) is not None:
+                where = f"inside {parent}, the staging folder of the run {owner} (it holds {TMP_MARKER})"
+            else:
+                continue
+        except OSError:
+            continue
+        raise UsageError(f"--out {ctx.out} lies {where}; an output may not be nested in another: "
+                         "choose an --out outside it")
 
 
 def not_held(ctx: Context) -> None:
-    """Another unfinished run holds OUT (its claim file names it)."""
     check_not_held(ctx.out, ctx.run_root)
 
 
 def staging_ours(ctx: Context) -> None:
-    """OUT.tmp and OUT.replaced are absent or this run's (its marker); only while the plan is still to run."""
     if ctx.planning:
         check_tmp_free(ctx.out, str(ctx.run_root), ctx.step, ctx.of_a_root)
 
 
 def out_replaceable(ctx: Context) -> None:
-    """What finalize would refuse at OUT, said by reading alone, unless OUT is provably this run's output already."""
     if not ctx.swapped:
         check_out_for_resume(ctx.out, str(ctx.run_root))
 
 
 def no_newer_output(ctx: Context) -> None:
-    """Refuse to swap over an output of another configuration that reached OUT after an earlier attempt of this
-    run's finalize recorded what it replaces (swap.json): a newer run's output, which a resume must not replace."""
+    """A newer run's output (another configuration) that reached OUT after this run's finalize recorded what it
+    replaces (swap.json) is not replaced."""
     if ctx.swapped:
         return
     now = folder_identity(ctx.out)
@@ -138,10 +172,6 @@ def _staging(ctx: Context) -> tuple[Path, ...]:
     return tmp_dir_for(ctx.out, ctx.of_a_root), parking_dir_for(ctx.out, ctx.of_a_root)
 
 
-def _no_owner(ctx: Context) -> str | None:
-    return None
-
-
 def _staging_owner(ctx: Context) -> str | None:
     return next((o for p in _staging(ctx) if (o := tmp_owner(p)) is not None and o != str(ctx.run_root)), None)
 
@@ -154,11 +184,11 @@ RULES: tuple[Rule, ...] = (
          "claim and lock files; for ROOT/LANG of a root, these in `ROOT.hplt-shard/`) are the same folder or lie one "
          "inside the other, however spelled (`..`, a link)", "2",
          "choose folders apart (`--run-dir`, `--out`, `--local-root`)", "everything; nothing written",
-         lambda ctx: (ctx.out, ctx.run_dir or ctx.run_root), _no_owner),
+         lambda ctx: (ctx.out, ctx.run_dir or ctx.run_root)),
     Rule("out-nested", frozenset({NEW_RUN, NEW_ROOT}), not_nested,
          "OUT lies inside another output (an ancestor holds `_MANIFEST.json`) or inside another run's marked "
          "staging or parking folder", "2", "choose an `--out` outside it", "everything; nothing written",
-         _out, _no_owner),
+         _out),
     Rule("out-held", frozenset({NEW_ROOT, DRY_RUN, SUBMIT, RESUME}), not_held,
          "another unfinished run holds OUT (its claim file, `OUT.hplt-shard-claim`, names that run)", "2",
          "finish that run with `--resume R`, or remove the claim file if that run was abandoned",
@@ -169,11 +199,11 @@ RULES: tuple[Rule, ...] = (
          "puts the previous version back), said before any stage unless OUT is provably this run's output already",
          "2",
          "move what is at OUT away (or unmount it), then `--resume RUNDIR`", "OUT; the run dir as it was",
-         _out, _no_owner),
+         _out),
     Rule("newer-output", frozenset({RESUME, FINALIZE}), no_newer_output,
          "OUT holds an output of another configuration (a newer run's) put there after this run's earlier finalize "
          "attempt", "2 / 1 (finalize)",
-         "move OUT away, then `--resume RUNDIR`", "the newer output; the run dir", _out, _no_owner),
+         "move OUT away, then `--resume RUNDIR`", "the newer output; the run dir", _out),
     Rule("staging-not-ours", frozenset({NEW_RUN, SUBMIT, RESUME}), staging_ours,
          "`OUT.tmp` or `OUT.replaced` (where a swap without `RENAME_EXCHANGE` parks the previous OUT) exists and "
          "this run did not make it: no `.hplt-shard-tmp` marker (a user's folder, an earlier output a run could not "

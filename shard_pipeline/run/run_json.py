@@ -1,8 +1,6 @@
-"""`run.json`'s body, checked when read: the fields the run's readers use have the types the submitter writes.
-
-The body grows (each submission is appended to it) and keeps fields only people read (argv, code, settings),
-so it is checked by shape, field by field, rather than parsed into one dataclass: a wrong type in a field
-a reader uses, or the absence of one it needs, is `DamagedRunFile`, naming the file and the field, never a traceback in --status or --resume.
+"""`run.json`'s body, checked when read: the fields its readers use have the types the submitter writes, else
+`DamagedRunFile` names the field. It grows and keeps fields only people read, so it is checked by shape, not
+parsed into a dataclass.
 """
 from __future__ import annotations
 

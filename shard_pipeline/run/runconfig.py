@@ -1,13 +1,11 @@
-"""What a run is: the content it decides (hashed into the manifest) and how it executes (not hashed).
-
-Same input + same content config = same manifest bytes, on any cluster or laptop, with any
-task count: so executor, paths, memory and task counts live in `Execution`, never in `Content`.
+"""What a run is: the content it decides (hashed into the manifest) and how it executes (not hashed): the same
+input and content give the same bytes with any executor, paths, memory or task count.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from shard_pipeline.contract.manifest import MANIFEST_FORMAT
@@ -70,29 +68,10 @@ class Content:
         return self.shard_bytes is not None or bool(self.dp_ranks)
 
     def sha256(self) -> str:
-        """Hash of the content config: input names and sizes, never their paths or mtimes."""
-        doc = {
-            "format": MANIFEST_FORMAT,
-            "corpus": self.corpus,
-            "subset": self.subset,
-            "lang": self.lang,
-            "dataset": self.dataset,
-            "version": self.version,
-            "license_spdx": self.license_spdx,
-            "shard_rows": self.shard_rows,
-            "val_permille": self.val_permille,
-            "row_group_bytes": self.row_group_bytes,
-            "bad_records": self.bad_records,
-            "inputs": [[i.source_id, i.size] for i in self.inputs],
-            "dataset_card": self.dataset_card,
-            "clean": self.clean,
-            "shard_bytes": self.shard_bytes,
-            "dp_ranks": list(self.dp_ranks),
-            "split_layout": self.split_layout,
-            "hplt": self.hplt,
-        }
-        if self.annotations:  # hashed only when asked for: a run without them keeps its config hash
-            doc["annotations"] = list(self.annotations)
+        """Hash of every content field; inputs by name and size, never their paths or mtimes. Annotations are
+        hashed only when asked for, so a run without them keeps its config hash."""
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "annotations" or self.annotations}
+        doc.update(format=MANIFEST_FORMAT, inputs=[[i.source_id, i.size] for i in self.inputs])
         return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -101,12 +80,8 @@ GROUPED_STAGES = ("partition", "write")  # an array task of these runs C units a
 
 @dataclass(frozen=True)
 class StageResources:
-    """What one array task (or single job) of a stage asks Slurm for: `sbatch --mem --time --cpus-per-task`.
-
-    The layout decides these once, per stage (submit/layout.py); the run dir keeps them and
-    every submission passes them to sbatch unchanged. For partition and write, `cpus` is also
-    how many units an array task runs at once (worker/group.py), and `mem` covers all of them.
-    """
+    """What one array task (or single job) of a stage asks sbatch for, as the layout decided (submit/layout.py).
+    For partition and write, `cpus` is also how many units an array task runs at once, and `mem` covers them."""
 
     mem: str
     time: str
@@ -137,13 +112,8 @@ class Execution:
         return res.cpus if res is not None else 1
 
     def with_resources(self, mem: str | None = None, time: str | None = None, cpus: int | None = None) -> "Execution":
-        """The resources after a resume's --mem/--time/--cpus-per-task: every stage gets at least that
-        memory and time, never less; partition and write array tasks run `cpus` units each.
-
-        `mem` is one unit's memory, as at submission (an array task of C units asks C of them);
-        a stage the layout gave more (a plan or writer raised to its need) keeps its own. No byte
-        depends on C: it only regroups the same units (worker/group.py units_of) into array tasks.
-        """
+        """The resources after a resume's --mem/--time/--cpus-per-task: every stage gets at least that memory (one
+        unit's, as at submission) and time; partition and write array tasks run `cpus` units each."""
         def applied(stage: str, r: StageResources) -> StageResources:
             k = self.units_per_task(stage)
             unit = share_of_mem(r.mem, k)
@@ -162,8 +132,7 @@ class RunConfig:
     execution: Execution
 
     def index_key(self) -> tuple[str, str]:
-        """The run's rows' place in the counts index (submit decided it, input/identity.py); run dirs made
-        before it was recorded: corpus/subset."""
+        """The run's rows' place in the counts index (input/identity.py); corpus/subset when none is recorded."""
         key = self.execution.counts_index_key
         if key:
             corpus, subset = key.split("/", 1)
@@ -185,9 +154,8 @@ EDITED_STEP = ("a run's content is fixed when it is made: put back the config.js
 
 
 def load_config(run: RunDir) -> RunConfig:
-    """The run's config.json, typed and whole: of this run-dir format, every field of its type, its content hashing
-    to the config_sha256 it records, and the one run.json says the run was made with. Else one named refusal:
-    OtherFormat, DamagedRunFile or EditedRecord (an edit would make the run's records disagree with its config)."""
+    """The run's config.json, typed and whole: of this format, its content hashing to the config_sha256 it and
+    run.json record; else one named refusal (an edit would make the run's records disagree with its config)."""
     path = run.config_json
     doc = read_json(path)
     made = header_of(doc, path)

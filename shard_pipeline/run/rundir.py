@@ -1,7 +1,5 @@
-"""The run directory: where every stage finds its inputs and leaves its receipts.
-
-One layout for all executors, so a task can be rerun by hand from the command in its log and
-`--resume` / `--status` can work from the directory alone.
+"""The run directory: where every stage finds its inputs and leaves its receipts. One layout for all
+executors, so a task can be rerun by hand from its log's command and --resume / --status work from it alone.
 """
 from __future__ import annotations
 
@@ -12,7 +10,6 @@ from typing import Any, Iterable
 
 from shard_pipeline.commands import command, resume_command, status_command
 from shard_pipeline.errors import UserError
-from shard_pipeline.run.records import RUN_FORMAT, OtherFormat, Problem, Why
 from shard_pipeline.run.records import read_json  # noqa: F401  (the run dir's readers import it from here)
 
 CHECKPOINT_FORMAT = "receipts-log"  # a partition checkpoint naming its receipts log (stages/checkpoint.py)
@@ -31,23 +28,9 @@ def commit_words(record: dict[str, Any]) -> str | None:
     return None if commit is None else f"{commit} (with uncommitted changes)" if dirty else commit
 
 
-def check_format(record: dict[str, Any], root: Path) -> None:
-    """Refuse a run directory of another format, naming the version that made it and what to do."""
-    made_by = record.get("run_format", 1)
-    if made_by == RUN_FORMAT:
-        return
-    commit = commit_words(record) or "(unknown commit)"
-    raise OtherFormat(Problem(Why.OTHER_FORMAT, root, f"hplt-shard {commit}, whose run directories have format {made_by}; "
-                              f"this version reads format {RUN_FORMAT}",
-                              "see or resume it with that version (git checkout it), or start a new run: inputs and "
-                              "OUT are untouched by either"))
-
-
 def check_whole(root: Path) -> None:
-    """Refuse, with the next step, a run directory whose submission was stopped (killed) while it wrote it:
-    the folders `create` makes are there, run.json (written last, before OUT is claimed) is not. Nothing
-    of it ran and nothing was claimed, so removing it is safe; a folder hplt-shard did not make is never
-    called one."""
+    """Refuse a run directory whose submission was killed while it wrote it: `create`'s folders are there, run.json
+    (written last, before OUT is claimed) is not, so nothing ran and removing it is safe."""
     made = all((root / sub).is_dir() for sub in ("tasks", "logs"))
     if root.is_dir() and made and not (root / "run.json").exists():
         raise IncompleteRunDir(f"{root} was left by a submission stopped before it was complete (it has no run.json): "
@@ -75,8 +58,7 @@ def is_finished(root: Path) -> bool:
 
 
 def check_new(root: Path) -> None:
-    """Refuse a run directory a new run would reuse: run directories are never reused. A finished run's
-    directory points to a new one (its --resume would only say done)."""
+    """Refuse a run directory a new run would reuse; a finished run's points to a fresh one."""
     check_whole(root)
     if root.exists() and is_finished(root):
         fresh = fresh_run_dir(root, "new")
@@ -96,15 +78,12 @@ def unit_log(log_dir: Path, job: str, array_index: str | int, unit: int) -> Path
 
 
 class RunDirExists(UserError, FileExistsError):
-    """A new run was given a run directory that exists: run directories are never reused. `fresh`: the
-    one to give instead, when the existing one holds a finished run (else --resume it)."""
+    """A new run was given a run directory that exists. `fresh`: the one to give instead, when the existing one
+    holds a finished run (else --resume it)."""
 
     def __init__(self, message: str, fresh: Path | None = None) -> None:
         super().__init__(message)
         self.fresh = fresh
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 @dataclass(frozen=True)
@@ -243,8 +222,7 @@ class RunDir:
         return self.root / "INTERRUPTED.json"
 
     def create(self, stages: Iterable[str], work: bool = True) -> None:
-        """Make a new run directory with a log folder per stage (sbatch writes logs into them), and with
-        `work` a language's work folders; an existing one is refused (use --resume or move it)."""
+        """Make a new run directory with a log folder per stage, and with `work` a language's work folders."""
         check_new(self.root)
         self.root.mkdir(parents=True)
         try:

@@ -1,11 +1,5 @@
-"""Where a run stands, one definition for both executors and for one or several languages.
-
-Each task is one of waiting, pending (with Slurm's reason), running, done, failed (with its
-reason) or interrupted; the run is one of queued, running, done, failed, interrupted or stuck.
-`task_state` and `run_phase` are pure: run/status.py gathers their inputs (receipts, squeue,
-the live task records, the run's lock and its interrupted marker) for a single-language run,
-and for each language of a run of several. Each phase has one exit code (errors.ExitCode); the next step
-is run/steps.py's.
+"""Where a run stands, one definition for both executors: a task's state and a run's phase (each with one exit
+code), as pure functions of what run/stage_status.py gathers; squeue's reasons that do not clear by themselves.
 """
 from __future__ import annotations
 
@@ -42,11 +36,9 @@ class RunPhase(str, enum.Enum):
 PHASE_EXIT = {RunPhase.DONE: ExitCode.OK, RunPhase.FAILED: ExitCode.FAILED, RunPhase.INTERRUPTED: ExitCode.FAILED,
               RunPhase.QUEUED: ExitCode.BUSY, RunPhase.RUNNING: ExitCode.BUSY, RunPhase.STUCK: ExitCode.STUCK}
 
-# squeue reasons (%r) that do not clear by themselves: the job asks what the partition, the account
-# or the QOS never gives, or waits on a job that failed. ReqNodeNotAvail, PartitionDown, Resources,
-# Priority, QOSMax*/AssocMax* limits on running jobs and JobHeld* clear (a node returns, jobs end,
-# someone releases it), so they are pending, not stuck. An allocation used up (Grp*Minutes) clears
-# only when someone raises it: stuck. (Grp*RunMinutes limits running work: it clears as jobs end.)
+# squeue reasons (%r) that do not clear by themselves: the job asks what the partition, the account or the QOS
+# never gives, waits on a job that failed, or on an allocation used up. Reasons that clear as nodes return, jobs
+# end or someone releases a hold (Resources, Priority, limits on running jobs, JobHeld*) are only pending.
 STUCK_REASONS: dict[str, str] = {
     "PartitionConfig": "it asks more cores or memory than any node of the partition has",
     "PartitionNodeLimit": "it asks more nodes than the partition allows",
@@ -59,7 +51,6 @@ STUCK_REASONS: dict[str, str] = {
     "InvalidAccount": "the account is not valid on this partition",
     "InvalidQOS": "the QOS is not valid for the account",
     "BadConstraints": "no node has what it asks (cores, memory or features)",
-    # A project's allocation used up (LUMI: billing units): nothing ends that frees it; someone must raise it.
     "AssocGrpBillingMinutes": "the project's allocation (billing units) is used up",
     "AssocGrpCPUMinutesLimit": "the project's allocation (CPU minutes) is used up",
     "QOSGrpBillingMinutes": "the QOS's allocation (billing units) is used up",
@@ -91,11 +82,9 @@ def is_stuck(reason: str | None) -> bool:
 
 
 def task_state(*, done: bool, queued: str | None, alive: bool, has_log: bool, interrupted: bool) -> TaskState:
-    """One task's state. `queued`: squeue's state (%T) while Slurm holds it; `alive`: a live local process
-    of it (run/live.py); `interrupted`: its last attempt was stopped from outside (marker, scancel).
-
-    While Slurm holds the task its state wins: a process still alive from an earlier attempt (on a node
-    Slurm lost and requeued the task from) is not the task, which waits to start again."""
+    """One task's state. `queued`: squeue's state (%T) while Slurm holds it, which wins over a process still alive
+    from an earlier attempt (on a node Slurm lost); `alive`: a live local process of it; `interrupted`: its last
+    attempt was stopped from outside (marker, scancel)."""
     if done:
         return TaskState.DONE
     if queued in ("RUNNING", "COMPLETING", "CONFIGURING"):
@@ -160,9 +149,7 @@ def cap_name(message: str) -> str:
 
 
 def refusal_next_step(root, message: str) -> str:
-    """The way on after sbatch refused a submission, the same at submit and in --status: after a job cap,
-    wait for room or need fewer jobs; after a controller that did not answer, the same again; after anything
-    else (an account, a partition), change it first."""
+    """The way on after sbatch refused a submission, the same at submit and in --status."""
     resume = resume_command(root)
     kind = refusal_kind(message)
     if kind == "unanswered":

@@ -1,5 +1,4 @@
-"""A run's inputs against the counts index as it is now: at its resume (sizes, and the documents of the inputs
-read so far) and by its plan (the documents of every input, read in full). The decision is
+"""A run's inputs against the counts index as it is now, at its resume and by its plan: the decision is
 input/index_check.py's; this reads the run's config, receipts and index, and names the run's way on.
 """
 from __future__ import annotations
@@ -28,8 +27,7 @@ def run_step(root: Path, n: int) -> str:
 
 
 def run_index(cfg: RunConfig) -> IndexRows | None:
-    """The counts index of a run's language as it is now, None when off or unreadable (said: the inputs are
-    then not compared with it; finalize says whether it could write it)."""
+    """The counts index of a run's language as it is now; None when off or unreadable (said)."""
     root = cfg.execution.counts_index
     if not root:
         return None

@@ -1,10 +1,6 @@
-"""Each stage's tasks by state, built from the run dir's records, the scheduler's answer
-(run/queue.py) and the live-task records (run/live.py); the run's phase and each language's.
-
-Works from the run directory alone once the jobs have left the queue, and asks squeue about
-the run's own job ids while they are in it. A language of a run of several is viewed from its own
-run dir, whose run.json holds the chain's chunks in its own task numbers (run/unit_table.py
-record_submission); the chain's queue is translated to them first (`unit_table.language_queue`).
+"""Each stage's tasks by state, from the run dir's records, the scheduler's answer (run/queue.py) and the
+live-task records (run/live.py); the run's phase and each language's. A language is viewed from its own run
+dir, whose run.json holds the chain's chunks in its own task numbers (unit_table.record_submission).
 """
 from __future__ import annotations
 
@@ -27,9 +23,8 @@ from shard_pipeline.run.run_json import read_run_json
 
 @dataclass(frozen=True)
 class FailedTask:
-    """A task that failed: its log and what ended it (its outcome record's error; without one, the log's last
-    error line); when Slurm ended it, why (`reason`: OUT_OF_MEMORY, TIMEOUT, ...) and the resume that reason
-    calls for."""
+    """A task that failed: its log and what ended it (its outcome record's error, else its log's last error
+    line); when Slurm ended it, why (`reason`: OUT_OF_MEMORY, ...) and the resume that reason calls for."""
 
     task: int
     log: Path
@@ -40,8 +35,8 @@ class FailedTask:
 
     @property
     def consequence(self) -> bool:
-        """It skipped because an earlier stage of its language is not done (Kind.UPSTREAM): that unit is the
-        cause (interrupted or failed), this one only follows it, so it never makes the run failed by itself."""
+        """It skipped because an earlier stage of its language is not done (Kind.UPSTREAM): it never makes the
+        run failed by itself."""
         return self.kind is Kind.UPSTREAM
 
 
@@ -72,8 +67,7 @@ class StageStatus:
 
 
 def counts(statuses: list[StageStatus]) -> Counts:
-    """The run's tasks by state, over its stages (runstate.run_phase's input). A unit that skipped for an unfinished
-    earlier stage counts as skipped, not failed: the phase follows its cause (interrupted: resume; failed: that unit)."""
+    """The run's tasks by state (run_phase's input); a skipped unit (FailedTask.consequence) is no failure."""
     return Counts(sum(s.total for s in statuses), sum(s.done for s in statuses), sum(s.running for s in statuses),
                   sum(s.pending for s in statuses), sum(len(s.causes()) for s in statuses),
                   sum(len(s.interrupted) for s in statuses), tuple(r for s in statuses for _, r in s.reasons),
@@ -102,8 +96,8 @@ def _task_log(run: RunDir, stage: str, task: int, chunks: list[dict[str, Any]], 
 
 
 def _readable_log(st: StageStatus, run: RunDir, task: int, chunks: list[dict[str, Any]], cpus: int) -> Path | None:
-    """The task's log as `_task_log` finds it; a log folder this user may not look in (a colleague's run, written
-    under `umask 077`) is noted in `st.unread` and taken as no log: the table is shown, with what it cannot know."""
+    """The task's log; one this user may not look in (a colleague's `umask 077` run) is noted in `st.unread` and
+    taken as no log."""
     try:
         return _task_log(run, stage=st.stage, task=task, chunks=chunks, cpus=cpus)
     except PermissionError as exc:
@@ -135,18 +129,16 @@ class _Seen:
 
 def stage_statuses(run: RunDir, queue: dict[str, str] | None = None, strict: bool = False,
                    record: dict[str, Any] | None = None) -> list[StageStatus]:
-    """Each stage's tasks by state (runstate.task_state), with the reasons and lines --status shows.
-
-    `strict` (--status, whose squeue answered; a run of several passes its queue): a task that never started and
-    whose job has left the queue (scancel, or cancelled for a dependency that can never be met) will not run:
-    interrupted, not waiting."""
+    """Each stage's tasks by state (runstate.task_state), with the reasons and lines --status shows. `strict`
+    (squeue answered): a task that never started and whose job left the queue will not run: interrupted."""
     rs = RunState(run, rehash=False, trust_touched=True)  # a stat per file: --status is run often, on terabytes
     if record is None:  # run.json, unless the caller read it already
         record = read_run_json(run.run_json)
     jobs = latest_jobs(record)
     if queue is None:
         ids = [j["job_id"] for chunks in jobs.values() for j in chunks]
-        queue = unit_table.queue_of_language(run, jobs, squeue_states(ids, strict=strict))
+        queue = unit_table.language_queue(unit_table.load(run.root.parent), run.root.name, jobs,
+                                          squeue_states(ids, strict=strict))
     local = ran_locally(record)
     tasks = live.scan(run.root)
     # under Slurm a killed task (OOM, a fault) failed, and Slurm's own reason says why
@@ -183,8 +175,7 @@ def _count_done(st: StageStatus, run: RunDir, task: int, touched: bool) -> None:
 
 @dataclass(frozen=True)
 class _End:
-    """How a task's last attempt ended, by its records: its outcome (it ended by itself), its group's exit record
-    (its process ended, a signal too) and what --status shows of it."""
+    """How a task's last attempt ended: its outcome record, its group's exit record, and what --status shows."""
 
     outcome: Outcome | None
     exit: UnitExit | None
@@ -196,8 +187,7 @@ class _End:
 
 
 def _outcome(st: StageStatus, run: RunDir, task: int) -> Outcome | None:
-    """The task's outcome record (a damaged one counts as none); one this user may not read is noted in `st.unread`,
-    as a log is."""
+    """The task's outcome record (a damaged one counts as none; an unreadable one is noted in `st.unread`)."""
     try:
         return outcome.read_or_none(run, st.stage, task)
     except PermissionError:
@@ -235,9 +225,8 @@ def _count_unfinished(st: StageStatus, seen: _Seen, task: int, problem: str, chu
     reason = slurm_reason(log) if log is not None and queued is None and not seen.local and end.outcome is None \
         else None
     starting = seen.held and log is not None and end.exit is None
-    # A local unit that ended by itself has its exit record (worker/group.py), even a crash; one without it, and
-    # without an outcome, that no process runs lost its parent: the submitter was killed (SIGKILL) while it
-    # started or ran the unit.
+    # A local unit that ended by itself has its exit record, even a crash; one without it or an outcome that no
+    # process runs lost its parent: the submitter was killed (SIGKILL) while it started or ran the unit.
     orphaned = (seen.local and log is not None and not starting and (stage, task) not in seen.alive
                 and end.exit is None and end.outcome is None)
     cut = reason == "CANCELLED" or ((seen.stopped or (stage, task) in seen.killed or orphaned)
@@ -281,8 +270,7 @@ def queued_job_ids(run: RunDir, statuses: list[StageStatus]) -> list[str]:
 
 
 def elsewhere(record: dict, *roots: Path) -> str:
-    """What --status adds while a local run has tasks recorded on another host (a login node sharing the
-    run dir): the same words a resume refuses with, since this host cannot see their processes."""
+    """What --status adds while a local run has tasks recorded on another host: the words a resume refuses with."""
     away = [x for r in roots for x in live.scan(r).elsewhere()] if ran_locally(record) else []
     return live.elsewhere_step(away) if away else ""
 
@@ -326,10 +314,8 @@ LANGUAGE_WORD = {RunPhase.RUNNING: "running", RunPhase.QUEUED: "waiting", RunPha
 
 
 def language_state(run: RunDir, sts: list[StageStatus], chain_alive: bool) -> tuple[RunPhase, str]:
-    """The language's phase (runstate.run_phase; `chain_alive`: a local executor runs the chain) and its row's word.
-
-    A language with a failed task and none running is failed even while other languages' jobs
-    still run: its finalize can only name it (afterany), and --resume is what redoes it."""
+    """The language's phase (`chain_alive`: a local executor runs the chain) and its row's word. A language with a
+    failed task and none running is failed even while other languages' jobs run: only --resume redoes it."""
     c = counts(sts)
     phase = run_phase(c, done_marker=run.done_marker.exists(), held=chain_alive)
     failed = [st.stage for st in sts if st.causes()] if c.failed else []
@@ -347,9 +333,8 @@ def language_state(run: RunDir, sts: list[StageStatus], chain_alive: bool) -> tu
 
 
 def rebuilt_by(root: Path, lang: str, run: RunDir) -> Path | None:
-    """The new run of `lang` alone that a failed language's next step names (RUNDIR-LANG-..., next_step.py) and
-    that is done, its output provably the one in ROOT/LANG now (registry.manifest_is_this_runs): the language
-    was made by it."""
+    """The done new run of `lang` alone (RUNDIR-LANG-..., next_step.py) whose output is provably the one in
+    ROOT/LANG now: the language was made by it."""
     try:
         out = Path(read_json(run.config_json)["execution"]["out"])
         manifest = read_json(out / MANIFEST_NAME)

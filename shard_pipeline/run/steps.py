@@ -1,9 +1,5 @@
-"""A run's next step as a value, and its one rendering.
-
-`decide` is the only place that says what comes next for a run of one language or several, from the
-facts its view gathered (`StepFacts`: phase, failures, the scheduler's reasons and job ids, a refused
-submission, the new run a failed language needs). --status, the executors' end-of-run text and a
-language's landing render what it returns (`render`); tests assert on the value.
+"""A run's next step as a value, and its one rendering. `decide` is the only place that says what comes next,
+from the facts a run's view gathered; --status, the executors' end-of-run text and a landing render it.
 """
 from __future__ import annotations
 
@@ -19,8 +15,8 @@ from shard_pipeline.units import plural
 
 @dataclass(frozen=True)
 class Resume:
-    """`--resume ROOT` with `options` (more memory after OUT_OF_MEMORY, more time after TIMEOUT, the local
-    executor); `after` says what stopped the run: "failed", "interrupted", or "" for the bare command."""
+    """`--resume ROOT` with `options` (after OUT_OF_MEMORY, TIMEOUT; the local executor); `after`: what stopped
+    the run ("failed", "interrupted", or "" for the bare command)."""
 
     root: Path
     options: tuple[str, ...] = ()
@@ -39,8 +35,8 @@ class FixCause:
 
 @dataclass(frozen=True)
 class CancelThenResume:
-    """Jobs that cannot run as queued: cancel them, then resume. `reasons`: the squeue reasons that do not
-    clear by themselves (stuck); none when `cut` tasks' jobs left the queue while others wait."""
+    """Jobs that cannot run as queued: cancel them, then resume. `reasons`: the stuck squeue reasons; none when
+    `cut` tasks' jobs left the queue while others wait."""
 
     root: Path
     job_ids: tuple[str, ...]
@@ -50,8 +46,8 @@ class CancelThenResume:
 
 @dataclass(frozen=True)
 class Wait:
-    """The jobs (or a local process, `here`) still run or wait: nothing to do yet. What failed so far (tasks, or
-    the languages of a run of several) is resumed once they end; `cancel`: queued jobs that can never finish the run."""
+    """The jobs (or a local process, `here`) still run or wait; what failed so far is resumed once they end.
+    `cancel`: queued jobs that can never finish the run."""
 
     phase: RunPhase
     root: Path
@@ -71,8 +67,7 @@ class Resubmit:
 
 @dataclass(frozen=True)
 class NewRun:
-    """The next step when a resume cannot help: a new run, after fixing `cause` (or, `quarantine`, with
-    bad records set aside instead)."""
+    """A new run, after fixing `cause` (or, `quarantine`, with bad records set aside instead)."""
 
     kind: Kind  # what stopped the run (outcome.NEEDS_NEW_RUN)
     cause: str  # the failure, naming file and line
@@ -82,8 +77,8 @@ class NewRun:
 
 @dataclass(frozen=True)
 class EachLanguage:
-    """A run of several that stopped: its `unfinished` languages; a resume finishes those without a new run
-    (`new_runs`, language -> its new run). `how`: "failed" or "interrupted"."""
+    """A run of several that stopped ("failed" or "interrupted"): a resume finishes its `unfinished` languages
+    but those of `new_runs` (language -> its new run)."""
 
     root: Path
     how: str
@@ -110,7 +105,7 @@ Step = Union[Resume, FixCause, CancelThenResume, Wait, Resubmit, NewRun, EachLan
 
 @dataclass(frozen=True)
 class StepFacts:
-    """What the next step depends on, gathered from a run's view (run/status.py, for one language or several)."""
+    """What the next step depends on, gathered from a run's view (run/view.py)."""
 
     root: Path
     phase: RunPhase

@@ -10,14 +10,9 @@ from shard_pipeline.run.outcome import TaskFigures, UnitExit, read_exit
 
 
 def last_error_line(log: Path, lang: str | None = None) -> str:
-    """What to show of a failed task that left no outcome record: the last `ERROR: Type: message` line of its
-    last attempt (or, failing that, its last line), or how its group saw the unit end (its exit record: a signal,
-    nothing written).
-
-    A group appends each attempt of a unit to its log: with an exit record only that attempt's bytes are read
-    (`attempt_text`). `lang`: a multi-language job's log holds the lines of several languages and ends with a
-    summary; only that language's `ERROR: LANG: ...` lines are its cause.
-    """
+    """What to show of a failed task that left no outcome record: the last `ERROR: Type: message` line of its last
+    attempt (else its last line), or how its group saw the unit end (a signal, nothing written). `lang`: a job's
+    log of several languages, of which only the `ERROR: LANG: ...` lines are this language's."""
     ended = read_exit(log)
     try:
         lines = [l for l in attempt_text(log, ended).splitlines() if l.strip()]
@@ -37,8 +32,7 @@ def last_error_line(log: Path, lang: str | None = None) -> str:
 
 def attempt_text(log: Path, ended: UnitExit | None) -> str:
     """The log's text, or with the unit's exit record only its last attempt's: the `wrote_bytes` before the
-    trailer the group wrote with the record (a log that does not end with it, its trailer lost or the log edited
-    since, is read whole: where the attempt began is not known)."""
+    group's trailer (a log that does not end with that trailer is read whole)."""
     data = log.read_bytes()
     trailer = f"# {ended.line()}\n".encode() if ended is not None else b""
     if ended is not None and data.endswith(trailer):
@@ -73,8 +67,7 @@ def empty_log(log: Path) -> str:
             f"{log.parent} now: if it was full when the task ran, the log could not be written)")
 
 
-# Progress lines: one per partition input, one per written shard. Their format is stable (the
-# timestamp comes from the logging format), so --status and people can read them:
+# Progress lines, one per partition input and per written shard, read by --status and by people:
 #   2026-12-02T19:20:01 partition task 3 input 2/5 9_1.cc.jsonl.zst: 40,000 docs, 194.0 MB, 35.2 MB/s
 #   2026-12-02T19:31:40 write task 1 shard 3/8 shard-00003-of-00020.parquet: 1,000,000 rows, 1203.5 MB, 41.0 s
 log = logging.getLogger("hplt_shard")
@@ -123,8 +116,7 @@ def count_progress_lines(logs: list[Path], kind: str) -> int:
     return n
 
 
-# The figures line a task logs when it ends well, for people sizing --mem and --time of the next run (--status
-# reads the figures from the task's outcome record):
+# The figures line a task logs when it ends well, for people sizing --mem and --time (--status reads the outcome):
 #   2026-12-02T19:31:41 write task 1 figures: wall 702.3 s, cpu 650.1 s, max rss 3012.4 MB
 def figures_line(stage: str, task: int, f: TaskFigures) -> str:
     return f"{stage} task {task} figures: wall {f.wall_s:.1f} s, cpu {f.cpu_s:.1f} s, max rss {f.max_rss_mb:.1f} MB"

@@ -1,8 +1,6 @@
 """Parsed JSON as the dataclass it must be: every field of its declared type, or WrongType naming the field.
-
-A parser is built once per type (`_parser`) and is a plain function per field, so a plan of 8,000 shards
-and 2,000 buckets is checked in a few tens of milliseconds; the path to a wrong field is worked out only
-when one is found.
+A parser is built once per type, so a plan of 8,000 shards is checked in tens of milliseconds; the path to a
+wrong field is worked out only when one is found.
 """
 from __future__ import annotations
 
@@ -18,8 +16,7 @@ Parser = Callable[[Any], Any]
 
 
 class WrongType(ValueError):
-    """A JSON value that is not of its declared type: `path` (`execution.partition_tasks`, `inputs[0].read`)
-    and what is wrong with it."""
+    """A JSON value not of its declared type: `path` (`inputs[0].read`) and what is wrong with it."""
 
     def __init__(self, what: str, path: str = "") -> None:
         super().__init__(f"{path or 'it'} {what}")
@@ -32,8 +29,8 @@ class WrongType(ValueError):
 
 
 def parse_as(tp: Any, value: Any, where: str = "") -> Any:
-    """`value` (parsed JSON) as type `tp`: a dataclass, int, float, str, bool, None, a union, list[X],
-    tuple[X, ...], tuple[X, Y], dict[str, X], an Enum (by its value) or Any (`where`: the name of `value`, for the message)."""
+    """`value` (parsed JSON) as type `tp`, built of dataclasses, scalars, unions, lists, tuples, dict[str, X],
+    Enums (by value) and Any (`where`: the name of `value`, for the message)."""
     try:
         return _parser(tp)(value)
     except WrongType as exc:

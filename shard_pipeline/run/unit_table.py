@@ -1,10 +1,6 @@
-"""The unit table of a run: which language's task every global unit index is, and C per array task.
-
-Every executor, the task entry and --status see a run through it. Every run keeps it in
-RUNDIR/languages.json: every global unit index of a stage maps to (language, task) of that
-language's run dir, RUNDIR/<LANG>/ (a run of one language is a run of several with one element).
-Partition and write are arrays of C units per array index; plan and finalize are one job each,
-which runs its selected units (one per language) in turn (worker/landing.py).
+"""The unit table of a run (RUNDIR/languages.json): which (language, task) every global unit index of a stage
+is, and C units per array task of partition and write. Plan and finalize are one job each, which runs its
+selected units (one per language) in turn (worker/landing.py). A run of one language is one with one element.
 """
 from __future__ import annotations
 
@@ -48,6 +44,7 @@ def groups_of(units: Iterable[int], cpus: int) -> list[int]:
     """The array indices whose groups hold these units (a sparse resubmission's `--array`)."""
     return sorted({u // max(1, cpus) for u in units})
 
+
 @dataclass(frozen=True)
 class Block:
     """Global unit indices first .. first+count-1 of a stage are tasks 0..count-1 of `lang`."""
@@ -77,8 +74,7 @@ class LanguagesFile:
 
 @dataclass(frozen=True)
 class UnitTable:
-    """Every unit of a run: which language's task a global unit index is, and C per array task
-    (RUNDIR/languages.json; each language's run dir is RUNDIR/<LANG>)."""
+    """Every unit of a run: which language's task a global unit index is, and C per array task."""
 
     root: Path
     langs: tuple[str, ...]
@@ -139,19 +135,16 @@ class UnitTable:
 
 
 def table_of(root: Path, tasks: Sequence[tuple[str, int, int]], cpus: int = 1) -> UnitTable:
-    """Contiguous blocks per language, in the given order, from (lang, partition tasks, write tasks).
-
-    With C cores per array task (`cpus`), array index i of partition and write runs global
-    units [i*C, (i+1)*C): units of several languages may share one array task."""
+    """Contiguous blocks per language, in the given order, from (lang, partition tasks, write tasks); with C
+    `cpus` per array task, units of several languages may share one."""
     blocks: dict[str, list[Block]] = {s: [] for s in STAGES}
     nxt = {s: 0 for s in STAGES}
     for lang, p, w in tasks:
         for stage, n in (("partition", p), ("plan", 1), ("write", w), ("finalize", 1)):
             blocks[stage].append(Block(lang, nxt[stage], n))
             nxt[stage] += n
-    sizes = {s: nxt[s] for s in STAGES}
-    per_task = {s: max(1, min(cpus, sizes[s])) for s in STAGES if s not in SINGLE_JOB_STAGES}
-    return UnitTable(Path(root), tuple(l for l, _, _ in tasks), {s: tuple(b) for s, b in blocks.items()}, per_task)
+    table = UnitTable(Path(root), tuple(l for l, _, _ in tasks), {s: tuple(b) for s, b in blocks.items()})
+    return with_cpus(table, cpus)
 
 
 def load(root: Path) -> UnitTable:
@@ -170,8 +163,7 @@ def load(root: Path) -> UnitTable:
 
 
 def with_cpus(table: UnitTable, cpus: int | None) -> UnitTable:
-    """The table with C units per array task (a resume's --cpus-per-task regroups the units of any run: no
-    byte depends on C); as it is when `cpus` is None."""
+    """The table with C units per array task (at most a stage's units); as it is when `cpus` is None."""
     if cpus is None:
         return table
     return replace(table, cpus={s: max(1, min(int(cpus), table.size(s))) for s in STAGES if s not in SINGLE_JOB_STAGES})
@@ -187,7 +179,8 @@ def save_cpus(table: UnitTable) -> None:
 
 def record_submission(table: UnitTable, kind: str, tasks: dict[str, list[int]], jobs: list[dict],
                       resources: dict[str, Any] | None = None) -> None:
-    """RUNDIR/run.json gets the submission; each language's run.json gets its chunks too, with offsets in its own task numbers (its --status reads them as a single run's)."""
+    """RUNDIR/run.json gets the submission; each language's run.json its chunks too, with offsets in its own task
+    numbers (its --status reads them as a single run's)."""
     now = time.time()
     root = RunDir(table.root)
     rec = read_run_json(root.run_json)
@@ -217,26 +210,20 @@ def resolve(rundir: Path, stage: str, index: int) -> tuple[Path, int]:
     return m.lang_dir(lang), task
 
 
-def selection_path(root: Path, stage: str) -> Path:
-    return RunDir(Path(root)).selection(stage)
-
-
 def write_selection(root: Path, stage: str, units: Sequence[int]) -> None:
     """Which units the single job of `stage` runs in this submission (a resume selects the unfinished)."""
-    write_json_atomic(selection_path(root, stage), {"stage": stage, "units": sorted(units)})
+    write_json_atomic(RunDir(Path(root)).selection(stage), {"stage": stage, "units": sorted(units)})
 
 
 def selected(root: Path, stage: str) -> list[int]:
-    p = selection_path(root, stage)
+    p = RunDir(Path(root)).selection(stage)
     return read_json(p)["units"] if p.exists() else list(range(load(root).size(stage)))
 
 
 def language_queue(m: UnitTable, lang: str, lang_jobs: dict[str, list[dict[str, Any]]],
                    queue: dict[str, str]) -> dict[str, str]:
-    """squeue's states keyed as the language's --status looks them up (`<job>_<task - offset>`).
-
-    The language's run.json keeps the chain's chunks with offsets shifted into its task numbers;
-    with C units per array task, its task t is global unit g = first + t of array index g // C."""
+    """squeue's states keyed as the language's --status looks them up (`<job>_<task - offset>`): with C units per
+    array task, its task t is global unit g = first + t of array index g // C."""
     grouped = {stage for stage in lang_jobs if m.units_per_task(stage) > 1}
     ids = {j["job_id"] for stage in grouped for j in lang_jobs[stage]}
     out = {k: v for k, v in queue.items() if k.partition("_")[0] not in ids}  # C = 1: the shifted offsets match
@@ -251,8 +238,3 @@ def language_queue(m: UnitTable, lang: str, lang_jobs: dict[str, list[dict[str, 
                 if state is not None:
                     out[f"{j['job_id']}_{t - j['offset']}"] = state
     return out
-
-
-def queue_of_language(run: RunDir, jobs: dict[str, list[dict[str, Any]]], queue: dict[str, str]) -> dict[str, str]:
-    """squeue's states as `--status RUNDIR/<LANG>` looks them up (`language_queue`)."""
-    return language_queue(load(run.root.parent), run.root.name, jobs, queue)

@@ -92,7 +92,7 @@ def run_command(args: Request, argv: Sequence[str]) -> int:
         entry = publish_root if is_root(Path(args.publish[0])) else publish_main  # ROOT: each LANG, one summary
         return entry(Path(args.publish[0]), args.publish[1], args.run_dir)
     if args.status:
-        from shard_pipeline.run.status import report
+        from shard_pipeline.run.view import report
 
         text, code = report(args.status.resolve())
         print(text)

@@ -17,9 +17,9 @@ from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run import codeversion, unit_table
 from shard_pipeline.run.claim import check_claimable, claim, release
 from shard_pipeline.run.receipts import Buckets, PartitionTask
-from shard_pipeline.run.records import made_here, save_record
+from shard_pipeline.run.records import RUN_FORMAT, made_here, save_record
 from shard_pipeline.run.registry import STAGE_NAMES
-from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_new
+from shard_pipeline.run.rundir import RunDir, check_new
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
 from shard_pipeline.submit import layout as layout_mod

@@ -11,7 +11,7 @@ from pathlib import Path
 from shard_pipeline.contract import root_manifest
 from shard_pipeline.contract.replace import tmp_dir_for
 from shard_pipeline.errors import UsageError
-from shard_pipeline.run.apart import inside
+from shard_pipeline.run.rulebook import inside
 from shard_pipeline.run.rulebook import Context, Moment, preflight
 
 

@@ -31,7 +31,7 @@ from shard_pipeline.contract.replace import TMP_MARKER
 from shard_pipeline.errors import EXIT_FAILED, ExitCode, UserError
 from shard_pipeline.files import file_sha256, json_bytes, write_bytes_atomic
 from shard_pipeline.run.claim import held_for_publish
-from shard_pipeline.run.apart import beside_out
+from shard_pipeline.run.rulebook import beside_out
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.submit.dest import is_local, lands_inside, local_targets, mask, resolved
 from shard_pipeline.submit.rclone import Rclone, RcloneFailed, RcloneMissing

@@ -38,11 +38,11 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
     assert (EXIT_DONE, EXIT_STOPPED, EXIT_BUSY) == (0, 1, 3)
     assert cli.main(["--status", str(run_dir)]) == EXIT_STOPPED
     from shard_pipeline.run.outcome import Kind
-    from shard_pipeline.run.view import view_of
+    from tests.pipeline_util import failures_by_kind, view_of
     from shard_pipeline.run.steps import FixCause
 
     view = view_of(lang_dir(run_dir))  # a full disk: fix the cause, then resume (RUNDIR)
-    kinds = view.by_kind()  # the write task's full disk; finalize (afterany) ended at once as UPSTREAM
+    kinds = failures_by_kind(view)  # the write task's full disk; finalize (afterany) ended at once as UPSTREAM
     assert view.step == FixCause(run_dir) and list(kinds) == [Kind.FAILED, Kind.UPSTREAM]
     assert [(o.stage, o.task) for o in kinds[Kind.FAILED]] == [("write", 0)]
     assert [(o.stage, o.task) for o in kinds[Kind.UPSTREAM]] == [("finalize", 0)]
@@ -51,7 +51,7 @@ def test_status_exit_codes_done_stopped_busy(failed_local_run, capsys, fake_slur
     record["submissions"].append({"kind": "resume", "jobs": [{"stage": "write", "job_id": "777", "offset": 0}]})
     (lang_dir(run_dir) / "run.json").write_text(json.dumps(record))
     # (squeue's answer is passed in: the fake squeue knows no job states)
-    from shard_pipeline.run import status as status_mod
+    from shard_pipeline.run import view as status_mod
 
     assert status_mod.status_report(RunDir(lang_dir(run_dir)), queue={"777_0": "RUNNING"})[1] == EXIT_BUSY
     assert cli.main(["--resume", str(run_dir), "--executor", "local"]) == 0

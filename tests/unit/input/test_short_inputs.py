@@ -18,7 +18,7 @@ from shard_pipeline.input.index_check import (
     submit_step,
 )
 from shard_pipeline.run.rundir import RunDir
-from shard_pipeline.run.status import report
+from shard_pipeline.run.view import report
 from shard_pipeline.stages.partition import run_partition
 from shard_pipeline.stages.finalize import run_finalize
 from shard_pipeline.stages.plan import run_plan

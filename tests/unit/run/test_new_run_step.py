@@ -63,7 +63,7 @@ def commands_in(text: str) -> list[list[str]]:
 @pytest.mark.slow
 def test_a_truncated_input_of_one_language_leads_to_a_new_run_of_that_language_alone(tmp_path, capsys):
     from shard_pipeline.run.outcome import Kind
-    from shard_pipeline.run.view import view_of
+    from tests.pipeline_util import failures_by_kind, view_of
     from shard_pipeline.run.steps import EachLanguage
     from tests.e2e.local.test_multi_local import make_langs, multi_cli
 
@@ -82,7 +82,7 @@ def test_a_truncated_input_of_one_language_leads_to_a_new_run_of_that_language_a
     assert isinstance(view.step, EachLanguage) and view.step.unfinished == ("swe_Latn",) and not view.step.resumable
     assert [lang for lang, _ in view.step.new_runs] == ["swe_Latn"]
     # the chain is afterany: swe_Latn's later stages ran, and each ended at once as UPSTREAM, not as a cause
-    kinds = view.by_kind()
+    kinds = failures_by_kind(view)
     assert list(kinds) == [Kind.BROKEN_INPUT, Kind.UPSTREAM] and [o.stage for o in kinds[Kind.BROKEN_INPUT]] == ["partition"]
     assert [o.stage for o in kinds[Kind.UPSTREAM]] == ["plan", "write", "finalize"]
     (fixed,) = commands_in(status)

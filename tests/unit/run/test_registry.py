@@ -11,7 +11,7 @@ from shard_pipeline.run import outcome
 from shard_pipeline.run.registry import STAGE_NAMES, STAGES, RunState
 from shard_pipeline.run.resume import plan_resume
 from shard_pipeline.run.rundir import RunDir
-from shard_pipeline.run.status import status_report
+from shard_pipeline.run.view import status_report
 from shard_pipeline.run.stage_status import stage_statuses
 from tests.pipeline_util import lang_dir, make_corpus, run_cli
 
@@ -36,7 +36,7 @@ def test_the_stage_sequence():
 def test_a_changed_file_under_a_receipt_is_not_done_for_resume_and_touched_for_status(tmp_path, monkeypatch):
     run = stopped_before_the_swap(tmp_path, monkeypatch)
     write = STAGES[STAGE_NAMES.index("write")]
-    assert all(write.is_done(run, t) for t in range(3))
+    assert all(write.problem(RunState(run), t) is None for t in range(3))
 
     # write task 1's first shard: same size, other bytes, its receipt untouched
     receipt = json.loads(run.write_receipt(1).read_text())
@@ -47,7 +47,7 @@ def test_a_changed_file_under_a_receipt_is_not_done_for_resume_and_touched_for_s
     st = shard.stat()
     os.utime(shard, ns=(st.st_atime_ns, receipt["shards"][0]["stamp"]["mtime_ns"]))  # even with its old mtime
 
-    assert not write.is_done(run, 1) and write.is_done(run, 0)
+    assert write.problem(RunState(run), 1) and write.problem(RunState(run), 0) is None
     assert "sha256 differs" in write.problem(RunState(run), 1)
     assert "touched after its receipt" in write.problem(RunState(run, rehash=False), 1)  # --status reads nothing
     rp = plan_resume(run)

@@ -33,8 +33,8 @@ def test_a_run_held_by_another_process_is_refused_naming_that_process(tmp_path):
     run = RunDir(tmp_path / "run")
     run.root.mkdir()
     with run_lock(run.root):
-        with pytest.raises(UsageError, match=f"pid {os.getpid()} on this host"):
-            run_lock(run.root)
+        with pytest.raises(UsageError, match=f"pid {os.getpid()} on this host"), run_lock(run.root):
+            pass
     assert not run.lock_holder.exists()  # released: nobody holds it
     with run_lock(run.root):  # and it can be taken again
         pass

@@ -31,7 +31,7 @@ from shard_pipeline.run.registry import STAGES, RunState
 from shard_pipeline.run.resume import plan_resume
 from shard_pipeline.run.runconfig import load_config
 from shard_pipeline.run.rundir import RunDir, read_json
-from shard_pipeline.run.status import report
+from shard_pipeline.run.view import report
 from shard_pipeline.run.stage_status import stage_statuses
 from shard_pipeline.stages.finalize import FinalizeError, run_finalize
 from shard_pipeline.stages.partition import run_partition

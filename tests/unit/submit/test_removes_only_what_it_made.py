@@ -13,7 +13,7 @@ from shard_pipeline.contract import replace as replace_mod
 from shard_pipeline.contract.replace import TMP_MARKER, fresh_tmp_dir, tmp_owner
 from shard_pipeline.contract.swap import swap_into_place
 from shard_pipeline.errors import UsageError
-from shard_pipeline.run.apart import check_no_overlap
+from shard_pipeline.run.rulebook import check_no_overlap
 from tests.pipeline_util import make_corpus, manifest, run_cli
 
 

@@ -259,7 +259,7 @@ def test_status_maps_a_queued_group_to_its_units(tmp_path, monkeypatch, referenc
                                  [{"stage": "write", "job_id": "900", "array": "0", "tasks": [1], "offset": 0}])
     lang = RunDir(lang_dir(run_dir))
     jobs = {"write": json.loads(lang.run_json.read_text())["submissions"][-1]["jobs"]}
-    queue = unit_table.queue_of_language(lang, jobs, {"900_0": "RUNNING"})  # squeue's array task 0 of job 900
+    queue = unit_table.language_queue(table, LANG, jobs, {"900_0": "RUNNING"})  # squeue's array task 0 of job 900
     write = {s.stage: s for s in stage_statuses(lang, queue=queue)}["write"]
     assert (write.done, write.running, write.failed) == (3, 1, [])  # unit 1 runs in array task 0 (group 0)
     log = RunDir(run_dir).unit_log_dir("write") / "900_1.log"  # where group 0 of job 900 logs unit 1
