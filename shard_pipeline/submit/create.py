@@ -23,7 +23,7 @@ from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_new
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
 from shard_pipeline.submit import layout as layout_mod
-from shard_pipeline.submit.prepare import Languages, Scope, lang_args, unit_scope
+from shard_pipeline.submit.prepare import Languages, Scope, unit_scope
 from shard_pipeline.submit.request import Request
 from shard_pipeline.units import plural
 
@@ -41,7 +41,7 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
     cfgs, made = {}, []
     try:
         for l in ms.langs:
-            cfgs[l] = create_run(lang_args(args, l), argv, settings, executor, unit_scope(ms.scopes[l]), outs[l],
+            cfgs[l] = create_run(args.for_language(l), argv, settings, executor, unit_scope(ms.scopes[l]), outs[l],
                                  RunDir(table.lang_dir(l)))
             made.append(l)
         write_json_atomic(RunDir(root).languages_json, {**table.to_json(), "out": str(root_out)})

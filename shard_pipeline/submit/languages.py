@@ -19,13 +19,6 @@ def out_is_root(args: Request) -> bool:
     return bool(args.langs_file) or (args.lang is not None and ("," in args.lang or args.lang == "all"))
 
 
-def corpus_root(args: Request, settings) -> Path:
-    root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
-    if root is None:
-        raise UsageError("`all` lists the language folders of a local corpus root: give --local-root (or V4_ROOT/V3_ROOT)")
-    return Path(root)
-
-
 def read_langs_file(path: Path) -> list[str]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -53,7 +46,12 @@ def languages(args: Request, settings) -> list[str]:
     if args.langs_file:
         langs = read_langs_file(args.langs_file)
     elif args.lang == "all":
-        root = corpus_root(args, settings)
+        from shard_pipeline.submit.scope import input_root
+
+        root = input_root(args, settings)
+        if root is None:
+            raise UsageError("`all` lists the language folders of a local corpus root: give --local-root (or "
+                             "V4_ROOT/V3_ROOT)")
         if not root.is_dir():
             raise UsageError(f"corpus root {root} is not a folder")
         langs = sorted(p.name for p in root.iterdir() if p.is_dir() and LANG_CODE.match(p.name))

@@ -22,7 +22,7 @@ from shard_pipeline.run.rundir import check_new
 from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
 from shard_pipeline.submit.apply import start, until_started
 from shard_pipeline.submit.create import clean_policy, create_all, dataset_name
-from shard_pipeline.submit.prepare import Languages, lang_args, prepare_all
+from shard_pipeline.submit.prepare import Languages, prepare_all
 from shard_pipeline.submit.report import chain_resources_of, describe
 from shard_pipeline.submit.request import Request
 from shard_pipeline.submit.resuming import resume_run
@@ -157,7 +157,7 @@ def check_outs(args: Request, settings, ms: Languages, root: Path, out_is_root: 
     for lang in ms.langs:
         out = given / lang if out_is_root else given
         held = check_replaceable(out)
-        guards.check_same_dataset(out, held, dataset_name(lang_args(args, lang), ms.scopes[lang].subset),
+        guards.check_same_dataset(out, held, dataset_name(args.for_language(lang), ms.scopes[lang].subset),
                                   args.replace_other)
         preflight(Moment.NEW_RUN, Context(out, root / lang, run_dir=root, input_root=input_root, of_a_root=out_is_root))
         outs[lang] = (out, held)

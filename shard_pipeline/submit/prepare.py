@@ -28,7 +28,7 @@ class Scope:
     annotation_bytes: float = 0.0  # --annotations: the kept fields' mean bytes per document, from the first records
 
 
-def prepare(args: Request, settings, executor: str, budget: int | None = None) -> Scope:
+def prepare(args: Request, settings, executor: str, budget: int) -> Scope:
     """Inputs, known counts, head sample and layout of args.lang (`budget`: this language's share of the tasks)."""
     if not settings.license:
         raise UsageError("no license: give --license SPDX or LICENSE in the conf (HPLT presets use CC0-1.0)")
@@ -42,7 +42,8 @@ def prepare(args: Request, settings, executor: str, budget: int | None = None) -
     impossible = index.impossible_of(shards) if index is not None else []
     if impossible:  # ignored: lookup never sees them, so the run counts these files itself
         scope.warn_first([row.describe(index.path) for row in impossible], f"rows of {index.path} cannot be true")
-    known = scope.known_counts(rows, shards)
+    from shard_pipeline.input.counts_index import disagreements, lookup
+    from shard_pipeline.input.index_check import refuse_shortfalls, submit_step
     from shard_pipeline.input.shape import annotation_probe, check_record_shape
     from shard_pipeline.stages.buckets import sample_heads
 
@@ -50,14 +51,16 @@ def prepare(args: Request, settings, executor: str, budget: int | None = None) -
     check_record_shape(shards, args.corpus)
     fields = option_checks.annotation_fields(args)
     per_doc = annotation_probe(shards, fields) if fields else 0.0
+    by_name = lookup(rows, shards)
+    known = {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
     # by size, and by documents where the sample read a file to its end; a file cut mid-frame is skipped by the sample
-    scope.refuse_short_inputs(args, index, shards, {shards[i].name: n for i, n in sample.complete.items()})
-    disagree = scope.index_disagreements(rows, shards, sample.complete)
+    read = {shards[i].name: n for i, n in sample.complete.items()}
+    refuse_shortfalls(index, shards, read, args.release_changed, submit_step)  # at --dry-run too
+    disagree = disagreements(rows, shards, read)
     # HPLT releases are immutable: a file that no longer matches its row is a signal
     scope.warn_first([f"{d.describe()} (was the file replaced?)" for d in disagree],
                      "input shards disagree with the counts index")
-    lay = scope.make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample.compressed_per_doc,
-                            sample.text_per_doc, budget=budget, sample=sample)
+    lay = scope.make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample, budget)
     big = layout_mod.doc_memory_warning(lay, settings.worker_mem, sample.largest_at)
     if big:  # the layout already raised the tasks; where memory is enforced, --mem is the user's to know
         print(f"hplt-shard: warning: {big}", file=sys.stderr)
@@ -77,13 +80,10 @@ class Languages:
     budget: int  # the queued tasks the languages share
 
 
-def lang_args(args: Request, lang: str) -> Request:
-    return args.for_language(lang)
-
-
-def total_budget(args: Request, settings, executor: str, n: int, room: scope.QueueRoom | None = None) -> int:
+def total_budget(args: Request, settings, executor: str, n: int, room: scope.QueueRoom | None) -> int:
+    """MAX_TASKS, and under Slurm also what the user's submit cap leaves (scope.queue_room)."""
     if executor == "slurm":
-        return scope.task_budget(args, settings, executor, room)
+        return min(settings.max_tasks, room.free) if room else settings.max_tasks
     # locally tasks are process starts, not queue slots; as a single run, groups of C count once
     return max(scope.local_budget(args.jobs, settings.cpus_per_task), 2 * n + 2)
 
@@ -97,16 +97,15 @@ def prepare_all(args: Request, settings, executor: str, langs: list[str]) -> Lan
     unit reads about the same bytes: one time limit fits the array."""
     queue = scope.queue_room(settings) if executor == "slurm" else None
     budget = total_budget(args, settings, executor, len(langs), queue)
-    first = {l: prepare(lang_args(args, l), settings, executor, budget=budget) for l in langs}
+    first = {l: prepare(args.for_language(l), settings, executor, budget=budget) for l in langs}
     room = languages.unit_room(budget, settings.cpus_per_task)
     shares = languages.share_budget([first[l].lay.compressed_bytes for l in langs], room)
     scopes = {}
     for l, share in zip(langs, shares):
         sc = first[l]
         p = args.partition_tasks or languages.partition_units(len(sc.shards), share)
-        lay = scope.make_layout(lang_args(args, l), settings, sc.shards, {**sc.sample.complete, **sc.known}, executor,
-                                sc.sample.compressed_per_doc, sc.sample.text_per_doc, budget=share + 2,
-                                sample=sc.sample, cpus=1, partition_tasks=p)
+        lay = scope.make_layout(args.for_language(l), settings, sc.shards, {**sc.sample.complete, **sc.known}, executor,
+                                sc.sample, share + 2, cpus=1, partition_tasks=p)
         scopes[l] = dataclasses.replace(sc, lay=lay)
     if queue is not None:  # the chain's array tasks, C units each over every language (run/unit_table.py)
         c = settings.cpus_per_task

@@ -138,14 +138,6 @@ def index_rows(settings, key: tuple[str, str], lang: str):
         return None
 
 
-def refuse_short_inputs(args: Request, index, shards: Sequence, docs_now: dict[str, int]) -> list:
-    """Inputs the counts index knows as larger (input/index_check.py): refused before anything is queued, at
-    --dry-run too, unless --release-changed; returns the accepted ones."""
-    from shard_pipeline.input.index_check import refuse_shortfalls, submit_step
-
-    return refuse_shortfalls(index, shards, docs_now, args.release_changed, submit_step)
-
-
 def warn_first(warnings: list[str], more: str) -> None:
     """The first ten warnings, then how many `more` (run.json lists them all: `index_record`)."""
     for line in warnings[:10]:
@@ -164,21 +156,6 @@ def index_record(disagree: Sequence, impossible: Sequence) -> dict:
     if impossible:
         rec["counts_index_impossible"] = [r.to_json() for r in impossible]
     return rec
-
-
-def known_counts(rows: dict, shards: Sequence) -> dict[int, int]:
-    """Documents per input (by its index in `shards`) that the counts index knows."""
-    from shard_pipeline.input.counts_index import lookup
-
-    by_name = lookup(rows, shards)
-    return {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
-
-
-def index_disagreements(rows: dict, shards: Sequence, complete: dict[int, int]) -> list:
-    """Counts-index rows that name another size or mtime than the file has (with its count when known)."""
-    from shard_pipeline.input.counts_index import disagreements
-
-    return disagreements(rows, shards, {shards[i].name: n for i, n in complete.items()})
 
 
 def choose_executor(args: Request, recorded: str | None = None) -> str:
@@ -214,14 +191,6 @@ def queue_room(settings) -> QueueRoom | None:
     return QueueRoom(free, cap)
 
 
-def task_budget(args: Request, settings, executor: str, room: QueueRoom | None = None) -> int:
-    """MAX_TASKS, and under Slurm also what the user's submit cap leaves (queue_room)."""
-    if executor != "slurm":
-        return settings.max_tasks
-    room = room or queue_room(settings)
-    return min(settings.max_tasks, room.free) if room else settings.max_tasks
-
-
 def local_budget(jobs: int, cpus: int) -> int:
     """The local executor's task budget: one partition and one write unit per core, plus plan and finalize.
 
@@ -232,16 +201,11 @@ def local_budget(jobs: int, cpus: int) -> int:
     return 2 * max(1, jobs // cpus) + 2
 
 
-def make_layout(args, settings, shards, known, executor, compressed_per_doc=None,
-                text_per_doc=None, budget: int | None = None, sample=None, cpus: int | None = None,
+def make_layout(args, settings, shards, known, executor: str, sample, budget: int, cpus: int | None = None,
                 partition_tasks: int | None = None) -> layout_mod.Layout:
-    """The job layout; `sample` (the head sample) gives the largest document, which sizes task memory.
+    """The job layout; the head sample gives the largest document, which sizes task memory.
     A language of a run of several is laid out in units (`cpus` 1, `budget` its share of units)."""
     option_checks.check_numbers(args)
-    cpus = settings.cpus_per_task if cpus is None else cpus
-    room = queue_room(settings) if budget is None and executor == "slurm" else None
-    if budget is None:  # a multi-language run passes each language its share
-        budget = task_budget(args, settings, executor, room) if executor == "slurm" else local_budget(args.jobs, cpus)
     lay = layout_mod.lay_out_jobs(
         [s.size for s in shards],
         known,
@@ -255,16 +219,14 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
         write_tasks=args.write_tasks,
         buckets=args.buckets,
         spill_bytes=args.spill_bytes,
-        compressed_per_doc=compressed_per_doc,
-        text_per_doc=text_per_doc,
+        compressed_per_doc=sample.compressed_per_doc,
+        text_per_doc=sample.text_per_doc,
         row_group_bytes=args.row_group_bytes,
-        cpus=cpus,
-        largest_text=sample.largest_text if sample is not None else 0,
-        largest_line=sample.largest_line if sample is not None else 0,
+        cpus=settings.cpus_per_task if cpus is None else cpus,
+        largest_text=sample.largest_text,
+        largest_line=sample.largest_line,
     )
     option_checks.check_write_tasks(args, lay.est_docs, budget, executor)
-    if room is not None:
-        check_fits_room(lay.partition_groups, lay.write_groups, room)
     return lay
 
 
