@@ -73,17 +73,9 @@ def resume_resources(argv: Sequence[str], record: dict[str, Any]) -> dict[str, A
 
 
 def with_resources(cfg: RunConfig, resources: dict[str, Any]) -> RunConfig:
-    """The run's config with a resume's --mem/--time/--cpus-per-task (execution only: never hashed);
-    see Execution.with_resources."""
-    cpus = resources.get("cpus_per_task")
-    return RunConfig(cfg.content, cfg.execution.with_resources(resources.get("mem"), resources.get("time"),
-                                                               int(cpus) if cpus is not None else None))
-
-
-def unit_resources(resources: dict[str, Any]) -> dict[str, Any]:
-    """A resume's resources as a language's run dir keeps them: one unit's (C lives in languages.json,
-    run/unit_table.py with_cpus)."""
-    return {k: v for k, v in resources.items() if k != "cpus_per_task"}
+    """The run's config with a resume's --mem/--time (execution only: never hashed). A language's run dir
+    keeps one unit's resources: C lives in languages.json (run/unit_table.py with_cpus)."""
+    return RunConfig(cfg.content, cfg.execution.with_resources(resources.get("mem"), resources.get("time")))
 
 
 def keep_release_changed(run: RunDir) -> RunConfig:

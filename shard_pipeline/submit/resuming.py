@@ -140,7 +140,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     """Redo, per language, only what is unfinished; same bytes as an uninterrupted run. Finished
     languages are left alone."""
     from shard_pipeline.run.next_step import check_this_version
-    from shard_pipeline.submit.resume_args import resume_resources, unit_resources, with_resources, with_settings
+    from shard_pipeline.submit.resume_args import resume_resources, with_resources, with_settings
 
     root = resume_root(args)
     record = read_run_json(RunDir(root).run_json)
@@ -151,7 +151,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     dirs = {l: RunDir(table.lang_dir(l)) for l in table.langs}
     with run_lock(root):
         refuse_running(root, dirs, record)
-        cfgs = {l: with_resources(load_config(d), unit_resources(resources)) for l, d in dirs.items()}
+        cfgs = {l: with_resources(load_config(d), resources) for l, d in dirs.items()}
         refuse_changed_inputs(dirs, cfgs)
         table = unit_table.with_cpus(table, resources.get("cpus_per_task"))  # a resume may regroup the units
         left = what_is_left(table, dirs, cfgs)
@@ -177,8 +177,7 @@ def apply_resume(args: Request, root: Path, table: unit_table.UnitTable, dirs: d
     """Claim every unfinished language's OUT and start what is left; a refused submission puts back
     what this resume changed in the run dir."""
     from shard_pipeline.submit.executors.slurm import SubmitError
-    from shard_pipeline.submit.resume_args import (keep_release_changed, keep_resources, restore_resources,
-                                                   unit_resources, with_resources)
+    from shard_pipeline.submit.resume_args import keep_release_changed, keep_resources, restore_resources, with_resources
 
     for l in left.todo:  # refused (a folder that cannot take a claim, a publish) before anything below changes
         check_claimable(Path(cfgs[l].execution.out), dirs[l].root)
@@ -190,7 +189,7 @@ def apply_resume(args: Request, root: Path, table: unit_table.UnitTable, dirs: d
         table_before = RunDir(root).languages_json.read_bytes()
         unit_table.save_cpus(table)
         if args.release_changed:  # the plan and finalize of each unfinished language read it there
-            cfgs = {l: with_resources(keep_release_changed(dirs[l]), unit_resources(resources)) for l in left.todo}
+            cfgs = {l: with_resources(keep_release_changed(dirs[l]), resources) for l in left.todo}
         kept = record.get("resources")
         keep_resources(RunDir(root).run_json, resources)
         try:
