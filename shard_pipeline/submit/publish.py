@@ -78,56 +78,53 @@ def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
 
 
 def publish_one(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> int:
-    """publish() after the checks of DEST: OUT held (run/claim.py) while it is verified and uploaded."""
+    """publish() after the checks of DEST: OUT held (run/claim.py) while it is verified, uploaded, checked, recorded."""
     with held_for_publish(out) as held:
         if not held and out.is_dir():
             print(f"note: {out.parent} is not writable, so OUT is not locked while it is published "
                   "(no run of yours can replace it there either)")
-        return publish_held(rclone, out, dest, run_dir)
-
-
-def publish_held(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> int:
-    """publish() with OUT held: verify, upload, check, record."""
-    output = verified_output(out)
-    run = find_run_dir(out, output.manifest, run_dir)
-    shown = mask(dest)
-    print(f"verified {out}: {plural(output.manifest['rows'], 'row')} in {plural(len(output.manifest['shards']), 'shard')}, "
-          f"{plural(len(output.body) + 1, 'file')}, {output.size:,} bytes")
-    try:
-        state = dest_state(rclone, dest, output)
-    except RcloneFailed as exc:
-        raise PublishFailed(f"cannot reach {shown}: {exc}. Check the remote's name (rclone listremotes), its "
-                            "configuration (rclone config; LUMI: module load lumio; lumio-conf) and the network, "
-                            "then run the same command again; nothing was uploaded") from None
-    if state.complete:
-        return already_published(rclone, dest, output, state.present)
-    try:
-        verified_by = upload(rclone, dest, output, state)
-        version = rclone.version()
-    except RcloneFailed as exc:
-        changed = exc.names if isinstance(exc, OutChanged) else changed_in_out(output)
-        if changed:
-            raise PublishFailed(
-                f"OUT changed while it was published: {plural(len(changed), 'file')} no longer as verified "
-                f"({', '.join(changed[:3])}); "
-                f"{shown} holds a partial upload (no {MANIFEST_NAME}) of OUT as it was. Check OUT "
-                f"({verify_command(out)}); to publish it as it is now, remove the partial upload "
-                f"(rclone purge DEST) and run the same command again") from None
-        raise PublishFailed(f"upload to {shown} broke midway: {exc}. {shown} is incomplete (no {MANIFEST_NAME}); "
-                            "check the remote and the network, then run the same command again (before OUT changes): "
-                            "it finishes the upload") from None
-    record = publication(output, shown, verified_by, version)
-    print(f"published {out} to {shown} at {record['published_at']}: {plural(record['files'], 'file')} "
-          f"({MANIFEST_NAME} last, {SUMS_NAME}), sha256 verified by {verified_by}")
-    if run is None:
-        print(f"record: not written: the run directory of {out} is unknown (its manifest does not name it and "
-              f"none under {' or '.join(map(str, runs_roots()))} wrote it); give --run-dir RUNDIR to record it there")
+        output = verified_output(out)
+        run = find_run_dir(out, output.manifest, run_dir)
+        shown = mask(dest)
+        print(f"verified {out}: {plural(output.manifest['rows'], 'row')} in "
+              f"{plural(len(output.manifest['shards']), 'shard')}, {plural(len(output.body) + 1, 'file')}, "
+              f"{output.size:,} bytes")
+        try:
+            state = dest_state(rclone, dest, output)
+        except RcloneFailed as exc:
+            raise PublishFailed(f"cannot reach {shown}: {exc}. Check the remote's name (rclone listremotes), its "
+                                "configuration (rclone config; LUMI: module load lumio; lumio-conf) and the network, "
+                                "then run the same command again; nothing was uploaded") from None
+        if state.complete:
+            return already_published(rclone, dest, output, state.present)
+        try:
+            verified_by = upload(rclone, dest, output, state)
+            version = rclone.version()
+        except RcloneFailed as exc:
+            changed = exc.names if isinstance(exc, OutChanged) else changed_in_out(output)
+            if changed:
+                raise PublishFailed(
+                    f"OUT changed while it was published: {plural(len(changed), 'file')} no longer as verified "
+                    f"({', '.join(changed[:3])}); "
+                    f"{shown} holds a partial upload (no {MANIFEST_NAME}) of OUT as it was. Check OUT "
+                    f"({verify_command(out)}); to publish it as it is now, remove the partial upload "
+                    f"(rclone purge DEST) and run the same command again") from None
+            raise PublishFailed(f"upload to {shown} broke midway: {exc}. {shown} is incomplete (no {MANIFEST_NAME}); "
+                                "check the remote and the network, then run the same command again (before OUT "
+                                "changes): it finishes the upload") from None
+        record = publication(output, shown, verified_by, version)
+        print(f"published {out} to {shown} at {record['published_at']}: {plural(record['files'], 'file')} "
+              f"({MANIFEST_NAME} last, {SUMS_NAME}), sha256 verified by {verified_by}")
+        if run is None:
+            print(f"record: not written: the run directory of {out} is unknown (its manifest does not name it "
+                  f"and none under {' or '.join(map(str, runs_roots()))} wrote it); give --run-dir RUNDIR to record "
+                  "it there")
+            return ExitCode.OK
+        try:
+            print(f"record: {record_publication(run, record)}")
+        except OSError as exc:  # the upload is done and checked; only the note about it failed
+            print(f"record: not written to {run / PUBLISHED_NAME}: {exc}", file=sys.stderr)
         return ExitCode.OK
-    try:
-        print(f"record: {record_publication(run, record)}")
-    except OSError as exc:  # the upload is done and checked; only the note about it failed
-        print(f"record: not written to {run / PUBLISHED_NAME}: {exc}", file=sys.stderr)
-    return ExitCode.OK
 
 
 def refuse_dest_inside(rclone: Rclone, dest: str, out: Path, run_dir: Path | None) -> None:
@@ -318,14 +315,8 @@ def record_publication(run: Path, record: dict[str, Any]) -> Path:
     return path
 
 
-def require_dest(dest: str) -> None:
-    if not dest.strip():
-        raise PublishRefused("DEST is empty: give an rclone destination such as remote:bucket/prefix")
-
-
 def main(out: Path, dest: str, run_dir: Path | None = None) -> int:
-    """The `--publish OUT DEST` entry point (cli.run_command)."""
-    require_dest(dest)
+    """The `--publish OUT DEST` entry point (cli.run_command, which refuses an empty OUT or DEST)."""
     try:
         return publish(out, dest, run_dir)
     except KeyboardInterrupt:  # during the verify or between rclone calls
