@@ -74,12 +74,8 @@ class _Options:
 
 
 def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argparse.ArgumentParser, dict[str, str]]:
-    """The parser, and each option's flag by its dest (for messages that name an option).
-
-    `given_only`: no option has a default (argparse.SUPPRESS), so a parse holds only what the
-    command line gave: what --resume checks against what it may change. `quiet`: an error raises
-    ValueError instead of printing the usage.
-    """
+    """The parser, and each option's flag by its dest (for messages). `given_only`: no defaults, so a parse holds
+    only what was given (what --resume checks); `quiet`: an error raises ValueError instead of printing."""
     add = _Options(given_only)
     p = (_QuietParser if quiet else argparse.ArgumentParser)(
         prog="hplt-shard",

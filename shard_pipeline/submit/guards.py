@@ -75,10 +75,8 @@ def doing(what: str):
 
 @contextlib.contextmanager
 def languages_named(outs: dict[str, Path], out_is_root: bool, root: Path):
-    """ROOT's root manifest names the languages asked for, before anything is claimed: a run of several makes it,
-    a run of one language into ROOT/LANG adds its language to a root that has one (contract/root_manifest.py).
-    From then on each language's working files live beside ROOT (contract/beside.py): checked free there too.
-    A submission that fails inside the block removes the root manifest (and ROOT) it made: nothing stays."""
+    """ROOT's root manifest names the languages asked for, before anything is claimed (contract/root_manifest.py);
+    a submission that fails inside the block takes back what it added there (and a ROOT it made)."""
     roots = {out.parent for out in outs.values() if out_is_root}
     before = {r: (r.exists(), root_manifest.read_root_manifest(r)) for r in roots}
     try:

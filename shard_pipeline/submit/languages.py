@@ -13,9 +13,8 @@ LANG_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
 
 
 def out_is_root(args: Request) -> bool:
-    """A list of languages was asked for (a comma list, `all`, or --langs-file): OUT is then a root
-    holding OUT/<LANG>/, even when the list holds one language; one LANG writes OUT itself. The run
-    (its layout, chain, landing, resume) is the same either way: only the output differs."""
+    """A list of languages was asked for (a comma list, `all`, or --langs-file), even of one: OUT is then a root
+    holding OUT/<LANG>/; one LANG writes OUT itself. Only the output differs, not the run."""
     return bool(args.langs_file) or (args.lang is not None and ("," in args.lang or args.lang == "all"))
 
 
@@ -78,13 +77,8 @@ def unit_room(budget: int, cpus: int) -> int:
 
 
 def share_budget(sizes: Sequence[int], room: int) -> list[int]:
-    """Split `room` units between languages in proportion to bytes, at least 2 each (1 partition + 1 write).
-
-    Units, not array tasks: an array task of C units may run units of several languages
-    (run/unit_table.py), so a small language takes 2 units, not 2 array tasks of C cores. Largest
-    remainders, ties to the earlier language: a pure function of the sizes, so the dry-run
-    shows exactly what is submitted.
-    """
+    """Split `room` units (not array tasks: one may run units of several languages) between languages in
+    proportion to bytes, at least 2 each; largest remainders, ties to the earlier language."""
     n = len(sizes)
     if room < 2 * n:
         raise UsageError(f"{n} languages need at least {2 * n} partition and write units (one of each per "
@@ -111,13 +105,8 @@ def smallest_first(sizes: dict[str, int]) -> list[str]:
 
 
 def partition_units(inputs: int, share: int) -> int:
-    """A language's partition units out of its `share`: the fewest input shards per unit whose unit
-    count fits in PARTITION_SHARE of the share (the rest write).
-
-    Every write waits for the slowest partition unit of the whole run, and a unit reads whole
-    input shards: 1,107 English shards in 830 units take as long as in 554 (two shards in the
-    largest unit), so the count is the one that makes the largest unit smallest, no more.
-    """
+    """A language's partition units out of its `share`: the count that makes the largest unit (whole input shards)
+    smallest within PARTITION_SHARE of the share, no more: every write waits for the slowest partition unit."""
     cap = max(1, min(share - 1, int(share * PARTITION_SHARE)))
     per = max(1, -(-inputs // cap))  # input shards in the largest unit
     return max(1, -(-inputs // per))

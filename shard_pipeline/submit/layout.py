@@ -114,12 +114,8 @@ class StageMemory:
 
 
 def doc_memory(largest_text: int, largest_line: int, spill_bytes: int) -> tuple[int, int]:
-    """(partition, write) bytes a task needs to hold the largest document; (0, 0) when it is not large.
-
-    A document is large when it takes more memory than the spill budget (mem / 8 by default),
-    which the design already leaves for documents in flight. Partition may hold a full budget
-    when it arrives; a writer holds it once in the row group being written.
-    """
+    """(partition, write) bytes a task needs to hold the largest document; (0, 0) when it fits in the spill budget
+    (mem / 8 by default), which the design already leaves for documents in flight."""
     part_doc = DOC_PARTITION_PER_LINE_BYTE * largest_line + DOC_PARTITION_PER_TEXT_BYTE * largest_text
     write_doc = DOC_WRITE_PER_TEXT_BYTE * largest_text
     if max(part_doc, write_doc) <= spill_bytes:
@@ -130,14 +126,8 @@ def doc_memory(largest_text: int, largest_line: int, spill_bytes: int) -> tuple[
 def stage_memory(*, docs: int, text_bytes: int, spill_bytes: int, inputs: int, buckets: int,
                  row_group_bytes: int, text_per_doc: float, largest_text: int = 0,
                  largest_line: int = 0) -> StageMemory:
-    """Estimate the sections and the plan's and a writer's memory.
-
-    Every sorted run of every partition task is cut into up to one section per bucket, so the
-    plan holds runs x buckets index entries, and a writer keeps one decoded batch per section of
-    its bucket (one per run). Both grow with text / spill budget: the partition task's memory
-    sets them. The largest document seen adds its own need (`doc_memory`) to a writer's, and
-    sets the partition task's when it is more than the spill design gives.
-    """
+    """The sections and the plan's and a writer's memory: every sorted run is cut into up to one section per
+    bucket, and a writer keeps one decoded batch per section of its bucket; the largest document adds its own."""
     from shard_pipeline.stages.spill import BATCH_ROWS
 
     runs = inputs + -(-text_bytes // max(1, spill_bytes))  # a run never spans two inputs: each ends a partial one
@@ -160,12 +150,8 @@ def finalize_cpus(json_bytes: int) -> int:
 
 def sbatch_resources(*, worker_mem: str, need: StageMemory, partition_cpus: int, write_cpus: int,
                      partition_time: str, write_time: str, job_time: str, finalize_cores: int) -> dict[str, StageResources]:
-    """What each stage's array task asks sbatch for, decided here once and passed on unchanged.
-
-    A partition or write array task runs `cpus` units at once and asks for that many units'
-    memory; plan, a writer, and a partition task that must hold a large document get at least
-    their estimated need (`need`), whatever --mem says.
-    """
+    """What each stage's array task asks sbatch for: a grouped task asks its units' memory, and every stage gets
+    at least its estimated `need`, whatever --mem says."""
     return {
         "partition": StageResources(scale_mem(at_least(worker_mem, need.partition_bytes), partition_cpus), partition_time,
                                     partition_cpus),
@@ -176,10 +162,7 @@ def sbatch_resources(*, worker_mem: str, need: StageMemory, partition_cpus: int,
 
 
 def unit_resources(resources: dict[str, StageResources]) -> dict[str, StageResources]:
-    """What one unit of each stage needs: a grouped stage's memory divided by its C, one core.
-
-    Each language's run dir keeps these; the array task of C global units, possibly of several
-    languages, asks C x the largest of them (stage_resources)."""
+    """What one unit of each stage needs (what a language's run dir keeps): a grouped stage's memory / C, one core."""
     from shard_pipeline.run.runconfig import GROUPED_STAGES
 
     return {s: StageResources(share_of_mem(r.mem, r.cpus), r.time, 1) if s in GROUPED_STAGES else r
@@ -203,15 +186,9 @@ def stage_resources(table, cfgs: dict, stage: str, units: int, fixed_time: bool)
 
 def shared_resources(every: Sequence[tuple[StageResources, int]], cpus: int | None, units: int,
                      fixed_time: bool) -> StageResources:
-    """What a stage's job asks when it may run any of these languages' units (`every`: a language's resources
-    and the units they were sized for; `cpus`: C of an array stage, None for plan and finalize).
-
-    Each language's run dir keeps one unit's resources (submit/prepare.py unit_scope), so an array
-    task of C units asks C x the largest unit memory of the stage, the longest time, C cores
-    (group_resources). plan and finalize run their `units` languages in turn in one job: their time
-    grows by a few minutes per language (HPLT v4 English plans in under a minute, docs/DESIGN.md),
-    unless --time set it.
-    """
+    """What a stage's job asks when it may run any of these languages' units (`every`: a language's resources and
+    the units they were sized for; `cpus`: C of an array stage, None for plan and finalize, which take their
+    `units` languages in turn: two minutes more each, unless --time set it)."""
     from shard_pipeline.units import slurm_minutes
 
     if cpus is not None:
@@ -281,13 +258,8 @@ def lay_out_jobs(
     largest_text: int = 0,
     largest_line: int = 0,
 ) -> Layout:
-    """Fit partition + plan + write + finalize into `task_budget` queued array tasks.
-
-    `worker_mem` is --mem (or WORKER_MEM): one unit's memory, the floor for every stage.
-
-    With `cpus` C, an array task of partition or write runs C tasks (units) at once
-    (worker/group.py): the budget counts array tasks, so C x as many units fit under the cap.
-    """
+    """Fit partition + plan + write + finalize into `task_budget` queued array tasks of `cpus` units each;
+    `worker_mem` (--mem) is one unit's memory, the floor for every stage."""
     n = len(sizes)
     sizes_ = [s or 0 for s in sizes]
     est_docs = estimate_docs(sizes, known_docs, compressed_per_doc)

@@ -8,8 +8,7 @@ from shard_pipeline.errors import UsageError
 from shard_pipeline.submit.request import Request
 
 
-# Integer options that count or size something: 0 or less means nothing sensible (0 used to mean
-# "auto" for the task counts by accident; leave an option out for the layout's own choice).
+# Integer options that count or size something: 0 or less means nothing sensible.
 AT_LEAST_ONE = ("shard_rows", "row_group_bytes", "shard_bytes", "partition_tasks", "write_tasks", "buckets",
                 "spill_bytes", "jobs")
 
@@ -27,11 +26,8 @@ def check_numbers(args: Request) -> None:
 
 
 def check_write_tasks(args: Request, est_docs: int, budget: int, executor: str) -> None:
-    """Refuse a --write-tasks the run can never use. A write task writes whole shards: a few more tasks
-    than shards only start empty (the plan allows it), but more than the documents and more than the
-    local executor runs in its budget (10^8, a typo) would fill the run dir with units. On Slurm the
-    submit cap refuses it (check_fits_room) and MaxArraySize is met by array chunks. (A --partition-tasks
-    above the inputs is cut back by the packing, and the summary shows the count used.)"""
+    """Refuse a local --write-tasks past the documents and the budget (10^8, a typo): it would fill the run dir
+    with empty units. On Slurm the submit cap refuses it; a --partition-tasks is cut back by the packing."""
     w = args.write_tasks
     if executor == "local" and w is not None and w > max(1, est_docs) and w > budget:
         raise UsageError(f"--write-tasks {w:,} is more than the about {est_docs:,} documents of this run and the "

@@ -1,20 +1,8 @@
-"""`./hplt-shard --publish OUT DEST`: upload a verified output to any rclone destination.
+"""`./hplt-shard --publish OUT DEST`: upload a verified output to any rclone destination, never overwriting.
 
-The order makes a destination's state readable from its files alone:
-
-1. `_SHA256SUMS` first (sha256 of every file of OUT, `sha256sum -c` format). It names the
-   output: a later run that finds the same bytes there knows DEST is its own partial upload.
-2. the shards and every file the manifest lists, then their sha256 checked at DEST (the
-   backend's own hash where it has sha256, else by downloading and hashing the stream);
-3. `_MANIFEST.json` last, checked the same way: a destination without it is incomplete.
-
-Nothing is ever overwritten: a DEST holding anything else is refused untouched, uploads run
-with `rclone copy --immutable`, and the only files ever removed are this output's own broken
-uploads (a size or hash that differs from OUT). A DEST that already holds this output complete
-is checked there and is a success (exit 0). The run directory, when known, gets
-`_PUBLISHED.json` (mode 0600: it names DEST) recording where and when; OUT itself is never
-written to. While it publishes, OUT is held (run/claim.py): no run replaces it meanwhile.
-DEST is shown with its secrets masked (dest.py) in every line, message and record.
+The order makes DEST's state readable from its files alone: `_SHA256SUMS` first (it names the output, so a
+later run knows a partial upload there as its own), `_MANIFEST.json` last (without it DEST is incomplete).
+OUT is held while it is published and never written; the run dir gets `_PUBLISHED.json` (mode 0600).
 """
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""What the user asked for, typed: the command line's one product.
-
-`submit/cli.py` parses argv with argparse and turns the Namespace into a Request at once; nothing
-below the CLI sees argparse. A run of several languages lays out each language with
-`for_language`, the same request with one LANG.
-"""
+"""What the user asked for, typed: the command line's one product (nothing below the CLI sees argparse)."""
 from __future__ import annotations
 
 import argparse

@@ -1,11 +1,5 @@
-"""What `--resume RUNDIR` may change: the resources of the resubmitted tasks, never the content.
-
---cpus-per-task is one of them: C only decides how many units an array task runs at once.
-
-After OUT_OF_MEMORY or TIMEOUT the first thing a user does is resume with more memory or
-time; those apply to the tasks queued again, are recorded in run.json and kept by later
-resumes. An option that would change the output (or the run's fixed layout) is refused, named.
-"""
+"""What `--resume RUNDIR` may change: the resources of the resubmitted tasks (--mem, --time, C, ...), kept in
+run.json for later resumes; never the content: an option that would change it is refused, named."""
 from __future__ import annotations
 
 import dataclasses

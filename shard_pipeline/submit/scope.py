@@ -192,12 +192,8 @@ def queue_room(settings) -> QueueRoom | None:
 
 
 def local_budget(jobs: int, cpus: int) -> int:
-    """The local executor's task budget: one partition and one write unit per core, plus plan and finalize.
-
-    Locally a unit is a process start (or a fork) and its imports, and bytes do not depend on the
-    unit count: more, smaller units only add start-ups; units are packed by input bytes, so one
-    per core keeps the cores about equally busy (bench/RESULTS.md 3).
-    """
+    """The local executor's task budget: one partition and one write unit per core, plus plan and finalize (more,
+    smaller units only add start-ups; bench/RESULTS.md 3)."""
     return 2 * max(1, jobs // cpus) + 2
 
 

@@ -1,8 +1,5 @@
-"""Slurm executor: every stage submitted at once with plain sbatch, chained by afterany (one language's
-failure must not cancel the others'; a failed language's later units fail at once, naming why).
-
-No orchestrator job and nothing polling. Every value reaches sbatch as an argv element; the batch script is
-the fixed slurm_job.sh shipped next to this module, which gets its values as positional arguments.
+"""Slurm executor: every stage submitted at once with plain sbatch, chained by afterany (one language's failure
+must not cancel the others'), no orchestrator job. Values reach the fixed slurm_job.sh as argv elements.
 """
 from __future__ import annotations
 
