@@ -113,6 +113,10 @@ def partition_units(inputs: int, share: int) -> int:
 
 
 def default_run_dir(args: Request, subset: str, langs: list[str], runs_root: Path) -> Path:
+    """runs/<corpus>-<subset>-<LANG>-<wds>[-<sources>], or ...-multi-<first>+<more>-<wds> for a list of languages."""
     wds = (args.wds or "all").replace(",", "_")
+    if not out_is_root(args):
+        src = f"-{args.sources.replace(',', '_')}" if args.sources else ""
+        return runs_root / f"{args.corpus}-{subset}-{args.lang}-{wds}{src}"
     name = "all" if args.lang == "all" else f"{langs[0]}+{len(langs) - 1}" if len(langs) > 1 else langs[0]
     return runs_root / f"{args.corpus}-{subset}-multi-{name}-{wds}"

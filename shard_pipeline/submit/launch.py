@@ -76,8 +76,7 @@ def plan_new_run(args: Request) -> NewRun:
         provenance.start()  # git answers on the idle core while the inputs are sampled
     ms = prepare_all(args, settings, executor, langs)
     subset = ms.scopes[langs[0]].subset
-    root = (args.run_dir or (languages.default_run_dir(args, subset, langs, settings.runs_root) if out_is_root
-                             else scope.default_run_dir(args, subset, settings.runs_root))).resolve()
+    root = (args.run_dir or languages.default_run_dir(args, subset, langs, settings.runs_root)).resolve()
     fits = []
     if executor == "slurm":  # at --dry-run too
         from shard_pipeline.submit.executors.slurm import check_log_dir

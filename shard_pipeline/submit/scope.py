@@ -247,9 +247,3 @@ def runs_roots() -> list[Path]:
     except (UserError, OSError):
         configured = home() / "runs"
     return list(dict.fromkeys([configured, home() / "runs"]))
-
-
-def default_run_dir(args: Request, subset: str, runs_root: Path) -> Path:
-    wds = (args.wds or "all").replace(",", "_")
-    src = f"-{args.sources.replace(',', '_')}" if args.sources else ""
-    return runs_root / f"{args.corpus}-{subset}-{args.lang}-{wds}{src}"
