@@ -40,21 +40,15 @@ class Left:
     report: list[str] = field(default_factory=list)
 
 
-def multi_parent(root: Path) -> list[Path]:
-    """The run this language's run dir RUNDIR/<LANG> belongs to, if it is one: its units run there, and a
-    resume of the language is a resume of that run (two chains for one language would race)."""
-    return [root.parent] if unit_table.is_run_root(root.parent) else []
-
-
 def resume_root(args: Request) -> Path:
     """The run dir a resume works on (a language's run dir resumes its run), refused early
     when it is no run dir, not whole, or not ours to write."""
     option_checks.check_numbers(args)  # --jobs -3 on a resume too
     root = args.resume.resolve()
-    for whole in multi_parent(root):  # a language's run dir: its run numbers, queues and resumes its units
-        print(f"hplt-shard: {root} is {root.name} of the run {whole}: resuming that run (only what is unfinished, "
-              "in every language)", file=sys.stderr)
-        root = whole
+    if unit_table.is_run_root(root.parent):  # a language's run dir: two chains for one language would race
+        print(f"hplt-shard: {root} is {root.name} of the run {root.parent}: resuming that run (only what is "
+              "unfinished, in every language)", file=sys.stderr)
+        root = root.parent
     check_whole(root)
     if not RunDir(root).run_json.exists():  # a run of another format is refused by its run.json (check_this_version)
         raise UsageError(f"{root} is not a hplt-shard run directory (no run.json)")
