@@ -21,6 +21,7 @@ from shard_pipeline.run.records import made_here, save_record
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_new
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
+from shard_pipeline.stages.balance import parse_dp_ranks
 from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.prepare import Languages, Scope, unit_scope
@@ -74,7 +75,7 @@ def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: 
         dataset_card=args.dataset_card,
         clean=clean_policy(settings) if args.clean else None,
         shard_bytes=args.shard_bytes,
-        dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks is not None else (),
+        dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks is not None else (),  # checked: check_content_args
         split_layout=args.split_layout,
         hplt=scope.corpus_names(args, settings).hplt,
         annotations=option_checks.annotation_fields(args),
@@ -118,13 +119,6 @@ def dataset_name(args: Request, subset: str) -> str:
 
     hplt = args.corpus_name is None and is_hplt(args.corpus, subset)
     return args.dataset or CorpusNames(args.corpus, subset, hplt).dataset(args.lang)
-
-
-def parse_dp_ranks(spec: str) -> tuple[int, ...]:
-    from shard_pipeline.stages.balance import parse_dp_ranks as parse
-
-    with scope.usage_errors():
-        return parse(spec)
 
 
 def clean_policy(settings) -> dict:
