@@ -169,15 +169,6 @@ def unit_resources(resources: dict[str, StageResources]) -> dict[str, StageResou
             for s, r in resources.items()}
 
 
-def group_resources(units: Sequence[StageResources], cpus: int) -> StageResources:
-    """An array task of `cpus` units, any of `units` (one unit's needs each): C x the largest memory,
-    the longest time, C cores (sbatch_resources' rule for one language, over several)."""
-    from shard_pipeline.units import slurm_minutes
-
-    mem = max((r.mem for r in units), key=parse_mem)
-    return StageResources(scale_mem(mem, cpus), max((r.time for r in units), key=slurm_minutes), cpus)
-
-
 def stage_resources(table, cfgs: dict, stage: str, units: int, fixed_time: bool) -> StageResources:
     """What a stage's array task asks for when it may run any language's units (shared_resources)."""
     every = [(c.execution.resources[stage], c.execution.units_per_task(stage)) for c in cfgs.values()]
@@ -191,11 +182,11 @@ def shared_resources(every: Sequence[tuple[StageResources, int]], cpus: int | No
     `units` languages in turn: two minutes more each, unless --time set it)."""
     from shard_pipeline.units import slurm_minutes
 
-    if cpus is not None:
-        one = [StageResources(share_of_mem(r.mem, k), r.time, 1) for r, k in every]
-        return group_resources(one, cpus)
-    mem = max((r.mem for r, _ in every), key=parse_mem)
     longest = max((r.time for r, _ in every), key=slurm_minutes)
+    if cpus is not None:  # C x the largest unit's memory
+        return StageResources(scale_mem(max((share_of_mem(r.mem, k) for r, k in every), key=parse_mem), cpus), longest,
+                              cpus)
+    mem = max((r.mem for r, _ in every), key=parse_mem)
     if not fixed_time:
         longest = minutes_to_slurm(slurm_minutes(longest) + 2 * units)
     return StageResources(mem, longest, max(r.cpus for r, _ in every))
