@@ -62,7 +62,7 @@ def main() -> None:
     args = build_parser().parse_args(argv)
     settings = scope.resolve_settings(args)
     t = time.perf_counter()
-    sc = prepare.prepare(args, settings, "local")
+    sc = prepare.prepare(args, settings, "local", scope.local_budget(args.jobs, settings.cpus_per_task))
     create.create_run(args, argv, settings, "local", sc, (work / "out").resolve(), RunDir((work / "run").resolve()))
     print(f"submitter (list, sample heads, run dir): {time.perf_counter() - t:.1f} s")
 
