@@ -7,6 +7,7 @@ OUT is held while it is published and never written; the run dir gets `_PUBLISHE
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sys
 import tempfile
 import time
@@ -22,7 +23,7 @@ from shard_pipeline.run.claim import held_for_publish
 from shard_pipeline.run.apart import beside_out
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.submit.dest import is_local, lands_inside, local_targets, mask, resolved
-from shard_pipeline.submit.rclone import Rclone, RcloneFailed, RcloneMissing
+from shard_pipeline.submit.rclone import Rclone, RcloneFailed
 from shard_pipeline.submit.upload import SUMS_NAME, DestState, Entry, OutChanged, Output, check_sha256, names_file, upload
 from shard_pipeline.submit.scope import runs_roots
 from shard_pipeline.units import plural
@@ -49,12 +50,12 @@ class PublishFailed(UserError):
 
 
 def find_rclone(dest: str) -> Rclone:
-    try:
-        return Rclone.find(dest)
-    except RcloneMissing:
+    exe = shutil.which("rclone")
+    if exe is None:
         raise PublishRefused("rclone is not on PATH: install it (Debian/Ubuntu: apt-get install rclone; "
                              "LUMI: module load lumio) and configure the remote (rclone config; LUMI: lumio-conf), "
-                             "then run the same command again") from None
+                             "then run the same command again")
+    return Rclone(exe, dest)
 
 
 def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -31,10 +30,6 @@ EXIT_DIR_NOT_FOUND = 3  # rclone's documented exit code for "directory not found
 _LOG_PREFIX = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} ")
 
 
-class RcloneMissing(Exception):
-    """rclone is not on PATH."""
-
-
 class RcloneFailed(Exception):
     """An rclone call exited non-zero or ran past its deadline; ``str()`` is rclone's last error."""
 
@@ -47,13 +42,6 @@ class RcloneFailed(Exception):
 class Rclone:
     exe: str
     dest: str  # for masking it in messages
-
-    @staticmethod
-    def find(dest: str) -> "Rclone":
-        exe = shutil.which("rclone")
-        if exe is None:
-            raise RcloneMissing("rclone is not on PATH")
-        return Rclone(exe, dest)
 
     def version(self) -> str:
         first = self.run(["version"], timeout=30).splitlines()
