@@ -24,12 +24,11 @@ from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.stages.balance import parse_dp_ranks
 from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
 from shard_pipeline.submit import layout as layout_mod
-from shard_pipeline.submit.prepare import Languages, Scope, unit_scope
 from shard_pipeline.submit.request import Request
 from shard_pipeline.units import plural
 
 
-def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Path], root: Path,
+def create_all(args, argv, settings, executor, ms: scope.Languages, outs: dict[str, Path], root: Path,
                out_is_root: bool) -> dict[str, RunConfig]:
     """RUNDIR with one run dir per language, languages.json and run.json; undone (claims and all) if any
     language fails. `out_is_root`: --out is a root holding OUT/<LANG>/ (else the one language's OUT)."""
@@ -42,7 +41,7 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
     cfgs, made = {}, []
     try:
         for l in ms.langs:
-            cfgs[l] = create_run(args.for_language(l), argv, settings, executor, unit_scope(ms.scopes[l]), outs[l],
+            cfgs[l] = create_run(args.for_language(l), argv, settings, executor, scope.unit_scope(ms.scopes[l]), outs[l],
                                  RunDir(table.lang_dir(l)))
             made.append(l)
         write_json_atomic(RunDir(root).languages_json, {**table.to_json(), "out": str(root_out)})
@@ -60,7 +59,7 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
     return cfgs
 
 
-def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: Scope, out: Path,
+def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: scope.Scope, out: Path,
                run: RunDir) -> RunConfig:
     """Check the run dir, write the run dir of one language, then claim OUT (checked by `check_outs`, which listed
     it once: a second listing costs seconds at HPLT English on Lustre); nothing is started."""

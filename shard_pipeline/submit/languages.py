@@ -38,6 +38,12 @@ def read_langs_file(path: Path) -> list[str]:
     return langs
 
 
+def input_root(args: Request, settings) -> Path | None:
+    """The local folder holding LANG/, or None for inputs listed by URL."""
+    root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
+    return Path(root) if root is not None else None
+
+
 def languages(args: Request, settings) -> list[str]:
     """The languages of the run, in the order given (sorted for `all`), each once."""
     if args.langs_file and args.lang:
@@ -45,8 +51,6 @@ def languages(args: Request, settings) -> list[str]:
     if args.langs_file:
         langs = read_langs_file(args.langs_file)
     elif args.lang == "all":
-        from shard_pipeline.submit.scope import input_root
-
         root = input_root(args, settings)
         if root is None:
             raise UsageError("`all` lists the language folders of a local corpus root: give --local-root (or "

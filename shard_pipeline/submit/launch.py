@@ -1,4 +1,4 @@
-"""Start a new run or resume one: the plan of the submission (prepare.py), checked here, then applied
+"""Start a new run or resume one: the plan of the submission (scope.py), checked here, then applied
 (create.py writes the run dirs and claims OUT, apply.py hands the units to the executor).
 """
 from __future__ import annotations
@@ -22,7 +22,6 @@ from shard_pipeline.run.rundir import check_new
 from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
 from shard_pipeline.submit.apply import start, until_started
 from shard_pipeline.submit.create import clean_policy, create_all, dataset_name
-from shard_pipeline.submit.prepare import Languages, prepare_all
 from shard_pipeline.submit.report import chain_resources_of, describe
 from shard_pipeline.submit.request import Request
 from shard_pipeline.submit.resuming import resume_run
@@ -39,7 +38,7 @@ class NewRun:
     settings: Any
     executor: str
     out_is_root: bool  # --out is a root holding OUT/<LANG>/ (a list of languages), else the one language's OUT
-    ms: Languages
+    ms: scope.Languages
     root: Path  # RUNDIR
     fits: list  # what the partition's limits say of the chain's layout (None: it fits)
     outs: dict[str, tuple[Path, Any]]  # per language: its OUT and what OUT holds now
@@ -74,7 +73,7 @@ def plan_new_run(args: Request) -> NewRun:
         langs = [args.lang]
     if not args.dry_run:
         provenance.start()  # git answers on the idle core while the inputs are sampled
-    ms = prepare_all(args, settings, executor, langs)
+    ms = scope.prepare_all(args, settings, executor, langs)
     subset = ms.scopes[langs[0]].subset
     root = (args.run_dir or languages.default_run_dir(args, subset, langs, settings.runs_root)).resolve()
     fits = []
@@ -87,7 +86,7 @@ def plan_new_run(args: Request) -> NewRun:
     outs = check_outs(args, settings, ms, root, out_is_root) if args.out is not None else {}
     guards.check_counts_index_path(settings.counts_index, list(dict.fromkeys(
         [*([Path(os.path.realpath(args.out))] if args.out is not None else []), *(o for o, _ in outs.values())])),
-                                   scope.input_root(args, settings))
+                                   languages.input_root(args, settings))
     return NewRun(args, settings, executor, out_is_root, ms, root, fits, outs)
 
 
@@ -127,11 +126,11 @@ def apply_new_run(plan: NewRun, argv: Sequence[str]) -> int:
                      plan.settings, "submit")
 
 
-def check_outs(args: Request, settings, ms: Languages, root: Path, out_is_root: bool) -> dict[str, tuple[Path, Any]]:
+def check_outs(args: Request, settings, ms: scope.Languages, root: Path, out_is_root: bool) -> dict[str, tuple[Path, Any]]:
     """Each language's OUT (OUT itself, or OUT/<LANG> under a root) checked as one run's OUT is, --dry-run
     included: the path rules, what it holds, the same dataset. Returns (OUT, what it holds) per language."""
     given = guards.check_out_path(args.out)
-    input_root = scope.input_root(args, settings)
+    input_root = languages.input_root(args, settings)
     if out_is_root:
         if (given / MANIFEST_NAME).exists():
             raise UsageError(f"--out {given} is itself an output (it holds {MANIFEST_NAME}); a run of several "
