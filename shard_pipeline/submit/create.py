@@ -1,9 +1,9 @@
-"""Applying a new run's plan: RUNDIR and each language's run dir written whole (or not at all), each OUT claimed.
-
-A run directory is written once, here, before any task runs; every stage reads its inputs from it.
+"""Applying a plan: a new run's RUNDIR and each language's run dir written whole (or not at all), each OUT
+claimed; then, for a new run and a resume alike, the units handed to the executor, with one rollback.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import platform
 import shutil
@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shard_pipeline import slurm
+from shard_pipeline.commands import resume_command
+from shard_pipeline.errors import ExitCode, UserError
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run import codeversion, unit_table
 from shard_pipeline.run.claim import check_claimable, claim, release
@@ -148,5 +150,43 @@ def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, b
         "submissions": [],
         **(extra or {}),
     })
+
+
+class StoppedBeforeStart(UserError):
+    """Ctrl-C between the claim on OUT and the executor taking over its own Ctrl-C."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+@contextlib.contextmanager
+def until_started(root: Path, held: dict[Path, Path], executor: str):
+    """A Ctrl-C once the run dir is whole and OUT claimed, before any task runs: the exact --resume.
+    Locally nothing can have started, so the claims are released (the resume takes them again);
+    under Slurm a job may already be queued, so OUT stays claimed by the run."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if executor == "local":
+            for out, run_root in held.items():
+                release(out, run_root)
+        kept = "OUT stays claimed by this run" if executor != "local" else "OUT is as it was, its claim released"
+        raise StoppedBeforeStart(f"interrupted before any task ran ({kept}); to continue: "
+                                 f"{resume_command(root)}") from None
+
+
+def start(table: unit_table.UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, list[int]], executor: str, jobs: int,
+          settings, kind: str) -> int:
+    """Hand the units to the executor: blocking locally, queued at once under Slurm."""
+    for lang in cfgs:  # this attempt is not the one that was stopped
+        RunDir(table.lang_dir(lang)).interrupted_marker.unlink(missing_ok=True)
+    for stage in unit_table.SINGLE_JOB_STAGES:  # which languages the plan and finalize jobs take (all, or the unfinished)
+        unit_table.write_selection(table.root, stage, tasks.get(stage, []))
+    if executor == "local":
+        from shard_pipeline.submit.executors.local import run_local
+
+        return run_local(table, cfgs, tasks, jobs, kind)
+    from shard_pipeline.submit.executors.slurm import submit_run
+
+    return submit_run(table, cfgs, tasks, settings, kind)
 
 

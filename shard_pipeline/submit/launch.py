@@ -1,5 +1,5 @@
 """Start a new run or resume one: the plan of the submission (scope.py), checked here, then applied
-(create.py writes the run dirs and claims OUT, apply.py hands the units to the executor).
+(create.py writes the run dirs, claims OUT and hands the units to the executor).
 """
 from __future__ import annotations
 
@@ -20,8 +20,7 @@ from shard_pipeline.run.rulebook import Context, Moment, preflight
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.rundir import check_new
 from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
-from shard_pipeline.submit.apply import start, until_started
-from shard_pipeline.submit.create import clean_policy, create_all, dataset_name
+from shard_pipeline.submit.create import clean_policy, create_all, dataset_name, start, until_started
 from shard_pipeline.submit.report import chain_resources_of, describe
 from shard_pipeline.submit.request import Request
 from shard_pipeline.submit.resuming import resume_run

@@ -1,5 +1,5 @@
 """`--resume RUNDIR`: a plan of what is left (per language), checked as the stages would check it, then
-applied as a new run is (apply.py), with one rollback if the submission is refused. A resume may change the
+applied as a new run is (create.py), with one rollback if the submission is refused. A resume may change the
 resources of the resubmitted tasks (kept in run.json for later resumes), never the content."""
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from shard_pipeline.run.rundir import RunDir, check_whole
 from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit import option_checks, scope
-from shard_pipeline.submit.apply import start, until_started
+from shard_pipeline.submit.create import start, until_started
 from shard_pipeline.submit.args import command_line
 from shard_pipeline.submit.request import Request
 from shard_pipeline.submit.settings import check_setting
