@@ -24,7 +24,7 @@ from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.rundir import RUN_FORMAT, RunDir, check_new
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.stages.balance import parse_dp_ranks
-from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
+from shard_pipeline.submit import guards, languages, provenance, scope
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit.request import Request
 from shard_pipeline.units import plural
@@ -79,7 +79,7 @@ def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: 
         dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks is not None else (),  # checked: check_content_args
         split_layout=args.split_layout,
         hplt=scope.corpus_names(args, settings).hplt,
-        annotations=option_checks.annotation_fields(args),
+        annotations=guards.annotation_fields(args),
     )
     python = settings.python if executor == "slurm" else sys.executable
     execution = Execution(

@@ -19,7 +19,7 @@ from shard_pipeline.run.claim import run_lock
 from shard_pipeline.run.rulebook import Context, Moment, preflight
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.rundir import check_new
-from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
+from shard_pipeline.submit import guards, languages, provenance, scope
 from shard_pipeline.submit.create import clean_policy, create_all, dataset_name, start, until_started
 from shard_pipeline.submit.report import chain_resources_of, describe
 from shard_pipeline.submit.request import Request
@@ -60,7 +60,7 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
 def plan_new_run(args: Request) -> NewRun:
     """The languages, their scopes and layouts, RUNDIR and each OUT, with every refusal known before writing."""
     settings = scope.resolve_settings(args)
-    option_checks.check_content_args(args)
+    guards.check_content_args(args)
     clean_policy(settings)  # a bad CLEAN_* value of the conf is refused at --dry-run too, --clean or not
     executor = scope.choose_executor(args)
     out_is_root = languages.out_is_root(args)

@@ -23,7 +23,7 @@ from shard_pipeline.run.resume import describe as describe_resume
 from shard_pipeline.run.rundir import RunDir, check_whole
 from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.submit import layout as layout_mod
-from shard_pipeline.submit import option_checks, scope
+from shard_pipeline.submit import guards, scope
 from shard_pipeline.submit.create import start, until_started
 from shard_pipeline.submit.args import command_line
 from shard_pipeline.submit.request import Request
@@ -47,7 +47,7 @@ class Left:
 def resume_root(args: Request) -> Path:
     """The run dir a resume works on (a language's run dir resumes its run), refused early
     when it is no run dir, not whole, or not ours to write."""
-    option_checks.check_numbers(args)  # --jobs -3 on a resume too
+    guards.check_numbers(args)  # --jobs -3 on a resume too
     root = args.resume.resolve()
     if unit_table.is_run_root(root.parent):  # a language's run dir: two chains for one language would race
         print(f"hplt-shard: {root} is {root.name} of the run {root.parent}: resuming that run (only what is "

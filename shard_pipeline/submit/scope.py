@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from shard_pipeline.errors import UsageError, UserError
 from shard_pipeline.paths import PRESET_DIR, home
 from shard_pipeline.run.unit_table import group_count
-from shard_pipeline.submit import languages, option_checks
+from shard_pipeline.submit import guards, languages
 from shard_pipeline.submit.languages import input_root
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.stages.balance import parse_dp_ranks
@@ -196,7 +196,7 @@ def make_layout(args, settings, shards, known, executor: str, sample, budget: in
                 partition_tasks: int | None = None) -> layout_mod.Layout:
     """The job layout; the head sample gives the largest document, which sizes task memory.
     A language of a run of several is laid out in units (`cpus` 1, `budget` its share of units)."""
-    option_checks.check_numbers(args)
+    guards.check_numbers(args)
     lay = layout_mod.lay_out_jobs(
         [s.size for s in shards],
         known,
@@ -217,7 +217,7 @@ def make_layout(args, settings, shards, known, executor: str, sample, budget: in
         largest_text=sample.largest_text,
         largest_line=sample.largest_line,
     )
-    option_checks.check_write_tasks(args, lay.est_docs, budget, executor)
+    guards.check_write_tasks(args, lay.est_docs, budget, executor)
     return lay
 
 
@@ -279,7 +279,7 @@ def prepare(args: Request, settings, executor: str, budget: int) -> Scope:
 
     sample = sample_heads(shards, corpus=args.corpus)
     check_record_shape(shards, args.corpus)
-    fields = option_checks.annotation_fields(args)
+    fields = guards.annotation_fields(args)
     per_doc = annotation_probe(shards, fields) if fields else 0.0
     by_name = lookup(rows, shards)
     known = {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
@@ -294,7 +294,7 @@ def prepare(args: Request, settings, executor: str, budget: int) -> Scope:
     big = layout_mod.doc_memory_warning(lay, settings.worker_mem, sample.largest_at)
     if big:  # the layout already raised the tasks; where memory is enforced, --mem is the user's to know
         print(f"hplt-shard: warning: {big}", file=sys.stderr)
-    dp = option_checks.dp_ranks_note(args, lay.est_docs, lay.inputs_unknown == 0)
+    dp = guards.dp_ranks_note(args, lay.est_docs, lay.inputs_unknown == 0)
     if dp:
         print(f"hplt-shard: warning: {dp}", file=sys.stderr)
     return Scope(subset, shards, sample, lay, known, tuple(disagree), tuple(impossible), per_doc)
