@@ -11,8 +11,7 @@ from typing import Sequence
 from shard_pipeline.commands import PROGRAM_ENV
 from shard_pipeline.errors import EXIT_USAGE, ExitCode, UserError
 from shard_pipeline.submit import launch
-from shard_pipeline.submit.args import build_parser
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request, build_parser
 
 
 def command() -> None:

@@ -26,7 +26,7 @@ from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
 from shard_pipeline.stages.balance import parse_dp_ranks
 from shard_pipeline.submit import guards, languages, provenance, scope
 from shard_pipeline.submit import layout as layout_mod
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request
 from shard_pipeline.units import plural
 
 

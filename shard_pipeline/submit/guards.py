@@ -14,7 +14,7 @@ from shard_pipeline.contract.replace import tmp_dir_for
 from shard_pipeline.errors import UsageError
 from shard_pipeline.run.apart import inside
 from shard_pipeline.run.rulebook import Context, Moment, preflight
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request
 
 
 def check_out_path(out_arg: Path) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline.errors import UsageError
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request
 
 LANG_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
 

@@ -22,7 +22,7 @@ from shard_pipeline.run.rundir import check_new
 from shard_pipeline.submit import guards, languages, provenance, scope
 from shard_pipeline.submit.create import clean_policy, create_all, dataset_name, start, until_started
 from shard_pipeline.submit.report import chain_resources_of, describe
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request
 from shard_pipeline.submit.resuming import resume_run
 from shard_pipeline.submit.slurm_limits import check_layout
 

@@ -26,7 +26,7 @@ from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.submit import guards, scope
 from shard_pipeline.submit.create import start, until_started
 from shard_pipeline.submit.args import command_line
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request
 from shard_pipeline.submit.settings import check_setting
 from shard_pipeline.submit.slurm_limits import check_layout
 from shard_pipeline.units import plural

@@ -18,7 +18,7 @@ from shard_pipeline.submit import guards, languages
 from shard_pipeline.submit.languages import input_root
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.stages.balance import parse_dp_ranks
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request
 from shard_pipeline.submit.slurm_limits import SubmitCap, submit_cap
 
 

@@ -25,7 +25,7 @@ from shard_pipeline.stages.plan import run_plan
 from shard_pipeline.stages.write import run_write
 from shard_pipeline.submit import launch, scope
 from shard_pipeline.submit.cli import parse
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request
 from tests.pipeline_util import LANG, LICENSE, index_file, lang_dir, make_corpus, read_rows, run_cli
 
 WHEN = "2026-01-01T00:00:00Z"
