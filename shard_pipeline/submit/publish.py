@@ -58,14 +58,6 @@ def find_rclone(dest: str) -> Rclone:
     return Rclone(exe, dest)
 
 
-def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
-    """Verify OUT, upload it to DEST (or finish a partial upload), check it there, record it."""
-    rclone = find_rclone(dest)
-    out = out.resolve()
-    refuse_dest_inside(rclone, dest, out, run_dir)
-    return publish_one(rclone, out, dest, run_dir)
-
-
 def publish_one(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> int:
     """publish() after the checks of DEST: OUT held (run/claim.py) while it is verified, uploaded, checked, recorded."""
     with held_for_publish(out) as held:
@@ -305,9 +297,13 @@ def record_publication(run: Path, record: dict[str, Any]) -> Path:
 
 
 def main(out: Path, dest: str, run_dir: Path | None = None) -> int:
-    """The `--publish OUT DEST` entry point (cli.run_command, which refuses an empty OUT or DEST)."""
+    """`--publish OUT DEST` (cli.run_command refuses an empty one): verify OUT, upload it to DEST (or finish a
+    partial upload), check it there, record it."""
     try:
-        return publish(out, dest, run_dir)
+        rclone = find_rclone(dest)
+        out = out.resolve()
+        refuse_dest_inside(rclone, dest, out, run_dir)
+        return publish_one(rclone, out, dest, run_dir)
     except KeyboardInterrupt:  # during the verify or between rclone calls
         raise PublishFailed(f"interrupted (Ctrl-C); run the same command again: it finishes a partial upload "
                             f"to {mask(dest)}") from None
