@@ -18,16 +18,13 @@ COMPRESSED_BYTES_PER_DOC = 2309
 JSON_PER_COMPRESSED = 5.5  # zstd level 3 on HPLT JSONL, measured on synthetic HPLT-shaped records
 BUCKET_ROWS = 4_000_000  # a writer orders one bucket at a time: ~60 B/row of order arrays (docs/DESIGN.md)
 MAX_BUCKETS = 200_000
-# At least this many buckets, even with fewer writers: a writer orders every bucket its ranks touch, and
-# the bucket straddling two writers' ranges is ordered by both; with one bucket per writer that can be
-# almost a whole second bucket's ids for a few rows, with 4 at most a quarter of the run's.
+# Even with fewer writers: the bucket straddling two writers' ranges is ordered by both (with 4, a quarter at most).
 MIN_BUCKETS = 4
 PARTITION_MB_S = 25.0  # compressed MB/s one partition task sustains, conservative (see bench/RESULTS.md)
 # Fixed cost of one input in a partition task: open, stat twice, spill, three fsyncs of the checkpoint.
 # 12.6 ms measured on a local ext4 disk (bench/partition_many_inputs.py); x4 for a parallel filesystem.
 PARTITION_SECONDS_PER_INPUT = 0.05
 WRITE_MB_S = 40.0  # JSON-equivalent MB/s one writer sustains
-MIN_MINUTES = MIN_TIME_MINUTES  # an estimated limit is never shorter than a given one may be (units.py)
 TEXT_BYTES_PER_DOC = 3500  # HPLT v4 English: ~27.5 TB of text / 7.86 B documents; the head sample measures it
 # Memory model of the stages after partition (bench/RESULTS.md 6, "Memory bounds"):
 PROCESS_BYTES = 300 << 20  # interpreter, pyarrow, numpy
@@ -81,8 +78,8 @@ def array_throttle(partition_tasks: int, write_tasks: int, cap: int) -> int:
 
 
 def minutes_to_slurm(minutes: float) -> str:
-    """A task's time limit: whole minutes, never under MIN_MINUTES (units.WallTime prints it)."""
-    return str(WallTime.from_minutes(minutes, MIN_MINUTES))
+    """A task's time limit: whole minutes, never shorter than a given one may be (units.WallTime prints it)."""
+    return str(WallTime.from_minutes(minutes, MIN_TIME_MINUTES))
 
 
 def pack_by_bytes(sizes: Sequence[int], tasks: int) -> list[list[int]]:

@@ -74,10 +74,8 @@ class _Workers:
             with self.lock:
                 groups = list(self.adopted)
             for pgid in groups:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(pgid, sig)
-                except ProcessLookupError:
-                    pass
             deadline = time.monotonic() + grace
             while self.adopted and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -259,10 +257,8 @@ def stopped_by_signals():
 def say(*lines: str) -> None:
     """Lines on stderr; a terminal that closed (SIGHUP) must not turn the stop into a traceback."""
     for line in lines:
-        try:
+        with contextlib.suppress(OSError):
             print(line, file=sys.stderr, flush=True)
-        except OSError:
-            pass
 
 
 def run_all(python: str, table: UnitTable, tasks: dict[str, Sequence[int]], jobs: int) -> list[TaskResult]:
