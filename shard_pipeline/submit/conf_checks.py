@@ -1,9 +1,5 @@
-"""The rules each conf value follows, and the error that names the file and line breaking one.
-
-A value is data, never handed to a shell: where it must have a shape (MODULE_LOAD_CMD, PYTHON, sizes,
-times, licenses) anything else is refused here, naming where it was set.
-"""
-
+"""The rules each conf value follows (a value is data, never handed to a shell), and the error that names the
+file and line breaking one."""
 from __future__ import annotations
 
 import difflib

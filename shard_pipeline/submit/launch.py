@@ -48,11 +48,8 @@ class NewRun:
 
 
 def new_run(args: Request, argv: Sequence[str]) -> int:
-    """Find the inputs of every language, lay out the jobs, and (unless --dry-run) write the run dir and start it.
-
-    Every run makes RUNDIR/<LANG>/ for each language, and the languages share one chain (run/unit_table.py's
-    unit table). One LANG writes OUT itself; a list of languages (a comma list, `all`, --langs-file) writes a
-    root holding OUT/<LANG>/."""
+    """Find the inputs of every language, lay out the jobs, and (unless --dry-run) write RUNDIR/<LANG>/ for each
+    and start their one chain."""
     plan = plan_new_run(args)
     return render_dry_run(plan) if args.dry_run else apply_new_run(plan, argv)
 

@@ -109,11 +109,8 @@ def publish_one(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> i
 
 
 def refuse_dest_inside(rclone: Rclone, dest: str, out: Path, run_dir: Path | None) -> None:
-    """Refuse a DEST that writes into OUT, OUT.tmp, OUT.replaced, a claim or lock file beside OUT, or a run dir.
-
-    DEST is followed as rclone would: a local path (relative, `..`, symbolic links), `:local:`,
-    a remote of type local, and remotes that write into another (alias, crypt, union, ...).
-    """
+    """Refuse a DEST that writes into OUT, OUT.tmp, OUT.replaced, a claim or lock file beside OUT, or a run dir,
+    followed as rclone would (dest.local_targets)."""
     def config() -> dict:
         try:
             return rclone.config_dump()
@@ -216,10 +213,8 @@ def verified_output(out: Path) -> Output:
 
 
 def find_run_dir(out: Path, manifest: dict[str, Any], given: Path | None) -> Path | None:
-    """The run directory that wrote OUT: --run-dir (checked), else the one default run dir that did, else None.
-
-    The manifest has no paths and no times (the output is reproducible), so OUT cannot name it.
-    """
+    """The run directory that wrote OUT (its manifest, reproducible, names none): --run-dir (checked), else the one
+    default run dir that did, else None."""
     def wrote_out(run: Path) -> bool:
         try:
             cfg = read_json(RunDir(run).config_json)

@@ -1,9 +1,7 @@
 """rclone, called with argv lists only, bounded in time: the transport of `--publish`.
 
-Every call gets short connect/idle timeouts and a few retries (a stalled link fails instead of
-hanging) and a wall-clock backstop from the caller. They are given as rclone's own environment
-variables, so a user's `RCLONE_RETRIES=...` (or a test's) takes precedence. A failing call becomes
-one RcloneFailed whose message is rclone's last error with every secret of DEST masked.
+Short timeouts and a few retries (rclone's own environment variables: a user's take precedence) make a stalled
+link fail; a failing call is one RcloneFailed, rclone's last error with DEST's secrets masked.
 """
 from __future__ import annotations
 
@@ -48,10 +46,8 @@ class Rclone:
         return first[0].strip() if first else "rclone (unknown version)"
 
     def run(self, args: Sequence[str], *, timeout: float, echo: bool = False) -> str:
-        """stdout of `rclone ARGS`; RcloneFailed on a non-zero exit or after `timeout` seconds.
-
-        With echo, rclone's stats lines are passed on to our stderr while it runs.
-        """
+        """stdout of `rclone ARGS`; RcloneFailed on a non-zero exit or after `timeout` seconds (`echo`: rclone's
+        stats lines go to our stderr while it runs)."""
         return self.run_rc(args, timeout=timeout, echo=echo, ok=(0,))[1]
 
     def run_rc(self, args: Sequence[str], *, timeout: float, ok: Sequence[int], echo: bool = False) -> tuple[int, str]:

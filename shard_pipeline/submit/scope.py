@@ -319,12 +319,8 @@ def total_budget(args: Request, settings, executor: str, n: int, room: QueueRoom
 
 
 def prepare_all(args: Request, settings, executor: str, langs: list[str]) -> Languages:
-    """Lay out every language; the languages (one or more) share the budget's units in proportion to bytes,
-    and the dry-run also shows the layout each would get alone.
-
-    Languages are laid out in units (one core each): their array tasks of C units are packed across
-    languages (run/unit_table.py), so a language's units, not array tasks, are its share, and every
-    unit reads about the same bytes: one time limit fits the array."""
+    """Lay out every language in units (one core each; array tasks pack them across languages): the languages
+    share the budget's units in proportion to bytes. The dry-run also shows the layout each would get alone."""
     queue = queue_room(settings) if executor == "slurm" else None
     budget = total_budget(args, settings, executor, len(langs), queue)
     first = {l: prepare(args.for_language(l), settings, executor, budget=budget) for l in langs}

@@ -146,11 +146,8 @@ def _resolve(value: str, base: Path) -> Path:
 
 def _account_path(key: str, entry: tuple[str, str] | None, account: tuple[str, str] | None,
                   path_of: Callable[[str], Path | None]) -> Path | None:
-    """A path setting with {ACCOUNT} filled in (each project's own folder); None when it names {ACCOUNT} and
-    ACCOUNT is not set, or when the setting is not given.
-
-    A preset cannot name one group's directory for everyone: a run writes there.
-    """
+    """A path setting with {ACCOUNT} filled in (a preset cannot name one group's folder for everyone: a run writes
+    there); None when it names {ACCOUNT} and ACCOUNT is not set, or when it is not given."""
     if entry is None:
         return None
     value, where = entry
