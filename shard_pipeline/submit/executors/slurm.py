@@ -14,7 +14,7 @@ from typing import Sequence
 
 from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode, UsageError, UserError
-from shard_pipeline.paths import JOB_SCRIPT
+from shard_pipeline.paths import JOB_SCRIPT, checkout_root
 from shard_pipeline.run.registry import STAGE_NAMES, STAGES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.files import write_json_atomic
@@ -22,7 +22,6 @@ from shard_pipeline.run.render import queued_lines
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.runstate import refusal_next_step
 from shard_pipeline.run.unit_table import UnitTable, record_submission
-from shard_pipeline.submit.executors import checkout_path
 from shard_pipeline.submit.layout import array_throttle, chain_resources, time_is_fixed
 from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS, plural
 from shard_pipeline.run.run_json import read_run_json
@@ -165,7 +164,7 @@ def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, l
     ]
     if depends_on:
         argv += ["--dependency", "afterany:" + ":".join(depends_on), "--kill-on-invalid-dep=yes"]
-    argv += [str(JOB_SCRIPT), s.python, checkout_path() or "-", stage.stage, str(rundir), str(offset), *s.module_loads]
+    argv += [str(JOB_SCRIPT), s.python, str(checkout_root() or "-"), stage.stage, str(rundir), str(offset), *s.module_loads]
     return argv
 
 
