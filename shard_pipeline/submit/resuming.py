@@ -187,14 +187,16 @@ def apply_resume(args: Request, root: Path, table: unit_table.UnitTable, dirs: d
         if args.release_changed:  # the plan and finalize of each unfinished language read it there
             cfgs = {l: with_resources(keep_release_changed(dirs[l]), resources) for l in left.todo}
         kept = record.get("resources")
-        keep_resources(RunDir(root).run_json, resources)
+        if resources:
+            record_resources(RunDir(root).run_json, resources)
+            print(f"resources for the resubmitted tasks: {', '.join(f'{k}={v}' for k, v in resources.items())}")
         try:
             return start(table, cfgs, left.tasks, executor, args.jobs, settings, "resume")
         except SubmitError as exc:  # nothing of this submission stays queued
             # units stay grouped as the jobs that ran them (--status maps by it)
             write_bytes_atomic(RunDir(root).languages_json, table_before)
             if slurm.refusal_kind(str(exc).split("\n")[0]) == "request":  # a bad --account: not for the next resume
-                restore_resources(RunDir(root).run_json, kept)
+                record_resources(RunDir(root).run_json, kept)
             raise
 
 
@@ -273,21 +275,11 @@ def with_settings(settings, resources: dict[str, Any]):
     return dataclasses.replace(settings, **kept) if settings is not None and kept else settings
 
 
-def restore_resources(run_json: Path, kept: dict[str, Any] | None) -> None:
-    """Put back the resources run.json had before a resume whose submission sbatch refused."""
+def record_resources(run_json: Path, resources: dict[str, Any] | None) -> None:
+    """run.json's "resources": a resume's, for later resumes and --status; none when `resources` is empty."""
     record = read_run_json(run_json)
-    if kept:
-        record["resources"] = kept
+    if resources:
+        record["resources"] = resources
     else:
         record.pop("resources", None)
     write_json_atomic(run_json, record)
-
-
-def keep_resources(run_json: Path, resources: dict[str, Any]) -> None:
-    """Record a resume's resources in run.json, for later resumes and --status, and say them."""
-    if not resources:
-        return
-    record = read_run_json(run_json)
-    record["resources"] = resources
-    write_json_atomic(run_json, record)
-    print(f"resources for the resubmitted tasks: {', '.join(f'{k}={v}' for k, v in resources.items())}")
