@@ -42,10 +42,6 @@ class NewRun:
     fits: list  # what the partition's limits say of the chain's layout (None: it fits)
     outs: dict[str, tuple[Path, Any]]  # per language: its OUT and what OUT holds now
 
-    def lang_dir(self, lang: str) -> Path:
-        """The language's run dir, RUNDIR/<LANG>."""
-        return self.root / lang
-
 
 def new_run(args: Request, argv: Sequence[str]) -> int:
     """Find the inputs of every language, lay out the jobs, and (unless --dry-run) write RUNDIR/<LANG>/ for each
@@ -97,7 +93,7 @@ def render_dry_run(plan: NewRun) -> int:
         print(line)
     check_new(plan.root)  # after the scope: what the run itself would refuse, said here too (reading only)
     for lang, (out, _) in plan.outs.items():
-        preflight(Moment.DRY_RUN, Context(out, plan.lang_dir(lang)))
+        preflight(Moment.DRY_RUN, Context(out, plan.root / lang))
     print("dry run: nothing written, nothing submitted")
     return ExitCode.OK
 
@@ -112,7 +108,7 @@ def apply_new_run(plan: NewRun, argv: Sequence[str]) -> int:
     outs = {l: out for l, (out, _) in plan.outs.items()}
     with guards.languages_named(outs, plan.out_is_root, root):
         cfgs = create_all(args, argv, plan.settings, plan.executor, plan.ms, outs, root, plan.out_is_root)
-    claims = {Path(cfg.execution.out): plan.lang_dir(l) for l, cfg in cfgs.items()}
+    claims = {Path(cfg.execution.out): root / l for l, cfg in cfgs.items()}
     with until_started(root, claims, plan.executor), run_lock(root):
         for out, held in plan.outs.values():
             if held is not None:
