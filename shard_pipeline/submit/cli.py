@@ -99,12 +99,11 @@ def run_command(args: Request, argv: Sequence[str]) -> int:
 def version_line() -> str:
     """`hplt-shard 0.1.0 (commit abc123, uncommitted changes, code 1f2e3d4c5b6a)`: what run.json records as `code` and
     `code_version` (run/codeversion.py), which a run made by another code version is refused with."""
+    from shard_pipeline.run import codeversion
     from shard_pipeline.submit.provenance import code_state
 
     code = code_state()
     commit = code.get("commit") or "unknown: not a git checkout"
-    from shard_pipeline.run import codeversion
-
     dirty = ", uncommitted changes" if code.get("dirty") else ""
     return (f"hplt-shard {code.get('version') or 'unknown version'} (commit {commit}{dirty}, "
             f"code {codeversion.short(codeversion.code_version())})")

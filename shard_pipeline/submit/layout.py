@@ -21,8 +21,7 @@ MAX_BUCKETS = 200_000
 # Even with fewer writers: the bucket straddling two writers' ranges is ordered by both (with 4, a quarter at most).
 MIN_BUCKETS = 4
 PARTITION_MB_S = 25.0  # compressed MB/s one partition task sustains, conservative (see bench/RESULTS.md)
-# Fixed cost of one input in a partition task: open, stat twice, spill, three fsyncs of the checkpoint.
-# 12.6 ms measured on a local ext4 disk (bench/partition_many_inputs.py); x4 for a parallel filesystem.
+# One input's fixed cost in a partition task: 12.6 ms on ext4 (bench/partition_many_inputs.py), x4 for Lustre.
 PARTITION_SECONDS_PER_INPUT = 0.05
 WRITE_MB_S = 40.0  # JSON-equivalent MB/s one writer sustains
 TEXT_BYTES_PER_DOC = 3500  # HPLT v4 English: ~27.5 TB of text / 7.86 B documents; the head sample measures it
@@ -35,10 +34,8 @@ HASH_BYTES_PER_CPU_S = 1e9  # sha256 of one core (SHA extensions: 1-2 GB/s)
 FINALIZE_HASH_SECONDS = 900  # finalize gets the cores to re-hash the output in about this long
 MAX_FINALIZE_CPUS = 16
 ORDER_BYTES_PER_ROW = 60  # a writer's order arrays of one bucket
-# One large document (bench/doc_memory.py, bench/RESULTS.md 6): peak RSS over a
-# small-document run grows by ~2 x its JSON line + ~2 x its text in partition (the parsed line,
-# the UTF-8 copy hashed, the sorted copy spilled), and by 4-10 x its text in write (Arrow
-# column, row group, Parquet page and its compression; 10 x from ~100 MB on).
+# One large document (bench/doc_memory.py, bench/RESULTS.md 6) adds ~2 x its JSON line + ~2 x its text to a
+# partition task's peak RSS, and 4-10 x its text to a writer's (10 x from ~100 MB on).
 DOC_PARTITION_PER_LINE_BYTE = 2.0
 DOC_PARTITION_PER_TEXT_BYTE = 2.0
 DOC_WRITE_PER_TEXT_BYTE = 10.0

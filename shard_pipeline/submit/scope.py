@@ -116,9 +116,8 @@ def index_warning(settings) -> str | None:
 
 
 def index_rows(settings, key: tuple[str, str], lang: str):
-    """The counts-index file of this language (counts_index.IndexRows), read once; None when there is none to
-    read. An index file this user cannot read (a colleague's umask on a project-shared index) or that is not an
-    index is a warning: the run counts its inputs itself."""
+    """The counts-index file of this language (counts_index.IndexRows), read once; None when there is none. One this
+    user cannot read (a colleague's umask) or that is no index is a warning: the run counts its inputs itself."""
     from shard_pipeline.input.counts_index import index_path, read_index
 
     if not settings.counts_index:
