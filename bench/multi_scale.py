@@ -69,7 +69,7 @@ def main() -> None:
     a = ap.parse_args()
     langs = {l: tb for l, tb in {**KNOWN_TB, **ASSUMED_TB}.items() if l not in a.without.split(",")}
     sizes = {l: shard_sizes(tb) for l, tb in langs.items()}
-    # as prepare.prepare_all: units shared by bytes (C per array task, packed across languages)
+    # as scope.prepare_all: units shared by bytes (C per array task, packed across languages)
     shares = share_budget([sum(s) for s in sizes.values()], unit_room(a.max_tasks, a.cpus))
     multi = {l: lay(sizes[l], share + 2, a.mem, 1, partition_units(len(sizes[l]), share))
              for l, share in zip(langs, shares)}

@@ -4,7 +4,7 @@
     .venv/bin/python bench/partition_many_inputs.py --files 20000 --dir /tmp/many-inputs
 
 Makes FILES one-document v4 shards (cached in DIR/corpus-FILES), creates a run of one partition
-task over all of them with the project's own submitter (`prepare.prepare` + `create.create_run`,
+task over all of them with the project's own submitter (`scope.prepare` + `create.create_run`,
 nothing is started), then times `run_partition` in this process, and with --repeat the same task again
 (a partition task is idempotent: it rewrites its own spill). A checkpoint that rewrites every
 receipt so far made this quadratic (issue #19, item 11): time per input then grows with the count.
@@ -25,7 +25,7 @@ import orjson  # noqa: E402
 
 from shard_pipeline.input.synth import make_record, write_jsonl_zst  # noqa: E402
 from shard_pipeline.run.rundir import RunDir  # noqa: E402
-from shard_pipeline.submit import create, prepare, scope  # noqa: E402
+from shard_pipeline.submit import create, scope  # noqa: E402
 from shard_pipeline.submit.args import build_parser  # noqa: E402
 
 LANG = "eng_Latn"
@@ -62,7 +62,7 @@ def main() -> None:
     args = build_parser().parse_args(argv)
     settings = scope.resolve_settings(args)
     t = time.perf_counter()
-    sc = prepare.prepare(args, settings, "local")
+    sc = scope.prepare(args, settings, "local", scope.local_budget(args.jobs, settings.cpus_per_task))
     create.create_run(args, argv, settings, "local", sc, (work / "out").resolve(), RunDir((work / "run").resolve()))
     print(f"submitter (list, sample heads, run dir): {time.perf_counter() - t:.1f} s")
 

@@ -1,9 +1,10 @@
-"""The command line of ./hplt-shard: its options, their defaults and help."""
+"""The command line of ./hplt-shard: its options, their defaults and help, and its one product, the typed
+Request (nothing below the CLI sees argparse)."""
 from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from shard_pipeline.contract.rules import DEFAULT_ROW_GROUP_BYTES
@@ -74,12 +75,8 @@ class _Options:
 
 
 def command_line(given_only: bool = False, quiet: bool = False) -> tuple[argparse.ArgumentParser, dict[str, str]]:
-    """The parser, and each option's flag by its dest (for messages that name an option).
-
-    `given_only`: no option has a default (argparse.SUPPRESS), so a parse holds only what the
-    command line gave: what --resume checks against what it may change. `quiet`: an error raises
-    ValueError instead of printing the usage.
-    """
+    """The parser, and each option's flag by its dest (for messages). `given_only`: no defaults, so a parse holds
+    only what was given (what --resume checks); `quiet`: an error raises ValueError instead of printing."""
     add = _Options(given_only)
     p = (_QuietParser if quiet else argparse.ArgumentParser)(
         prog="hplt-shard",
@@ -179,3 +176,68 @@ def _commands(add: _Options, p: argparse.ArgumentParser) -> None:
     add(g, "--publish", nargs=2, metavar=("OUT", "DEST"),
            help="verify OUT, upload it to an rclone destination (remote:bucket/prefix) and check it there; "
                 "never overwrites; run again to finish an interrupted upload (record: --run-dir's _PUBLISHED.json)")
+
+
+@dataclass(frozen=True)
+class Request:
+    # what to make
+    lang: str | None  # LANG, a comma list, or `all`
+    langs_file: Path | None
+    corpus: str
+    local_root: Path | None
+    wds: str | None
+    sources: str | None
+    out: Path | None
+    run_dir: Path | None
+    executor: str | None
+    # the content (the config hash)
+    shard_rows: int
+    val_permille: int
+    row_group_bytes: int
+    license: str | None
+    dataset: str | None
+    corpus_name: str | None
+    dataset_version: str
+    replace_other: bool
+    bad_records: str
+    shard_bytes: int | None
+    dp_ranks: str | None
+    split_layout: str
+    clean: bool
+    dataset_card: bool
+    annotations: str | None  # --annotations: presets and HPLT field names (input/annotations.py)
+    # where and how it runs
+    conf: Path | None
+    preset: str | None
+    account: str | None
+    worker_partition: str | None
+    counts_index: str | None
+    release_changed: bool  # inputs smaller than the counts index knows them are right (input/index_check.py)
+    max_tasks: int | None
+    mem: str | None
+    time: str | None
+    cpus_per_task: int | None
+    partition_tasks: int | None
+    write_tasks: int | None
+    buckets: int | None
+    spill_bytes: int | None
+    keep_spill: bool
+    jobs: int
+    dry_run: bool
+    # the other commands
+    version: bool
+    resume: Path | None
+    status: Path | None
+    verify: Path | None
+    publish: tuple[str, str] | None
+
+    @classmethod
+    def from_args(cls, ns: argparse.Namespace) -> "Request":
+        values = {f.name: getattr(ns, f.name) for f in fields(cls)}
+        if values["publish"] is not None:
+            values["publish"] = tuple(values["publish"])
+        return cls(**values)
+
+    def for_language(self, lang: str) -> "Request":
+        """This request for one of its languages."""
+        return replace(self, lang=lang, langs_file=None)

@@ -11,18 +11,12 @@ from typing import Sequence
 from shard_pipeline.commands import PROGRAM_ENV
 from shard_pipeline.errors import EXIT_USAGE, ExitCode, UserError
 from shard_pipeline.submit import launch
-from shard_pipeline.submit.args import build_parser
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request, build_parser
 
 
 def command() -> None:
-    """The process entry of ./hplt-shard and of the installed command: `main`, then the exit.
-
-    Every file a run writes is closed and fsynced before `main` returns, so the exit skips the
-    interpreter's last collection, a walk over every object pyarrow and numpy made (~30 ms of a
-    run's end); atexit handlers, thread joins and the flush of stdout and stderr still run.
-    The program's own path goes to the environment, for the next steps it and its tasks print.
-    """
+    """The process entry of ./hplt-shard: `main`, then an exit without the last collection (~30 ms; every file is
+    closed and fsynced by then). The program's path goes to the environment, for the next steps printed."""
     os.environ.setdefault(PROGRAM_ENV, os.path.abspath(sys.argv[0]))
     code = main()
     gc.freeze()
@@ -105,12 +99,11 @@ def run_command(args: Request, argv: Sequence[str]) -> int:
 def version_line() -> str:
     """`hplt-shard 0.1.0 (commit abc123, uncommitted changes, code 1f2e3d4c5b6a)`: what run.json records as `code` and
     `code_version` (run/codeversion.py), which a run made by another code version is refused with."""
+    from shard_pipeline.run import codeversion
     from shard_pipeline.submit.provenance import code_state
 
     code = code_state()
     commit = code.get("commit") or "unknown: not a git checkout"
-    from shard_pipeline.run import codeversion
-
     dirty = ", uncommitted changes" if code.get("dirty") else ""
     return (f"hplt-shard {code.get('version') or 'unknown version'} (commit {commit}{dirty}, "
             f"code {codeversion.short(codeversion.code_version())})")

@@ -1,9 +1,5 @@
-"""The rules each conf value follows, and the error that names the file and line breaking one.
-
-A value is data, never handed to a shell: where it must have a shape (MODULE_LOAD_CMD, PYTHON, sizes,
-times, licenses) anything else is refused here, naming where it was set.
-"""
-
+"""The rules each conf value follows (a value is data, never handed to a shell), and the error that names the
+file and line breaking one."""
 from __future__ import annotations
 
 import difflib
@@ -55,7 +51,7 @@ def check_module_load(value: str, where: str) -> tuple[str, ...]:
     return tuple(words[2:])
 
 
-def _check_time(value: str, where: str) -> str:
+def _check_time(_key: str, value: str, where: str) -> str:
     """Slurm's --time forms (units.WallTime), not zero, long enough for the requeue signal."""
     try:
         limit = WallTime.parse(value)
@@ -122,17 +118,16 @@ def _shaped(pattern: re.Pattern[str], what: str) -> Callable[[str, str, str], st
 
 _CHECKS: dict[str, Callable[[str, str, str], str]] = {
     "WORKER_PARTITION": _shaped(_PARTITION_RE, "a partition name"),
-    "PYTHON": _shaped(
-        _PYTHON_RE, "a path or command name (no spaces or shell characters: it is run directly, not by a shell)"
-    ),
-    "WORKER_MEM": lambda key, value, where: _check_mem(key, value, where),
+    "PYTHON": _shaped(_PYTHON_RE, "a path or command name (no spaces or shell characters: it is run directly, "
+                                  "not by a shell)"),
+    "WORKER_MEM": _check_mem,
     "MAX_TASKS": _shaped(_INT_RE, "a positive integer"),
     "CPUS_PER_TASK": _shaped(_INT_RE, "a positive integer"),
     "SUBMIT_LIMIT": _shaped(_INT_RE, "a positive integer"),
-    "LICENSE": lambda key, value, where: _check_license(key, value, where),
+    "LICENSE": _check_license,
     "PRESET": _shaped(_PRESET_RE, "a preset name such as lumi"),
     "V3_BASE_URL": _shaped(_URL_RE, "an http(s) URL"),
-    "TIME_LIMIT": lambda key, value, where: _check_time(value, where),
+    "TIME_LIMIT": _check_time,
 }
 
 

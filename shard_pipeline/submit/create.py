@@ -1,9 +1,9 @@
-"""Applying a new run's plan: RUNDIR and each language's run dir written whole (or not at all), each OUT claimed.
-
-A run directory is written once, here, before any task runs; every stage reads its inputs from it.
+"""Applying a plan: a new run's RUNDIR and each language's run dir written whole (or not at all), each OUT
+claimed; then, for a new run and a resume alike, the units handed to the executor, with one rollback.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import platform
 import shutil
@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shard_pipeline import slurm
+from shard_pipeline.commands import resume_command
+from shard_pipeline.errors import ExitCode, UserError
 from shard_pipeline.files import write_json_atomic
 from shard_pipeline.run import codeversion, unit_table
 from shard_pipeline.run.claim import check_claimable, claim, release
@@ -21,14 +23,14 @@ from shard_pipeline.run.records import RUN_FORMAT, made_here, save_record
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.rundir import RunDir, check_new
 from shard_pipeline.run.runconfig import Content, Execution, InputRef, RunConfig
-from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
+from shard_pipeline.stages.balance import parse_dp_ranks
+from shard_pipeline.submit import guards, languages, provenance, scope
 from shard_pipeline.submit import layout as layout_mod
-from shard_pipeline.submit.prepare import Languages, Scope, lang_args, unit_scope
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request
 from shard_pipeline.units import plural
 
 
-def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Path], root: Path,
+def create_all(args, argv, settings, executor, ms: scope.Languages, outs: dict[str, Path], root: Path,
                out_is_root: bool) -> dict[str, RunConfig]:
     """RUNDIR with one run dir per language, languages.json and run.json; undone (claims and all) if any
     language fails. `out_is_root`: --out is a root holding OUT/<LANG>/ (else the one language's OUT)."""
@@ -41,7 +43,7 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
     cfgs, made = {}, []
     try:
         for l in ms.langs:
-            cfgs[l] = create_run(lang_args(args, l), argv, settings, executor, unit_scope(ms.scopes[l]), outs[l],
+            cfgs[l] = create_run(args.for_language(l), argv, settings, executor, scope.unit_scope(ms.scopes[l]), outs[l],
                                  RunDir(table.lang_dir(l)))
             made.append(l)
         write_json_atomic(RunDir(root).languages_json, {**table.to_json(), "out": str(root_out)})
@@ -59,7 +61,7 @@ def create_all(args, argv, settings, executor, ms: Languages, outs: dict[str, Pa
     return cfgs
 
 
-def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: Scope, out: Path,
+def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: scope.Scope, out: Path,
                run: RunDir) -> RunConfig:
     """Check the run dir, write the run dir of one language, then claim OUT (checked by `check_outs`, which listed
     it once: a second listing costs seconds at HPLT English on Lustre); nothing is started."""
@@ -74,10 +76,10 @@ def create_run(args: Request, argv: Sequence[str], settings, executor: str, sc: 
         dataset_card=args.dataset_card,
         clean=clean_policy(settings) if args.clean else None,
         shard_bytes=args.shard_bytes,
-        dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks is not None else (),
+        dp_ranks=parse_dp_ranks(args.dp_ranks) if args.dp_ranks is not None else (),  # checked: check_content_args
         split_layout=args.split_layout,
         hplt=scope.corpus_names(args, settings).hplt,
-        annotations=option_checks.annotation_fields(args),
+        annotations=guards.annotation_fields(args),
     )
     python = settings.python if executor == "slurm" else sys.executable
     execution = Execution(
@@ -120,13 +122,6 @@ def dataset_name(args: Request, subset: str) -> str:
     return args.dataset or CorpusNames(args.corpus, subset, hplt).dataset(args.lang)
 
 
-def parse_dp_ranks(spec: str) -> tuple[int, ...]:
-    from shard_pipeline.stages.balance import parse_dp_ranks as parse
-
-    with scope.usage_errors():
-        return parse(spec)
-
-
 def clean_policy(settings) -> dict:
     from shard_pipeline.stages.clean_policy import CleanPolicy
 
@@ -155,5 +150,43 @@ def write_run_dir(run: RunDir, cfg: RunConfig, lay: layout_mod.Layout, shards, b
         "submissions": [],
         **(extra or {}),
     })
+
+
+class StoppedBeforeStart(UserError):
+    """Ctrl-C between the claim on OUT and the executor taking over its own Ctrl-C."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+@contextlib.contextmanager
+def until_started(root: Path, held: dict[Path, Path], executor: str):
+    """A Ctrl-C once the run dir is whole and OUT claimed, before any task runs: the exact --resume.
+    Locally nothing can have started, so the claims are released (the resume takes them again);
+    under Slurm a job may already be queued, so OUT stays claimed by the run."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if executor == "local":
+            for out, run_root in held.items():
+                release(out, run_root)
+        kept = "OUT stays claimed by this run" if executor != "local" else "OUT is as it was, its claim released"
+        raise StoppedBeforeStart(f"interrupted before any task ran ({kept}); to continue: "
+                                 f"{resume_command(root)}") from None
+
+
+def start(table: unit_table.UnitTable, cfgs: dict[str, RunConfig], tasks: dict[str, list[int]], executor: str, jobs: int,
+          settings, kind: str) -> int:
+    """Hand the units to the executor: blocking locally, queued at once under Slurm."""
+    for lang in cfgs:  # this attempt is not the one that was stopped
+        RunDir(table.lang_dir(lang)).interrupted_marker.unlink(missing_ok=True)
+    for stage in unit_table.SINGLE_JOB_STAGES:  # which languages the plan and finalize jobs take (all, or the unfinished)
+        unit_table.write_selection(table.root, stage, tasks.get(stage, []))
+    if executor == "local":
+        from shard_pipeline.submit.executors.local import run_local
+
+        return run_local(table, cfgs, tasks, jobs, kind)
+    from shard_pipeline.submit.executors.slurm import submit_run
+
+    return submit_run(table, cfgs, tasks, settings, kind)
 
 

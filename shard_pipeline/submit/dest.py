@@ -1,10 +1,7 @@
-"""A publish DEST as rclone reads it: its secrets (masked everywhere it is shown) and where it lands.
+"""A publish DEST as rclone reads it (`NAME[,key=value...]:path`, `:backend[,...]:path`, or a local path): its
+secrets, masked everywhere it is shown, and where it lands on this machine.
 
-rclone's connection-string syntax is `NAME[,key=value...]:path` or `:backend[,key=value...]:path`
-(a value with `,` or `:` in it is quoted with ' or ", a doubled quote inside standing for one);
-a DEST with no `name:` before its first slash is a local path. Secrets can sit in three places
-there: a parameter whose name says so (`pass=`, `secret_access_key=`, ...), the userinfo or
-query of a URL (`url='http://user:pass@host/'`), and header values (`headers='Authorization,Basic ...'`).
+Secrets sit in parameters named so (`pass=`, ...), a URL's userinfo or query, and header values.
 """
 from __future__ import annotations
 

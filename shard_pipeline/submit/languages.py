@@ -7,23 +7,15 @@ from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline.errors import UsageError
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request
 
 LANG_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
 
 
 def out_is_root(args: Request) -> bool:
-    """A list of languages was asked for (a comma list, `all`, or --langs-file): OUT is then a root
-    holding OUT/<LANG>/, even when the list holds one language; one LANG writes OUT itself. The run
-    (its layout, chain, landing, resume) is the same either way: only the output differs."""
+    """A list of languages was asked for (a comma list, `all`, or --langs-file), even of one: OUT is then a root
+    holding OUT/<LANG>/; one LANG writes OUT itself. Only the output differs, not the run."""
     return bool(args.langs_file) or (args.lang is not None and ("," in args.lang or args.lang == "all"))
-
-
-def corpus_root(args: Request, settings) -> Path:
-    root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
-    if root is None:
-        raise UsageError("`all` lists the language folders of a local corpus root: give --local-root (or V4_ROOT/V3_ROOT)")
-    return Path(root)
 
 
 def read_langs_file(path: Path) -> list[str]:
@@ -46,6 +38,12 @@ def read_langs_file(path: Path) -> list[str]:
     return langs
 
 
+def input_root(args: Request, settings) -> Path | None:
+    """The local folder holding LANG/, or None for inputs listed by URL."""
+    root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
+    return Path(root) if root is not None else None
+
+
 def languages(args: Request, settings) -> list[str]:
     """The languages of the run, in the order given (sorted for `all`), each once."""
     if args.langs_file and args.lang:
@@ -53,7 +51,10 @@ def languages(args: Request, settings) -> list[str]:
     if args.langs_file:
         langs = read_langs_file(args.langs_file)
     elif args.lang == "all":
-        root = corpus_root(args, settings)
+        root = input_root(args, settings)
+        if root is None:
+            raise UsageError("`all` lists the language folders of a local corpus root: give --local-root (or "
+                             "V4_ROOT/V3_ROOT)")
         if not root.is_dir():
             raise UsageError(f"corpus root {root} is not a folder")
         langs = sorted(p.name for p in root.iterdir() if p.is_dir() and LANG_CODE.match(p.name))
@@ -80,13 +81,8 @@ def unit_room(budget: int, cpus: int) -> int:
 
 
 def share_budget(sizes: Sequence[int], room: int) -> list[int]:
-    """Split `room` units between languages in proportion to bytes, at least 2 each (1 partition + 1 write).
-
-    Units, not array tasks: an array task of C units may run units of several languages
-    (run/unit_table.py), so a small language takes 2 units, not 2 array tasks of C cores. Largest
-    remainders, ties to the earlier language: a pure function of the sizes, so the dry-run
-    shows exactly what is submitted.
-    """
+    """Split `room` units (not array tasks: one may run units of several languages) between languages in
+    proportion to bytes, at least 2 each; largest remainders, ties to the earlier language."""
     n = len(sizes)
     if room < 2 * n:
         raise UsageError(f"{n} languages need at least {2 * n} partition and write units (one of each per "
@@ -113,19 +109,18 @@ def smallest_first(sizes: dict[str, int]) -> list[str]:
 
 
 def partition_units(inputs: int, share: int) -> int:
-    """A language's partition units out of its `share`: the fewest input shards per unit whose unit
-    count fits in PARTITION_SHARE of the share (the rest write).
-
-    Every write waits for the slowest partition unit of the whole run, and a unit reads whole
-    input shards: 1,107 English shards in 830 units take as long as in 554 (two shards in the
-    largest unit), so the count is the one that makes the largest unit smallest, no more.
-    """
+    """A language's partition units out of its `share`: the count that makes the largest unit (whole input shards)
+    smallest within PARTITION_SHARE of the share, no more: every write waits for the slowest partition unit."""
     cap = max(1, min(share - 1, int(share * PARTITION_SHARE)))
     per = max(1, -(-inputs // cap))  # input shards in the largest unit
     return max(1, -(-inputs // per))
 
 
 def default_run_dir(args: Request, subset: str, langs: list[str], runs_root: Path) -> Path:
+    """runs/<corpus>-<subset>-<LANG>-<wds>[-<sources>], or ...-multi-<first>+<more>-<wds> for a list of languages."""
     wds = (args.wds or "all").replace(",", "_")
+    if not out_is_root(args):
+        src = f"-{args.sources.replace(',', '_')}" if args.sources else ""
+        return runs_root / f"{args.corpus}-{subset}-{args.lang}-{wds}{src}"
     name = "all" if args.lang == "all" else f"{langs[0]}+{len(langs) - 1}" if len(langs) > 1 else langs[0]
     return runs_root / f"{args.corpus}-{subset}-multi-{name}-{wds}"

@@ -1,5 +1,5 @@
-"""Start a new run or resume one: the plan of the submission (prepare.py), checked here, then applied
-(create.py writes the run dirs and claims OUT, apply.py hands the units to the executor).
+"""Start a new run or resume one: the plan of the submission (scope.py), checked here, then applied
+(create.py writes the run dirs, claims OUT and hands the units to the executor).
 """
 from __future__ import annotations
 
@@ -19,12 +19,10 @@ from shard_pipeline.run.claim import run_lock
 from shard_pipeline.run.rulebook import Context, Moment, preflight
 from shard_pipeline.run.registry import STAGE_NAMES
 from shard_pipeline.run.rundir import check_new
-from shard_pipeline.submit import guards, languages, option_checks, provenance, scope
-from shard_pipeline.submit.apply import start, until_started
-from shard_pipeline.submit.create import clean_policy, create_all, dataset_name
-from shard_pipeline.submit.prepare import Languages, lang_args, prepare_all
+from shard_pipeline.submit import guards, languages, provenance, scope
+from shard_pipeline.submit.create import clean_policy, create_all, dataset_name, start, until_started
 from shard_pipeline.submit.report import chain_resources_of, describe
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request
 from shard_pipeline.submit.resuming import resume_run
 from shard_pipeline.submit.slurm_limits import check_layout
 
@@ -39,22 +37,15 @@ class NewRun:
     settings: Any
     executor: str
     out_is_root: bool  # --out is a root holding OUT/<LANG>/ (a list of languages), else the one language's OUT
-    ms: Languages
+    ms: scope.Languages
     root: Path  # RUNDIR
     fits: list  # what the partition's limits say of the chain's layout (None: it fits)
     outs: dict[str, tuple[Path, Any]]  # per language: its OUT and what OUT holds now
 
-    def lang_dir(self, lang: str) -> Path:
-        """The language's run dir, RUNDIR/<LANG>."""
-        return self.root / lang
-
 
 def new_run(args: Request, argv: Sequence[str]) -> int:
-    """Find the inputs of every language, lay out the jobs, and (unless --dry-run) write the run dir and start it.
-
-    Every run makes RUNDIR/<LANG>/ for each language, and the languages share one chain (run/unit_table.py's
-    unit table). One LANG writes OUT itself; a list of languages (a comma list, `all`, --langs-file) writes a
-    root holding OUT/<LANG>/."""
+    """Find the inputs of every language, lay out the jobs, and (unless --dry-run) write RUNDIR/<LANG>/ for each
+    and start their one chain."""
     plan = plan_new_run(args)
     return render_dry_run(plan) if args.dry_run else apply_new_run(plan, argv)
 
@@ -62,7 +53,7 @@ def new_run(args: Request, argv: Sequence[str]) -> int:
 def plan_new_run(args: Request) -> NewRun:
     """The languages, their scopes and layouts, RUNDIR and each OUT, with every refusal known before writing."""
     settings = scope.resolve_settings(args)
-    option_checks.check_content_args(args)
+    guards.check_content_args(args)
     clean_policy(settings)  # a bad CLEAN_* value of the conf is refused at --dry-run too, --clean or not
     executor = scope.choose_executor(args)
     out_is_root = languages.out_is_root(args)
@@ -74,10 +65,9 @@ def plan_new_run(args: Request) -> NewRun:
         langs = [args.lang]
     if not args.dry_run:
         provenance.start()  # git answers on the idle core while the inputs are sampled
-    ms = prepare_all(args, settings, executor, langs)
+    ms = scope.prepare_all(args, settings, executor, langs)
     subset = ms.scopes[langs[0]].subset
-    root = (args.run_dir or (languages.default_run_dir(args, subset, langs, settings.runs_root) if out_is_root
-                             else scope.default_run_dir(args, subset, settings.runs_root))).resolve()
+    root = (args.run_dir or languages.default_run_dir(args, subset, langs, settings.runs_root)).resolve()
     fits = []
     if executor == "slurm":  # at --dry-run too
         from shard_pipeline.submit.executors.slurm import check_log_dir
@@ -88,7 +78,7 @@ def plan_new_run(args: Request) -> NewRun:
     outs = check_outs(args, settings, ms, root, out_is_root) if args.out is not None else {}
     guards.check_counts_index_path(settings.counts_index, list(dict.fromkeys(
         [*([Path(os.path.realpath(args.out))] if args.out is not None else []), *(o for o, _ in outs.values())])),
-                                   scope.input_root(args, settings))
+                                   languages.input_root(args, settings))
     return NewRun(args, settings, executor, out_is_root, ms, root, fits, outs)
 
 
@@ -103,7 +93,7 @@ def render_dry_run(plan: NewRun) -> int:
         print(line)
     check_new(plan.root)  # after the scope: what the run itself would refuse, said here too (reading only)
     for lang, (out, _) in plan.outs.items():
-        preflight(Moment.DRY_RUN, Context(out, plan.lang_dir(lang)))
+        preflight(Moment.DRY_RUN, Context(out, plan.root / lang))
     print("dry run: nothing written, nothing submitted")
     return ExitCode.OK
 
@@ -118,7 +108,7 @@ def apply_new_run(plan: NewRun, argv: Sequence[str]) -> int:
     outs = {l: out for l, (out, _) in plan.outs.items()}
     with guards.languages_named(outs, plan.out_is_root, root):
         cfgs = create_all(args, argv, plan.settings, plan.executor, plan.ms, outs, root, plan.out_is_root)
-    claims = {Path(cfg.execution.out): plan.lang_dir(l) for l, cfg in cfgs.items()}
+    claims = {Path(cfg.execution.out): root / l for l, cfg in cfgs.items()}
     with until_started(root, claims, plan.executor), run_lock(root):
         for out, held in plan.outs.values():
             if held is not None:
@@ -128,11 +118,11 @@ def apply_new_run(plan: NewRun, argv: Sequence[str]) -> int:
                      plan.settings, "submit")
 
 
-def check_outs(args: Request, settings, ms: Languages, root: Path, out_is_root: bool) -> dict[str, tuple[Path, Any]]:
+def check_outs(args: Request, settings, ms: scope.Languages, root: Path, out_is_root: bool) -> dict[str, tuple[Path, Any]]:
     """Each language's OUT (OUT itself, or OUT/<LANG> under a root) checked as one run's OUT is, --dry-run
     included: the path rules, what it holds, the same dataset. Returns (OUT, what it holds) per language."""
     given = guards.check_out_path(args.out)
-    input_root = scope.input_root(args, settings)
+    input_root = languages.input_root(args, settings)
     if out_is_root:
         if (given / MANIFEST_NAME).exists():
             raise UsageError(f"--out {given} is itself an output (it holds {MANIFEST_NAME}); a run of several "
@@ -157,7 +147,7 @@ def check_outs(args: Request, settings, ms: Languages, root: Path, out_is_root: 
     for lang in ms.langs:
         out = given / lang if out_is_root else given
         held = check_replaceable(out)
-        guards.check_same_dataset(out, held, dataset_name(lang_args(args, lang), ms.scopes[lang].subset),
+        guards.check_same_dataset(out, held, dataset_name(args.for_language(lang), ms.scopes[lang].subset),
                                   args.replace_other)
         preflight(Moment.NEW_RUN, Context(out, root / lang, run_dir=root, input_root=input_root, of_a_root=out_is_root))
         outs[lang] = (out, held)

@@ -18,16 +18,12 @@ COMPRESSED_BYTES_PER_DOC = 2309
 JSON_PER_COMPRESSED = 5.5  # zstd level 3 on HPLT JSONL, measured on synthetic HPLT-shaped records
 BUCKET_ROWS = 4_000_000  # a writer orders one bucket at a time: ~60 B/row of order arrays (docs/DESIGN.md)
 MAX_BUCKETS = 200_000
-# At least this many buckets, even with fewer writers: a writer orders every bucket its ranks touch, and
-# the bucket straddling two writers' ranges is ordered by both; with one bucket per writer that can be
-# almost a whole second bucket's ids for a few rows, with 4 at most a quarter of the run's.
+# Even with fewer writers: the bucket straddling two writers' ranges is ordered by both (with 4, a quarter at most).
 MIN_BUCKETS = 4
 PARTITION_MB_S = 25.0  # compressed MB/s one partition task sustains, conservative (see bench/RESULTS.md)
-# Fixed cost of one input in a partition task: open, stat twice, spill, three fsyncs of the checkpoint.
-# 12.6 ms measured on a local ext4 disk (bench/partition_many_inputs.py); x4 for a parallel filesystem.
+# One input's fixed cost in a partition task: 12.6 ms on ext4 (bench/partition_many_inputs.py), x4 for Lustre.
 PARTITION_SECONDS_PER_INPUT = 0.05
 WRITE_MB_S = 40.0  # JSON-equivalent MB/s one writer sustains
-MIN_MINUTES = MIN_TIME_MINUTES  # an estimated limit is never shorter than a given one may be (units.py)
 TEXT_BYTES_PER_DOC = 3500  # HPLT v4 English: ~27.5 TB of text / 7.86 B documents; the head sample measures it
 # Memory model of the stages after partition (bench/RESULTS.md 6, "Memory bounds"):
 PROCESS_BYTES = 300 << 20  # interpreter, pyarrow, numpy
@@ -38,10 +34,8 @@ HASH_BYTES_PER_CPU_S = 1e9  # sha256 of one core (SHA extensions: 1-2 GB/s)
 FINALIZE_HASH_SECONDS = 900  # finalize gets the cores to re-hash the output in about this long
 MAX_FINALIZE_CPUS = 16
 ORDER_BYTES_PER_ROW = 60  # a writer's order arrays of one bucket
-# One large document (bench/doc_memory.py, bench/RESULTS.md 6): peak RSS over a
-# small-document run grows by ~2 x its JSON line + ~2 x its text in partition (the parsed line,
-# the UTF-8 copy hashed, the sorted copy spilled), and by 4-10 x its text in write (Arrow
-# column, row group, Parquet page and its compression; 10 x from ~100 MB on).
+# One large document (bench/doc_memory.py, bench/RESULTS.md 6) adds ~2 x its JSON line + ~2 x its text to a
+# partition task's peak RSS, and 4-10 x its text to a writer's (10 x from ~100 MB on).
 DOC_PARTITION_PER_LINE_BYTE = 2.0
 DOC_PARTITION_PER_TEXT_BYTE = 2.0
 DOC_WRITE_PER_TEXT_BYTE = 10.0
@@ -81,8 +75,8 @@ def array_throttle(partition_tasks: int, write_tasks: int, cap: int) -> int:
 
 
 def minutes_to_slurm(minutes: float) -> str:
-    """A task's time limit: whole minutes, never under MIN_MINUTES (units.WallTime prints it)."""
-    return str(WallTime.from_minutes(minutes, MIN_MINUTES))
+    """A task's time limit: whole minutes, never shorter than a given one may be (units.WallTime prints it)."""
+    return str(WallTime.from_minutes(minutes, MIN_TIME_MINUTES))
 
 
 def pack_by_bytes(sizes: Sequence[int], tasks: int) -> list[list[int]]:
@@ -114,12 +108,8 @@ class StageMemory:
 
 
 def doc_memory(largest_text: int, largest_line: int, spill_bytes: int) -> tuple[int, int]:
-    """(partition, write) bytes a task needs to hold the largest document; (0, 0) when it is not large.
-
-    A document is large when it takes more memory than the spill budget (mem / 8 by default),
-    which the design already leaves for documents in flight. Partition may hold a full budget
-    when it arrives; a writer holds it once in the row group being written.
-    """
+    """(partition, write) bytes a task needs to hold the largest document; (0, 0) when it fits in the spill budget
+    (mem / 8 by default), which the design already leaves for documents in flight."""
     part_doc = DOC_PARTITION_PER_LINE_BYTE * largest_line + DOC_PARTITION_PER_TEXT_BYTE * largest_text
     write_doc = DOC_WRITE_PER_TEXT_BYTE * largest_text
     if max(part_doc, write_doc) <= spill_bytes:
@@ -130,14 +120,8 @@ def doc_memory(largest_text: int, largest_line: int, spill_bytes: int) -> tuple[
 def stage_memory(*, docs: int, text_bytes: int, spill_bytes: int, inputs: int, buckets: int,
                  row_group_bytes: int, text_per_doc: float, largest_text: int = 0,
                  largest_line: int = 0) -> StageMemory:
-    """Estimate the sections and the plan's and a writer's memory.
-
-    Every sorted run of every partition task is cut into up to one section per bucket, so the
-    plan holds runs x buckets index entries, and a writer keeps one decoded batch per section of
-    its bucket (one per run). Both grow with text / spill budget: the partition task's memory
-    sets them. The largest document seen adds its own need (`doc_memory`) to a writer's, and
-    sets the partition task's when it is more than the spill design gives.
-    """
+    """The sections and the plan's and a writer's memory: every sorted run is cut into up to one section per
+    bucket, and a writer keeps one decoded batch per section of its bucket; the largest document adds its own."""
     from shard_pipeline.stages.spill import BATCH_ROWS
 
     runs = inputs + -(-text_bytes // max(1, spill_bytes))  # a run never spans two inputs: each ends a partial one
@@ -160,12 +144,8 @@ def finalize_cpus(json_bytes: int) -> int:
 
 def sbatch_resources(*, worker_mem: str, need: StageMemory, partition_cpus: int, write_cpus: int,
                      partition_time: str, write_time: str, job_time: str, finalize_cores: int) -> dict[str, StageResources]:
-    """What each stage's array task asks sbatch for, decided here once and passed on unchanged.
-
-    A partition or write array task runs `cpus` units at once and asks for that many units'
-    memory; plan, a writer, and a partition task that must hold a large document get at least
-    their estimated need (`need`), whatever --mem says.
-    """
+    """What each stage's array task asks sbatch for: a grouped task asks its units' memory, and every stage gets
+    at least its estimated `need`, whatever --mem says."""
     return {
         "partition": StageResources(scale_mem(at_least(worker_mem, need.partition_bytes), partition_cpus), partition_time,
                                     partition_cpus),
@@ -176,23 +156,11 @@ def sbatch_resources(*, worker_mem: str, need: StageMemory, partition_cpus: int,
 
 
 def unit_resources(resources: dict[str, StageResources]) -> dict[str, StageResources]:
-    """What one unit of each stage needs: a grouped stage's memory divided by its C, one core.
-
-    Each language's run dir keeps these; the array task of C global units, possibly of several
-    languages, asks C x the largest of them (stage_resources)."""
+    """What one unit of each stage needs (what a language's run dir keeps): a grouped stage's memory / C, one core."""
     from shard_pipeline.run.runconfig import GROUPED_STAGES
 
     return {s: StageResources(share_of_mem(r.mem, r.cpus), r.time, 1) if s in GROUPED_STAGES else r
             for s, r in resources.items()}
-
-
-def group_resources(units: Sequence[StageResources], cpus: int) -> StageResources:
-    """An array task of `cpus` units, any of `units` (one unit's needs each): C x the largest memory,
-    the longest time, C cores (sbatch_resources' rule for one language, over several)."""
-    from shard_pipeline.units import slurm_minutes
-
-    mem = max((r.mem for r in units), key=parse_mem)
-    return StageResources(scale_mem(mem, cpus), max((r.time for r in units), key=slurm_minutes), cpus)
 
 
 def stage_resources(table, cfgs: dict, stage: str, units: int, fixed_time: bool) -> StageResources:
@@ -203,22 +171,16 @@ def stage_resources(table, cfgs: dict, stage: str, units: int, fixed_time: bool)
 
 def shared_resources(every: Sequence[tuple[StageResources, int]], cpus: int | None, units: int,
                      fixed_time: bool) -> StageResources:
-    """What a stage's job asks when it may run any of these languages' units (`every`: a language's resources
-    and the units they were sized for; `cpus`: C of an array stage, None for plan and finalize).
-
-    Each language's run dir keeps one unit's resources (submit/prepare.py unit_scope), so an array
-    task of C units asks C x the largest unit memory of the stage, the longest time, C cores
-    (group_resources). plan and finalize run their `units` languages in turn in one job: their time
-    grows by a few minutes per language (HPLT v4 English plans in under a minute, docs/DESIGN.md),
-    unless --time set it.
-    """
+    """What a stage's job asks when it may run any of these languages' units (`every`: a language's resources and
+    the units they were sized for; `cpus`: C of an array stage, None for plan and finalize, which take their
+    `units` languages in turn: two minutes more each, unless --time set it)."""
     from shard_pipeline.units import slurm_minutes
 
-    if cpus is not None:
-        one = [StageResources(share_of_mem(r.mem, k), r.time, 1) for r, k in every]
-        return group_resources(one, cpus)
-    mem = max((r.mem for r, _ in every), key=parse_mem)
     longest = max((r.time for r, _ in every), key=slurm_minutes)
+    if cpus is not None:  # C x the largest unit's memory
+        return StageResources(scale_mem(max((share_of_mem(r.mem, k) for r, k in every), key=parse_mem), cpus), longest,
+                              cpus)
+    mem = max((r.mem for r, _ in every), key=parse_mem)
     if not fixed_time:
         longest = minutes_to_slurm(slurm_minutes(longest) + 2 * units)
     return StageResources(mem, longest, max(r.cpus for r, _ in every))
@@ -281,13 +243,8 @@ def lay_out_jobs(
     largest_text: int = 0,
     largest_line: int = 0,
 ) -> Layout:
-    """Fit partition + plan + write + finalize into `task_budget` queued array tasks.
-
-    `worker_mem` is --mem (or WORKER_MEM): one unit's memory, the floor for every stage.
-
-    With `cpus` C, an array task of partition or write runs C tasks (units) at once
-    (worker/group.py): the budget counts array tasks, so C x as many units fit under the cap.
-    """
+    """Fit partition + plan + write + finalize into `task_budget` queued array tasks of `cpus` units each;
+    `worker_mem` (--mem) is one unit's memory, the floor for every stage."""
     n = len(sizes)
     sizes_ = [s or 0 for s in sizes]
     est_docs = estimate_docs(sizes, known_docs, compressed_per_doc)

@@ -1,10 +1,7 @@
 """Projected wall time and scratch I/O of a job layout, from per-core rates measured in bench/.
 
-What `--dry-run` prints and what docs/DESIGN.md tabulates for v4 English at C = 1, 8, 16, 32.
-Each partition or write unit has a core of its own (an array task of C cores runs C units), so
-a stage's compute time is its largest unit's work at one core's rate, provided every array task
-runs at once (no queue wait). The scratch bytes a stage moves over that time give the Lustre
-throughput the projection needs; where Lustre delivers less, the stage takes bytes / throughput.
+A stage's compute time is its largest unit's work at one core's rate (every array task running, no queue
+wait); the bytes it moves over that time give the Lustre throughput it needs, else it takes bytes / throughput.
 """
 from __future__ import annotations
 
@@ -76,14 +73,8 @@ def hms(seconds: float) -> str:
 
 
 def landing_seconds(lays: dict[str, Layout], cpus: int = 1) -> dict[str, float]:
-    """When each language of one multi-language run lands, compute-bound, from the chain's start.
-
-    The chain: every language's partition units at once, then one plan job taking the languages
-    in turn, then every write unit at once; a language lands when its own last write unit ends
-    and finalizes it right there (run/unit_table.py land_if_written), re-hashing its output with the
-    cores of that array task (C, at most its finalize cores). So a language's landing is the
-    slowest partition + all planning + its own write + its own finalize.
-    """
+    """When each language of one run lands, compute-bound, from the chain's start: the slowest partition, all
+    planning, its own write, and its own finalize on the cores of its last write's array task (land_if_written)."""
     per = {lang: {s.stage: s for s in project(lay)} for lang, lay in lays.items()}
     partition = max((p["partition"].seconds for p in per.values()), default=0.0)
     plan = sum(p["plan"].seconds for p in per.values())

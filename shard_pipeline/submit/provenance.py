@@ -1,10 +1,8 @@
 """Which code makes a run: the package version and the checkout's commit (run.json "code").
 
-Asked once per submission, however many languages, and started early: `git status` walks the
-checkout (~80 ms on the bench machine, more on a shared filesystem), while the submitter's serial
-start-up (imports, the head sample) leaves a core idle. So `start` launches both git calls as soon
-as a run is certain, and `code_state` collects them when run.json is written. No thread: the
-local executor forks its units later, and the git processes are reaped before that.
+`git status` walks the checkout (~80 ms, more on a shared filesystem), so `start` launches it as soon as a run is
+certain, on the core the serial start-up leaves idle, and `code_state` collects it (no thread: the local
+executor forks later).
 """
 from __future__ import annotations
 

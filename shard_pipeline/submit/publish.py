@@ -1,24 +1,13 @@
-"""`./hplt-shard --publish OUT DEST`: upload a verified output to any rclone destination.
+"""`./hplt-shard --publish OUT DEST`: upload a verified output to any rclone destination, never overwriting.
 
-The order makes a destination's state readable from its files alone:
-
-1. `_SHA256SUMS` first (sha256 of every file of OUT, `sha256sum -c` format). It names the
-   output: a later run that finds the same bytes there knows DEST is its own partial upload.
-2. the shards and every file the manifest lists, then their sha256 checked at DEST (the
-   backend's own hash where it has sha256, else by downloading and hashing the stream);
-3. `_MANIFEST.json` last, checked the same way: a destination without it is incomplete.
-
-Nothing is ever overwritten: a DEST holding anything else is refused untouched, uploads run
-with `rclone copy --immutable`, and the only files ever removed are this output's own broken
-uploads (a size or hash that differs from OUT). A DEST that already holds this output complete
-is checked there and is a success (exit 0). The run directory, when known, gets
-`_PUBLISHED.json` (mode 0600: it names DEST) recording where and when; OUT itself is never
-written to. While it publishes, OUT is held (run/claim.py): no run replaces it meanwhile.
-DEST is shown with its secrets masked (dest.py) in every line, message and record.
+The order makes DEST's state readable from its files alone: `_SHA256SUMS` first (it names the output, so a
+later run knows a partial upload there as its own), `_MANIFEST.json` last (without it DEST is incomplete).
+OUT is held while it is published and never written; the run dir gets `_PUBLISHED.json` (mode 0600).
 """
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sys
 import tempfile
 import time
@@ -34,7 +23,7 @@ from shard_pipeline.run.claim import held_for_publish
 from shard_pipeline.run.rulebook import beside_out
 from shard_pipeline.run.rundir import RunDir, read_json
 from shard_pipeline.submit.dest import is_local, lands_inside, local_targets, mask, resolved
-from shard_pipeline.submit.rclone import Rclone, RcloneFailed, RcloneMissing
+from shard_pipeline.submit.rclone import Rclone, RcloneFailed
 from shard_pipeline.submit.upload import SUMS_NAME, DestState, Entry, OutChanged, Output, check_sha256, names_file, upload
 from shard_pipeline.submit.scope import runs_roots
 from shard_pipeline.units import plural
@@ -61,81 +50,67 @@ class PublishFailed(UserError):
 
 
 def find_rclone(dest: str) -> Rclone:
-    try:
-        return Rclone.find(dest)
-    except RcloneMissing:
+    exe = shutil.which("rclone")
+    if exe is None:
         raise PublishRefused("rclone is not on PATH: install it (Debian/Ubuntu: apt-get install rclone; "
                              "LUMI: module load lumio) and configure the remote (rclone config; LUMI: lumio-conf), "
-                             "then run the same command again") from None
-
-
-def publish(out: Path, dest: str, run_dir: Path | None = None) -> int:
-    """Verify OUT, upload it to DEST (or finish a partial upload), check it there, record it."""
-    rclone = find_rclone(dest)
-    out = out.resolve()
-    refuse_dest_inside(rclone, dest, out, run_dir)
-    return publish_one(rclone, out, dest, run_dir)
+                             "then run the same command again")
+    return Rclone(exe, dest)
 
 
 def publish_one(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> int:
-    """publish() after the checks of DEST: OUT held (run/claim.py) while it is verified and uploaded."""
+    """publish() after the checks of DEST: OUT held (run/claim.py) while it is verified, uploaded, checked, recorded."""
     with held_for_publish(out) as held:
         if not held and out.is_dir():
             print(f"note: {out.parent} is not writable, so OUT is not locked while it is published "
                   "(no run of yours can replace it there either)")
-        return publish_held(rclone, out, dest, run_dir)
-
-
-def publish_held(rclone: Rclone, out: Path, dest: str, run_dir: Path | None) -> int:
-    """publish() with OUT held: verify, upload, check, record."""
-    output = verified_output(out)
-    run = find_run_dir(out, output.manifest, run_dir)
-    shown = mask(dest)
-    print(f"verified {out}: {plural(output.manifest['rows'], 'row')} in {plural(len(output.manifest['shards']), 'shard')}, "
-          f"{plural(len(output.body) + 1, 'file')}, {output.size:,} bytes")
-    try:
-        state = dest_state(rclone, dest, output)
-    except RcloneFailed as exc:
-        raise PublishFailed(f"cannot reach {shown}: {exc}. Check the remote's name (rclone listremotes), its "
-                            "configuration (rclone config; LUMI: module load lumio; lumio-conf) and the network, "
-                            "then run the same command again; nothing was uploaded") from None
-    if state.complete:
-        return already_published(rclone, dest, output, state.present)
-    try:
-        verified_by = upload(rclone, dest, output, state)
-        version = rclone.version()
-    except RcloneFailed as exc:
-        changed = exc.names if isinstance(exc, OutChanged) else changed_in_out(output)
-        if changed:
-            raise PublishFailed(
-                f"OUT changed while it was published: {plural(len(changed), 'file')} no longer as verified "
-                f"({', '.join(changed[:3])}); "
-                f"{shown} holds a partial upload (no {MANIFEST_NAME}) of OUT as it was. Check OUT "
-                f"({verify_command(out)}); to publish it as it is now, remove the partial upload "
-                f"(rclone purge DEST) and run the same command again") from None
-        raise PublishFailed(f"upload to {shown} broke midway: {exc}. {shown} is incomplete (no {MANIFEST_NAME}); "
-                            "check the remote and the network, then run the same command again (before OUT changes): "
-                            "it finishes the upload") from None
-    record = publication(output, shown, verified_by, version)
-    print(f"published {out} to {shown} at {record['published_at']}: {plural(record['files'], 'file')} "
-          f"({MANIFEST_NAME} last, {SUMS_NAME}), sha256 verified by {verified_by}")
-    if run is None:
-        print(f"record: not written: the run directory of {out} is unknown (its manifest does not name it and "
-              f"none under {' or '.join(map(str, runs_roots()))} wrote it); give --run-dir RUNDIR to record it there")
+        output = verified_output(out)
+        run = find_run_dir(out, output.manifest, run_dir)
+        shown = mask(dest)
+        print(f"verified {out}: {plural(output.manifest['rows'], 'row')} in "
+              f"{plural(len(output.manifest['shards']), 'shard')}, {plural(len(output.body) + 1, 'file')}, "
+              f"{output.size:,} bytes")
+        try:
+            state = dest_state(rclone, dest, output)
+        except RcloneFailed as exc:
+            raise PublishFailed(f"cannot reach {shown}: {exc}. Check the remote's name (rclone listremotes), its "
+                                "configuration (rclone config; LUMI: module load lumio; lumio-conf) and the network, "
+                                "then run the same command again; nothing was uploaded") from None
+        if state.complete:
+            return already_published(rclone, dest, output, state.present)
+        try:
+            verified_by = upload(rclone, dest, output, state)
+            version = rclone.version()
+        except RcloneFailed as exc:
+            changed = exc.names if isinstance(exc, OutChanged) else changed_in_out(output)
+            if changed:
+                raise PublishFailed(
+                    f"OUT changed while it was published: {plural(len(changed), 'file')} no longer as verified "
+                    f"({', '.join(changed[:3])}); "
+                    f"{shown} holds a partial upload (no {MANIFEST_NAME}) of OUT as it was. Check OUT "
+                    f"({verify_command(out)}); to publish it as it is now, remove the partial upload "
+                    f"(rclone purge DEST) and run the same command again") from None
+            raise PublishFailed(f"upload to {shown} broke midway: {exc}. {shown} is incomplete (no {MANIFEST_NAME}); "
+                                "check the remote and the network, then run the same command again (before OUT "
+                                "changes): it finishes the upload") from None
+        record = publication(output, shown, verified_by, version)
+        print(f"published {out} to {shown} at {record['published_at']}: {plural(record['files'], 'file')} "
+              f"({MANIFEST_NAME} last, {SUMS_NAME}), sha256 verified by {verified_by}")
+        if run is None:
+            print(f"record: not written: the run directory of {out} is unknown (its manifest does not name it "
+                  f"and none under {' or '.join(map(str, runs_roots()))} wrote it); give --run-dir RUNDIR to record "
+                  "it there")
+            return ExitCode.OK
+        try:
+            print(f"record: {record_publication(run, record)}")
+        except OSError as exc:  # the upload is done and checked; only the note about it failed
+            print(f"record: not written to {run / PUBLISHED_NAME}: {exc}", file=sys.stderr)
         return ExitCode.OK
-    try:
-        print(f"record: {record_publication(run, record)}")
-    except OSError as exc:  # the upload is done and checked; only the note about it failed
-        print(f"record: not written to {run / PUBLISHED_NAME}: {exc}", file=sys.stderr)
-    return ExitCode.OK
 
 
 def refuse_dest_inside(rclone: Rclone, dest: str, out: Path, run_dir: Path | None) -> None:
-    """Refuse a DEST that writes into OUT, OUT.tmp, OUT.replaced, a claim or lock file beside OUT, or a run dir.
-
-    DEST is followed as rclone would: a local path (relative, `..`, symbolic links), `:local:`,
-    a remote of type local, and remotes that write into another (alias, crypt, union, ...).
-    """
+    """Refuse a DEST that writes into OUT, OUT.tmp, OUT.replaced, a claim or lock file beside OUT, or a run dir,
+    followed as rclone would (dest.local_targets)."""
     def config() -> dict:
         try:
             return rclone.config_dump()
@@ -238,10 +213,8 @@ def verified_output(out: Path) -> Output:
 
 
 def find_run_dir(out: Path, manifest: dict[str, Any], given: Path | None) -> Path | None:
-    """The run directory that wrote OUT: --run-dir (checked), else the one default run dir that did, else None.
-
-    The manifest has no paths and no times (the output is reproducible), so OUT cannot name it.
-    """
+    """The run directory that wrote OUT (its manifest, reproducible, names none): --run-dir (checked), else the one
+    default run dir that did, else None."""
     def wrote_out(run: Path) -> bool:
         try:
             cfg = read_json(RunDir(run).config_json)
@@ -318,16 +291,14 @@ def record_publication(run: Path, record: dict[str, Any]) -> Path:
     return path
 
 
-def require_dest(dest: str) -> None:
-    if not dest.strip():
-        raise PublishRefused("DEST is empty: give an rclone destination such as remote:bucket/prefix")
-
-
 def main(out: Path, dest: str, run_dir: Path | None = None) -> int:
-    """The `--publish OUT DEST` entry point (cli.run_command)."""
-    require_dest(dest)
+    """`--publish OUT DEST` (cli.run_command refuses an empty one): verify OUT, upload it to DEST (or finish a
+    partial upload), check it there, record it."""
     try:
-        return publish(out, dest, run_dir)
+        rclone = find_rclone(dest)
+        out = out.resolve()
+        refuse_dest_inside(rclone, dest, out, run_dir)
+        return publish_one(rclone, out, dest, run_dir)
     except KeyboardInterrupt:  # during the verify or between rclone calls
         raise PublishFailed(f"interrupted (Ctrl-C); run the same command again: it finishes a partial upload "
                             f"to {mask(dest)}") from None

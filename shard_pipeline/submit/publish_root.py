@@ -1,24 +1,9 @@
-"""`./hplt-shard --publish ROOT DEST` of a multi-language root: each `ROOT/<LANG>` to `DEST/<LANG>`, one summary.
+"""`./hplt-shard --publish ROOT DEST`: each `ROOT/<LANG>` to `DEST/<LANG>` by publish.py, one summary.
 
-Each language is published by the single-output code (publish.py), unchanged: verified, uploaded
-with `_MANIFEST.json` last, checked at DEST, recorded in its run dir, and an already complete
-`DEST/<LANG>` is a checked success. What this module decides:
-
-- DEST is checked once for the whole root, with ROOT as OUT: a DEST (or any `DEST/<LANG>`)
-  inside ROOT, ROOT.tmp, ROOT.replaced, the runs folder or `--run-dir` is refused before anything.
-- The lock: each language's own (`ROOT.hplt-shard/<LANG>.hplt-shard-publish`, under its claim lock), held
-  only while that language is published. A run claims each `ROOT/<LANG>` as one OUT, so that is
-  the lock a run checks; ROOT has none of its own, and a run may land another language meanwhile.
-- One language's failure (refused, does not verify, upload broke) does not stop the others; the
-  summary names each with its message. Ctrl-C stops them all.
-- Languages that have not landed (a marked `<LANG>.tmp`, or named in ROOT's root manifest) and folders that are no
-  language output fail the root, as in `--verify ROOT`; other files are named, not published.
-- ROOT's root manifest (`_LANGUAGES.json`), as it was when ROOT was scanned, goes to DEST last, once every
-  language is at DEST complete and checked (so `--verify DEST` of a local DEST passes), and is checked there;
-  one that differs at DEST (an earlier publish of fewer languages) is replaced.
-- Exit 0 when every language is at DEST complete and checked; 2 when every language was refused
-  before anything was uploaded; else 1. Running the same command again finishes: a published
-  language is checked at DEST and not sent again, a partial one is finished.
+DEST is checked once, with ROOT as OUT. Each language is held by its own lock only while it is published (a run
+claims each `ROOT/<LANG>`, and may land another meanwhile); one's failure does not stop the others, and languages
+not landed fail the root, as in `--verify ROOT`. ROOT's root manifest, as scanned, goes last, once every language
+is at DEST. Exit 0 when all are there, 2 when every one was refused before any upload, else 1.
 """
 from __future__ import annotations
 
@@ -41,7 +26,6 @@ from shard_pipeline.submit.publish import (
     names_file,
     publish_one,
     refuse_dest_inside,
-    require_dest,
 )
 from shard_pipeline.submit.rclone import Rclone, RcloneFailed
 
@@ -147,7 +131,6 @@ def summary(root: Path, dest: str, outcomes: list[LangOutcome]) -> tuple[str, in
 
 def publish_root(root: Path, dest: str, run_dir: Path | None = None) -> int:
     """Every language output of ROOT to DEST/<LANG>, one by one; one summary (exit 0 only when all are there)."""
-    require_dest(dest)
     rclone = find_rclone(dest)
     root = root.resolve()
     entries = scan(root)

@@ -1,16 +1,13 @@
 """rclone, called with argv lists only, bounded in time: the transport of `--publish`.
 
-Every call gets short connect/idle timeouts and a few retries (a stalled link fails instead of
-hanging) and a wall-clock backstop from the caller. They are given as rclone's own environment
-variables, so a user's `RCLONE_RETRIES=...` (or a test's) takes precedence. A failing call becomes
-one RcloneFailed whose message is rclone's last error with every secret of DEST masked.
+Short timeouts and a few retries (rclone's own environment variables: a user's take precedence) make a stalled
+link fail; a failing call is one RcloneFailed, rclone's last error with DEST's secrets masked.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -31,10 +28,6 @@ EXIT_DIR_NOT_FOUND = 3  # rclone's documented exit code for "directory not found
 _LOG_PREFIX = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} ")
 
 
-class RcloneMissing(Exception):
-    """rclone is not on PATH."""
-
-
 class RcloneFailed(Exception):
     """An rclone call exited non-zero or ran past its deadline; ``str()`` is rclone's last error."""
 
@@ -48,22 +41,13 @@ class Rclone:
     exe: str
     dest: str  # for masking it in messages
 
-    @staticmethod
-    def find(dest: str) -> "Rclone":
-        exe = shutil.which("rclone")
-        if exe is None:
-            raise RcloneMissing("rclone is not on PATH")
-        return Rclone(exe, dest)
-
     def version(self) -> str:
         first = self.run(["version"], timeout=30).splitlines()
         return first[0].strip() if first else "rclone (unknown version)"
 
     def run(self, args: Sequence[str], *, timeout: float, echo: bool = False) -> str:
-        """stdout of `rclone ARGS`; RcloneFailed on a non-zero exit or after `timeout` seconds.
-
-        With echo, rclone's stats lines are passed on to our stderr while it runs.
-        """
+        """stdout of `rclone ARGS`; RcloneFailed on a non-zero exit or after `timeout` seconds (`echo`: rclone's
+        stats lines go to our stderr while it runs)."""
         return self.run_rc(args, timeout=timeout, echo=echo, ok=(0,))[1]
 
     def run_rc(self, args: Sequence[str], *, timeout: float, ok: Sequence[int], echo: bool = False) -> tuple[int, str]:

@@ -133,25 +133,21 @@ def languages_table(args, ms, executor: str, settings) -> list[str]:
             + (f"  sources {args.sources}" if args.sources else "") + f"  executor {executor}")
     cols = f"{'language':<14}{'inputs':>8}{'compressed':>12}{'docs known':>14}{'docs est.':>14}{'shards':>8}" \
            f"{'part.':>7}{'write':>7}{'alone':>7}{'lands':>10}"
-    lines = [head, cols]
-    tot = dict(inputs=0, bytes=0, known=0, est=0, shards=0, p=0, w=0, alone=0)
     lands = landing_seconds({l: ms.scopes[l].lay for l in langs}, settings.cpus_per_task)
-    for l in langs:
-        lay, alone = ms.scopes[l].lay, ms.alone[l]
-        queued_alone = alone.partition_groups + alone.write_groups + 2  # array tasks: what a queue slot counts
-        lines.append(f"{l:<14}{len(ms.scopes[l].shards):>8,}{human_bytes(lay.compressed_bytes):>12}{lay.docs_known:>14,}"
-                     f"{lay.est_docs:>14,}{lay.est_shards:>8,}{lay.partition_tasks:>7}{lay.write_tasks:>7}{queued_alone:>7}"
-                     f"{hms(lands[l]):>10}")
-        for k, v in (("inputs", len(ms.scopes[l].shards)), ("bytes", lay.compressed_bytes), ("known", lay.docs_known),
-                     ("est", lay.est_docs), ("shards", lay.est_shards), ("p", lay.partition_tasks),
-                     ("w", lay.write_tasks), ("alone", queued_alone)):
-            tot[k] += v
-    lines.append(f"{'total':<14}{tot['inputs']:>8,}{human_bytes(tot['bytes']):>12}{tot['known']:>14,}{tot['est']:>14,}"
-                 f"{tot['shards']:>8,}{tot['p']:>7}{tot['w']:>7}{tot['alone']:>7}")
+    rows = {l: (len(ms.scopes[l].shards), lay.compressed_bytes, lay.docs_known, lay.est_docs, lay.est_shards,
+                lay.partition_tasks, lay.write_tasks, ms.alone[l].partition_groups + ms.alone[l].write_groups + 2)
+            for l in langs for lay in [ms.scopes[l].lay]}  # alone: array tasks, what a queue slot counts
+    lines = [head, cols, *(_row(l, *r) + f"{hms(lands[l]):>10}" for l, r in rows.items())]
+    lines.append(_row("total", *(sum(column) for column in zip(*rows.values()))))
     lines.append("(docs known: from the counts index or a shard read to its end; shards: output shards of "
                  f"{args.shard_rows:,} rows; part./write: this run's tasks; alone: what a run of that language alone "
                  "would queue; lands: projected time to its swap, every array task running at once, bench/RESULTS.md rates)")
     return lines
+
+
+def _row(name: str, inputs: int, compressed: int, known: int, est: int, shards: int, p: int, w: int, alone: int) -> str:
+    return (f"{name:<14}{inputs:>8,}{human_bytes(compressed):>12}{known:>14,}{est:>14,}{shards:>8,}{p:>7}{w:>7}"
+            f"{alone:>7}")
 
 
 def several_lines(ms, executor: str, settings) -> list[str]:

@@ -1,7 +1,9 @@
 """`--resume RUNDIR`: a plan of what is left (per language), checked as the stages would check it, then
-applied as a new run is (apply.py), with one rollback if the submission is refused."""
+applied as a new run is (create.py), with one rollback if the submission is refused. A resume may change the
+resources of the resubmitted tasks (kept in run.json for later resumes), never the content."""
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -11,7 +13,7 @@ from typing import Any, Sequence
 from shard_pipeline import slurm
 from shard_pipeline.access import resume_refusal, share_like
 from shard_pipeline.errors import ExitCode, UsageError
-from shard_pipeline.files import write_bytes_atomic
+from shard_pipeline.files import write_bytes_atomic, write_json_atomic
 from shard_pipeline.run import unit_table
 from shard_pipeline.run.claim import check_claimable, claim, run_lock
 from shard_pipeline.run.rulebook import resume_preflight
@@ -21,9 +23,11 @@ from shard_pipeline.run.resume import describe as describe_resume
 from shard_pipeline.run.rundir import RunDir, check_whole
 from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.submit import layout as layout_mod
-from shard_pipeline.submit import option_checks, scope
-from shard_pipeline.submit.apply import start, until_started
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit import guards, scope
+from shard_pipeline.submit.create import start, until_started
+from shard_pipeline.submit.args import command_line
+from shard_pipeline.submit.args import Request
+from shard_pipeline.submit.settings import check_setting
 from shard_pipeline.submit.slurm_limits import check_layout
 from shard_pipeline.units import plural
 from shard_pipeline.run.run_json import read_run_json
@@ -40,21 +44,15 @@ class Left:
     report: list[str] = field(default_factory=list)
 
 
-def multi_parent(root: Path) -> list[Path]:
-    """The run this language's run dir RUNDIR/<LANG> belongs to, if it is one: its units run there, and a
-    resume of the language is a resume of that run (two chains for one language would race)."""
-    return [root.parent] if unit_table.is_run_root(root.parent) else []
-
-
 def resume_root(args: Request) -> Path:
     """The run dir a resume works on (a language's run dir resumes its run), refused early
     when it is no run dir, not whole, or not ours to write."""
-    option_checks.check_numbers(args)  # --jobs -3 on a resume too
+    guards.check_numbers(args)  # --jobs -3 on a resume too
     root = args.resume.resolve()
-    for whole in multi_parent(root):  # a language's run dir: its run numbers, queues and resumes its units
-        print(f"hplt-shard: {root} is {root.name} of the run {whole}: resuming that run (only what is unfinished, "
-              "in every language)", file=sys.stderr)
-        root = whole
+    if unit_table.is_run_root(root.parent):  # a language's run dir: two chains for one language would race
+        print(f"hplt-shard: {root} is {root.name} of the run {root.parent}: resuming that run (only what is "
+              "unfinished, in every language)", file=sys.stderr)
+        root = root.parent
     check_whole(root)
     if not RunDir(root).run_json.exists():  # a run of another format is refused by its run.json (check_this_version)
         raise UsageError(f"{root} is not a hplt-shard run directory (no run.json)")
@@ -140,7 +138,6 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     """Redo, per language, only what is unfinished; same bytes as an uninterrupted run. Finished
     languages are left alone."""
     from shard_pipeline.run.next_step import check_this_version
-    from shard_pipeline.submit.resume_args import resume_resources, unit_resources, with_resources, with_settings
 
     root = resume_root(args)
     record = read_run_json(RunDir(root).run_json)
@@ -151,7 +148,7 @@ def resume_run(args: Request, argv: Sequence[str]) -> int:
     dirs = {l: RunDir(table.lang_dir(l)) for l in table.langs}
     with run_lock(root):
         refuse_running(root, dirs, record)
-        cfgs = {l: with_resources(load_config(d), unit_resources(resources)) for l, d in dirs.items()}
+        cfgs = {l: with_resources(load_config(d), resources) for l, d in dirs.items()}
         refuse_changed_inputs(dirs, cfgs)
         table = unit_table.with_cpus(table, resources.get("cpus_per_task"))  # a resume may regroup the units
         left = what_is_left(table, dirs, cfgs)
@@ -177,8 +174,6 @@ def apply_resume(args: Request, root: Path, table: unit_table.UnitTable, dirs: d
     """Claim every unfinished language's OUT and start what is left; a refused submission puts back
     what this resume changed in the run dir."""
     from shard_pipeline.submit.executors.slurm import SubmitError
-    from shard_pipeline.submit.resume_args import (keep_release_changed, keep_resources, restore_resources,
-                                                   unit_resources, with_resources)
 
     for l in left.todo:  # refused (a folder that cannot take a claim, a publish) before anything below changes
         check_claimable(Path(cfgs[l].execution.out), dirs[l].root)
@@ -190,14 +185,101 @@ def apply_resume(args: Request, root: Path, table: unit_table.UnitTable, dirs: d
         table_before = RunDir(root).languages_json.read_bytes()
         unit_table.save_cpus(table)
         if args.release_changed:  # the plan and finalize of each unfinished language read it there
-            cfgs = {l: with_resources(keep_release_changed(dirs[l]), unit_resources(resources)) for l in left.todo}
+            cfgs = {l: with_resources(keep_release_changed(dirs[l]), resources) for l in left.todo}
         kept = record.get("resources")
-        keep_resources(RunDir(root).run_json, resources)
+        if resources:
+            record_resources(RunDir(root).run_json, resources)
+            print(f"resources for the resubmitted tasks: {', '.join(f'{k}={v}' for k, v in resources.items())}")
         try:
             return start(table, cfgs, left.tasks, executor, args.jobs, settings, "resume")
         except SubmitError as exc:  # nothing of this submission stays queued
             # units stay grouped as the jobs that ran them (--status maps by it)
             write_bytes_atomic(RunDir(root).languages_json, table_before)
             if slurm.refusal_kind(str(exc).split("\n")[0]) == "request":  # a bad --account: not for the next resume
-                restore_resources(RunDir(root).run_json, kept)
+                record_resources(RunDir(root).run_json, kept)
             raise
+
+
+# Options a resume applies (dest -> the conf key whose rules they follow) and the ones it just
+# uses (how to run, not what).
+APPLIED = {"mem": "WORKER_MEM", "time": "TIME_LIMIT", "worker_partition": "WORKER_PARTITION", "account": "ACCOUNT",
+           "max_tasks": "MAX_TASKS", "cpus_per_task": "CPUS_PER_TASK"}
+NEUTRAL = ("resume", "executor", "jobs", "conf", "preset", "dry_run")
+ACCEPTS = ("release_changed",)  # the explicit word a refusal asked for (input/index_check.py), kept in config.json
+
+
+def given_options(argv: Sequence[str], quiet: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
+    """The options present on the command line (dest -> value; defaults left out), and every option's flag.
+
+    `quiet`: a command line that does not parse raises ValueError, printing nothing."""
+    parser, flags = command_line(given_only=True, quiet=quiet)
+    return vars(parser.parse_args(list(argv))), flags
+
+
+def made_with(recorded_argv: Sequence[str] | None) -> dict[str, Any]:
+    """The options the run was submitted with (run.json "argv", program name first); {} when unknown."""
+    if not recorded_argv:
+        return {}
+    try:
+        return given_options(list(recorded_argv)[1:], quiet=True)[0]
+    except ValueError:  # recorded by a version with other options
+        return {}
+
+
+def check_resume_options(argv: Sequence[str], recorded_argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Refuse every option a resume cannot honour, named (one given as the run was made with it is
+    harmless, and ignored); return the resource overrides given."""
+    given, flags = given_options(argv)
+    original = made_with(recorded_argv)
+    refused = sorted(d for d in given if d not in (*APPLIED, *NEUTRAL, *ACCEPTS)
+                     and not (d in original and original[d] == given[d]))
+    if refused:
+        names = ", ".join(flags.get(d, d) for d in refused)
+        raise UsageError(f"--resume continues a run exactly as it was made: {names} cannot change on resume "
+                         "(they decide the content or the run's layout; given as the run was made with them, "
+                         "they are ignored); start a new run for that. "
+                         "A resume may change --mem, --time, --cpus-per-task, --partition, --account and --max-tasks, "
+                         "and take --release-changed")
+    overrides = {d: given[d] for d in APPLIED if d in given}
+    for dest, value in overrides.items():  # the rules a submission's --mem, --time, ... follow
+        check_setting(APPLIED[dest], str(value), flags.get(dest, dest))
+    return overrides
+
+
+def resume_resources(argv: Sequence[str], record: dict[str, Any]) -> dict[str, Any]:
+    """This resume's resource options over those of earlier resumes (run.json "resources"): a later
+    resume keeps an earlier --mem or --partition unless it gives another."""
+    return {**record.get("resources", {}), **check_resume_options(argv, record.get("argv"))}
+
+
+def with_resources(cfg: RunConfig, resources: dict[str, Any]) -> RunConfig:
+    """The run's config with a resume's --mem/--time (execution only: never hashed). A language's run dir
+    keeps one unit's resources: C lives in languages.json (run/unit_table.py with_cpus)."""
+    return RunConfig(cfg.content, cfg.execution.with_resources(resources.get("mem"), resources.get("time")))
+
+
+def keep_release_changed(run: RunDir) -> RunConfig:
+    """Record a resume's --release-changed in config.json's execution, where the plan and finalize read it
+    (never hashed: the content and its hash stay). Returns the config as written."""
+    on_disk = load_config(run)
+    new = RunConfig(on_disk.content, dataclasses.replace(on_disk.execution, release_changed=True))
+    if new != on_disk:
+        write_json_atomic(run.config_json, new.to_json())
+    return new
+
+
+def with_settings(settings, resources: dict[str, Any]):
+    """The submitter's settings with a resume's --partition, --account and --max-tasks (earlier ones kept)."""
+    kept = {dest: int(v) if dest == "max_tasks" else str(v) for dest, v in resources.items()
+            if dest in ("worker_partition", "account", "max_tasks")}
+    return dataclasses.replace(settings, **kept) if settings is not None and kept else settings
+
+
+def record_resources(run_json: Path, resources: dict[str, Any] | None) -> None:
+    """run.json's "resources": a resume's, for later resumes and --status; none when `resources` is empty."""
+    record = read_run_json(run_json)
+    if resources:
+        record["resources"] = resources
+    else:
+        record.pop("resources", None)
+    write_json_atomic(run_json, record)

@@ -1,23 +1,24 @@
-"""The scope of a submission: settings, input shards, known counts, executor and job layout.
-
-Everything `--dry-run` shows is computed here, and nothing here writes a file.
-"""
+"""The plan of a new run before anything is written: settings, executor, and each language's input shards,
+known counts, head sample and job layout, with its share of the task budget. `--dry-run` shows all of it."""
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import shutil
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from shard_pipeline.errors import UsageError, UserError
 from shard_pipeline.paths import PRESET_DIR, home
-from shard_pipeline.submit import option_checks
+from shard_pipeline.run.unit_table import group_count
+from shard_pipeline.submit import guards, languages
+from shard_pipeline.submit.languages import input_root
 from shard_pipeline.submit import layout as layout_mod
 from shard_pipeline.stages.balance import parse_dp_ranks
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request
 from shard_pipeline.submit.slurm_limits import SubmitCap, submit_cap
 
 
@@ -45,12 +46,6 @@ def resolve_settings(args: Request):
         "CPUS_PER_TASK": str(args.cpus_per_task) if args.cpus_per_task is not None else None,
     }
     return load_settings(cli=cli, conf_path=args.conf, repo_root=home(), preset_dir=PRESET_DIR)
-
-
-def input_root(args: Request, settings) -> Path | None:
-    """The local folder holding LANG/, or None for inputs listed by URL."""
-    root = args.local_root or (settings.v4_root if args.corpus == "v4" else settings.v3_root)
-    return Path(root) if root is not None else None
 
 
 def find_inputs(args: Request, settings) -> tuple[str, list]:
@@ -121,9 +116,8 @@ def index_warning(settings) -> str | None:
 
 
 def index_rows(settings, key: tuple[str, str], lang: str):
-    """The counts-index file of this language (counts_index.IndexRows), read once; None when there is none to
-    read. An index file this user cannot read (a colleague's umask on a project-shared index) or that is not an
-    index is a warning: the run counts its inputs itself."""
+    """The counts-index file of this language (counts_index.IndexRows), read once; None when there is none. One this
+    user cannot read (a colleague's umask) or that is no index is a warning: the run counts its inputs itself."""
     from shard_pipeline.input.counts_index import index_path, read_index
 
     if not settings.counts_index:
@@ -136,14 +130,6 @@ def index_rows(settings, key: tuple[str, str], lang: str):
         print(f"hplt-shard: warning: the counts index file {path} cannot be read ({why}): this run counts its "
               "inputs itself, and finalize's rows go there only if it can write it", file=sys.stderr)
         return None
-
-
-def refuse_short_inputs(args: Request, index, shards: Sequence, docs_now: dict[str, int]) -> list:
-    """Inputs the counts index knows as larger (input/index_check.py): refused before anything is queued, at
-    --dry-run too, unless --release-changed; returns the accepted ones."""
-    from shard_pipeline.input.index_check import refuse_shortfalls, submit_step
-
-    return refuse_shortfalls(index, shards, docs_now, args.release_changed, submit_step)
 
 
 def warn_first(warnings: list[str], more: str) -> None:
@@ -164,21 +150,6 @@ def index_record(disagree: Sequence, impossible: Sequence) -> dict:
     if impossible:
         rec["counts_index_impossible"] = [r.to_json() for r in impossible]
     return rec
-
-
-def known_counts(rows: dict, shards: Sequence) -> dict[int, int]:
-    """Documents per input (by its index in `shards`) that the counts index knows."""
-    from shard_pipeline.input.counts_index import lookup
-
-    by_name = lookup(rows, shards)
-    return {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
-
-
-def index_disagreements(rows: dict, shards: Sequence, complete: dict[int, int]) -> list:
-    """Counts-index rows that name another size or mtime than the file has (with its count when known)."""
-    from shard_pipeline.input.counts_index import disagreements
-
-    return disagreements(rows, shards, {shards[i].name: n for i, n in complete.items()})
 
 
 def choose_executor(args: Request, recorded: str | None = None) -> str:
@@ -214,34 +185,17 @@ def queue_room(settings) -> QueueRoom | None:
     return QueueRoom(free, cap)
 
 
-def task_budget(args: Request, settings, executor: str, room: QueueRoom | None = None) -> int:
-    """MAX_TASKS, and under Slurm also what the user's submit cap leaves (queue_room)."""
-    if executor != "slurm":
-        return settings.max_tasks
-    room = room or queue_room(settings)
-    return min(settings.max_tasks, room.free) if room else settings.max_tasks
-
-
 def local_budget(jobs: int, cpus: int) -> int:
-    """The local executor's task budget: one partition and one write unit per core, plus plan and finalize.
-
-    Locally a unit is a process start (or a fork) and its imports, and bytes do not depend on the
-    unit count: more, smaller units only add start-ups; units are packed by input bytes, so one
-    per core keeps the cores about equally busy (bench/RESULTS.md 3).
-    """
+    """The local executor's task budget: one partition and one write unit per core, plus plan and finalize (more,
+    smaller units only add start-ups; bench/RESULTS.md 3)."""
     return 2 * max(1, jobs // cpus) + 2
 
 
-def make_layout(args, settings, shards, known, executor, compressed_per_doc=None,
-                text_per_doc=None, budget: int | None = None, sample=None, cpus: int | None = None,
+def make_layout(args, settings, shards, known, executor: str, sample, budget: int, cpus: int | None = None,
                 partition_tasks: int | None = None) -> layout_mod.Layout:
-    """The job layout; `sample` (the head sample) gives the largest document, which sizes task memory.
+    """The job layout; the head sample gives the largest document, which sizes task memory.
     A language of a run of several is laid out in units (`cpus` 1, `budget` its share of units)."""
-    option_checks.check_numbers(args)
-    cpus = settings.cpus_per_task if cpus is None else cpus
-    room = queue_room(settings) if budget is None and executor == "slurm" else None
-    if budget is None:  # a multi-language run passes each language its share
-        budget = task_budget(args, settings, executor, room) if executor == "slurm" else local_budget(args.jobs, cpus)
+    guards.check_numbers(args)
     lay = layout_mod.lay_out_jobs(
         [s.size for s in shards],
         known,
@@ -255,16 +209,14 @@ def make_layout(args, settings, shards, known, executor, compressed_per_doc=None
         write_tasks=args.write_tasks,
         buckets=args.buckets,
         spill_bytes=args.spill_bytes,
-        compressed_per_doc=compressed_per_doc,
-        text_per_doc=text_per_doc,
+        compressed_per_doc=sample.compressed_per_doc,
+        text_per_doc=sample.text_per_doc,
         row_group_bytes=args.row_group_bytes,
-        cpus=cpus,
-        largest_text=sample.largest_text if sample is not None else 0,
-        largest_line=sample.largest_line if sample is not None else 0,
+        cpus=settings.cpus_per_task if cpus is None else cpus,
+        largest_text=sample.largest_text,
+        largest_line=sample.largest_line,
     )
-    option_checks.check_write_tasks(args, lay.est_docs, budget, executor)
-    if room is not None:
-        check_fits_room(lay.partition_groups, lay.write_groups, room)
+    guards.check_write_tasks(args, lay.est_docs, budget, executor)
     return lay
 
 
@@ -291,7 +243,107 @@ def runs_roots() -> list[Path]:
     return list(dict.fromkeys([configured, home() / "runs"]))
 
 
-def default_run_dir(args: Request, subset: str, runs_root: Path) -> Path:
-    wds = (args.wds or "all").replace(",", "_")
-    src = f"-{args.sources.replace(',', '_')}" if args.sources else ""
-    return runs_root / f"{args.corpus}-{subset}-{args.lang}-{wds}{src}"
+@dataclass(frozen=True)
+class Scope:
+    """One language's inputs and job layout: what --dry-run shows and a run dir is made from."""
+
+    subset: str
+    shards: list
+    sample: Any  # buckets.HeadSample
+    lay: layout_mod.Layout
+    known: dict[int, int]  # input index -> documents, from the counts index
+    disagree: tuple = ()  # counts-index rows that no longer match their file
+    impossible: tuple = ()  # counts-index rows of these inputs that cannot be true (ignored)
+    annotation_bytes: float = 0.0  # --annotations: the kept fields' mean bytes per document, from the first records
+
+
+def prepare(args: Request, settings, executor: str, budget: int) -> Scope:
+    """Inputs, known counts, head sample and layout of args.lang (`budget`: this language's share of the tasks)."""
+    if not settings.license:
+        raise UsageError("no license: give --license SPDX or LICENSE in the conf (HPLT presets use CC0-1.0)")
+    subset, shards = find_inputs(args, settings)
+    key = index_key(args, settings)
+    note = index_warning(settings)
+    if note:
+        print(f"hplt-shard: warning: {note}", file=sys.stderr)
+    index = index_rows(settings, key, args.lang)
+    rows = index.rows if index is not None else {}
+    impossible = index.impossible_of(shards) if index is not None else []
+    if impossible:  # ignored: lookup never sees them, so the run counts these files itself
+        warn_first([row.describe(index.path) for row in impossible], f"rows of {index.path} cannot be true")
+    from shard_pipeline.input.counts_index import disagreements, lookup
+    from shard_pipeline.input.index_check import refuse_shortfalls, submit_step
+    from shard_pipeline.input.shape import annotation_probe, check_record_shape
+    from shard_pipeline.stages.buckets import sample_heads
+
+    sample = sample_heads(shards, corpus=args.corpus)
+    check_record_shape(shards, args.corpus)
+    fields = guards.annotation_fields(args)
+    per_doc = annotation_probe(shards, fields) if fields else 0.0
+    by_name = lookup(rows, shards)
+    known = {i: by_name[s.name] for i, s in enumerate(shards) if s.name in by_name}
+    # by size, and by documents where the sample read a file to its end; a file cut mid-frame is skipped by the sample
+    read = {shards[i].name: n for i, n in sample.complete.items()}
+    refuse_shortfalls(index, shards, read, args.release_changed, submit_step)  # at --dry-run too
+    disagree = disagreements(rows, shards, read)
+    # HPLT releases are immutable: a file that no longer matches its row is a signal
+    warn_first([f"{d.describe()} (was the file replaced?)" for d in disagree],
+                     "input shards disagree with the counts index")
+    lay = make_layout(args, settings, shards, {**sample.complete, **known}, executor, sample, budget)
+    big = layout_mod.doc_memory_warning(lay, settings.worker_mem, sample.largest_at)
+    if big:  # the layout already raised the tasks; where memory is enforced, --mem is the user's to know
+        print(f"hplt-shard: warning: {big}", file=sys.stderr)
+    dp = guards.dp_ranks_note(args, lay.est_docs, lay.inputs_unknown == 0)
+    if dp:
+        print(f"hplt-shard: warning: {dp}", file=sys.stderr)
+    return Scope(subset, shards, sample, lay, known, tuple(disagree), tuple(impossible), per_doc)
+
+
+@dataclass(frozen=True)
+class Languages:
+    """The languages of a run, each with its scope (with its share of the task budget)."""
+
+    langs: list[str]
+    scopes: dict[str, Scope]
+    alone: dict[str, Any]  # layout.Layout each language would get in a run of its own
+    budget: int  # the queued tasks the languages share
+
+
+def total_budget(args: Request, settings, executor: str, n: int, room: QueueRoom | None) -> int:
+    """MAX_TASKS, and under Slurm also what the user's submit cap leaves (queue_room)."""
+    if executor == "slurm":
+        return min(settings.max_tasks, room.free) if room else settings.max_tasks
+    # locally tasks are process starts, not queue slots; as a single run, groups of C count once
+    return max(local_budget(args.jobs, settings.cpus_per_task), 2 * n + 2)
+
+
+def prepare_all(args: Request, settings, executor: str, langs: list[str]) -> Languages:
+    """Lay out every language in units (one core each; array tasks pack them across languages): the languages
+    share the budget's units in proportion to bytes. The dry-run also shows the layout each would get alone."""
+    queue = queue_room(settings) if executor == "slurm" else None
+    budget = total_budget(args, settings, executor, len(langs), queue)
+    first = {l: prepare(args.for_language(l), settings, executor, budget=budget) for l in langs}
+    room = languages.unit_room(budget, settings.cpus_per_task)
+    shares = languages.share_budget([first[l].lay.compressed_bytes for l in langs], room)
+    scopes = {}
+    for l, share in zip(langs, shares):
+        sc = first[l]
+        p = args.partition_tasks or languages.partition_units(len(sc.shards), share)
+        lay = make_layout(args.for_language(l), settings, sc.shards, {**sc.sample.complete, **sc.known}, executor,
+                                sc.sample, share + 2, cpus=1, partition_tasks=p)
+        scopes[l] = dataclasses.replace(sc, lay=lay)
+    if queue is not None:  # the chain's array tasks, C units each over every language (run/unit_table.py)
+        c = settings.cpus_per_task
+        check_fits_room(group_count(sum(scopes[l].lay.partition_tasks for l in langs), c),
+                              group_count(sum(scopes[l].lay.write_tasks for l in langs), c), queue)
+    return Languages(langs, scopes, {l: first[l].lay for l in langs}, budget)
+
+
+def unit_scope(sc: Scope) -> Scope:
+    """A language's scope with one unit's resources: the array task, not the language's run dir, groups units (C global units, of any language; run/unit_table.py), so the
+    language's run dir keeps what one unit needs and its --status counts units as a C = 1 run."""
+    return dataclasses.replace(sc, lay=dataclasses.replace(sc.lay, resources=layout_mod.unit_resources(sc.lay.resources),
+                                                           cpus=1, partition_groups=sc.lay.partition_tasks,
+                                                           write_groups=sc.lay.write_tasks))
+
+

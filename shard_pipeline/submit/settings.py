@@ -1,10 +1,7 @@
 """Configuration: ``hplt-shard.conf`` and presets, parsed by Python, never sourced.
 
-The HPLT sampler's users know ``KEY=VALUE`` confs with presets; we keep that
-format but never hand a value to a shell: a conf is data, so ``$(...)``,
-backticks and ``;`` are either kept literally (ACCOUNT is an argv element
-for sbatch) or rejected where a value must have a shape (MODULE_LOAD_CMD,
-PYTHON, sizes, times). Precedence: command line > conf > preset > default.
+The HPLT sampler's ``KEY=VALUE`` format, but a conf is data: a value is kept literally or refused where it
+must have a shape (conf_checks.py). Precedence: command line > conf > preset > default.
 """
 
 from __future__ import annotations
@@ -16,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from shard_pipeline.stages.clean_policy import CONF_KEYS
 from shard_pipeline.submit.conf_checks import ConfError, check_module_load, check_setting
 
 KEYS: dict[str, str] = {
@@ -41,15 +39,7 @@ KEYS: dict[str, str] = {
     "V4_ROOT": "local HPLT v4 root holding <lang>/ (e.g. .../hplt/4.0/clean)",
     "TIME_LIMIT": "wall time per task when not estimated: minutes or [D-]HH:MM:SS, as Slurm takes it",
 }
-
-
-def _clean_keys() -> dict[str, str]:
-    from shard_pipeline.stages.clean_policy import CONF_KEYS
-
-    return dict(CONF_KEYS)
-
-
-KEYS.update(_clean_keys())  # the --clean thresholds (CLEAN_MAX_BYTES, ...), documented in clean_policy.py
+KEYS.update(CONF_KEYS)  # the --clean thresholds (CLEAN_MAX_BYTES, ...), documented in clean_policy.py
 
 DEFAULT_V3_BASE_URL = "https://data.hplt-project.org/three/sorted"
 CONF_NAME = "hplt-shard.conf"
@@ -80,10 +70,6 @@ class Settings:
     time_limit: str | None
     cpus_per_task: int = 1  # units per partition/write array task (worker/group.py)
     clean_values: tuple[tuple[str, str], ...] = ()  # CLEAN_* thresholds as given (clean.CleanPolicy.from_conf)
-
-
-# --------------------------------------------------------------------------
-# Parsing
 
 
 def _unquote(value: str, where: str) -> str:
@@ -144,11 +130,6 @@ def preset_values(preset_dir: Path) -> list[dict[str, str]]:
     return [parse_conf(p) for p in sorted(Path(preset_dir).glob("*.conf"))]
 
 
-
-# --------------------------------------------------------------------------
-# Layering
-
-
 def _preset_path(name: str, preset_dir: Path, where: str) -> Path:
     path = preset_dir / f"{name}.conf"
     if not path.is_file():
@@ -165,11 +146,8 @@ def _resolve(value: str, base: Path) -> Path:
 
 def _account_path(key: str, entry: tuple[str, str] | None, account: tuple[str, str] | None,
                   path_of: Callable[[str], Path | None]) -> Path | None:
-    """A path setting with {ACCOUNT} filled in (each project's own folder); None when it names {ACCOUNT} and
-    ACCOUNT is not set, or when the setting is not given.
-
-    A preset cannot name one group's directory for everyone: a run writes there.
-    """
+    """A path setting with {ACCOUNT} filled in (a preset cannot name one group's folder for everyone: a run writes
+    there); None when it names {ACCOUNT} and ACCOUNT is not set, or when it is not given."""
     if entry is None:
         return None
     value, where = entry
@@ -236,14 +214,9 @@ def _layers(cli: dict[str, str | None], conf_path: Path | None, repo_root: Path,
 
 def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_root: Path,
                   preset_dir: Path | None = None) -> Settings:
-    """Merge command line > conf > preset > built-in defaults and validate every value.
-
-    ``cli`` maps conf keys to command-line values (None: not given). The conf
-    is ``conf_path`` or, if that is None, ``<repo_root>/hplt-shard.conf`` when
-    it exists. Relative paths from a conf or preset are relative to
-    ``repo_root``; from the command line, to the current directory. Presets are read from
-    ``preset_dir`` (default ``<repo_root>/presets``; the command passes the packaged ones).
-    """
+    """Merge command line (``cli``: conf key -> value or None) > conf (``conf_path``, else
+    ``<repo_root>/hplt-shard.conf``) > preset > defaults, validating every value. Relative paths join
+    ``repo_root``, or the current directory for the command line's."""
     repo_root = Path(repo_root)
     got, preset_name = _layers(cli, conf_path, repo_root, Path(preset_dir) if preset_dir is not None else repo_root / "presets")
     module_entry = got.pick("MODULE_LOAD_CMD")
@@ -269,13 +242,3 @@ def load_settings(*, cli: dict[str, str | None], conf_path: Path | None, repo_ro
         cpus_per_task=got.number("CPUS_PER_TASK", 1),  # type: ignore[arg-type]
         clean_values=tuple((k, v) for k in KEYS if k.startswith("CLEAN_") for v in [got.text(k)] if v is not None),
     )
-
-
-__all__ = [
-    "KEYS",
-    "ConfError",
-    "Settings",
-    "parse_conf",
-    "load_settings",
-    "DEFAULT_V3_BASE_URL",
-]

@@ -1,11 +1,8 @@
 """Does a layout fit the partition? Checked before anything is queued, at --dry-run and at submit.
 
-A job asking more cores or memory than any node of the partition has, or more time than its
-MaxTime, is not refused by every Slurm: it pends for ever (reason PartitionConfig). So every
-stage's array task is compared with what `scontrol show partition P -o` and `sinfo -p P` say,
-and a layout that cannot run is refused naming the limit and the value that fits. The parsing
-functions are pure (tests feed them captured text); `partition_limits` is the one caller of the
-two commands: when either is missing or fails, the check is skipped with a warning, never a refusal.
+A job asking more than any node or MaxTime allows is not refused by every Slurm: it pends for ever (reason
+PartitionConfig). `partition_limits` is the one caller of scontrol and sinfo; when either fails, the check is
+skipped with a warning, never a refusal.
 """
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Sending an output's files to DEST and checking each one's sha256 there (`--publish`).
-
-`_SHA256SUMS` first, then the body, then `_MANIFEST.json`, each checked at DEST before the next;
-only this output's own broken uploads are ever removed.
-"""
+"""Sending an output's files to DEST, `_SHA256SUMS` first and `_MANIFEST.json` last, each checked there by
+sha256 before the next (`--publish`); only this output's own broken uploads are ever removed."""
 from __future__ import annotations
 
 import tempfile

@@ -103,7 +103,7 @@ def test_every_stage_of_the_registry_has_its_function_in_worker_entries():
 
 
 def test_what_a_resume_was_given_is_read_with_public_argparse_only():
-    from shard_pipeline.submit.resume_args import given_options
+    from shard_pipeline.submit.resuming import given_options
 
     given, flags = given_options(["--resume", "r", "--mem", "4G", "--partition", "small"])
     assert given == {"resume": Path("r"), "mem": "4G", "worker_partition": "small"}  # no defaults: only what was typed
@@ -114,7 +114,7 @@ def test_what_a_resume_was_given_is_read_with_public_argparse_only():
 def test_a_recorded_command_line_of_another_version_is_read_in_silence(capsys):
     """run.json's argv may hold options this version does not know: the resume reads nothing from
     it (no content option is then taken as unchanged) and prints no usage the user did not ask for."""
-    from shard_pipeline.submit.resume_args import check_resume_options, made_with
+    from shard_pipeline.submit.resuming import check_resume_options, made_with
 
     assert made_with(["hplt-shard", "eng_Latn", "--old-option", "3"]) == {}
     assert made_with(["hplt-shard", "eng_Latn", "--shard-rows", "x"]) == {}

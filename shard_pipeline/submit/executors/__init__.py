@@ -6,16 +6,11 @@ import os
 from shard_pipeline.paths import checkout_root
 
 
-def checkout_path() -> str:
-    """What a task puts first on PYTHONPATH: the checkout the submitter runs from, "" when installed."""
-    root = checkout_root()
-    return str(root) if root else ""
-
-
 def task_env() -> dict[str, str]:
-    """The environment of a task: a checkout first on PYTHONPATH (it need not be installed)."""
-    root, path = checkout_path(), os.environ.get("PYTHONPATH")
-    if not root:
+    """The environment of a task: the checkout the submitter runs from first on PYTHONPATH (it need not be
+    installed)."""
+    root, path = checkout_root(), os.environ.get("PYTHONPATH")
+    if root is None:
         return dict(os.environ)
     return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep + path if path else ''}"}
 

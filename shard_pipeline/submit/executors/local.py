@@ -44,15 +44,9 @@ class TaskResult:
 
 
 class _Workers:
-    """The task processes alive now, each in its own session (process group), so that Ctrl-C can stop them all.
-
-    Every task (an array unit, or plan and finalize as a group of one) is started by worker/group.py,
-    forked from this process (or a fresh interpreter, worker/fork.py `forkable`), and reported here
-    (`adopt`, `release`). Tasks run in new sessions: a terminal's SIGINT (or a
-    closed session's SIGHUP) reaches only the executor, which then ends every task's group (the
-    task and anything it started) and starts no new one. A task the executor cannot stop this way
-    (SIGKILL of the executor) dies by its parent-death signal (run/live.py).
-    """
+    """The task processes alive now (worker/group.py reports each), each in its own session: a terminal's SIGINT
+    or SIGHUP reaches only the executor, which ends every task's process group and starts no new one. A task it
+    cannot stop so (the executor SIGKILLed) dies by its parent-death signal (run/live.py)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -80,10 +74,8 @@ class _Workers:
             with self.lock:
                 groups = list(self.adopted)
             for pgid in groups:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(pgid, sig)
-                except ProcessLookupError:
-                    pass
             deadline = time.monotonic() + grace
             while self.adopted and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -110,9 +102,8 @@ def unit_name(table: UnitTable, stage: str, g: int) -> str:
 
 
 def run_group(python: str, stage: str, table: UnitTable, index: int, units: Sequence[int]) -> list[TaskResult]:
-    """One array index's units at once (one unit when C = 1), as its Slurm array task runs them, or a
-    single job (plan, finalize) as a group of one: each forked from this process, which imported the
-    stage code once (worker/group.py), so a local run starts one interpreter, not one per task."""
+    """One array index's units at once, as its Slurm array task runs them (plan, finalize: a group of one), forked
+    from this process, which imported the stage code once (worker/group.py)."""
     label = f"{stage} group {index}" if table.is_array(stage) else stage
     runs = group.run_units(lambda g: task_argv(stage, table.root, g, python=python), units,
                            lambda g: unit_log(table, stage, g), label, append=False,
@@ -157,10 +148,7 @@ def run_stage(python: str, stage: str, table: UnitTable, units: Sequence[int], j
 
 class Ticker:
     """Progress of a running stage on stderr: rewritten in place on a terminal, a plain line every 30 s otherwise.
-
-    Every other line of the stage goes through `say`, which ends the live line first, so that two
-    never run together on a terminal; `stop` prints the final state (all shards, 100%), not the last tick.
-    """
+    Every other line goes through `say`, which ends the live line first, so that two never run together."""
 
     def __init__(self, runs: RunDir | Sequence[RunDir], stage: str, stream=None) -> None:
         self.runs, self.stage, self.started = runs, stage, time.time()
@@ -242,10 +230,8 @@ def signal_words(signum: int) -> str:
 
 @contextlib.contextmanager
 def stopped_by_signals():
-    """Ctrl-C, SIGHUP (a closed terminal or SSH session) and SIGTERM stop the run: the tasks die with the
-    executor instead of running on unseen. Only the first one raises (`Stop`); the ones after it are
-    ignored until the process ends, so that a second Ctrl-C cannot break off the stopping of the first,
-    nor its message, with a traceback. A signal that nohup (or a shell) set to ignore stays ignored."""
+    """Ctrl-C, SIGHUP and SIGTERM stop the run and its tasks. Only the first raises (`Stop`); later ones are ignored,
+    so a second Ctrl-C cannot break off the stop with a traceback. A signal nohup ignores stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -271,10 +257,8 @@ def stopped_by_signals():
 def say(*lines: str) -> None:
     """Lines on stderr; a terminal that closed (SIGHUP) must not turn the stop into a traceback."""
     for line in lines:
-        try:
+        with contextlib.suppress(OSError):
             print(line, file=sys.stderr, flush=True)
-        except OSError:
-            pass
 
 
 def run_all(python: str, table: UnitTable, tasks: dict[str, Sequence[int]], jobs: int) -> list[TaskResult]:

@@ -1,8 +1,5 @@
-"""Slurm executor: every stage submitted at once with plain sbatch, chained by afterany (one language's
-failure must not cancel the others'; a failed language's later units fail at once, naming why).
-
-No orchestrator job and nothing polling. Every value reaches sbatch as an argv element; the batch script is
-the fixed slurm_job.sh shipped next to this module, which gets its values as positional arguments.
+"""Slurm executor: every stage submitted at once with plain sbatch, chained by afterany (one language's failure
+must not cancel the others'), no orchestrator job. Values reach the fixed slurm_job.sh as argv elements.
 """
 from __future__ import annotations
 
@@ -10,15 +7,14 @@ import base64
 import getpass
 import hashlib
 import re
-import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
 from shard_pipeline import slurm
 from shard_pipeline.errors import ExitCode, UsageError, UserError
-from shard_pipeline.paths import JOB_SCRIPT
+from shard_pipeline.paths import JOB_SCRIPT, checkout_root
 from shard_pipeline.run.registry import STAGE_NAMES, STAGES
 from shard_pipeline.run.runconfig import RunConfig, StageResources
 from shard_pipeline.files import write_json_atomic
@@ -26,7 +22,6 @@ from shard_pipeline.run.render import queued_lines
 from shard_pipeline.run.rundir import RunDir
 from shard_pipeline.run.runstate import refusal_next_step
 from shard_pipeline.run.unit_table import UnitTable, record_submission
-from shard_pipeline.submit.executors import checkout_path
 from shard_pipeline.submit.layout import array_throttle, chain_resources, time_is_fixed
 from shard_pipeline.units import REQUEUE_SIGNAL_SECONDS, plural
 from shard_pipeline.run.run_json import read_run_json
@@ -50,37 +45,27 @@ class StageJobs:
     throttle: int | None = None
 
 
-@dataclass
-class Submission:
-    """What was queued: one entry per array chunk, in submission order."""
-
-    jobs: list[dict] = field(default_factory=list)
-
-    def ids(self, stage: str) -> list[str]:
-        return [j["job_id"] for j in self.jobs if j["stage"] == stage]
-
-
-def max_array_size(run=subprocess.run) -> int:
+def max_array_size() -> int:
     """The cluster's MaxArraySize (array indices must stay below it); Slurm's default if unreadable."""
-    m = re.search(r"^MaxArraySize\s*=\s*(\d+)", slurm.call(["scontrol", "show", "config"], 30, run).stdout, re.M)
+    m = re.search(r"^MaxArraySize\s*=\s*(\d+)", slurm.call(["scontrol", "show", "config"], 30).stdout, re.M)
     return int(m.group(1)) if m else DEFAULT_MAX_ARRAY_SIZE
 
 
-def queued_jobs(user: str | None = None, run=subprocess.run, account: str | None = None) -> int:
+def queued_jobs(account: str | None = None) -> int:
     """Jobs the user has queued (pending + running, each array task counted): what submit caps count;
     with `account`, only that account's (an association's MaxSubmitJobs counts those)."""
-    user = user or getpass.getuser()
-    a = slurm.call(["squeue", "-h", "-r", "-u", user, *(["-A", account] if account else []), "-o", "%i"], 60, run)
+    user = getpass.getuser()
+    a = slurm.call(["squeue", "-h", "-r", "-u", user, *(["-A", account] if account else []), "-o", "%i"], 60)
     if not a.ok:  # the room cannot be known: refuse rather than queue over a cap
         raise SubmitError(f"cannot count your queued jobs (squeue: {a.why()}); the submit cap needs it")
     return len([l for l in a.stdout.splitlines() if l.strip()])
 
 
-def queued_jobs_of(job_ids: Sequence[str], run=subprocess.run) -> list[str]:
+def queued_jobs_of(job_ids: Sequence[str]) -> list[str]:
     """Which of these jobs (array ids cover their tasks) are still pending or running."""
     if not job_ids:
         return []
-    a = slurm.call(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i %T"], 60, run)
+    a = slurm.call(["squeue", "-h", "-r", f"--jobs={','.join(job_ids)}", "-o", "%i %T"], 60)
     if a.ran and not a.ok and "Invalid job id" in a.stderr:
         return []  # Slurm has forgotten them all: none is queued
     if not a.ok:  # a resume must not start while it cannot tell whether the run's jobs still run
@@ -179,39 +164,39 @@ def sbatch_argv(s: SlurmSettings, stage: StageJobs, rundir: Path, offset: int, l
     ]
     if depends_on:
         argv += ["--dependency", "afterany:" + ":".join(depends_on), "--kill-on-invalid-dep=yes"]
-    argv += [str(JOB_SCRIPT), s.python, checkout_path() or "-", stage.stage, str(rundir), str(offset), *s.module_loads]
+    argv += [str(JOB_SCRIPT), s.python, str(checkout_root() or "-"), stage.stage, str(rundir), str(offset), *s.module_loads]
     return argv
 
 
-def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], *, max_size: int,
-                 run=subprocess.run) -> Submission:
-    """Submit every stage now; each waits (afterany) on every array chunk of the stage before it."""
-    sub = Submission()
+def submit_chain(s: SlurmSettings, rundir: Path, stages: Sequence[StageJobs], max_size: int) -> list[dict]:
+    """Submit every stage now; each waits (afterany) on every array chunk of the stage before it. One entry per
+    array chunk queued, in submission order."""
+    jobs: list[dict] = []
     previous: list[str] = []
     try:
         for stage in stages:
             current = []
             for offset, local in array_chunks(stage.tasks, max_size):
                 argv = sbatch_argv(s, stage, rundir, offset, local, previous)
-                a = slurm.call(argv, 120, run)
+                a = slurm.call(argv, 120)
                 if not a.ok:
                     raise SubmitError(f"sbatch for {stage.stage} failed ({a.returncode}): {a.why()}"
-                                      + refusal_step(a.why(), rundir, len(sub.jobs)))
+                                      + refusal_step(a.why(), rundir, len(jobs)))
                 job_id = a.stdout.strip().split(";")[0]
                 if not job_id.isdigit():
                     raise SubmitError(f"sbatch for {stage.stage} answered {a.stdout!r}, not a job id")
                 current.append(job_id)
-                sub.jobs.append({"stage": stage.stage, "job_id": job_id, "offset": offset,
+                jobs.append({"stage": stage.stage, "job_id": job_id, "offset": offset,
                                  "array": array_spec(local, stage.throttle), "tasks": len(local), "argv": argv})
             previous = current
     except BaseException as exc:
-        ids = [j["job_id"] for j in sub.jobs]
+        ids = [j["job_id"] for j in jobs]
         if ids:
-            slurm.call(["scancel", *ids], 120, run)
+            slurm.call(["scancel", *ids], 120)
         if isinstance(exc, SubmitError):
             exc.cancelled = tuple(ids)
         raise
-    return sub
+    return jobs
 
 
 def refusal_step(stderr: str, rundir: Path, queued: int) -> str:
@@ -244,13 +229,13 @@ def submit_run(table: UnitTable, cfgs: dict[str, RunConfig], t: dict[str, list[i
     stages = [StageJobs(stage, tuple(arrays[stage]), resources[stage], throttle if table.is_array(stage) else None)
               for stage in arrays]
     try:
-        sub = submit_chain(s, table.root, stages, max_size=max_array_size())
+        jobs = submit_chain(s, table.root, stages, max_array_size())
     except SubmitError as exc:
         record_refusal(RunDir(table.root), kind, exc)
         raise
-    record_submission(table, kind, t, sub.jobs, {
+    record_submission(table, kind, t, jobs, {
         "stages": {st: asdict(r) for st, r in resources.items()}, "partition": settings.worker_partition,
         "account": settings.account, "max_tasks": settings.max_tasks})
     lands = {lang: (RunDir(table.lang_dir(lang)).done_marker, Path(cfg.execution.out)) for lang, cfg in cfgs.items()}
-    print("\n".join(queued_lines(table.root, sub.jobs, watch_command(table.root, tag), lands)))
+    print("\n".join(queued_lines(table.root, jobs, watch_command(table.root, tag), lands)))
     return ExitCode.OK

@@ -23,9 +23,9 @@ from shard_pipeline.stages.partition import run_partition
 from shard_pipeline.stages.finalize import run_finalize
 from shard_pipeline.stages.plan import run_plan
 from shard_pipeline.stages.write import run_write
-from shard_pipeline.submit import launch, prepare, scope
+from shard_pipeline.submit import launch, scope
 from shard_pipeline.submit.cli import parse
-from shard_pipeline.submit.request import Request
+from shard_pipeline.submit.args import Request
 from tests.pipeline_util import LANG, LICENSE, index_file, lang_dir, make_corpus, read_rows, run_cli
 
 WHEN = "2026-01-01T00:00:00Z"
@@ -152,7 +152,7 @@ def test_a_row_that_cannot_be_true_is_named_and_the_run_counts_that_file_itself(
                     f"{SHARD}\t{sizes[SHARD]}\t1\t-40\tm\t{WHEN}\n"
                     f"9_2.cc.jsonl.zst\t{sizes['9_2.cc.jsonl.zst']}\t1\t100000000000\tm\t{WHEN}\n")
     args, _ = request(root, tmp_path, "--dry-run")
-    sc = prepare.prepare(args, scope.resolve_settings(args), "local")
+    sc = scope.prepare(args, scope.resolve_settings(args), "local", budget=8)
     assert sorted(r.shard for r in sc.impossible) == ["9_1.ia.jsonl.zst", "9_2.cc.jsonl.zst"]
     assert sc.known == {} and sc.lay.est_docs == 80 and sc.lay.docs_known == 80  # counted by the head sample
     err = capsys.readouterr().err

@@ -85,7 +85,7 @@ def test_a_bad_clean_value_of_the_conf_is_refused_at_dry_run(tmp_path, capsys, v
 def test_dp_ranks_beyond_estimated_documents_are_said_not_refused():
     from types import SimpleNamespace
 
-    from shard_pipeline.submit.option_checks import dp_ranks_note
+    from shard_pipeline.submit.guards import dp_ranks_note
 
     column = {"split_layout": "column", "val_permille": 5}
     note = dp_ranks_note(SimpleNamespace(dp_ranks="128,448", **column), est_docs=500, docs_known=False)
@@ -100,7 +100,7 @@ def test_dp_ranks_that_a_set_of_the_dirs_layout_cannot_meet_are_said_at_submit_a
     from types import SimpleNamespace
 
     from shard_pipeline.stages.finalize import rank_shortfalls
-    from shard_pipeline.submit.option_checks import dp_ranks_note
+    from shard_pipeline.submit.guards import dp_ranks_note
 
     dirs = SimpleNamespace(lang="fin_Latn", dp_ranks="16", split_layout="dirs", val_permille=5)
     note = dp_ranks_note(dirs, est_docs=3000, docs_known=True)
