@@ -10,6 +10,7 @@ from typing import Any, Sequence
 from shard_pipeline.commands import status_command
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.run.receipts import PartitionCheckpoint, PartitionReceipt
+from shard_pipeline.run.outcome import Outcome
 from shard_pipeline.run.records import Problem, made_here, read_record
 from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.run.rundir import RunDir, read_json
@@ -100,8 +101,10 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
 
 
-def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state: str, code: int) -> str:
-    """The --status table; `state` and `code`: the view's state line and exit code (status.status_report)."""
+def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state: str, code: int,
+           refused: Sequence[Outcome] = ()) -> str:
+    """The --status table; `state` and `code`: the view's state line and exit code (status.status_report);
+    `refused`: the view's refused array tasks."""
     cfg = load_config(run)
     lines = [f"run {run.root}  config {cfg.content.sha256()[:12]}  executor {cfg.execution.executor}",
              f"{'stage':<10}{'tasks':>7}{'done':>7}{'running':>9}{'pending':>9}{'failed':>8}{'interrupted':>13}{'waiting':>9}"
@@ -138,7 +141,7 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state
     lines += [failed_line(stage, f) for stage, f in failed[:20]]
     if len(failed) > 20:
         lines.append(f"... and {len(failed) - 20} more failed tasks")
-    lines += skipped_lines(statuses)
+    lines += skipped_lines(statuses) + [refused_line(o) for o in refused[:20]]
     lines.append(f"state: {state}")
     return "\n".join(lines)
 
@@ -209,6 +212,11 @@ def skipped_lines(statuses: Sequence[StageStatus], where: str = "") -> list[str]
             lines.append(f"SKIPPED {where}{st.stage} {task_list(skipped)}: {why} (the next step runs "
                          f"{'it' if len(skipped) == 1 else 'them'})")
     return lines
+
+
+def refused_line(o: Outcome) -> str:
+    """An array task the run's records refused before it could tell which units it runs (view.refused_tasks)."""
+    return f"REFUSED {o.stage} array task {o.task} of the run (none of its units started): {o.error_line()}"
 
 
 def only_skipped(stage: str, units: Sequence[tuple[str, int]], statuses: dict[str, Sequence[StageStatus]]) -> bool:

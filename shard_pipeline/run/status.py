@@ -11,8 +11,8 @@ from shard_pipeline.run import unit_table
 from shard_pipeline.run.next_step import check_this_version
 from shard_pipeline.run.receipts import Validation
 from shard_pipeline.run.registry import done_warnings, run_history, since_done
-from shard_pipeline.run.render import (cell, failed_line, progress, render, requeued_line, skipped_lines, touched_line,
-                                       unread_line)
+from shard_pipeline.run.render import (cell, failed_line, progress, refused_line, render, requeued_line, skipped_lines,
+                                       touched_line, unread_line)
 from shard_pipeline.run.runconfig import load_config
 from shard_pipeline.run.rundir import RunDir, check_whole
 from shard_pipeline.run.runstate import RunPhase
@@ -33,7 +33,7 @@ def status_report(run: RunDir, queue: dict[str, str] | None = None) -> tuple[str
     view = run_view(run, queue)
     code = int(view.phase.exit_code)
     prog = progress(run, moving=code == ExitCode.BUSY)
-    return render(run, list(view.stages), prog, state_line(view), code), code
+    return render(run, list(view.stages), prog, state_line(view), code, view.refused), code
 
 
 def report(root: Path) -> tuple[str, int]:
@@ -83,6 +83,7 @@ def languages_report(root: Path) -> tuple[str, int]:
     failures = [(f"{row.lang} {st.stage}", st.causes()[0]) for row in rows for st in row.stages if st.causes()]
     lines += [failed_line(where, f) for where, f in failures[:20]]
     lines += [line for row in rows for line in skipped_lines(row.stages, f"{row.lang} ")][:20]
+    lines += [refused_line(o) for o in view.refused[:20]]
     count = {p: sum(1 for row in rows if row.phase is p) for p in RunPhase}
     lines.append(f"languages landed {count[RunPhase.DONE]}/{len(rows)}"
                  + "".join(f", {count[p]} {LANGUAGE_WORD[p]}" for p in LANGUAGE_WORD if p is not RunPhase.DONE and count[p]))

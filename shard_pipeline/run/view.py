@@ -55,6 +55,7 @@ class RunView:
     languages: tuple[LanguageRow, ...] = ()
     failures: tuple[Outcome, ...] = ()
     elsewhere: str = ""
+    refused: tuple[Outcome, ...] = ()  # array tasks of the last submission refused before they read the unit table
 
     def by_kind(self) -> dict[Kind, list[Outcome]]:
         """The failed tasks' outcomes, by their error kind."""
@@ -86,12 +87,21 @@ def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
                       queued_ids=tuple(queued_job_ids(run, list(statuses))),
                       cut=sum(len(st.interrupted) for st in statuses),
                       here=not any(st.running or st.pending for st in statuses),
-                      refusal=last_refusal(record if whole == run.root else read_run_json(RunDir(whole).run_json)),
+                      refusal=last_refusal(whole_record := record if whole == run.root else read_run_json(RunDir(whole).run_json)),
                       local=ex.executor == "local",  # sbatch refuses a submission of the run: its run.json keeps it
                       slurm_resume=next((replace(f.resume, after="failed") for st in statuses for f in st.failed if f.resume), None),
                       new_runs=(("", new),) if new is not None else (), done=done)
     away = elsewhere(record, run.root) if phase is not RunPhase.DONE else ""
-    return RunView(run.root, phase, decide(facts), stages=statuses, failures=failures, elsewhere=away)
+    refused = refused_tasks(whole, whole_record) if phase is not RunPhase.DONE else ()
+    return RunView(run.root, phase, decide(facts), stages=statuses, failures=failures, elsewhere=away, refused=refused)
+
+
+def refused_tasks(root: Path, record: dict) -> tuple[Outcome, ...]:
+    """The tasks of the run's last submission (`record`: RUNDIR's run.json) refused before they read the unit table
+    (Kind.REFUSED: another code version; a run.json they could not read), the only outcomes RUNDIR itself holds
+    (worker/task.py): recorded under their own index, since which units an index runs is the table's to say."""
+    since = max((s.get("submitted_at", 0) for s in record.get("submissions", [])), default=0)
+    return tuple(o for o in outcome.failures(RunDir(root)) if o.ended >= since)
 
 
 def language_rows(m: unit_table.UnitTable, queue: dict[str, str], strict: bool, alive: bool) -> list[LanguageRow]:
@@ -132,4 +142,6 @@ def languages_view(root: Path) -> RunView:
                       unfinished=tuple(row.lang for row in rows if row.phase is not RunPhase.DONE))
     away = elsewhere(record, root, *(m.lang_dir(l) for l in m.langs)) if phase is not RunPhase.DONE else ""
     failures = tuple(o for row in rows for o in outcome.failures(row.run))
-    return RunView(m.root, phase, decide(facts), languages=tuple(rows), failures=failures, elsewhere=away)
+    refused = refused_tasks(root, record) if phase is not RunPhase.DONE else ()
+    return RunView(m.root, phase, decide(facts), languages=tuple(rows), failures=failures, elsewhere=away,
+                   refused=refused)
