@@ -33,7 +33,7 @@ class Kind(enum.Enum):
     BROKEN_INPUT = "broken_input"  # a local input that cannot be read to its end (truncated, corrupt)
     SHORT_INPUT = "short_input"  # an input the counts index knows as larger: a download cut short
     UPSTREAM = "upstream"  # not started: an earlier stage of its language is unfinished (run/landing.py)
-    REFUSED = "refused"  # not started: the run's records refuse this code (another code version, a damaged run.json)
+    REFUSED = "refused"  # a run-dir record refused it (run/records.py: another code version, edited, damaged, ...)
     FAILED = "failed"  # anything else: fix the cause, then --resume
 
 

@@ -82,12 +82,13 @@ def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
         done = Done(Path(ex.out), since_done(run, Path(ex.out)) + "".join(f"; warning: {w}" for w in done_warnings(run)))
     new = new_run(run, failures) if phase is RunPhase.FAILED else None
     whole = run.root.parent if unit_table.is_run_root(run.root.parent) else run.root  # a resume resumes the run
+    whole_record = record if whole == run.root else read_run_json(RunDir(whole).run_json)
     facts = StepFacts(whole, phase, failed_tasks=counts(list(statuses)).failed,
                       pending_reasons=tuple(r for st in statuses for _, r in st.reasons),
                       queued_ids=tuple(queued_job_ids(run, list(statuses))),
                       cut=sum(len(st.interrupted) for st in statuses),
                       here=not any(st.running or st.pending for st in statuses),
-                      refusal=last_refusal(whole_record := record if whole == run.root else read_run_json(RunDir(whole).run_json)),
+                      refusal=last_refusal(whole_record),
                       local=ex.executor == "local",  # sbatch refuses a submission of the run: its run.json keeps it
                       slurm_resume=next((replace(f.resume, after="failed") for st in statuses for f in st.failed if f.resume), None),
                       new_runs=(("", new),) if new is not None else (), done=done)
