@@ -29,6 +29,7 @@ class Kind(enum.Enum):
     BROKEN_INPUT = "broken_input"  # a local input that cannot be read to its end (truncated, corrupt)
     SHORT_INPUT = "short_input"  # an input the counts index knows as larger: a download cut short
     UPSTREAM = "upstream"  # not started: an earlier stage of its language is unfinished (run/landing.py)
+    REFUSED = "refused"  # a run-dir record refused it (run/records.py: another code version, edited, damaged, ...)
     FAILED = "failed"  # anything else: fix the cause, then --resume
 
 
@@ -97,9 +98,12 @@ def kind_of(exc: BaseException) -> Kind:
     """The kind of failure an exception raised out of a stage is."""
     from shard_pipeline.input.failures import BadRecord, CorruptShard, RepeatedId
     from shard_pipeline.input.index_check import InputShorterThanIndex
+    from shard_pipeline.run.records import RecordRefused
 
     if isinstance(exc, UpstreamUnfinished):
         return Kind.UPSTREAM
+    if isinstance(exc, RecordRefused):
+        return Kind.REFUSED
     if isinstance(exc, InputShorterThanIndex):
         return Kind.SHORT_INPUT
     if isinstance(exc, BadRecord):

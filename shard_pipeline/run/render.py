@@ -10,6 +10,7 @@ from typing import Any, Sequence
 from shard_pipeline.commands import status_command
 from shard_pipeline.errors import ExitCode
 from shard_pipeline.run.receipts import PartitionCheckpoint, PartitionReceipt
+from shard_pipeline.run.outcome import Outcome
 from shard_pipeline.run.records import Problem, made_here, read_record
 from shard_pipeline.run.runconfig import RunConfig, load_config
 from shard_pipeline.run.rundir import RunDir, read_json
@@ -102,14 +103,17 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
 
 
-def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state: str, code: int) -> str:
-    """The --status table; `state` and `code`: the view's state line and exit code (status.status_report)."""
+def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state: str, code: int,
+           refused: Sequence[Outcome] = ()) -> str:
+    """The --status table; `state` and `code`: the view's state line and exit code (status.status_report);
+    `refused`: the view's refused array tasks."""
     cfg = load_config(run)
     lines = [f"run {run.root}  config {cfg.content.sha256()[:12]}  executor {cfg.execution.executor}",
-             f"{'stage':<10}{'tasks':>7}{'done':>7}{'running':>9}{'pending':>9}{'failed':>8}{'interrupted':>13}{'waiting':>9}"]
+             f"{'stage':<10}{'tasks':>7}{'done':>7}{'running':>9}{'pending':>9}{'failed':>8}{'interrupted':>13}{'waiting':>9}"
+             f"{'skipped':>9}"]
     for st in statuses:
-        lines.append(f"{st.stage:<10}{st.total:>7}{st.done:>7}{st.running:>9}{st.pending:>9}{len(st.failed):>8}"
-                     f"{len(st.interrupted):>13}{st.not_started:>9}")
+        lines.append(f"{st.stage:<10}{st.total:>7}{st.done:>7}{st.running:>9}{st.pending:>9}{len(st.causes()):>8}"
+                     f"{len(st.interrupted):>13}{st.not_started:>9}{len(st.skipped()):>9}")
     pct = 100 * prog["compressed"] / prog["total"] if prog["total"] else 100.0
     eta = prog["eta"] if code == ExitCode.BUSY else 0  # a run that does not move has no ETA
     lines.append(f"read {prog['docs']:,} documents, {human_bytes(prog['compressed'])} of {human_bytes(prog['total'])} "
@@ -135,10 +139,11 @@ def render(run: RunDir, statuses: list[StageStatus], prog: dict[str, Any], state
         if st.interrupted:
             lines.append(f"INTERRUPTED {st.stage} {plural(len(st.interrupted), 'task')}: "
                          f"{_first_ten(st.interrupted)}")
-    failed = [(st.stage, f) for st in statuses for f in st.failed]
+    failed = [(st.stage, f) for st in statuses for f in st.causes()]
     lines += [failed_line(stage, f) for stage, f in failed[:20]]
     if len(failed) > 20:
         lines.append(f"... and {len(failed) - 20} more failed tasks")
+    lines += skipped_lines(statuses) + [refused_line(o) for o in refused[:20]]
     lines.append(f"state: {state}")
     return "\n".join(lines)
 
@@ -188,8 +193,47 @@ def failed_line(stage: str, f: FailedTask) -> str:
     return f"FAILED {stage} task {f.task}: {why}{f.last_line}\n       log: {f.log}"
 
 
+def task_list(tasks: Sequence[int]) -> str:
+    """`task 3`, `tasks 0-2, 5, 7-9`: task numbers in runs, the first ten runs, so a line stays short."""
+    runs: list[list[int]] = []
+    for t in sorted(tasks):
+        if runs and t == runs[-1][1] + 1:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    shown = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:10]) + (" ..." if len(runs) > 10 else "")
+    return f"{'task' if len(tasks) == 1 else 'tasks'} {shown}"
+
+
+def skipped_lines(statuses: Sequence[StageStatus], where: str = "") -> list[str]:
+    """One line per stage whose units skipped for an unfinished earlier stage (`SKIPPED {where}finalize task 0:
+    ...`): a consequence, named by the first earlier stage with tasks not done, which the next step runs too."""
+    lines = []
+    for i, st in enumerate(statuses):
+        if skipped := st.skipped():
+            cause = next((s for s in statuses[:i] if s.unfinished), None)
+            why = f"{cause.stage} {task_list(cause.unfinished)} not done" if cause else "an earlier stage was not done"
+            lines.append(f"SKIPPED {where}{st.stage} {task_list(skipped)}: {why} (the next step runs "
+                         f"{'it' if len(skipped) == 1 else 'them'})")
+    return lines
+
+
+def refused_line(o: Outcome) -> str:
+    """An array task the run's records refused before it could tell which units it runs (view.refused_tasks)."""
+    return f"REFUSED {o.stage} array task {o.task} of the run (none of its units started): {o.error_line()}"
+
+
+def only_skipped(stage: str, units: Sequence[tuple[str, int]], statuses: dict[str, Sequence[StageStatus]]) -> bool:
+    """True when a failed task (one unit, or a single job over the languages it ran: `units`, as (language, task))
+    failed only because units of it skipped (`statuses`: each language's), so its SKIPPED line says it all."""
+    of = {lang: next((st for st in sts if st.stage == stage), None) for lang, sts in statuses.items()}
+    mine = [(of[lang], t) for lang, t in units if of.get(lang) is not None]
+    return any(t in st.skipped() for st, t in mine) and not any(f.task == t for st, t in mine for f in st.causes())
+
+
 def cell(st: StageStatus) -> str:
-    return f"{st.done}/{st.total}" + (f" {len(st.failed)}F" if st.failed else "")
+    """`done/total`, and `nF` for the failed tasks that are a cause (a skipped one is said on its SKIPPED line)."""
+    return f"{st.done}/{st.total}" + (f" {len(st.causes())}F" if st.causes() else "")
 
 
 @dataclass(frozen=True)
@@ -207,14 +251,16 @@ class Landed:
 
 @dataclass(frozen=True)
 class EndOfRun:
-    """What a local run ends with: the languages that landed, each failed task (stage, name, error, log), what OUT
-    holds now for each language that did not land, and the next step."""
+    """What a local run ends with, for one language or several alike: the languages that landed, each failed
+    task that is a cause (stage, name, its error, its log), what OUT holds now for each language that did not land,
+    the next step, and the units that only skipped for those causes."""
 
     root: Path
     landed: tuple[Landed, ...]
     failed_tasks: tuple[tuple[str, str, str, Path], ...]
     not_landed: tuple[tuple[str, str], ...]
     step: Step
+    skipped: tuple[str, ...] = ()  # the SKIPPED lines of the languages that did not land (skipped_lines)
 
 
 def end_of_run(end: EndOfRun) -> tuple[list[str], list[str]]:
@@ -231,6 +277,7 @@ def end_of_run(end: EndOfRun) -> tuple[list[str], list[str]]:
     err += [f"hplt-shard: {stage} {name} failed: {why}  (log: {log})" for stage, name, why, log in end.failed_tasks[:20]]
     if len(end.failed_tasks) > 20:
         err.append(f"hplt-shard: ... and {len(end.failed_tasks) - 20} more failed tasks")
+    err += [f"hplt-shard: {line}" for line in end.skipped[:20]]
     err += [f"hplt-shard: {lang}: {holds}" for lang, holds in end.not_landed]
     names = ", ".join(lang for lang, _ in end.not_landed)
     err += [f"hplt-shard: {plural(len(end.not_landed), 'language')} failed: {names}; run dir {end.root}",

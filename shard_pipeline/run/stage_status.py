@@ -55,10 +55,15 @@ class StageStatus:
     figures: list[TaskFigures] = field(default_factory=list)  # of finished tasks, from their outcome records
     touched: list[int] = field(default_factory=list)  # done tasks with a file touched since (chmod, chgrp): done by size and mtime
     unread: dict[int, Path] = field(default_factory=dict)  # task -> the log (or its folder) this user may not read
+    unfinished: list[int] = field(default_factory=list)  # every task not done, whatever its state
 
     def causes(self) -> list[FailedTask]:
         """The failed tasks that are a cause, not the consequence of an earlier stage (FailedTask.consequence)."""
         return [f for f in self.failed if not f.consequence]
+
+    def skipped(self) -> list[int]:
+        """The tasks that skipped for an unfinished earlier stage (FailedTask.consequence)."""
+        return [f.task for f in self.failed if f.consequence]
 
     @property
     def not_started(self) -> int:
@@ -217,6 +222,7 @@ def _count_unfinished(st: StageStatus, seen: _Seen, task: int, problem: str, chu
                       cpus: int) -> None:
     """Counts a task that is not done in its state."""
     run, stage = seen.run, st.stage
+    st.unfinished.append(task)
     queued, why = split_queued(next((seen.queue[k] for j in chunks
                                      for k in [f"{j['job_id']}_{task // cpus - j['offset']}"] if k in seen.queue), None))
     log = _readable_log(st, run, task, chunks, cpus) if queued is None or queued == "RUNNING" else None

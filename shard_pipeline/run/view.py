@@ -14,7 +14,8 @@ from shard_pipeline.run.outcome import Outcome
 from shard_pipeline.run.queue import latest_jobs, squeue_states
 from shard_pipeline.run.receipts import Validation
 from shard_pipeline.run.registry import done_warnings, run_history, since_done
-from shard_pipeline.run.render import cell, failed_line, progress, render, requeued_line, touched_line, unread_line
+from shard_pipeline.run.render import (cell, failed_line, progress, refused_line, render, requeued_line, skipped_lines,
+                                       touched_line, unread_line)
 from shard_pipeline.run.runconfig import load_config
 from shard_pipeline.run.rundir import RunDir, check_whole
 from shard_pipeline.run.runstate import RunPhase, run_phase
@@ -61,6 +62,7 @@ class RunView:
     languages: tuple[LanguageRow, ...] = ()
     failures: tuple[Outcome, ...] = ()
     elsewhere: str = ""
+    refused: tuple[Outcome, ...] = ()  # array tasks of the last submission refused before they read the unit table
 
 
 def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
@@ -75,17 +77,27 @@ def run_view(run: RunDir, queue: dict[str, str] | None = None) -> RunView:
         done = Done(Path(ex.out), since_done(run, Path(ex.out)) + "".join(f"; warning: {w}" for w in done_warnings(run)))
     new = new_run(run, failures) if phase is RunPhase.FAILED else None
     whole = run.root.parent if unit_table.is_run_root(run.root.parent) else run.root  # a resume resumes the run
+    whole_record = record if whole == run.root else read_run_json(RunDir(whole).run_json)
     facts = StepFacts(whole, phase, failed_tasks=counts(list(statuses)).failed,
                       pending_reasons=tuple(r for st in statuses for _, r in st.reasons),
                       queued_ids=tuple(queued_job_ids(run, list(statuses))),
                       cut=sum(len(st.interrupted) for st in statuses),
                       here=not any(st.running or st.pending for st in statuses),
-                      refusal=last_refusal(record if whole == run.root else read_run_json(RunDir(whole).run_json)),
+                      refusal=last_refusal(whole_record),
                       local=ex.executor == "local",  # sbatch refuses a submission of the run: its run.json keeps it
                       slurm_resume=next((replace(f.resume, after="failed") for st in statuses for f in st.failed if f.resume), None),
                       new_runs=(("", new),) if new is not None else (), done=done)
     away = elsewhere(record, run.root) if phase is not RunPhase.DONE else ""
-    return RunView(run.root, phase, decide(facts), stages=statuses, failures=failures, elsewhere=away)
+    refused = refused_tasks(whole, whole_record) if phase is not RunPhase.DONE else ()
+    return RunView(run.root, phase, decide(facts), stages=statuses, failures=failures, elsewhere=away, refused=refused)
+
+
+def refused_tasks(root: Path, record: dict) -> tuple[Outcome, ...]:
+    """The tasks of the run's last submission (`record`: RUNDIR's run.json) refused before they read the unit table
+    (Kind.REFUSED: another code version; a run.json they could not read), the only outcomes RUNDIR itself holds
+    (worker/task.py): recorded under their own index, since which units an index runs is the table's to say."""
+    since = max((s.get("submitted_at", 0) for s in record.get("submissions", [])), default=0)
+    return tuple(o for o in outcome.failures(RunDir(root)) if o.ended >= since)
 
 
 def language_rows(m: unit_table.UnitTable, queue: dict[str, str], strict: bool, alive: bool) -> list[LanguageRow]:
@@ -126,7 +138,9 @@ def languages_view(root: Path) -> RunView:
                       unfinished=tuple(row.lang for row in rows if row.phase is not RunPhase.DONE))
     away = elsewhere(record, root, *(m.lang_dir(l) for l in m.langs)) if phase is not RunPhase.DONE else ""
     failures = tuple(o for row in rows for o in outcome.failures(row.run))
-    return RunView(m.root, phase, decide(facts), languages=tuple(rows), failures=failures, elsewhere=away)
+    refused = refused_tasks(root, record) if phase is not RunPhase.DONE else ()
+    return RunView(m.root, phase, decide(facts), languages=tuple(rows), failures=failures, elsewhere=away,
+                   refused=refused)
 
 
 def status_report(run: RunDir, queue: dict[str, str] | None = None) -> tuple[str, int]:
@@ -135,7 +149,7 @@ def status_report(run: RunDir, queue: dict[str, str] | None = None) -> tuple[str
     code = int(view.phase.exit_code)
     prog = progress(run, moving=code == ExitCode.BUSY)
     state = render_step(view.step) + (f"; {view.elsewhere}" if view.elsewhere else "")  # what this host cannot see
-    return render(run, list(view.stages), prog, state, code), code
+    return render(run, list(view.stages), prog, state, code, view.refused), code
 
 
 def report(root: Path) -> tuple[str, int]:
@@ -182,8 +196,10 @@ def languages_report(root: Path) -> tuple[str, int]:
     unread = [(f"{row.lang} {st.stage}", t, log) for row in rows for st in row.stages for t, log in sorted(st.unread.items())]
     if unread:
         lines.append(unread_line(unread, any(st.unread and st.done < st.total for row in rows for st in row.stages)))
-    failures = [(f"{row.lang} {st.stage}", st.failed[0]) for row in rows for st in row.stages if st.failed]
+    failures = [(f"{row.lang} {st.stage}", st.causes()[0]) for row in rows for st in row.stages if st.causes()]
     lines += [failed_line(where, f) for where, f in failures[:20]]
+    lines += [line for row in rows for line in skipped_lines(row.stages, f"{row.lang} ")][:20]
+    lines += [refused_line(o) for o in view.refused[:20]]
     count = {p: sum(1 for row in rows if row.phase is p) for p in RunPhase}
     lines.append(f"languages landed {count[RunPhase.DONE]}/{len(rows)}"
                  + "".join(f", {count[p]} {LANGUAGE_WORD[p]}" for p in LANGUAGE_WORD if p is not RunPhase.DONE and count[p]))

@@ -115,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from shard_pipeline.run import outcome
 
     stage = registered(a.stage)
-    if a.by_hand or not stage.array:  # one task, never a group's index: its last outcome is no longer this attempt's
+    # its last outcome is no longer this attempt's: one task's, or RUNDIR's record under this array task's own id
+    own = a.by_hand or not stage.array or unit_table.is_run_root(a.rundir)
+    if own:
         outcome.forget(RunDir(a.rundir), stage.name, a.task)
     try:  # a job queued by another format or code version (a git pull while it waited), run by this one: refused, named
         check_this_version(a.rundir, read_run_json(RunDir(a.rundir).run_json))
@@ -123,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         table = unit_table.load(a.rundir) if unit_table.is_run_root(a.rundir) else None
     except (RecordRefused, OSError) as exc:
         print(f"ERROR: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        # in a run dir hplt-shard made; which units an index of RUNDIR names is the table's, which this code may not read
+        if own and RunDir(a.rundir).outcome(stage.name, a.task).parent.is_dir():
+            outcome.record(RunDir(a.rundir), stage.name, a.task, exc)
         return ExitCode.FAILED
     as_group = table is not None and grouped(a, stage.array, table.units_per_task(stage.name))
     # The log's first line: the command that reruns this task by hand (README, "What a run leaves").

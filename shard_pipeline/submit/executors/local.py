@@ -18,8 +18,9 @@ from shard_pipeline.run import live
 from shard_pipeline.worker import group
 from shard_pipeline.run.claim import release
 from shard_pipeline.run.next_step import each_language
-from shard_pipeline.run.render import EndOfRun, Landed, end_of_run
+from shard_pipeline.run.render import EndOfRun, Landed, end_of_run, only_skipped, skipped_lines
 from shard_pipeline.run.runstate import RunPhase
+from shard_pipeline.run.stage_status import stage_statuses
 from shard_pipeline.run.steps import Resume, StepFacts, decide, render
 from shard_pipeline.run.registry import STAGES, done_warnings
 from shard_pipeline.run.registry import stage as registered
@@ -369,8 +370,11 @@ def report(table: UnitTable, cfgs: dict[str, RunConfig], failures: Sequence[Task
         dirs[lang] = run.root
     step = decide(StepFacts(table.root, RunPhase.FAILED, new_runs=each_language(table.root, dirs).new_runs,
                             unfinished=tuple(dirs), local=True))
-    tasks = tuple((r.stage, r.name, r.error or last_error_line(r.log), r.log) for r in failures)
-    lines, errors = end_of_run(EndOfRun(table.root, tuple(done), tasks, tuple(not_landed), step))
+    sts = {lang: stage_statuses(RunDir(root)) for lang, root in dirs.items()}  # a skip is said once per stage
+    tasks = tuple((r.stage, r.name, r.error or last_error_line(r.log), r.log) for r in failures if not only_skipped(
+        r.stage, [table.locate(r.stage, r.task)] if table.is_array(r.stage) else [(lang, 0) for lang in sts], sts))
+    skipped = tuple(line for lang, s in sts.items() for line in skipped_lines(s, f"{lang} "))
+    lines, errors = end_of_run(EndOfRun(table.root, tuple(done), tasks, tuple(not_landed), step, skipped))
     for line in lines:
         print(line)
     say(*errors)

@@ -12,6 +12,7 @@ from shard_pipeline.input.failures import BadRecord, CorruptShard, RepeatedId
 from shard_pipeline.run import outcome
 from shard_pipeline.run.next_step import new_run
 from shard_pipeline.run.outcome import DamagedOutcome, Kind, kind_of
+from shard_pipeline.run.records import OtherCode, Problem, Why
 from shard_pipeline.run.rundir import RunDir
 
 
@@ -23,6 +24,7 @@ def test_each_failure_has_its_kind():
     assert kind_of(CorruptShard("https://h/eng/1.jsonl.zst", 3, "truncated", "cut")) is Kind.FAILED
     assert kind_of(CorruptShard("/c/eng/1.jsonl.zst", 3, "short_read", "cut")) is Kind.FAILED
     assert kind_of(OSError("disk full")) is Kind.FAILED
+    assert kind_of(OtherCode(Problem(Why.OTHER_CODE, Path("/r"), "code 1; this code is 2"))) is Kind.REFUSED
     from shard_pipeline.input.index_check import InputShorterThanIndex
     assert kind_of(InputShorterThanIndex([], Path("/i/eng_Latn.tsv"), "fetch it again")) is Kind.SHORT_INPUT
     assert {k for k in Kind if k in outcome.NEEDS_NEW_RUN} == {Kind.BAD_RECORD, Kind.REPEATED_ID, Kind.BROKEN_INPUT,

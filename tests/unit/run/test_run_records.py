@@ -155,6 +155,27 @@ def test_a_run_of_another_code_version_is_refused_until_it_is_done(written, monk
     assert report(written.root)[1] == 0
 
 
+def test_an_array_task_refused_before_it_reads_the_unit_table_records_its_outcome(written, monkeypatch, capsys):
+    """A Slurm array task run by another code version (a git pull while it was queued) cannot tell which units
+    its index names: it records its refusal under its own index in RUNDIR, and the view of the run names it."""
+    from shard_pipeline.run.outcome import Kind, read
+    from shard_pipeline.run.render import refused_line
+    from shard_pipeline.run.view import run_view, view_of
+    from shard_pipeline.worker import task
+
+    root = written.root.parent
+    monkeypatch.setattr(codeversion, "code_version", lambda: "f" * 64)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # the task keeps pandas out of its own process
+    monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
+    assert task.main(["write", str(root), "--task-offset", "1"]) == 1  # array index 1 of RUNDIR
+    assert task.main(["finalize", str(written.root)]) == 1  # a language's task: its own outcome
+    monkeypatch.undo()  # --status, with the code that made the run
+    assert read(written, "finalize", 0).kind is Kind.REFUSED
+    refused = run_view(written).refused
+    assert [(o.stage, o.task, o.kind, o.error_type) for o in refused] == [("write", 1, Kind.REFUSED, "OtherCode")]
+    assert view_of(root).refused == refused and refused_line(refused[0]) in report(root)[0]
+
+
 @pytest.mark.parametrize("field,value,why", [("code_version", "e" * 64, Why.OTHER_CODE),
                                               ("config_sha256", "c" * 64, Why.OTHER_CONFIG),
                                               ("run_format", 3, Why.OTHER_FORMAT)])
