@@ -160,7 +160,8 @@ def test_an_array_task_refused_before_it_reads_the_unit_table_records_its_outcom
     its index names: it records its refusal under its own index in RUNDIR, and the view of the run names it."""
     from shard_pipeline.run.outcome import Kind, read
     from shard_pipeline.run.render import refused_line
-    from shard_pipeline.run.view import run_view, view_of
+    from shard_pipeline.run.view import run_view
+    from tests.pipeline_util import view_of
     from shard_pipeline.worker import task
 
     root = written.root.parent
