@@ -126,8 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RecordRefused, OSError) as exc:
         print(f"ERROR: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         # in a run dir hplt-shard made; which units an index of RUNDIR names is the table's, which this code may not read
-        if own and RunDir(a.rundir).outcome(stage.name, a.task).parent.is_dir():
-            outcome.record(RunDir(a.rundir), stage.name, a.task, exc)
+        run = RunDir(a.rundir)
+        if own and run.run_json.is_file() and run.outcome(stage.name, a.task).parent.is_dir():
+            outcome.record(run, stage.name, a.task, exc)
         return ExitCode.FAILED
     as_group = table is not None and grouped(a, stage.array, table.units_per_task(stage.name))
     # The log's first line: the command that reruns this task by hand (README, "What a run leaves").

@@ -95,10 +95,12 @@ def test_a_task_refused_before_it_starts_forgets_its_last_outcome(tmp_path):
     run = RunDir(tmp_path)
     (run.root / "tasks").mkdir()
     outcome.record(run, "plan", 0, OSError("an earlier attempt's cause"))
-    assert task.main(["plan", str(tmp_path)]) == 1  # no run.json: refused, and this attempt's refusal recorded
-    ended = outcome.read(run, "plan", 0)
-    assert (ended.kind, ended.error_type) == (Kind.FAILED, "FileNotFoundError")
-    (run.root / "tasks").rename(run.root / "elsewhere")  # not a run dir hplt-shard made: nothing is written in it
+    run.run_json.write_text("{not json")
+    assert task.main(["plan", str(tmp_path)]) == 1  # an unreadable run.json: refused, and this attempt's refusal recorded
+    assert outcome.read(run, "plan", 0).kind is Kind.REFUSED
+    run.run_json.unlink()  # no run.json: not a run dir hplt-shard made, so nothing is written in it
+    assert task.main(["plan", str(tmp_path)]) == 1 and not run.outcome("plan", 0).exists()
+    (run.root / "tasks").rename(run.root / "elsewhere")
     assert task.main(["plan", str(tmp_path)]) == 1 and not (run.root / "tasks").exists()
 
 
